@@ -1,1 +1,16 @@
+//! kubevirt-operator: admission webhooks and a reconciler for `vitistack.io/v1alpha1` Machines.
+//!
+//! - [`api`]: the resource types and their CRDs.
+//! - [`machine`]: the pure domain core (templates, merge, validation, update rules).
+//! - [`admission`]: AdmissionReview in and out, and the webhook routes.
+//! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
+//! - [`commands`]: the subcommands' thin I/O shells.
 
+pub mod admission;
+pub mod api;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod machine;
+pub mod telemetry;
+pub mod tls;

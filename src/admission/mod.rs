@@ -1,0 +1,12 @@
+//! Admission webhooks: AdmissionReview decoding, the CRD schema check, the mutate and validate
+//! decisions, and the HTTP routes that serve them.
+
+pub mod decide;
+pub mod review;
+pub mod routes;
+pub mod schema;
+
+pub use decide::Admission;
+
+pub const MUTATE_PATH: &str = "/mutate-vitistack-io-v1alpha1-machine";
+pub const VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machine";

@@ -1,0 +1,179 @@
+//! The CRD's own openAPIV3Schema, applied to raw objects before they are deserialised: a mutating
+//! webhook sees an object before the API server's schema check, so wrong types must become field
+//! errors here, not serde failures.
+
+use jsonschema::{Draft, Validator, error::ValidationErrorKind};
+use serde_json::Value;
+
+use crate::api::crd::machine_openapi_schema;
+use crate::machine::{FieldError, FieldPath};
+
+#[derive(Debug, thiserror::Error)]
+#[error("the Machine CRD schema does not compile: {0}")]
+pub struct SchemaError(String);
+
+/// A compiled structural schema.
+pub struct SchemaCheck {
+    validator: Validator,
+}
+
+impl SchemaCheck {
+    pub fn machine() -> Result<Self, SchemaError> {
+        Self::from_openapi(&machine_openapi_schema())
+    }
+
+    pub fn from_openapi(openapi: &Value) -> Result<Self, SchemaError> {
+        let schema = to_json_schema(openapi);
+        let validator = jsonschema::options()
+            .with_draft(Draft::Draft4)
+            .build(&schema)
+            .map_err(|e| SchemaError(e.to_string()))?;
+        Ok(SchemaCheck { validator })
+    }
+
+    /// Every schema violation of `object` (nulls already pruned) as a Kubernetes field error.
+    pub fn check(&self, object: &Value) -> Vec<FieldError> {
+        let mut errors: Vec<FieldError> = self
+            .validator
+            .iter_errors(object)
+            .map(|e| {
+                let path = field_path(object, e.instance_path().as_str());
+                to_field_error(&path, e.instance(), e.kind())
+            })
+            .collect();
+        errors.dedup();
+        errors
+    }
+}
+
+/// OpenAPI v3 (as CRDs use it) to JSON Schema draft 4: `nullable` becomes a "null" type.
+fn to_json_schema(openapi: &Value) -> Value {
+    match openapi {
+        Value::Object(map) => {
+            let mut out: serde_json::Map<String, Value> = map
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json_schema(v)))
+                .collect();
+            if out.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+                out.insert(
+                    "anyOf".into(),
+                    serde_json::json!([{"type": "integer"}, {"type": "string"}]),
+                );
+            }
+            if out.remove("nullable") == Some(Value::Bool(true)) {
+                if let Some(Value::String(t)) = out.get("type").cloned() {
+                    out.insert(
+                        "type".into(),
+                        Value::Array(vec![Value::String(t), "null".into()]),
+                    );
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(to_json_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A JSON pointer into `root` as a Kubernetes field path (`/spec/disks/1/name` -> `spec.disks[1].name`).
+fn field_path(root: &Value, pointer: &str) -> FieldPath {
+    let mut path = FieldPath::new("");
+    let mut current = Some(root);
+    for raw in pointer.split('/').skip(1) {
+        let segment = raw.replace("~1", "/").replace("~0", "~");
+        match current {
+            Some(Value::Array(items)) => {
+                let i: usize = segment.parse().unwrap_or_default();
+                path = path.index(i);
+                current = items.get(i);
+            }
+            Some(Value::Object(map)) => {
+                path = path.child(&segment);
+                current = map.get(&segment);
+            }
+            _ => {
+                path = path.child(&segment);
+                current = None;
+            }
+        }
+    }
+    path
+}
+
+fn to_field_error(path: &FieldPath, instance: &Value, kind: &ValidationErrorKind) -> FieldError {
+    match kind {
+        ValidationErrorKind::Type { kind } => {
+            let expected = format!("{kind:?}").to_lowercase();
+            let expected = expected
+                .trim_start_matches("single(")
+                .trim_start_matches("multiple(")
+                .trim_end_matches(')')
+                .to_owned();
+            FieldError::type_invalid(
+                path,
+                instance.clone(),
+                format!("must be of type {}", describe_type(&expected)),
+            )
+        }
+        ValidationErrorKind::AnyOf { .. } => FieldError::type_invalid(
+            path,
+            instance.clone(),
+            "must be an integer or a string (a quantity such as \"20Gi\")",
+        ),
+        ValidationErrorKind::Enum { options } => {
+            let allowed: Vec<String> = options
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            FieldError::not_supported(path, instance.clone(), &allowed)
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            FieldError::required(&path.child(name), "")
+        }
+        ValidationErrorKind::Minimum { limit } => FieldError::invalid(
+            path,
+            instance.clone(),
+            format!("must be greater than or equal to {limit}"),
+        ),
+        ValidationErrorKind::Maximum { limit } => FieldError::invalid(
+            path,
+            instance.clone(),
+            format!("must be less than or equal to {limit}"),
+        ),
+        other => FieldError::invalid(
+            path,
+            instance.clone(),
+            format!("violates the schema's {:?} rule", other.keyword()),
+        ),
+    }
+}
+
+/// jsonschema names types like `integer`, or a set like `{string, null}` for nullable ones.
+fn describe_type(expected: &str) -> String {
+    let names: Vec<&str> = expected
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|s| !s.is_empty() && *s != "null" && *s != "jsontype" && *s != "jsontypeset")
+        .collect();
+    match names.as_slice() {
+        [] => expected.to_owned(),
+        [one] => (*one).to_owned(),
+        many => many.join(" or "),
+    }
+}
+
+/// Drops object fields whose value is null, as the API server prunes them for structural schemas.
+pub fn prune_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(prune_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(prune_nulls),
+        _ => {}
+    }
+}

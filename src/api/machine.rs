@@ -1,0 +1,250 @@
+//! The `vitistack.io/v1alpha1` Machine resource: what users write and what the operator reports.
+//!
+//! Enumerated fields are strings here on purpose: a wrong value must still deserialise so that
+//! validation can report it together with every other error (see `machine::validation`). The CRD
+//! schema carries the enums too, so `kubectl explain` and the API server know them.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::quantity::Quantity;
+
+/// A virtual machine on KubeVirt, sized from a template and optional overrides.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "vitistack.io",
+    version = "v1alpha1",
+    kind = "Machine",
+    plural = "machines",
+    shortname = "m",
+    namespaced,
+    status = "MachineStatus",
+    doc = "A virtual machine on KubeVirt: a template, overrides, disks, networks and cloud-init.",
+    printcolumn = r#"{"name":"Template","type":"string","jsonPath":".spec.template"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"VM","type":"string","jsonPath":".status.vmName"}"#,
+    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
+    printcolumn = r#"{"name":"IP","type":"string","jsonPath":".status.ipAddresses[0]"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpec {
+    /// Built-in size template: small (1 core, 2Gi, 20Gi root disk), medium (2 cores, 4Gi, 40Gi)
+    /// or large (4 cores, 8Gi, 80Gi). Unset: the operator's default template (medium).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+
+    /// CPU and memory; each field set here overrides the template's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+
+    /// Disks, merged with the template's disks by name: a disk named like a template disk
+    /// overrides only the fields it sets; other names are added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<Disk>,
+
+    /// Network interfaces, each attached to a NetworkConfiguration. None: the pod network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<Network>,
+
+    /// Boot device order, from disk, network and cdrom, without repeats.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("items" = {"type": "string", "enum": BOOT_DEVICES}))]
+    pub boot_order: Vec<String>,
+
+    /// Cloud-init data for the guest: inline, or from a Secret in the Machine's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init: Option<CloudInit>,
+
+    /// Virtual hardware: machine type, features and firmware.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<Domain>,
+
+    /// Whether the VM should run (runStrategy Always) or stay halted. Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Resources {
+    /// CPU topology; each field overrides the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    /// Guest memory; overrides the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Cpu {
+    /// Cores per socket, 1-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = CORES.0, "maximum" = CORES.1))]
+    pub cores: Option<i64>,
+    /// Threads per core, 1-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = THREADS.0, "maximum" = THREADS.1))]
+    pub threads: Option<i64>,
+    /// Sockets, 1-16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
+    pub sockets: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Memory {
+    /// Guest memory as a Kubernetes quantity, at least 64Mi (e.g. 4Gi).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disk {
+    /// Disk name, a DNS-1123 label unique within the Machine. The PVC is `<machine>-<name>`.
+    pub name: String,
+    /// Size as a Kubernetes quantity (e.g. 100Gi). May grow on update, never shrink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+    /// StorageClass of the PVC; unset uses the cluster's default StorageClass. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// ReadWriteOnce (default), ReadWriteMany or ReadOnlyMany. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ACCESS_MODES))]
+    pub access_mode: Option<String>,
+    /// Filesystem (default) or Block. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = VOLUME_MODES))]
+    pub volume_mode: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Network {
+    /// Interface name, a DNS-1123 label unique within the Machine.
+    pub name: String,
+    /// Name of a NetworkConfiguration in the Machine's namespace.
+    pub network_name: String,
+    /// NIC model: virtio (default), e1000 or rtl8139.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = NIC_MODELS))]
+    pub model: Option<String>,
+    /// Unicast MAC address (e.g. 52:54:00:12:34:56), unique within the Machine. Unset: assigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudInit {
+    /// Inline cloud-init user data. Wins over secretRef when both are set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// Inline cloud-init network data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data: Option<String>,
+    /// A Secret in the Machine's namespace that holds the user data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyRef>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct SecretKeyRef {
+    /// Secret name.
+    pub name: String,
+    /// Key within the Secret; default `userdata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Domain {
+    /// Emulated machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineType>,
+    /// Hypervisor features.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Features>,
+    /// Firmware and boot loader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<Firmware>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct MachineType {
+    /// pc-q35 (default) or pc-i440fx, or a versioned form such as pc-q35-rhel9.2.0.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Features {
+    /// ACPI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acpi: Option<bool>,
+    /// APIC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apic: Option<bool>,
+    /// Hyper-V enlightenments for Windows guests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hyperv: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Firmware {
+    /// Boot loader selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootloader: Option<Bootloader>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bootloader {
+    /// Boot with EFI firmware instead of BIOS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efi: Option<bool>,
+    /// UEFI Secure Boot; requires efi (and turns on SMM in the VM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<bool>,
+}
+
+/// What the operator observed and did; written by the reconciler only.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    /// Pending, Creating, Running, Stopped or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Ready, VirtualMachineReady, StorageReady and NetworkReady.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Name of the KubeVirt VirtualMachine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_name: Option<String>,
+    /// Name of the running VirtualMachineInstance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi_name: Option<String>,
+    /// Guest IP addresses reported by the VMI.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_addresses: Vec<String>,
+    /// Node that runs the VMI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<Time>,
+    /// The metadata.generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+pub const CORES: (i64, i64) = (1, 256);
+pub const THREADS: (i64, i64) = (1, 8);
+pub const SOCKETS: (i64, i64) = (1, 16);
+pub const ACCESS_MODES: &[&str] = &["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"];
+pub const VOLUME_MODES: &[&str] = &["Filesystem", "Block"];
+pub const NIC_MODELS: &[&str] = &["virtio", "e1000", "rtl8139"];
+pub const BOOT_DEVICES: &[&str] = &["disk", "network", "cdrom"];

@@ -1,0 +1,10 @@
+//! API types: the resources this operator defines, and the CRDs generated from them.
+
+pub mod crd;
+pub mod machine;
+pub mod network_configuration;
+pub mod quantity;
+
+pub use machine::{Machine, MachineSpec, MachineStatus};
+pub use network_configuration::{NetworkConfiguration, NetworkConfigurationSpec};
+pub use quantity::Quantity;

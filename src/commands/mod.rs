@@ -1,0 +1,4 @@
+//! The subcommands' entry points: gather inputs, call the core, print or serve.
+
+pub mod validate;
+pub mod webhook;

@@ -1,0 +1,65 @@
+//! `kubevirt-operator webhook`: the HTTPS admission server alone, from PEM files, no cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::admission::{Admission, routes};
+use crate::cli::WebhookArgs;
+use crate::machine::Catalog;
+use crate::tls::file_reload::PemFiles;
+use crate::tls::{CertSlot, server};
+
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
+    let catalog =
+        Catalog::with_default(&args.templates.default_template).context("--default-template")?;
+    let admission = Arc::new(Admission::new(catalog)?);
+    let slot = CertSlot::new();
+    let files = PemFiles {
+        cert: args.cert_file,
+        key: args.key_file,
+    };
+    let loaded = files
+        .load_into(&slot)
+        .await
+        .context("--cert-file/--key-file")?;
+    let listener = TcpListener::bind(args.listen).await.with_context(|| {
+        format!(
+            "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
+            args.listen
+        )
+    })?;
+    tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
+    let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
+    server::serve(listener, slot, routes::router(admission), shutdown_signal()).await?;
+    reloader.abort();
+    tracing::info!("webhook server stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested");
+}

@@ -1,0 +1,268 @@
+//! Field errors in Kubernetes' own shape and wording (`k8s.io/apimachinery/pkg/util/validation/field`),
+//! so that kubectl users read our denials exactly like the API server's own.
+
+use std::fmt;
+
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ErrorType {
+    Required,
+    Duplicate,
+    Invalid,
+    NotSupported,
+    Forbidden,
+    TooLong,
+    TypeInvalid,
+}
+
+impl ErrorType {
+    fn label(self) -> &'static str {
+        match self {
+            ErrorType::Required => "Required value",
+            ErrorType::Duplicate => "Duplicate value",
+            ErrorType::Invalid | ErrorType::TypeInvalid => "Invalid value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::TooLong => "Too long",
+        }
+    }
+
+    /// The `StatusCause.reason` Kubernetes uses for this type.
+    pub fn cause_reason(self) -> &'static str {
+        match self {
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TypeInvalid => "FieldValueTypeInvalid",
+        }
+    }
+
+    fn shows_value(self) -> bool {
+        !matches!(
+            self,
+            ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong
+        )
+    }
+}
+
+/// One problem with one field, e.g. `spec.disks[1].size: Invalid value: "0": must be greater than zero`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldError {
+    pub kind: ErrorType,
+    pub field: String,
+    pub value: Value,
+    pub detail: String,
+}
+
+impl FieldError {
+    fn new(kind: ErrorType, field: &FieldPath, value: Value, detail: impl Into<String>) -> Self {
+        FieldError {
+            kind,
+            field: field.to_string(),
+            value,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn required(field: &FieldPath, detail: impl Into<String>) -> Self {
+        Self::new(ErrorType::Required, field, Value::Null, detail)
+    }
+
+    pub fn invalid(field: &FieldPath, value: impl Into<Value>, detail: impl Into<String>) -> Self {
+        Self::new(ErrorType::Invalid, field, value.into(), detail)
+    }
+
+    pub fn type_invalid(
+        field: &FieldPath,
+        value: impl Into<Value>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(ErrorType::TypeInvalid, field, value.into(), detail)
+    }
+
+    pub fn duplicate(field: &FieldPath, value: impl Into<Value>) -> Self {
+        Self::new(ErrorType::Duplicate, field, value.into(), "")
+    }
+
+    pub fn forbidden(field: &FieldPath, detail: impl Into<String>) -> Self {
+        Self::new(ErrorType::Forbidden, field, Value::Null, detail)
+    }
+
+    pub fn too_long(field: &FieldPath, max: usize) -> Self {
+        Self::new(
+            ErrorType::TooLong,
+            field,
+            Value::Null,
+            format!("may not be more than {max} bytes"),
+        )
+    }
+
+    /// `Unsupported value: "x": supported values: "a", "b"`, the list sorted as Kubernetes does.
+    pub fn not_supported<S: AsRef<str>>(
+        field: &FieldPath,
+        value: impl Into<Value>,
+        supported: &[S],
+    ) -> Self {
+        let mut values: Vec<&str> = supported.iter().map(AsRef::as_ref).collect();
+        values.sort_unstable();
+        let list = values
+            .iter()
+            .map(|v| quote(v))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Self::new(
+            ErrorType::NotSupported,
+            field,
+            value.into(),
+            format!("supported values: {list}"),
+        )
+    }
+
+    /// The message without the field path, as `StatusCause.message` carries it.
+    pub fn body(&self) -> String {
+        let mut s = self.kind.label().to_owned();
+        if self.kind.shows_value() {
+            s.push_str(": ");
+            s.push_str(&render_value(&self.value));
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+fn render_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => quote(s),
+        other => other.to_string(),
+    }
+}
+
+/// A field path in Kubernetes notation: `spec.disks[1].accessMode`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldPath(String);
+
+impl FieldPath {
+    pub fn new(root: &str) -> Self {
+        FieldPath(root.to_owned())
+    }
+
+    pub fn child(&self, name: &str) -> Self {
+        if self.0.is_empty() {
+            FieldPath(name.to_owned())
+        } else {
+            FieldPath(format!("{}.{name}", self.0))
+        }
+    }
+
+    pub fn index(&self, i: usize) -> Self {
+        FieldPath(format!("{}[{i}]", self.0))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Several field errors, shown like `apierrors.NewInvalid`: one bare, several in brackets.
+pub fn join(errors: &[FieldError]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_like_kubernetes() {
+        let disks = FieldPath::new("spec").child("disks").index(1);
+        let e = FieldError::not_supported(
+            &disks.child("accessMode"),
+            "ReadWriteAll",
+            &["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"],
+        );
+        assert_eq!(
+            e.to_string(),
+            r#"spec.disks[1].accessMode: Unsupported value: "ReadWriteAll": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce""#
+        );
+        assert_eq!(
+            FieldError::invalid(
+                &FieldPath::new("spec")
+                    .child("resources")
+                    .child("cpu")
+                    .child("cores"),
+                300,
+                "must be between 1 and 256, inclusive"
+            )
+            .to_string(),
+            "spec.resources.cpu.cores: Invalid value: 300: must be between 1 and 256, inclusive"
+        );
+        assert_eq!(
+            FieldError::required(&disks.child("name"), "").to_string(),
+            "spec.disks[1].name: Required value"
+        );
+        assert_eq!(
+            FieldError::duplicate(&disks.child("name"), "root").to_string(),
+            r#"spec.disks[1].name: Duplicate value: "root""#
+        );
+        assert_eq!(
+            FieldError::forbidden(
+                &FieldPath::new("spec").child("disks"),
+                "disk \"data\" may not be removed"
+            )
+            .to_string(),
+            r#"spec.disks: Forbidden: disk "data" may not be removed"#
+        );
+        assert_eq!(
+            FieldError::too_long(&FieldPath::new("metadata").child("name"), 63).body(),
+            "Too long: may not be more than 63 bytes"
+        );
+        assert_eq!(
+            FieldError::required(&disks, "").kind.cause_reason(),
+            "FieldValueRequired"
+        );
+    }
+
+    #[test]
+    fn joins_one_bare_and_many_bracketed() {
+        let p = FieldPath::new("spec");
+        let a = FieldError::required(&p.child("a"), "");
+        let b = FieldError::required(&p.child("b"), "");
+        assert_eq!(join(std::slice::from_ref(&a)), "spec.a: Required value");
+        assert_eq!(
+            join(&[a, b]),
+            "[spec.a: Required value, spec.b: Required value]"
+        );
+    }
+}

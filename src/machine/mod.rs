@@ -1,0 +1,13 @@
+//! The Machine domain core: pure functions of their inputs, shared by the webhooks, the offline
+//! `validate` command and the reconciler.
+
+pub mod field_error;
+pub mod names;
+pub mod resolve;
+pub mod templates;
+pub mod update_rules;
+pub mod validation;
+
+pub use field_error::{FieldError, FieldPath};
+pub use resolve::{DEFAULTS_ANNOTATION, Resolved, resolve};
+pub use templates::Catalog;

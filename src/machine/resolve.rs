@@ -1,0 +1,255 @@
+//! Template resolution: the template's values, the user's overrides field by field, disks merged
+//! by name, and the field defaults. The result is what the mutating webhook stores.
+//!
+//! To re-derive template values when `spec.template` changes, the values this step filled in are
+//! recorded in the annotation [`DEFAULTS_ANNOTATION`]. Before resolving again, every recorded value
+//! that is still unchanged is taken back out ([`strip_defaults`]), which leaves exactly what the
+//! user set; a value the user has since edited no longer matches and so stays theirs.
+
+use crate::api::Quantity;
+use crate::api::machine::{
+    CloudInit, Cpu, Disk, Domain, MachineSpec, MachineType, Memory, Network, Resources,
+    SecretKeyRef,
+};
+
+use super::templates::{Catalog, Template};
+
+/// Annotation holding the JSON of the spec values that came from the template, not from the user.
+pub const DEFAULTS_ANNOTATION: &str = "vitistack.io/template-defaults";
+
+pub const DEFAULT_ACCESS_MODE: &str = "ReadWriteOnce";
+pub const DEFAULT_VOLUME_MODE: &str = "Filesystem";
+pub const DEFAULT_NIC_MODEL: &str = "virtio";
+pub const DEFAULT_SECRET_KEY: &str = "userdata";
+pub const DEFAULT_MACHINE_TYPE: &str = "pc-q35";
+
+/// A resolved spec and the template-derived part of it (the annotation's content).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    pub spec: MachineSpec,
+    pub from_template: MachineSpec,
+}
+
+/// Resolves `spec` against the catalog. `recorded` is what an earlier resolution filled in.
+/// An unknown template contributes nothing; validation reports it.
+pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Catalog) -> Resolved {
+    let explicit = match recorded {
+        Some(r) => strip_defaults(spec, r),
+        None => spec.clone(),
+    };
+    let mut from_template = MachineSpec::default();
+    let template_name = match &explicit.template {
+        Some(name) => name.clone(),
+        None => {
+            let name = catalog.default_template().name.to_owned();
+            from_template.template = Some(name.clone());
+            name
+        }
+    };
+    let template = catalog.get(&template_name);
+
+    let resources = resolve_resources(explicit.resources.as_ref(), template, &mut from_template);
+    let disks = resolve_disks(&explicit.disks, template, &mut from_template);
+
+    let resolved = MachineSpec {
+        template: Some(template_name),
+        resources,
+        disks,
+        networks: explicit.networks.iter().map(default_network).collect(),
+        boot_order: explicit.boot_order.clone(),
+        cloud_init: explicit.cloud_init.as_ref().map(default_cloud_init),
+        domain: Some(default_domain(explicit.domain.as_ref())),
+        running: Some(explicit.running.unwrap_or(true)),
+    };
+    Resolved {
+        spec: resolved,
+        from_template,
+    }
+}
+
+fn resolve_resources(
+    explicit: Option<&Resources>,
+    template: Option<&Template>,
+    record: &mut MachineSpec,
+) -> Option<Resources> {
+    let cpu = explicit.and_then(|r| r.cpu.clone()).unwrap_or_default();
+    let memory = explicit
+        .and_then(|r| r.memory.as_ref())
+        .and_then(|m| m.size.clone());
+    let Some(t) = template else {
+        return explicit.cloned();
+    };
+    let mut recorded_cpu = Cpu::default();
+    let pick = |value: Option<i64>, from_t: i64, slot: &mut Option<i64>| {
+        value.unwrap_or_else(|| {
+            *slot = Some(from_t);
+            from_t
+        })
+    };
+    let resolved_cpu = Cpu {
+        cores: Some(pick(cpu.cores, t.cores, &mut recorded_cpu.cores)),
+        threads: Some(pick(cpu.threads, t.threads, &mut recorded_cpu.threads)),
+        sockets: Some(pick(cpu.sockets, t.sockets, &mut recorded_cpu.sockets)),
+    };
+    let size = memory.unwrap_or_else(|| {
+        record
+            .resources
+            .get_or_insert_with(Resources::default)
+            .memory = Some(Memory {
+            size: Some(t.memory()),
+        });
+        t.memory()
+    });
+    if recorded_cpu != Cpu::default() {
+        record.resources.get_or_insert_with(Resources::default).cpu = Some(recorded_cpu);
+    }
+    Some(Resources {
+        cpu: Some(resolved_cpu),
+        memory: Some(Memory { size: Some(size) }),
+    })
+}
+
+/// Template disks first, in template order, each overlaid with the user's disk of the same name;
+/// then the user's other disks in their order.
+fn resolve_disks(
+    explicit: &[Disk],
+    template: Option<&Template>,
+    record: &mut MachineSpec,
+) -> Vec<Disk> {
+    let template_disks = template.map(|t| t.disks).unwrap_or_default();
+    let mut out = Vec::with_capacity(template_disks.len() + explicit.len());
+    for (name, size) in template_disks {
+        let user = explicit.iter().find(|d| d.name == *name);
+        let mut recorded = Disk {
+            name: (*name).to_owned(),
+            ..Disk::default()
+        };
+        let size = user.and_then(|d| d.size.clone()).unwrap_or_else(|| {
+            recorded.size = Some(Quantity::from(*size));
+            Quantity::from(*size)
+        });
+        let mut disk = default_disk(&Disk {
+            size: Some(size),
+            ..user.cloned().unwrap_or_else(|| recorded.clone())
+        });
+        disk.name = (*name).to_owned();
+        if user.is_none() {
+            // The whole entry came from the template, field defaults included.
+            recorded = disk.clone();
+        }
+        if recorded.size.is_some() || user.is_none() {
+            record.disks.push(recorded);
+        }
+        out.push(disk);
+    }
+    out.extend(
+        explicit
+            .iter()
+            .filter(|d| !template_disks.iter().any(|(name, _)| *name == d.name))
+            .map(default_disk),
+    );
+    out
+}
+
+fn default_disk(d: &Disk) -> Disk {
+    Disk {
+        access_mode: Some(
+            d.access_mode
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ACCESS_MODE.to_owned()),
+        ),
+        volume_mode: Some(
+            d.volume_mode
+                .clone()
+                .unwrap_or_else(|| DEFAULT_VOLUME_MODE.to_owned()),
+        ),
+        ..d.clone()
+    }
+}
+
+fn default_network(n: &Network) -> Network {
+    Network {
+        model: Some(
+            n.model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NIC_MODEL.to_owned()),
+        ),
+        ..n.clone()
+    }
+}
+
+fn default_cloud_init(c: &CloudInit) -> CloudInit {
+    CloudInit {
+        secret_ref: c.secret_ref.as_ref().map(|r| SecretKeyRef {
+            name: r.name.clone(),
+            key: Some(
+                r.key
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_SECRET_KEY.to_owned()),
+            ),
+        }),
+        ..c.clone()
+    }
+}
+
+fn default_domain(d: Option<&Domain>) -> Domain {
+    let d = d.cloned().unwrap_or_default();
+    let type_ = d
+        .machine
+        .as_ref()
+        .and_then(|m| m.type_.clone())
+        .unwrap_or_else(|| DEFAULT_MACHINE_TYPE.to_owned());
+    Domain {
+        machine: Some(MachineType { type_: Some(type_) }),
+        ..d
+    }
+}
+
+/// Takes back out every recorded template value that is still unchanged in `spec`.
+pub fn strip_defaults(spec: &MachineSpec, recorded: &MachineSpec) -> MachineSpec {
+    let mut out = spec.clone();
+    if recorded.template.is_some() && out.template == recorded.template {
+        out.template = None;
+    }
+    if let (Some(res), Some(rec)) = (out.resources.as_mut(), recorded.resources.as_ref()) {
+        if let (Some(cpu), Some(rec_cpu)) = (res.cpu.as_mut(), rec.cpu.as_ref()) {
+            unset_if_same(&mut cpu.cores, &rec_cpu.cores);
+            unset_if_same(&mut cpu.threads, &rec_cpu.threads);
+            unset_if_same(&mut cpu.sockets, &rec_cpu.sockets);
+            if *cpu == Cpu::default() {
+                res.cpu = None;
+            }
+        }
+        if let (Some(mem), Some(rec_mem)) = (res.memory.as_mut(), rec.memory.as_ref()) {
+            unset_if_same(&mut mem.size, &rec_mem.size);
+            if mem.size.is_none() {
+                res.memory = None;
+            }
+        }
+        if res.cpu.is_none() && res.memory.is_none() {
+            out.resources = None;
+        }
+    }
+    out.disks.retain_mut(|disk| {
+        let Some(rec) = recorded.disks.iter().find(|r| r.name == disk.name) else {
+            return true;
+        };
+        unset_if_same(&mut disk.size, &rec.size);
+        unset_if_same(&mut disk.storage_class, &rec.storage_class);
+        unset_if_same(&mut disk.access_mode, &rec.access_mode);
+        unset_if_same(&mut disk.volume_mode, &rec.volume_mode);
+        // A disk left with only its name came from the template as a whole.
+        *disk
+            != Disk {
+                name: disk.name.clone(),
+                ..Disk::default()
+            }
+    });
+    out
+}
+
+fn unset_if_same<T: PartialEq>(value: &mut Option<T>, recorded: &Option<T>) {
+    if recorded.is_some() && value == recorded {
+        *value = None;
+    }
+}

@@ -1,0 +1,348 @@
+//! Every rule a Machine spec must satisfy, reported all at once with Kubernetes field paths.
+//!
+//! [`validate`] is correct both on what a user wrote and on a resolved spec: a rule that needs
+//! the template (a disk without a size) asks whether the template provides the value.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::api::machine::{
+    ACCESS_MODES, BOOT_DEVICES, CORES, CloudInit, Disk, Domain, MachineSpec, NIC_MODELS, Network,
+    SOCKETS, THREADS, VOLUME_MODES,
+};
+use crate::api::quantity::{Amount, Quantity};
+
+use super::field_error::{FieldError, FieldPath};
+use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
+use super::templates::Catalog;
+
+pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
+const MACHINE_TYPES: &[&str] = &[
+    "pc-q35",
+    "pc-q35-<version>",
+    "pc-i440fx",
+    "pc-i440fx-<version>",
+];
+
+/// Errors and warnings of one validation pass.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub errors: Vec<FieldError>,
+    pub warnings: Vec<String>,
+}
+
+/// Validates the Machine's name (when known; generateName leaves it empty at mutation time).
+pub fn validate_name(name: &str) -> Vec<FieldError> {
+    let path = FieldPath::new("metadata").child("name");
+    if name.is_empty() {
+        return Vec::new();
+    }
+    dns1123_label(name)
+        .into_iter()
+        .map(|msg| {
+            FieldError::invalid(
+                &path,
+                name,
+                format!(
+                    "{msg} (the Machine name becomes the VirtualMachine's and its disks' names)"
+                ),
+            )
+        })
+        .collect()
+}
+
+pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
+    let mut out = Outcome::default();
+    let spec_path = FieldPath::new("spec");
+
+    let template = match &spec.template {
+        Some(name) => {
+            let t = catalog.get(name);
+            if t.is_none() {
+                out.errors.push(FieldError::not_supported(
+                    &spec_path.child("template"),
+                    name.as_str(),
+                    &catalog.names(),
+                ));
+            }
+            t
+        }
+        None => Some(catalog.default_template()),
+    };
+
+    if let Some(res) = &spec.resources {
+        let res_path = spec_path.child("resources");
+        if let Some(cpu) = &res.cpu {
+            let cpu_path = res_path.child("cpu");
+            check_range(&mut out, &cpu_path.child("cores"), cpu.cores, CORES);
+            check_range(&mut out, &cpu_path.child("threads"), cpu.threads, THREADS);
+            check_range(&mut out, &cpu_path.child("sockets"), cpu.sockets, SOCKETS);
+        }
+        if let Some(size) = res.memory.as_ref().and_then(|m| m.size.as_ref()) {
+            let path = res_path.child("memory").child("size");
+            if let Some(amount) = check_quantity(&mut out, &path, size) {
+                if amount < MIN_MEMORY {
+                    out.errors.push(FieldError::invalid(
+                        &path,
+                        size.as_str(),
+                        "must be at least 64Mi",
+                    ));
+                }
+            }
+        }
+    }
+
+    let template_disk =
+        |name: &str| template.is_some_and(|t| t.disks.iter().any(|(n, _)| *n == name));
+    validate_disks(
+        &mut out,
+        &spec_path.child("disks"),
+        &spec.disks,
+        &template_disk,
+        template.map(|t| t.name),
+    );
+    validate_networks(&mut out, &spec_path.child("networks"), &spec.networks);
+    validate_boot_order(&mut out, &spec_path.child("bootOrder"), &spec.boot_order);
+    if let Some(ci) = &spec.cloud_init {
+        validate_cloud_init(&mut out, &spec_path.child("cloudInit"), ci);
+    }
+    if let Some(domain) = &spec.domain {
+        validate_domain(&mut out, &spec_path.child("domain"), domain);
+    }
+    out
+}
+
+fn check_range(out: &mut Outcome, path: &FieldPath, value: Option<i64>, (min, max): (i64, i64)) {
+    if let Some(v) = value {
+        if !(min..=max).contains(&v) {
+            out.errors.push(FieldError::invalid(
+                path,
+                v,
+                format!("must be between {min} and {max}, inclusive"),
+            ));
+        }
+    }
+}
+
+fn check_quantity(out: &mut Outcome, path: &FieldPath, q: &Quantity) -> Option<Amount> {
+    match q.parse() {
+        Ok(a) => Some(a),
+        Err(e) => {
+            out.errors
+                .push(FieldError::invalid(path, q.as_str(), e.to_string()));
+            None
+        }
+    }
+}
+
+fn push_all(out: &mut Outcome, path: &FieldPath, value: &str, messages: Vec<String>) {
+    out.errors.extend(
+        messages
+            .into_iter()
+            .map(|m| FieldError::invalid(path, value, m)),
+    );
+}
+
+fn validate_disks(
+    out: &mut Outcome,
+    path: &FieldPath,
+    disks: &[Disk],
+    template_disk: &dyn Fn(&str) -> bool,
+    template: Option<&str>,
+) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, disk) in disks.iter().enumerate() {
+        let p = path.index(i);
+        let name_path = p.child("name");
+        if disk.name.is_empty() {
+            out.errors.push(FieldError::required(&name_path, ""));
+        } else {
+            push_all(out, &name_path, &disk.name, dns1123_label(&disk.name));
+            if seen.insert(&disk.name, i).is_some() {
+                out.errors
+                    .push(FieldError::duplicate(&name_path, disk.name.as_str()));
+            }
+        }
+        match &disk.size {
+            Some(size) => {
+                let size_path = p.child("size");
+                if let Some(amount) = check_quantity(out, &size_path, size) {
+                    if !amount.is_positive() {
+                        out.errors.push(FieldError::invalid(
+                            &size_path,
+                            size.as_str(),
+                            "must be greater than zero",
+                        ));
+                    }
+                }
+            }
+            None if !disk.name.is_empty() && !template_disk(&disk.name) => {
+                let detail = match template {
+                    Some(t) => format!(
+                        "disk {:?} is not in template {t:?}, so it needs a size",
+                        disk.name
+                    ),
+                    None => format!("disk {:?} needs a size", disk.name),
+                };
+                out.errors
+                    .push(FieldError::required(&p.child("size"), detail));
+            }
+            None => {}
+        }
+        if let Some(sc) = &disk.storage_class {
+            push_all(out, &p.child("storageClass"), sc, dns1123_subdomain(sc));
+        }
+        check_enum(
+            out,
+            &p.child("accessMode"),
+            disk.access_mode.as_deref(),
+            ACCESS_MODES,
+        );
+        check_enum(
+            out,
+            &p.child("volumeMode"),
+            disk.volume_mode.as_deref(),
+            VOLUME_MODES,
+        );
+    }
+}
+
+fn check_enum(out: &mut Outcome, path: &FieldPath, value: Option<&str>, allowed: &[&str]) {
+    if let Some(v) = value {
+        if !allowed.contains(&v) {
+            out.errors.push(FieldError::not_supported(path, v, allowed));
+        }
+    }
+}
+
+fn validate_networks(out: &mut Outcome, path: &FieldPath, networks: &[Network]) {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut macs: HashMap<[u8; 6], usize> = HashMap::new();
+    for (i, net) in networks.iter().enumerate() {
+        let p = path.index(i);
+        let name_path = p.child("name");
+        if net.name.is_empty() {
+            out.errors.push(FieldError::required(&name_path, ""));
+        } else {
+            push_all(out, &name_path, &net.name, dns1123_label(&net.name));
+            if names.insert(&net.name, i).is_some() {
+                out.errors
+                    .push(FieldError::duplicate(&name_path, net.name.as_str()));
+            }
+        }
+        let nn_path = p.child("networkName");
+        if net.network_name.is_empty() {
+            out.errors.push(FieldError::required(
+                &nn_path,
+                "the name of a NetworkConfiguration in the Machine's namespace",
+            ));
+        } else {
+            push_all(
+                out,
+                &nn_path,
+                &net.network_name,
+                dns1123_subdomain(&net.network_name),
+            );
+        }
+        check_enum(out, &p.child("model"), net.model.as_deref(), NIC_MODELS);
+        if let Some(mac) = &net.mac_address {
+            let mac_path = p.child("macAddress");
+            match parse_mac(mac) {
+                None => out.errors.push(FieldError::invalid(
+                    &mac_path,
+                    mac.as_str(),
+                    "must be a MAC address of six hexadecimal octets separated by ':' or '-' (e.g. 52:54:00:12:34:56)",
+                )),
+                Some(octets) if octets[0] & 1 == 1 => out.errors.push(FieldError::invalid(
+                    &mac_path,
+                    mac.as_str(),
+                    "must be a unicast MAC address (the least significant bit of the first octet must be 0)",
+                )),
+                Some(octets) if octets == [0; 6] => {
+                    out.errors.push(FieldError::invalid(&mac_path, mac.as_str(), "must not be all zeros"))
+                }
+                Some(octets) => {
+                    if macs.insert(octets, i).is_some() {
+                        out.errors.push(FieldError::duplicate(&mac_path, mac.as_str()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String]) {
+    for (i, device) in order.iter().enumerate() {
+        let p = path.index(i);
+        if !BOOT_DEVICES.contains(&device.as_str()) {
+            out.errors
+                .push(FieldError::not_supported(&p, device.as_str(), BOOT_DEVICES));
+        } else if order[..i].contains(device) {
+            out.errors.push(FieldError::duplicate(&p, device.as_str()));
+        } else if device == "cdrom" {
+            out.warnings.push(format!(
+                "{p}: \"cdrom\" is accepted but ignored: the Machine has no cdrom device"
+            ));
+        }
+    }
+}
+
+fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
+    if let Some(r) = &ci.secret_ref {
+        let p = path.child("secretRef");
+        if r.name.is_empty() {
+            out.errors.push(FieldError::required(
+                &p.child("name"),
+                "the name of a Secret in the Machine's namespace",
+            ));
+        } else {
+            push_all(out, &p.child("name"), &r.name, dns1123_subdomain(&r.name));
+        }
+        if let Some(key) = &r.key {
+            push_all(out, &p.child("key"), key, config_key(key));
+        }
+        if ci.user_data.is_some() {
+            out.warnings.push(format!(
+                "{path}: userData and secretRef are both set; the inline userData is used and secretRef is ignored"
+            ));
+        }
+    }
+}
+
+fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
+    if let Some(t) = domain.machine.as_ref().and_then(|m| m.type_.as_deref()) {
+        if !is_machine_type(t) {
+            out.errors.push(FieldError::not_supported(
+                &path.child("machine").child("type"),
+                t,
+                MACHINE_TYPES,
+            ));
+        }
+    }
+    let bootloader = domain.firmware.as_ref().and_then(|f| f.bootloader.as_ref());
+    if let Some(bl) = bootloader {
+        if bl.secure_boot == Some(true) && bl.efi != Some(true) {
+            let bl_path = path.child("firmware").child("bootloader");
+            out.errors.push(FieldError::invalid(
+                &bl_path.child("secureBoot"),
+                Value::Bool(true),
+                format!("secure boot requires {} to be true", bl_path.child("efi")),
+            ));
+        }
+    }
+}
+
+fn is_machine_type(t: &str) -> bool {
+    ["pc-q35", "pc-i440fx"].iter().any(|base| {
+        t == *base
+            || t.strip_prefix(base)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|version| {
+                    !version.is_empty()
+                        && version
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+                })
+    })
+}

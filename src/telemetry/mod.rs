@@ -1,0 +1,3 @@
+//! Logging (and, as they land, metrics).
+
+pub mod logging;

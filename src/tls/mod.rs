@@ -1,0 +1,14 @@
+//! TLS for the webhook server: PEM parsing, the swappable certificate, file reloading and the
+//! HTTPS accept loop.
+
+pub mod file_reload;
+pub mod keypair;
+pub mod resolver;
+pub mod server;
+
+pub use resolver::CertSlot;
+
+/// Installs ring as the process-wide rustls provider; a second provider would panic at run time.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
