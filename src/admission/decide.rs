@@ -22,6 +22,12 @@ pub struct Admission {
     schema: SchemaCheck,
 }
 
+struct Admitted {
+    parsed: Parsed,
+    schema_errors: Vec<FieldError>,
+    unchanged: bool,
+}
+
 /// A request's object, checked and typed.
 struct Parsed {
     name: String,
@@ -45,12 +51,19 @@ impl Admission {
 
     /// Defaults and merges the template into the object, as a JSON Patch.
     pub fn mutate(&self, req: &Request) -> Verdict {
-        let (parsed, unchanged) = match self.admit(req) {
-            Ok(p) => p,
+        let Admitted {
+            parsed,
+            schema_errors,
+            unchanged,
+        } = match self.admit(req) {
+            Ok(a) => a,
             Err(verdict) => return *verdict,
         };
         let mut errors = validate_name(&parsed.name);
-        errors.extend(validate(&parsed.spec, &self.catalog).errors);
+        errors.extend(combine(
+            schema_errors,
+            validate(&parsed.spec, &self.catalog).errors,
+        ));
         if !errors.is_empty() {
             // An unchanged spec that no longer validates (stored before a rule existed) must not
             // block metadata updates such as finalizer removal: leave it alone.
@@ -87,8 +100,12 @@ impl Admission {
 
     /// Every rule, all errors at once; warnings for what is accepted but ignored.
     pub fn validate(&self, req: &Request) -> Verdict {
-        let (parsed, unchanged) = match self.admit(req) {
-            Ok(p) => p,
+        let Admitted {
+            parsed,
+            schema_errors,
+            unchanged,
+        } = match self.admit(req) {
+            Ok(a) => a,
             Err(verdict) => return *verdict,
         };
         if unchanged {
@@ -96,7 +113,7 @@ impl Admission {
         }
         let outcome = validate(&parsed.spec, &self.catalog);
         let mut errors = validate_name(&parsed.name);
-        errors.extend(outcome.errors);
+        errors.extend(combine(schema_errors, outcome.errors));
         if req.operation == "UPDATE" {
             if let Some(old) = req.old_object.as_ref().and_then(|o| self.parse_stored(o)) {
                 let old_resolved = resolve(&old.spec, old.recorded.as_ref(), &self.catalog);
@@ -112,8 +129,8 @@ impl Admission {
     }
 
     /// The checks both webhooks share: operation, kind, object present, schema and types.
-    /// Also says whether an UPDATE leaves the spec as it was.
-    fn admit(&self, req: &Request) -> Result<(Parsed, bool), Box<Verdict>> {
+    /// Returns the typed object, the schema's findings, and whether an UPDATE left the spec alone.
+    fn admit(&self, req: &Request) -> Result<Admitted, Box<Verdict>> {
         let deny = |msg: String| Box::new(Verdict::deny(bad_request(&msg)));
         if req.operation != "CREATE" && req.operation != "UPDATE" {
             return Err(deny(format!(
@@ -136,6 +153,10 @@ impl Admission {
         };
         let mut object = raw.clone();
         prune_nulls(&mut object);
+        if object.is_object() && object.get("spec").is_none() {
+            // Every spec field is optional, so no spec means all defaults.
+            object["spec"] = Value::Object(Default::default());
+        }
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -147,39 +168,37 @@ impl Admission {
                 prune_nulls(&mut old);
                 old.get("spec") == object.get("spec")
             });
-        let mut errors = self.schema.check(&object);
+        let mut schema_errors = self.schema.check(&object);
         if !object.is_object() {
-            errors.push(FieldError::type_invalid(
+            schema_errors.push(FieldError::type_invalid(
                 &FieldPath::new("object"),
                 object.clone(),
                 "must be of type object",
             ));
         }
-        let spec = match errors.is_empty() {
-            true => match parse_spec(&object) {
-                Ok(spec) => Some(spec),
-                Err(e) => {
-                    errors.push(e);
-                    None
-                }
-            },
-            false => None,
-        };
-        match spec {
-            Some(spec) => {
+        // Enumerations are strings in the types, so only a wrong JSON type stops typing here;
+        // everything else is still validated and reported together with the schema's findings.
+        match parse_spec(&object) {
+            Ok(spec) => {
                 let recorded = recorded_defaults(&object);
-                Ok((
-                    Parsed {
+                Ok(Admitted {
+                    parsed: Parsed {
                         name,
                         object,
                         spec,
                         recorded,
                     },
+                    schema_errors,
                     unchanged,
-                ))
+                })
             }
-            None if unchanged => Err(Box::new(Verdict::allow())),
-            None => Err(Box::new(Verdict::deny(invalid(&name, &errors)))),
+            Err(_) if unchanged => Err(Box::new(Verdict::allow())),
+            Err(e) => {
+                if schema_errors.is_empty() {
+                    schema_errors.push(e);
+                }
+                Err(Box::new(Verdict::deny(invalid(&name, &schema_errors))))
+            }
         }
     }
 
@@ -196,6 +215,15 @@ impl Admission {
             recorded,
         })
     }
+}
+
+/// The rules' errors, plus the schema's on fields the rules did not already report.
+fn combine(schema: Vec<FieldError>, rules: Vec<FieldError>) -> Vec<FieldError> {
+    let extra: Vec<FieldError> = schema
+        .into_iter()
+        .filter(|s| !rules.iter().any(|r| r.field == s.field))
+        .collect();
+    rules.into_iter().chain(extra).collect()
 }
 
 fn parse_spec(object: &Value) -> Result<MachineSpec, FieldError> {
@@ -273,4 +301,341 @@ pub fn bad_request(message: &str) -> Status {
 
 fn internal(message: &str) -> Status {
     failure(500, "InternalError", message.to_owned(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::review::GroupVersionKind;
+
+    fn admission() -> Admission {
+        Admission::new(Catalog::default()).expect("schema compiles")
+    }
+
+    fn machine(spec: Value) -> Value {
+        json!({"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "vm", "namespace": "default"}, "spec": spec})
+    }
+
+    fn request(operation: &str, object: Option<Value>, old: Option<Value>) -> Request {
+        Request {
+            uid: "u1".into(),
+            kind: GroupVersionKind {
+                group: "vitistack.io".into(),
+                version: "v1alpha1".into(),
+                kind: "Machine".into(),
+            },
+            name: "vm".into(),
+            namespace: Some("default".into()),
+            operation: operation.into(),
+            object,
+            old_object: old,
+            ..Request::default()
+        }
+    }
+
+    fn mutated(a: &Admission, req: &Request) -> Value {
+        let verdict = a.mutate(req);
+        assert!(verdict.allowed, "{:?}", verdict.status);
+        let mut object = req.object.clone().expect("object");
+        json_patch::patch(&mut object, &verdict.patch.expect("a patch")).expect("patch applies");
+        object
+    }
+
+    fn message(v: &Verdict) -> String {
+        v.status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn mutation_applies_template_and_records_provenance() {
+        let a = admission();
+        let out = mutated(
+            &a,
+            &request(
+                "CREATE",
+                Some(machine(
+                    json!({"template": "small", "disks": [{"name": "data", "size": "100Gi"}]}),
+                )),
+                None,
+            ),
+        );
+        assert_eq!(
+            out["spec"]["resources"],
+            json!({"cpu": {"cores": 1, "threads": 1, "sockets": 1}, "memory": {"size": "2Gi"}})
+        );
+        assert_eq!(
+            out["spec"]["disks"],
+            json!([
+            {"name": "root", "size": "20Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"},
+            {"name": "data", "size": "100Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"}])
+        );
+        assert_eq!(out["spec"]["running"], json!(true));
+        assert_eq!(
+            out["spec"]["domain"],
+            json!({"machine": {"type": "pc-q35"}})
+        );
+        let record: Value = serde_json::from_str(
+            out["metadata"]["annotations"][DEFAULTS_ANNOTATION]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["resources"]["memory"]["size"], json!("2Gi"));
+        assert_eq!(record.get("template"), None, "template was explicit");
+    }
+
+    #[test]
+    fn mutating_its_own_output_yields_no_patch() {
+        let a = admission();
+        for spec in [
+            json!({}),
+            json!({"template": "large", "networks": [{"name": "eth0", "networkName": "n"}],
+                                       "cloudInit": {"secretRef": {"name": "s"}}}),
+        ] {
+            let once = mutated(&a, &request("CREATE", Some(machine(spec.clone())), None));
+            let twice = a.mutate(&request("CREATE", Some(once.clone()), None));
+            assert!(twice.allowed);
+            assert_eq!(twice.patch.map(|p| p.0.len()), Some(0), "{spec}");
+            let on_update = a.mutate(&request("UPDATE", Some(once.clone()), Some(once)));
+            assert_eq!(on_update.patch.map(|p| p.0.len()), Some(0));
+        }
+    }
+
+    #[test]
+    fn template_change_on_update_rederives_and_keeps_overrides() {
+        let a = admission();
+        let stored = mutated(
+            &a,
+            &request(
+                "CREATE",
+                Some(machine(
+                    json!({"template": "medium", "resources": {"memory": {"size": "16Gi"}}}),
+                )),
+                None,
+            ),
+        );
+        let mut edited = stored.clone();
+        edited["spec"]["template"] = json!("large");
+        let out = mutated(
+            &a,
+            &request("UPDATE", Some(edited.clone()), Some(stored.clone())),
+        );
+        assert_eq!(out["spec"]["resources"]["cpu"]["cores"], json!(4));
+        assert_eq!(out["spec"]["resources"]["memory"]["size"], json!("16Gi"));
+        assert_eq!(out["spec"]["disks"][0]["size"], json!("80Gi"));
+        // The provenance survives a client that dropped the annotation (e.g. kubectl replace).
+        edited["metadata"]["annotations"] = json!({});
+        let out = mutated(&a, &request("UPDATE", Some(edited), Some(stored)));
+        assert_eq!(out["spec"]["resources"]["cpu"]["cores"], json!(4));
+    }
+
+    #[test]
+    fn schema_errors_deny_with_field_paths() {
+        let a = admission();
+        let v = a.mutate(&request("CREATE", Some(machine(json!({"resources": {"cpu": {"cores": "four"}}, "disks": [{"size": true}], "running": "yes"}))), None));
+        assert!(!v.allowed);
+        let status = v.status.clone().unwrap();
+        assert_eq!(
+            (status.code, status.reason.as_deref()),
+            (Some(422), Some("Invalid"))
+        );
+        let msg = message(&v);
+        assert!(
+            msg.starts_with(r#"Machine.vitistack.io "vm" is invalid: ["#),
+            "{msg}"
+        );
+        for part in [
+            r#"spec.resources.cpu.cores: Invalid value: "four": must be of type integer"#,
+            "spec.disks[0].name: Required value",
+            "spec.disks[0].size: Invalid value: true: must be an integer or a string",
+            r#"spec.running: Invalid value: "yes": must be of type boolean"#,
+        ] {
+            assert!(msg.contains(part), "missing {part:?} in {msg}");
+        }
+        let causes = status.details.unwrap().causes.unwrap();
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field.as_deref() == Some("spec.resources.cpu.cores")
+                    && c.reason.as_deref() == Some("FieldValueTypeInvalid"))
+        );
+    }
+
+    #[test]
+    fn semantic_errors_deny_in_both_webhooks() {
+        let a = admission();
+        let req = request(
+            "CREATE",
+            Some(machine(
+                json!({"template": "huge", "disks": [{"name": "d", "size": "1Gi", "accessMode": "ReadWriteAll"}]}),
+            )),
+            None,
+        );
+        for v in [a.mutate(&req), a.validate(&req)] {
+            assert!(!v.allowed);
+            let msg = message(&v);
+            assert!(
+                msg.contains(r#"spec.template: Unsupported value: "huge""#),
+                "{msg}"
+            );
+            assert!(msg.contains(r#"spec.disks[0].accessMode: Unsupported value: "ReadWriteAll": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce""#), "{msg}");
+        }
+    }
+
+    #[test]
+    fn validate_applies_update_rules_and_warnings() {
+        let a = admission();
+        let old = mutated(
+            &a,
+            &request(
+                "CREATE",
+                Some(machine(
+                    json!({"disks": [{"name": "data", "size": "10Gi"}]}),
+                )),
+                None,
+            ),
+        );
+        let mut shrunk = old.clone();
+        shrunk["spec"]["disks"][1]["size"] = json!("5Gi");
+        let v = a.validate(&request("UPDATE", Some(shrunk), Some(old.clone())));
+        assert!(!v.allowed);
+        assert!(
+            message(&v).contains(
+                r#"spec.disks[1].size: Forbidden: disk "data" may not shrink from 10Gi to 5Gi"#
+            ),
+            "{}",
+            message(&v)
+        );
+        let mut removed = old.clone();
+        removed["spec"]["disks"] = json!([old["spec"]["disks"][0].clone()]);
+        assert!(
+            message(&a.validate(&request("UPDATE", Some(removed), Some(old.clone()))))
+                .contains(r#"disk "data" may not be removed"#)
+        );
+        let mut cdrom = old.clone();
+        cdrom["spec"]["bootOrder"] = json!(["cdrom", "disk"]);
+        let v = a.validate(&request("UPDATE", Some(cdrom), Some(old)));
+        assert!(v.allowed);
+        assert_eq!(v.warnings.len(), 1);
+    }
+
+    #[test]
+    fn unchanged_invalid_specs_do_not_block_metadata_updates() {
+        let a = admission();
+        let legacy = machine(json!({"template": "huge"}));
+        let mut finalizer_removed = legacy.clone();
+        finalizer_removed["metadata"]["finalizers"] = json!([]);
+        let req = request("UPDATE", Some(finalizer_removed), Some(legacy));
+        assert!(a.mutate(&req).allowed);
+        assert!(a.validate(&req).allowed);
+    }
+
+    #[test]
+    fn requests_it_does_not_handle_are_denied_with_a_reason() {
+        let a = admission();
+        let m = machine(json!({}));
+        let cases = [
+            (
+                request("DELETE", None, Some(m.clone())),
+                "operation \"DELETE\" is not handled",
+            ),
+            (
+                request("PATCH", Some(m.clone()), None),
+                "operation \"PATCH\" is not handled",
+            ),
+            (request("CREATE", None, None), "has no object"),
+            (
+                Request {
+                    kind: GroupVersionKind {
+                        group: "".into(),
+                        version: "v1".into(),
+                        kind: "Pod".into(),
+                    },
+                    ..request("CREATE", Some(m.clone()), None)
+                },
+                "kind /Pod is not handled",
+            ),
+        ];
+        for (req, expected) in cases {
+            for v in [a.mutate(&req), a.validate(&req)] {
+                assert!(!v.allowed);
+                assert_eq!(v.status.as_ref().and_then(|s| s.code), Some(400));
+                assert!(
+                    message(&v).contains(expected),
+                    "{} !~ {expected}",
+                    message(&v)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn status_subresource_is_allowed_untouched() {
+        let a = admission();
+        let req = Request {
+            sub_resource: Some("status".into()),
+            ..request("UPDATE", Some(machine(json!({"template": "huge"}))), None)
+        };
+        let v = a.mutate(&req);
+        assert!(v.allowed && v.patch.is_none());
+    }
+
+    #[test]
+    fn generate_name_objects_mutate_without_a_name() {
+        let a = admission();
+        let mut m = machine(json!({}));
+        m["metadata"] = json!({"generateName": "vm-"});
+        let req = Request {
+            name: String::new(),
+            ..request("CREATE", Some(m), None)
+        };
+        assert!(a.mutate(&req).allowed);
+    }
+
+    #[test]
+    fn a_machine_without_spec_gets_every_default() {
+        let a = admission();
+        let mut m = machine(json!({}));
+        m.as_object_mut().unwrap().remove("spec");
+        let out = mutated(&a, &request("CREATE", Some(m), None));
+        assert_eq!(out["spec"]["template"], json!("medium"));
+        assert_eq!(out["spec"]["disks"][0]["size"], json!("40Gi"));
+    }
+
+    #[test]
+    fn a_missing_name_is_reported_with_every_other_error() {
+        let a = admission();
+        let v = a.mutate(&request(
+            "CREATE",
+            Some(machine(
+                json!({"disks": [{"size": "1Gi"}], "bootOrder": ["usb"]}),
+            )),
+            None,
+        ));
+        assert_eq!(
+            message(&v),
+            r#"Machine.vitistack.io "vm" is invalid: [spec.disks[0].name: Required value, spec.bootOrder[0]: Unsupported value: "usb": supported values: "cdrom", "disk", "network"]"#
+        );
+    }
+
+    #[test]
+    fn nulls_are_pruned_like_the_api_server_does() {
+        let a = admission();
+        let out = mutated(
+            &a,
+            &request(
+                "CREATE",
+                Some(machine(
+                    json!({"template": null, "resources": {"cpu": null}}),
+                )),
+                None,
+            ),
+        );
+        assert_eq!(out["spec"]["template"], json!("medium"));
+    }
 }

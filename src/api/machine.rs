@@ -102,8 +102,10 @@ pub struct Memory {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name"]))]
 pub struct Disk {
     /// Disk name, a DNS-1123 label unique within the Machine. The PVC is `<machine>-<name>`.
+    #[serde(default)]
     pub name: String,
     /// Size as a Kubernetes quantity (e.g. 100Gi). May grow on update, never shrink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,10 +125,13 @@ pub struct Disk {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "networkName"]))]
 pub struct Network {
     /// Interface name, a DNS-1123 label unique within the Machine.
+    #[serde(default)]
     pub name: String,
     /// Name of a NetworkConfiguration in the Machine's namespace.
+    #[serde(default)]
     pub network_name: String,
     /// NIC model: virtio (default), e1000 or rtl8139.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,8 +157,10 @@ pub struct CloudInit {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["name"]))]
 pub struct SecretKeyRef {
     /// Secret name.
+    #[serde(default)]
     pub name: String,
     /// Key within the Secret; default `userdata`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

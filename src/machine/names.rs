@@ -108,7 +108,11 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(dns1123_subdomain(&"a".repeat(254)).len(), 2);
+        assert_eq!(
+            dns1123_subdomain(&"a".repeat(254)),
+            vec!["must be no more than 253 characters".to_owned()]
+        );
+        assert_eq!(dns1123_subdomain(&"A".repeat(254)).len(), 2);
     }
 
     #[test]

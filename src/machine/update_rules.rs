@@ -77,3 +77,105 @@ fn immutable(
         errors.push(FieldError::invalid(path, value, "field is immutable"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Catalog, resolve};
+
+    fn resolved(json: serde_json::Value) -> MachineSpec {
+        resolve(
+            &serde_json::from_value(json).expect("test spec"),
+            None,
+            &Catalog::default(),
+        )
+        .spec
+    }
+
+    fn errors(old: serde_json::Value, new: serde_json::Value) -> Vec<String> {
+        validate_update(&resolved(old), &resolved(new))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn disks_may_grow_and_be_added() {
+        let old =
+            serde_json::json!({"template": "small", "disks": [{"name": "data", "size": "10Gi"}]});
+        let new = serde_json::json!({"template": "small", "disks": [{"name": "data", "size": "20Gi"}, {"name": "logs", "size": "1Gi"}]});
+        assert!(errors(old.clone(), new).is_empty());
+        let bigger_template =
+            serde_json::json!({"template": "large", "disks": [{"name": "data", "size": "10Gi"}]});
+        assert!(errors(old, bigger_template).is_empty());
+    }
+
+    #[test]
+    fn disks_may_not_shrink() {
+        assert_eq!(
+            errors(
+                serde_json::json!({"disks": [{"name": "data", "size": "1Gi"}]}),
+                serde_json::json!({"disks": [{"name": "data", "size": "1000Mi"}]})
+            ),
+            [
+                r#"spec.disks[1].size: Forbidden: disk "data" may not shrink from 1Gi to 1000Mi; disks can only grow"#
+            ]
+        );
+        // A template change that would shrink the root disk is caught the same way.
+        assert_eq!(
+            errors(
+                serde_json::json!({"template": "large"}),
+                serde_json::json!({"template": "small"})
+            ),
+            [
+                r#"spec.disks[0].size: Forbidden: disk "root" may not shrink from 80Gi to 20Gi; disks can only grow"#
+            ]
+        );
+        // Same size in other units is not a shrink.
+        assert!(
+            errors(
+                serde_json::json!({"disks": [{"name": "root", "size": "1Gi"}]}),
+                serde_json::json!({"disks": [{"name": "root", "size": "1024Mi"}]})
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn class_and_modes_are_immutable() {
+        let old = serde_json::json!({"disks": [{"name": "d", "size": "1Gi", "storageClass": "a"}]});
+        let new = serde_json::json!({"disks": [{"name": "d", "size": "1Gi", "storageClass": "b", "accessMode": "ReadWriteMany", "volumeMode": "Block"}]});
+        assert_eq!(
+            errors(old.clone(), new),
+            [
+                r#"spec.disks[1].storageClass: Invalid value: "b": field is immutable"#,
+                r#"spec.disks[1].accessMode: Invalid value: "ReadWriteMany": field is immutable"#,
+                r#"spec.disks[1].volumeMode: Invalid value: "Block": field is immutable"#,
+            ]
+        );
+        let unset = serde_json::json!({"disks": [{"name": "d", "size": "1Gi"}]});
+        assert_eq!(
+            errors(old, unset),
+            ["spec.disks[1].storageClass: Invalid value: null: field is immutable"]
+        );
+    }
+
+    #[test]
+    fn disks_may_not_be_removed() {
+        let e = errors(
+            serde_json::json!({"disks": [{"name": "data", "size": "1Gi"}]}),
+            serde_json::json!({}),
+        );
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with(r#"spec.disks: Forbidden: disk "data" may not be removed: its PersistentVolumeClaim holds the guest's data"#), "{e:?}");
+    }
+
+    #[test]
+    fn everything_else_may_change() {
+        let old = serde_json::json!({"resources": {"cpu": {"cores": 2}, "memory": {"size": "4Gi"}}, "running": true,
+                                     "networks": [{"name": "a", "networkName": "x"}], "cloudInit": {"userData": "a"}});
+        let new = serde_json::json!({"resources": {"cpu": {"cores": 8, "threads": 2}, "memory": {"size": "2Gi"}}, "running": false,
+                                     "networks": [{"name": "b", "networkName": "y", "model": "e1000"}], "cloudInit": {"userData": "b"}});
+        assert!(errors(old, new).is_empty());
+    }
+}

@@ -1,0 +1,81 @@
+//! The committed CRDs are exactly what the Rust types generate.
+
+use kubevirt_operator::api::crd;
+
+const COMMITTED: &str = include_str!("../manifests/crds.yaml");
+
+#[test]
+fn committed_crds_match_the_rust_types() {
+    let generated = crd::to_yaml().expect("CRDs serialise");
+    assert!(
+        generated == COMMITTED,
+        "manifests/crds.yaml is out of date; regenerate it with:\n  cargo run -- crd > manifests/crds.yaml"
+    );
+}
+
+#[test]
+fn machine_crd_has_the_contracted_shape() {
+    let machine = &crd::all()[0];
+    assert_eq!(
+        machine.metadata.name.as_deref(),
+        Some("machines.vitistack.io")
+    );
+    assert_eq!(machine.spec.scope, "Namespaced");
+    assert_eq!(
+        machine.spec.names.short_names.as_deref(),
+        Some(&["m".to_owned()][..])
+    );
+    let version = &machine.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some(),
+        "status subresource"
+    );
+    let columns: Vec<&str> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["Template", "Phase", "VM", "Node", "IP", "Age"]);
+    let schema = serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref()),
+    )
+    .unwrap();
+    let spec = &schema["properties"]["spec"];
+    assert!(
+        spec["description"].as_str().is_some_and(|d| !d.is_empty()),
+        "kubectl explain needs descriptions"
+    );
+    for field in [
+        "template",
+        "resources",
+        "disks",
+        "networks",
+        "bootOrder",
+        "cloudInit",
+        "domain",
+        "running",
+    ] {
+        assert!(
+            spec["properties"][field]["description"].is_string(),
+            "spec.{field} has no description"
+        );
+    }
+    assert_eq!(
+        spec["properties"]["resources"]["properties"]["cpu"]["properties"]["cores"]["maximum"]
+            .as_f64(),
+        Some(256.0)
+    );
+    assert_eq!(
+        spec["properties"]["disks"]["items"]["required"],
+        serde_json::json!(["name"])
+    );
+}
