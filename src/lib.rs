@@ -4,6 +4,7 @@
 //! - [`machine`]: the pure domain core (templates, merge, validation, update rules).
 //! - [`admission`]: AdmissionReview in and out, and the webhook routes.
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
+//! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod admission;
@@ -12,5 +13,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod machine;
+pub mod reconciler;
 pub mod telemetry;
 pub mod tls;
