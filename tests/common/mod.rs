@@ -290,6 +290,24 @@ impl HttpsConn {
         })
     }
 
+    /// Sends bytes as they are, for clients that misbehave on purpose.
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await
+    }
+
+    /// Reads until the server closes the connection; returns what it sent before closing.
+    pub async fn read_until_closed(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buffered);
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return out,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
     async fn fill(&mut self) -> std::io::Result<()> {
         let mut chunk = [0u8; 16 * 1024];
         let n = self.stream.read(&mut chunk).await?;
