@@ -99,6 +99,8 @@ impl TestCa {
                 .with_root_certificates(self.roots())
                 .with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // Full handshakes only: a resumed session would not show the server's current certificate.
+        config.resumption = rustls::client::Resumption::disabled();
         Arc::new(config)
     }
 
