@@ -158,6 +158,10 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
                     String::from_utf8_lossy(&response.body)
                 ));
             }
+            let content_type = response.header("content-type").unwrap_or_default();
+            if content_type != "application/json" {
+                return Err(format!("content-type {content_type:?}"));
+            }
             let answer = response.json();
             check_envelope(case, &answer)?;
             let view = patched_view(case, &answer)?;
