@@ -31,8 +31,6 @@ struct Admitted {
 /// A request's object, checked and typed.
 struct Parsed {
     name: String,
-    /// The object with nulls pruned, as the API server will store it.
-    object: Value,
     spec: MachineSpec,
     recorded: Option<MachineSpec>,
 }
@@ -77,7 +75,9 @@ impl Admission {
             .recorded
             .or_else(|| req.old_object.as_ref().and_then(recorded_defaults));
         let resolved = resolve(&parsed.spec, recorded.as_ref(), &self.catalog);
-        let mut mutated = parsed.object;
+        // Only spec and the record change: the rest of the object stays exactly as sent.
+        let original = req.object.as_ref().unwrap_or(&Value::Null);
+        let mut mutated = original.clone();
         let (spec, record) = match (
             serde_json::to_value(&resolved.spec),
             serde_json::to_string(&resolved.from_template),
@@ -91,7 +91,6 @@ impl Admission {
         };
         mutated["spec"] = spec;
         set_annotation(&mut mutated, DEFAULTS_ANNOTATION, record);
-        let original = req.object.as_ref().unwrap_or(&Value::Null);
         Verdict {
             patch: Some(json_patch::diff(original, &mutated)),
             ..Verdict::allow()
@@ -184,7 +183,6 @@ impl Admission {
                 Ok(Admitted {
                     parsed: Parsed {
                         name,
-                        object,
                         spec,
                         recorded,
                     },
@@ -210,7 +208,6 @@ impl Admission {
         let recorded = recorded_defaults(&object);
         Some(Parsed {
             name: String::new(),
-            object,
             spec,
             recorded,
         })
