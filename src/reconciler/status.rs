@@ -485,3 +485,6 @@ fn ip_addresses(s: &super::kubevirt::VirtualMachineInstanceStatus) -> Vec<String
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -119,3 +119,6 @@ pub fn derive(inputs: &Inputs) -> Desired {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
