@@ -540,7 +540,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
         .collect();
     let blocked = !desired.problems.is_empty() || !failures.is_empty();
     let summary = blocked.then(|| {
-        let mut parts: Vec<String> = desired.problems.iter().map(|p| format!("{p:?}")).collect();
+        let mut parts: Vec<String> = desired.problems.iter().map(ToString::to_string).collect();
         parts.extend(failures.iter().map(|f| f.message.clone()));
         parts.join("; ")
     });

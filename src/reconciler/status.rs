@@ -228,15 +228,8 @@ fn storage_condition(r: &Reconciled) -> Cond {
     let missing: Vec<String> = r
         .problems
         .iter()
-        .filter_map(|p| match p {
-            Problem::StorageClassNotFound {
-                disk,
-                storage_class,
-            } => Some(format!(
-                "disk {disk:?}: StorageClass {storage_class:?} not found"
-            )),
-            _ => None,
-        })
+        .filter(|p| matches!(p, Problem::StorageClassNotFound { .. }))
+        .map(ToString::to_string)
         .collect();
     if !missing.is_empty() {
         return Cond::new(
@@ -299,13 +292,8 @@ fn network_condition(r: &Reconciled) -> Cond {
     let mut invalid = Vec::new();
     for p in r.problems {
         match p {
-            Problem::NetworkConfigurationNotFound {
-                network,
-                network_name,
-            } => not_found.push(format!(
-                "network {network:?}: NetworkConfiguration {network_name:?} not found"
-            )),
-            Problem::NetworkInvalid { message, .. } => invalid.push(message.clone()),
+            Problem::NetworkConfigurationNotFound { .. } => not_found.push(p.to_string()),
+            Problem::NetworkInvalid { .. } => invalid.push(p.to_string()),
             _ => {}
         }
     }
@@ -333,25 +321,12 @@ fn network_condition(r: &Reconciled) -> Cond {
 fn vm_condition(r: &Reconciled) -> Cond {
     let t = condition::VIRTUAL_MACHINE_READY;
     for p in r.problems {
-        match p {
-            Problem::SecretNotFound { name } => {
-                return Cond::new(
-                    t,
-                    "False",
-                    reason::SECRET_NOT_FOUND,
-                    format!("cloud-init Secret {name:?} not found"),
-                );
-            }
-            Problem::SecretKeyNotFound { name, key } => {
-                return Cond::new(
-                    t,
-                    "False",
-                    reason::SECRET_KEY_NOT_FOUND,
-                    format!("cloud-init Secret {name:?} has no key {key:?}"),
-                );
-            }
-            _ => {}
-        }
+        let reason = match p {
+            Problem::SecretNotFound { .. } => reason::SECRET_NOT_FOUND,
+            Problem::SecretKeyNotFound { .. } => reason::SECRET_KEY_NOT_FOUND,
+            _ => continue,
+        };
+        return Cond::new(t, "False", reason, p.to_string());
     }
     let failed = failures(r, |t| matches!(t, Target::VirtualMachine(_)));
     if !failed.is_empty() {

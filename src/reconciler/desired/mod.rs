@@ -43,6 +43,29 @@ pub enum Problem {
     },
 }
 
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::StorageClassNotFound {
+                disk,
+                storage_class,
+            } => write!(f, "disk {disk:?}: StorageClass {storage_class:?} not found"),
+            Problem::NetworkConfigurationNotFound {
+                network,
+                network_name,
+            } => write!(
+                f,
+                "network {network:?}: NetworkConfiguration {network_name:?} not found"
+            ),
+            Problem::NetworkInvalid { message, .. } => f.write_str(message),
+            Problem::SecretNotFound { name } => write!(f, "cloud-init Secret {name:?} not found"),
+            Problem::SecretKeyNotFound { name, key } => {
+                write!(f, "cloud-init Secret {name:?} has no key {key:?}")
+            }
+        }
+    }
+}
+
 /// Observed dependencies of one Machine.
 pub struct Inputs<'a> {
     pub machine: &'a Machine,
