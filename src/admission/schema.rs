@@ -33,6 +33,11 @@ impl SchemaCheck {
 
     /// Every schema violation of `object` (nulls already pruned) as a Kubernetes field error.
     pub fn check(&self, object: &Value) -> Vec<FieldError> {
+        // Valid objects are the common case, and `is_valid` stops at the first failure
+        // without building error reports.
+        if self.validator.is_valid(object) {
+            return Vec::new();
+        }
         let mut errors: Vec<FieldError> = self
             .validator
             .iter_errors(object)
