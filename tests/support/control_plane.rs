@@ -155,7 +155,13 @@ impl ControlPlane {
             Err(e) => {
                 drop(procs); // Proc::drop kills each one
                 forget_at_exit(id);
-                return Err(e);
+                // Keep the logs (not etcd's data) for the failure the error message describes.
+                let _ = std::fs::remove_dir_all(dir_path.join("etcd"));
+                let kept = dir.keep();
+                return Err(e.context(format!(
+                    "control plane start-up failed; logs kept in {}",
+                    kept.display()
+                )));
             }
         };
         Ok(ControlPlane {
