@@ -565,7 +565,10 @@ fn shared_instance_dies_with_its_process() {
             "after SIGKILL: etcd port still open"
         );
     });
-    std::fs::remove_dir_all(&dir).expect("the killed child's directory remains and is removable");
+    // (Unless another test process swept it already: its owner is dead.)
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).expect("remove the killed child's directory");
+    }
     if let Err(panic) = result {
         for &pid in &running {
             // SAFETY: kill(2) and a blocking waitpid(2) of the leaked processes being reported
@@ -577,4 +580,29 @@ fn shared_instance_dies_with_its_process() {
         }
         std::panic::resume_unwind(panic);
     }
+}
+
+#[test]
+fn directories_of_dead_test_processes_are_swept() {
+    let mut exited = std::process::Command::new("true")
+        .spawn()
+        .expect("run true");
+    exited.wait().expect("wait for true");
+    let make = |owner: u32| {
+        let dir = tempfile::Builder::new()
+            .prefix("kubevirt-operator-cp-sweep-test-")
+            .tempdir()
+            .expect("temp dir")
+            .keep();
+        std::fs::write(dir.join("owner.pid"), owner.to_string()).expect("owner.pid");
+        dir
+    };
+    let stale = make(exited.id());
+    let live = make(std::process::id());
+    // (Another test process starting up may sweep `stale` first; either way it must go.)
+    let removed = support::sweep_stale_dirs();
+    let live_survived = live.exists();
+    std::fs::remove_dir_all(&live).expect("remove the live directory");
+    assert!(!stale.exists(), "stale directory not swept: {removed:?}");
+    assert!(live_survived, "the directory of a live process was removed");
 }

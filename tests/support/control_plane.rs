@@ -31,6 +31,34 @@ const LOG_LINES: usize = 40;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+const DIR_PREFIX: &str = "kubevirt-operator-cp-";
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes directories left by test processes that were killed (SIGKILL, Ctrl-C: no Drop, no
+/// atexit); their etcd and kube-apiserver died with them (PDEATHSIG). Returns what it removed.
+pub fn sweep_stale_dirs() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for path in entries.flatten().map(|e| e.path()) {
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(DIR_PREFIX));
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE))
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok());
+        if let (true, Some(owner)) = (ours, owner)
+            && !super::process::process_alive(owner)
+            && std::fs::remove_dir_all(&path).is_ok()
+        {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Ports {
     pub apiserver: u16,
@@ -91,11 +119,17 @@ impl ControlPlane {
     }
 
     async fn start_once(etcd_bin: &Path, apiserver_bin: &Path) -> Result<ControlPlane> {
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            sweep_stale_dirs();
+        });
         let dir = tempfile::Builder::new()
-            .prefix("kubevirt-operator-cp-")
+            .prefix(DIR_PREFIX)
             .tempdir()
             .context("creating the control plane's temporary directory")?;
         let dir_path = dir.path().to_path_buf();
+        std::fs::write(dir_path.join(OWNER_FILE), std::process::id().to_string())
+            .context("writing the owner pid")?;
         let pki = Pki::generate(&dir_path.join("pki"))?;
         let admin = pki.mint("kubernetes-admin", &["system:masters"])?;
         let admin_token = random_hex();
