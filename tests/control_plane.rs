@@ -390,37 +390,14 @@ fn missing_binaries_fail_with_instructions() {
     );
 }
 
-const CHILD_TEST: &str = "child_process_holding_the_shared_instance";
-
-/// The body of the child processes that `shared_instance_dies_with_its_process` starts; ignored
-/// in normal runs because it is only meaningful there. Run alone it still checks that the shared
-/// instance serves.
-#[tokio::test]
-#[ignore = "run as a child process by shared_instance_dies_with_its_process"]
-async fn child_process_holding_the_shared_instance() {
-    let cp = ControlPlane::shared()
-        .await
-        .expect("shared control plane starts");
-    let client = cp.client().await.expect("admin client");
-    client
-        .apiserver_version()
-        .await
-        .expect("the shared instance serves");
-    if let Some(report) = std::env::var_os("CONTROL_PLANE_REPORT") {
-        let ports = cp.ports();
-        let body = json!({
-            "dir": cp.dir(),
-            "pids": cp.pids(),
-            "ports": [ports.apiserver, ports.etcd_client],
-        });
-        let partial = PathBuf::from(&report).with_extension("partial");
-        std::fs::write(&partial, body.to_string()).expect("write report");
-        std::fs::rename(&partial, &report).expect("publish report");
-        if std::env::var_os("CONTROL_PLANE_HOLD").is_some() {
-            // Wait to be SIGKILLed by the parent test (bounded, so a lost child cannot linger).
-            tokio::time::sleep(Duration::from_secs(300)).await;
-        }
-    }
+/// The child processes are `examples/shared_control_plane_child.rs`, which cargo builds
+/// next to the test binaries.
+fn child_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let debug_dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir");
+    let child = debug_dir.join("examples").join("shared_control_plane_child");
+    assert!(child.exists(), "{} is missing: cargo test builds it", child.display());
+    child
 }
 
 /// Kills the child test process if the parent test fails early.
@@ -488,16 +465,8 @@ fn shared_instance_dies_with_its_process() {
     let spawn = |mode: &str, hold: bool| {
         let report = scratch.path().join(format!("{mode}.json"));
         let log = scratch.path().join(format!("{mode}.log"));
-        let mut cmd =
-            std::process::Command::new(std::env::current_exe().expect("test binary path"));
-        cmd.args([
-            CHILD_TEST,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("CONTROL_PLANE_REPORT", &report)
+        let mut cmd = std::process::Command::new(child_binary());
+        cmd.env("CONTROL_PLANE_REPORT", &report)
         .stdout(std::fs::File::create(&log).expect("child log"))
         .stderr(std::fs::File::create(&log).expect("child log"));
         if hold {
