@@ -40,6 +40,7 @@ pub fn router_with_metrics(admission: Arc<Admission>, metrics: Arc<Metrics>) -> 
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Shared { admission, metrics })
 }
@@ -130,6 +131,22 @@ fn status_response(code: StatusCode, status: &Status) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    let msg = format!(
+        "method not allowed: the webhooks take POST {MUTATE_PATH} and POST {VALIDATE_PATH}"
+    );
+    let status = Status {
+        message: Some(msg),
+        reason: Some("MethodNotAllowed".into()),
+        ..Default::default()
+    };
+    let mut response = status_response(StatusCode::METHOD_NOT_ALLOWED, &status);
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    response
 }
 
 async fn not_found() -> Response {
