@@ -16,39 +16,48 @@ use crate::admission::{Admission, routes};
 use crate::cli::RunArgs;
 use crate::commands::webhook::shutdown_signal;
 use crate::machine::Catalog;
+use crate::reconciler::Settings;
+use crate::reconciler::controller::{self, Clients};
 use crate::reconciler::leader::{self, State};
-use crate::reconciler::{Settings, controller};
 use crate::tls::file_reload::PemFiles;
 use crate::tls::{CertSlot, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
-/// The Kubernetes client: from `--kubeconfig`, else inferred (in-cluster, `KUBECONFIG`,
-/// ~/.kube/config), limited to `qps` requests per second on average with bursts of `burst`.
-pub async fn client(
-    kubeconfig: Option<&std::path::Path>,
-    qps: f64,
-    burst: u32,
-) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+/// The Kubernetes configuration: from `--kubeconfig`, else inferred (in-cluster, `KUBECONFIG`,
+/// ~/.kube/config).
+pub async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
                 .with_context(|| format!("--kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
-                .with_context(|| format!("--kubeconfig {}", path.display()))?
+                .with_context(|| format!("--kubeconfig {}", path.display()))
         }
         None => Config::infer()
             .await
-            .context("no Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)")?,
-    };
-    // client-go's token bucket (QPS, burst) as a window: `burst` requests per `burst / qps`
-    // seconds, which averages to `qps` and allows `burst` at once.
+            .context("no Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)"),
+    }
+}
+
+/// A client limited to `qps` requests per second on average with bursts of `burst`: client-go's
+/// token bucket as a window of `burst` requests per `burst / qps` seconds.
+pub fn limited_client(config: Config, qps: f64, burst: u32) -> anyhow::Result<Client> {
     let window = Duration::from_secs_f64(f64::from(burst) / qps);
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
     Ok(builder
         .with_layer(&RateLimitLayer::new(u64::from(burst), window))
         .build())
+}
+
+/// A rate-limited client from `--kubeconfig` or the inferred configuration.
+pub async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    qps: f64,
+    burst: u32,
+) -> anyhow::Result<Client> {
+    limited_client(kube_config(kubeconfig).await?, qps, burst)
 }
 
 /// The replica's identity: `--identity`/`POD_NAME`, else hostname and process id.
@@ -67,12 +76,13 @@ fn identity(given: Option<String>) -> String {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
-    let client = client(
-        args.kubeconfig.as_deref(),
-        args.kube_api_qps,
-        args.kube_api_burst,
-    )
-    .await?;
+    let config = kube_config(args.kubeconfig.as_deref()).await?;
+    let limited = |config| limited_client(config, args.kube_api_qps, args.kube_api_burst);
+    let clients = Clients {
+        api: limited(config.clone())?,
+        events: limited(config.clone())?,
+        lease: limited(config)?,
+    };
     let settings = Settings {
         reconcile_interval: args.reconcile_interval,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
@@ -105,13 +115,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let state = Arc::new(State::default());
     let reconciler = async {
         if args.leader_election {
-            leader::run(client, &args.namespace, settings, state, shutdown.clone())
+            leader::run(clients, &args.namespace, settings, state, shutdown.clone())
                 .await
                 .context("leader election")
         } else {
             tracing::info!("leader election off: this process reconciles");
             state.set_leader(true);
-            controller::run(client, settings, state, shutdown.clone()).await;
+            controller::run(clients, settings, state, shutdown.clone()).await;
             Ok(())
         }
     };

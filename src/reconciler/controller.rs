@@ -51,6 +51,27 @@ pub struct Settings {
     pub instance: String,
 }
 
+/// The reconciler's API clients, each with its own rate limiter: Events go through their own
+/// client, as controller-runtime's recorder does, so announcing a problem never delays the work;
+/// the Lease has its own, so renewals never queue behind a backlog of reconcile writes.
+#[derive(Clone)]
+pub struct Clients {
+    pub api: Client,
+    pub events: Client,
+    pub lease: Client,
+}
+
+impl From<Client> for Clients {
+    /// One client for everything (tests, tools).
+    fn from(client: Client) -> Self {
+        Clients {
+            api: client.clone(),
+            events: client.clone(),
+            lease: client,
+        }
+    }
+}
+
 /// How long a reconcile waits for the caches before it works with what they hold.
 const CACHE_WAIT: Duration = Duration::from_secs(10);
 const FIRST_RETRY: Duration = Duration::from_secs(1);
@@ -184,11 +205,12 @@ fn machines_using(
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
-    client: Client,
+    clients: Clients,
     settings: Settings,
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let client = clients.api.clone();
     let (machines, machines_w) = reflector::store::<Machine>();
     let (vms, vms_w) = reflector::store::<VirtualMachine>();
     let (vmis, vmis_w) = reflector::store::<VirtualMachineInstance>();
@@ -235,7 +257,7 @@ pub async fn run(
     state.set_caches_synced(false);
     let ctx = Arc::new(Context {
         recorder: Recorder::new(
-            client.clone(),
+            clients.events.clone(),
             Reporter {
                 controller: FIELD_MANAGER.to_owned(),
                 instance: Some(settings.instance.clone()),

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
@@ -54,7 +53,7 @@ pub enum LeaderError {
 /// Losing the Lease stops the controller (its caches are dropped); winning it again starts a
 /// fresh one.
 pub async fn run(
-    client: Client,
+    clients: controller::Clients,
     namespace: &str,
     settings: controller::Settings,
     state: Arc<State>,
@@ -64,7 +63,7 @@ pub async fn run(
         namespace: namespace.to_owned(),
         source,
     };
-    let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+    let manager = LeaseManagerBuilder::new(clients.lease.clone(), LEASE_NAME)
         .with_namespace(namespace)
         .with_identity(settings.instance.clone())
         .with_duration(LEASE_DURATION)
@@ -93,7 +92,7 @@ pub async fn run(
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut stop_rx_ctl = stop_rx.clone();
         let ctrl = controller::run(
-            client.clone(),
+            clients.clone(),
             settings.clone(),
             state.clone(),
             async move {
