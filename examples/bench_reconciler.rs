@@ -31,6 +31,7 @@ use kubevirt_operator::machine::{Catalog, resolve};
 use kubevirt_operator::reconciler::apply;
 use kubevirt_operator::reconciler::desired::{self, Inputs};
 use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::last_write::LastWrite;
 use kubevirt_operator::reconciler::status::{self, Observation, Reconciled};
 use support::ControlPlane;
 
@@ -143,7 +144,10 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                 let pvcs = Api::namespaced(client.clone(), &ns);
                 let mut claims = Vec::new();
                 for p in d.pvcs {
-                    claims.push((p.name_any(), Some(apply::ensure(&pvcs, p, None).await?)));
+                    claims.push((
+                        p.name_any(),
+                        Some(apply::ensure(&pvcs, p, None, &LastWrite::default()).await?),
+                    ));
                 }
                 let vm = match d.vm {
                     Some(vm) => Some(
@@ -151,6 +155,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                             &Api::<VirtualMachine>::namespaced(client.clone(), &ns),
                             vm,
                             None,
+                            &LastWrite::default(),
                         )
                         .await?,
                     ),

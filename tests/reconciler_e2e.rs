@@ -1041,6 +1041,31 @@ async fn deletion_with_retained_disks_releases_them() {
         );
         assert!(p.metadata.deletion_timestamp.is_none());
     }
+
+    // A new Machine of the same name takes the disks over.
+    env.create_machine_with(json!({
+        "metadata": {"name": "keeper"},
+        "spec": {"template": "small", "disks": [{"name": "data", "size": "1Gi"}]}
+    }))
+    .await;
+    env.wait_vm("keeper").await;
+    let new_uid = env.machines().get("keeper").await.unwrap().uid().unwrap();
+    eventually(
+        WAIT,
+        "the retained disks to be owned by the new Machine",
+        || async {
+            let pvcs = env
+                .api::<PersistentVolumeClaim>()
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            pvcs.items
+                .iter()
+                .all(|p| p.owner_references().iter().any(|o| o.uid == new_uid))
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

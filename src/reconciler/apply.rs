@@ -13,21 +13,37 @@ use crate::api::{Machine, MachineStatus};
 
 use super::FIELD_MANAGER;
 use super::drift;
+use super::last_write::LastWrite;
 
 /// Applies `desired` (stamping it first) unless `live` already matches; returns the object as
-/// the API server now has it.
-pub async fn ensure<K>(api: &Api<K>, mut desired: K, live: Option<K>) -> Result<K, kube::Error>
+/// the API server now has it. `written` remembers the result, and stands in for `live` while the
+/// cache has not caught up with our last write.
+pub async fn ensure<K>(
+    api: &Api<K>,
+    mut desired: K,
+    live: Option<K>,
+    written: &LastWrite<K>,
+) -> Result<K, kube::Error>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
 {
     drift::stamp(&mut desired);
+    let key = format!(
+        "{}/{}",
+        desired.namespace().unwrap_or_default(),
+        desired.name_any()
+    );
+    let cached_version = live.as_ref().and_then(|l| l.resource_version());
+    let live = written.newer_than(&key, cached_version.as_deref()).or(live);
     match live {
         Some(live) if !drift::needs_apply(&desired, Some(&live)) => Ok(live),
         _ => {
             let name = desired.name_any();
             // Force: we are the only writer of these fields; a hand edit is drift to revert.
             let params = PatchParams::apply(FIELD_MANAGER).force();
-            api.patch(&name, &params, &Patch::Apply(&desired)).await
+            let applied = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
+            written.record(key, applied.resource_version().as_deref(), applied.clone());
+            Ok(applied)
         }
     }
 }
@@ -56,18 +72,19 @@ pub fn status_patch(status: &MachineStatus) -> Value {
     serde_json::json!({ "status": fields })
 }
 
+/// Writes `status`; returns the Machine's new resourceVersion.
 pub async fn write_status(
     api: &Api<Machine>,
     name: &str,
     status: &MachineStatus,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
     api.patch_status(name, &params, &Patch::Merge(status_patch(status)))
         .await
-        .map(drop)
+        .map(|m| m.resource_version())
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::api::{Machine, MachineSpec, NetworkConfiguration};
+use crate::api::{Machine, MachineSpec, MachineStatus, NetworkConfiguration};
 use crate::machine::validation::{validate, validate_name};
 use crate::machine::{Catalog, DEFAULTS_ANNOTATION, resolve};
 
@@ -34,6 +34,7 @@ use super::desired::meta::derived_secret_name;
 use super::desired::{self, Inputs, SecretData};
 use super::error::{Error, api_message, is_not_found};
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::last_write::LastWrite;
 use super::leader::State;
 use super::multus::NetworkAttachmentDefinition;
 use super::status::{self, ApiFailure, Observation, Reconciled, Target, reason};
@@ -131,7 +132,18 @@ pub struct Context {
     pub recorder: Recorder,
     pub stores: Stores,
     pub state: Arc<State>,
+    pub written: Arc<Written>,
     failures: Mutex<HashMap<ObjectRef<Machine>, u32>>,
+}
+
+/// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).
+#[derive(Default)]
+pub struct Written {
+    pub statuses: LastWrite<MachineStatus>,
+    pub vms: LastWrite<VirtualMachine>,
+    pub pvcs: LastWrite<PersistentVolumeClaim>,
+    pub nads: LastWrite<NetworkAttachmentDefinition>,
+    pub secrets: LastWrite<Secret>,
 }
 
 impl Context {
@@ -169,11 +181,13 @@ fn slim<K: Resource>(obj: &mut K) {
     }
 }
 
-/// A watch that fills `writer` and yields every object it sees change (including deletions).
+/// A watch that fills `writer` and yields every object it sees change (including deletions),
+/// telling `written` what it saw.
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
     writer: reflector::store::Writer<K>,
+    written: impl Fn(&str, Option<&str>) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -184,7 +198,18 @@ where
         .modify(slim::<K>)
         .reflect(writer)
         .touched_objects()
+        .inspect(move |r| {
+            if let Ok(o) = r {
+                written(&key_of(o), o.meta().resource_version.as_deref());
+            }
+        })
 }
+
+fn key_of<K: Resource>(o: &K) -> String {
+    format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
+}
+
+fn ignore(_: &str, _: Option<&str>) {}
 
 fn managed() -> watcher::Config {
     watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
@@ -219,6 +244,8 @@ pub async fn run(
     let (nads, nads_w) = reflector::store::<NetworkAttachmentDefinition>();
     let (scs, scs_w) = reflector::store::<StorageClass>();
 
+    let written = Arc::new(Written::default());
+    let w = written.clone();
     let machine_stream = watcher(
         Api::<Machine>::all(client.clone()),
         watcher::Config::default(),
@@ -226,34 +253,52 @@ pub async fn run(
     .default_backoff()
     .modify(slim::<Machine>)
     .reflect(machines_w)
-    .applied_objects();
-    let vm_stream = cached(Api::<VirtualMachine>::all(client.clone()), managed(), vms_w);
+    .applied_objects()
+    .inspect(move |r| {
+        if let Ok(m) = r {
+            w.statuses
+                .observed(&key_of(m), m.meta().resource_version.as_deref());
+        }
+    });
+    let w = written.clone();
+    let vm_stream = cached(
+        Api::<VirtualMachine>::all(client.clone()),
+        managed(),
+        vms_w,
+        move |k, v| w.vms.observed(k, v),
+    );
+    let w = written.clone();
     let pvc_stream = cached(
         Api::<PersistentVolumeClaim>::all(client.clone()),
         managed(),
         pvcs_w,
+        move |k, v| w.pvcs.observed(k, v),
     );
     let vmi_stream = cached(
         Api::<VirtualMachineInstance>::all(client.clone()),
         watcher::Config::default().labels(MACHINE_LABEL),
         vmis_w,
+        ignore,
     );
     let nc_stream = cached(
         Api::<NetworkConfiguration>::all(client.clone()),
         watcher::Config::default(),
         ncs_w,
+        ignore,
     );
+    let w = written.clone();
     let nad_stream = cached(
         Api::<NetworkAttachmentDefinition>::all(client.clone()),
         managed(),
         nads_w,
+        move |k, v| w.nads.observed(k, v),
     );
     let sc_stream = cached(
         Api::<StorageClass>::all(client.clone()),
         watcher::Config::default(),
         scs_w,
+        ignore,
     );
-
     state.set_caches_synced(false);
     let ctx = Arc::new(Context {
         recorder: Recorder::new(
@@ -275,6 +320,7 @@ pub async fn run(
             storage_classes: scs,
         },
         state,
+        written,
         failures: Mutex::new(HashMap::new()),
     });
 
@@ -477,7 +523,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
             .pvcs
             .get(&ObjectRef::new(&claim_name).within(&ns))
             .map(|p| p.as_ref().clone());
-        match apply::ensure(&pvcs, pvc, live.clone()).await {
+        match apply::ensure(&pvcs, pvc, live.clone(), &ctx.written.pvcs).await {
             Ok(p) => claims.push((claim_name, Some(p))),
             Err(e) => {
                 fail(&mut failures, Target::Pvc(claim_name.clone()), &e);
@@ -496,7 +542,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
             .nads
             .get(&ObjectRef::new(&nad_name).within(&nad_ns))
             .map(|n| n.as_ref().clone());
-        if let Err(e) = apply::ensure(&api, nad, live).await {
+        if let Err(e) = apply::ensure(&api, nad, live, &ctx.written.nads).await {
             fail(&mut failures, Target::Attachment(nad_name), &e);
         }
     }
@@ -518,7 +564,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
                     "Secret {derived_name:?} exists and is not managed by {MANAGED_BY}; rename it or use the key \"userdata\""
                 ),
             });
-        } else if let Err(e) = apply::ensure(&secrets, secret, live).await {
+        } else if let Err(e) = apply::ensure(&secrets, secret, live, &ctx.written.secrets).await {
             secret_ok = false;
             fail(&mut failures, Target::Secret(derived_name.clone()), &e);
         }
@@ -535,19 +581,21 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
         .as_ref()
         .is_some_and(|vm| references_secret(vm, &derived_name));
     let vm = match desired.vm {
-        Some(vm) if secret_ok => match apply::ensure(&vms, vm, live_vm.clone()).await {
-            Ok(vm) => {
-                // A derived Secret the VM no longer uses goes once the VM stops naming it.
-                if used_derived_secret && !references_secret(&vm, &derived_name) {
-                    delete_derived_secret(&secrets, &derived_name, &name).await?;
+        Some(vm) if secret_ok => {
+            match apply::ensure(&vms, vm, live_vm.clone(), &ctx.written.vms).await {
+                Ok(vm) => {
+                    // A derived Secret the VM no longer uses goes once the VM stops naming it.
+                    if used_derived_secret && !references_secret(&vm, &derived_name) {
+                        delete_derived_secret(&secrets, &derived_name, &name).await?;
+                    }
+                    Some(vm)
                 }
-                Some(vm)
+                Err(e) => {
+                    fail(&mut failures, Target::VirtualMachine(name.clone()), &e);
+                    live_vm
+                }
             }
-            Err(e) => {
-                fail(&mut failures, Target::VirtualMachine(name.clone()), &e);
-                live_vm
-            }
-        },
+        }
         _ => live_vm,
     };
 
@@ -620,7 +668,16 @@ async fn update_status(
     observation: &Observation<'_>,
     ctx: &Context,
 ) -> Result<(), Error> {
-    let old = machine.status.as_ref();
+    let key = format!(
+        "{}/{}",
+        machine.namespace().unwrap_or_default(),
+        machine.name_any()
+    );
+    let ours = ctx
+        .written
+        .statuses
+        .newer_than(&key, machine.resource_version().as_deref());
+    let old = ours.as_ref().or(machine.status.as_ref());
     let new = status::compute(
         old,
         machine.metadata.generation,
@@ -630,7 +687,10 @@ async fn update_status(
     if !status::differs(old, &new) {
         return Ok(());
     }
-    apply::write_status(api, &machine.name_any(), &new).await?;
+    let version = apply::write_status(api, &machine.name_any(), &new).await?;
+    ctx.written
+        .statuses
+        .record(key, version.as_deref(), new.clone());
     tracing::info!(
         machine = %machine.name_any(),
         namespace = machine.namespace().unwrap_or_default(),

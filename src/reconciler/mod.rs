@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod finalizer;
 pub mod kubevirt;
+pub mod last_write;
 pub mod leader;
 pub mod multus;
 pub mod status;
