@@ -119,8 +119,7 @@ async fn fresh(n: usize) -> Result<(ControlPlane, Client, String)> {
 /// The floor: the operator's writes for each Machine, made directly by an identical client.
 async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
     let (cp, admin, ns) = fresh(n).await?;
-    let client =
-        kubevirt_operator::commands::run::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
+    let client = kubevirt_operator::client::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
     let machines: Vec<Machine> = Api::<Machine>::namespaced(admin.clone(), &ns)
         .list(&ListParams::default())
         .await?

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod config;
 pub mod machine;
