@@ -696,6 +696,23 @@ async fn delete_derived_secret(api: &Api<Secret>, name: &str, machine: &str) -> 
     Ok(())
 }
 
+/// Phase and condition reasons, for debug logs.
+fn summary(s: &MachineStatus) -> String {
+    let conditions: Vec<String> = s
+        .conditions
+        .iter()
+        .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+        .collect();
+    format!(
+        "{} vm={:?} vmi={:?} gen={:?} [{}]",
+        s.phase.as_deref().unwrap_or("-"),
+        s.vm_name,
+        s.vmi_name,
+        s.observed_generation,
+        conditions.join(" ")
+    )
+}
+
 /// Computes the status; writes it and publishes Events only when it changed.
 async fn update_status(
     machine: &Machine,
@@ -722,6 +739,15 @@ async fn update_status(
     if !status::differs(old, &new) {
         return Ok(());
     }
+    tracing::debug!(
+        machine = %machine.name_any(),
+        namespace = machine.namespace().unwrap_or_default(),
+        cached_version = machine.resource_version().unwrap_or_default(),
+        from_own_write = ours.is_some(),
+        old = ?old.map(summary),
+        new = ?summary(&new),
+        "status changed"
+    );
     let version = apply::write_status(api, &machine.name_any(), &new).await?;
     ctx.written
         .statuses
