@@ -154,7 +154,7 @@ fn fresh_install_builds_everything_in_dependency_order() {
     let ca = o.ca.ok().unwrap();
     trust::verify(
         &serving.cert,
-        &[ca.cert.clone()],
+        std::slice::from_ref(&ca.cert),
         "kubevirt-operator-webhook.kubevirt-operator-system.svc",
         t0(),
     )
