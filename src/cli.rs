@@ -62,6 +62,19 @@ pub struct WebhookArgs {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub templates: TemplateArgs,
+    #[command(flatten)]
+    pub endpoints: EndpointArgs,
+}
+
+/// The plain-HTTP endpoints for Prometheus and the kubelet's probes.
+#[derive(Args, Debug, Clone)]
+pub struct EndpointArgs {
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
+    pub metrics_bind_address: SocketAddr,
+    /// Address of `/healthz` and `/readyz`.
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: SocketAddr,
 }
 
 #[derive(Args, Debug)]

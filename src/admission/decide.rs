@@ -31,8 +31,6 @@ struct Admitted {
 /// A request's object, checked and typed.
 struct Parsed {
     name: String,
-    /// The object with nulls pruned, as the API server will store it.
-    object: Value,
     spec: MachineSpec,
     recorded: Option<MachineSpec>,
 }
@@ -73,11 +71,14 @@ impl Admission {
                 Verdict::deny(invalid(&parsed.name, &errors))
             };
         }
-        let recorded = parsed
-            .recorded
-            .or_else(|| req.old_object.as_ref().and_then(recorded_defaults));
-        let resolved = resolve(&parsed.spec, recorded.as_ref(), &self.catalog);
-        let mut mutated = parsed.object;
+        let resolved = resolve(
+            &parsed.spec,
+            record_for(&parsed, req).as_ref(),
+            &self.catalog,
+        );
+        // Only spec and the record change: the rest of the object stays exactly as sent.
+        let original = req.object.as_ref().unwrap_or(&Value::Null);
+        let mut mutated = original.clone();
         let (spec, record) = match (
             serde_json::to_value(&resolved.spec),
             serde_json::to_string(&resolved.from_template),
@@ -91,7 +92,6 @@ impl Admission {
         };
         mutated["spec"] = spec;
         set_annotation(&mut mutated, DEFAULTS_ANNOTATION, record);
-        let original = req.object.as_ref().unwrap_or(&Value::Null);
         Verdict {
             patch: Some(json_patch::diff(original, &mutated)),
             ..Verdict::allow()
@@ -114,12 +114,18 @@ impl Admission {
         let outcome = validate(&parsed.spec, &self.catalog);
         let mut errors = validate_name(&parsed.name);
         errors.extend(combine(schema_errors, outcome.errors));
-        if req.operation == "UPDATE" {
-            if let Some(old) = req.old_object.as_ref().and_then(|o| self.parse_stored(o)) {
-                let old_resolved = resolve(&old.spec, old.recorded.as_ref(), &self.catalog);
-                let new_resolved = resolve(&parsed.spec, parsed.recorded.as_ref(), &self.catalog);
-                errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
-            }
+        if req.operation == "UPDATE"
+            && let Some(old) = req.old_object.as_ref().and_then(|o| self.parse_stored(o))
+        {
+            // The stored disks are the truth: every stored value counts as set, so nothing the
+            // catalog says today can make an unchanged disk look resized.
+            let old_resolved = resolve(&old.spec, None, &self.catalog);
+            let new_resolved = resolve(
+                &parsed.spec,
+                record_for(&parsed, req).as_ref(),
+                &self.catalog,
+            );
+            errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
         }
         if errors.is_empty() {
             Verdict::allow().with_warnings(outcome.warnings)
@@ -139,9 +145,15 @@ impl Admission {
             )));
         }
         if req.kind.group != GROUP || req.kind.kind != KIND {
+            let k = &req.kind;
+            let gv = if k.group.is_empty() {
+                k.version.clone()
+            } else {
+                format!("{}/{}", k.group, k.version)
+            };
             return Err(deny(format!(
-                "kind {}/{} is not handled: this webhook admits {GROUP}/{KIND} only",
-                req.kind.group, req.kind.kind
+                "{gv}, Kind={} is not handled: this webhook admits {GROUP}/v1alpha1, Kind={KIND} only",
+                k.kind
             )));
         }
         if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
@@ -184,7 +196,6 @@ impl Admission {
                 Ok(Admitted {
                     parsed: Parsed {
                         name,
-                        object,
                         spec,
                         recorded,
                     },
@@ -210,7 +221,6 @@ impl Admission {
         let recorded = recorded_defaults(&object);
         Some(Parsed {
             name: String::new(),
-            object,
             spec,
             recorded,
         })
@@ -237,6 +247,15 @@ fn parse_spec(object: &Value) -> Result<MachineSpec, FieldError> {
             .replace(".[", "[");
         FieldError::type_invalid(&FieldPath::new(&path), Value::Null, e.inner().to_string())
     })
+}
+
+/// The object's own record, else the stored object's (a client such as `kubectl replace` may
+/// have dropped the annotation).
+fn record_for(parsed: &Parsed, req: &Request) -> Option<MachineSpec> {
+    parsed
+        .recorded
+        .clone()
+        .or_else(|| req.old_object.as_ref().and_then(recorded_defaults))
 }
 
 /// The template-derived values an earlier mutation recorded; unreadable records are ignored.
@@ -558,7 +577,7 @@ mod tests {
                     },
                     ..request("CREATE", Some(m.clone()), None)
                 },
-                "kind /Pod is not handled",
+                "v1, Kind=Pod is not handled",
             ),
         ];
         for (req, expected) in cases {

@@ -1,6 +1,7 @@
 //! The HTTP face of the webhooks: decode, decide, encode. Nothing here makes a decision.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::{
     Router,
@@ -12,6 +13,9 @@ use axum::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{Webhook, WebhookResult};
+
 use super::decide::bad_request;
 use super::review::{self, Request, Verdict};
 use super::{Admission, MUTATE_PATH, VALIDATE_PATH};
@@ -19,31 +23,75 @@ use super::{Admission, MUTATE_PATH, VALIDATE_PATH};
 /// kube-apiserver's own limit for a request body.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+#[derive(Clone)]
+struct Shared {
+    admission: Arc<Admission>,
+    metrics: Arc<Metrics>,
+}
+
+/// The webhook routes, with metrics of their own (for tests and the standalone server's
+/// callers that do not expose metrics).
 pub fn router(admission: Arc<Admission>) -> Router {
+    router_with_metrics(admission, Arc::new(Metrics::new()))
+}
+
+pub fn router_with_metrics(admission: Arc<Admission>, metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(admission)
+        .with_state(Shared { admission, metrics })
 }
 
-async fn mutate(State(admission): State<Arc<Admission>>, body: Bytes) -> Response {
-    answer(&body, |req| admission.mutate(req))
+async fn mutate(State(shared): State<Shared>, body: Bytes) -> Response {
+    measured(&shared.metrics, "mutate", || {
+        answer(&body, |req| shared.admission.mutate(req))
+    })
 }
 
-async fn validate(State(admission): State<Arc<Admission>>, body: Bytes) -> Response {
-    answer(&body, |req| admission.validate(req))
+async fn validate(State(shared): State<Shared>, body: Bytes) -> Response {
+    measured(&shared.metrics, "validate", || {
+        answer(&body, |req| shared.admission.validate(req))
+    })
 }
 
-/// Decodes, decides and encodes one review. A review we cannot answer in kind (no uid, not
-/// JSON, wrong apiVersion) gets a 400 with a Kubernetes Status saying why.
-pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> Response {
+fn measured(
+    metrics: &Metrics,
+    webhook: &str,
+    handle: impl FnOnce() -> (Response, &'static str),
+) -> Response {
+    let start = Instant::now();
+    let (response, result) = handle();
+    metrics
+        .admission_duration
+        .get_or_create(&Webhook {
+            webhook: webhook.to_owned(),
+        })
+        .observe(start.elapsed().as_secs_f64());
+    metrics
+        .admission_requests
+        .get_or_create(&WebhookResult {
+            webhook: webhook.to_owned(),
+            result: result.to_owned(),
+        })
+        .inc();
+    response
+}
+
+/// Decodes, decides and encodes one review, and says how it went (allowed, denied or error).
+/// A review we cannot answer in kind (no uid, not JSON, wrong apiVersion) gets a 400 with a
+/// Kubernetes Status saying why.
+pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Response, &'static str) {
     let review = match review::decode(body) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
-            return status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string()));
+            return (
+                status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string())),
+                "error",
+            );
         }
     };
     let verdict = decide(&review.request);
@@ -55,11 +103,15 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> Response
             .unwrap_or_default();
         tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %message, "denied");
     }
+    let result = if verdict.allowed { "allowed" } else { "denied" };
     match review::encode(&review.api_version, &review.request.uid, &verdict) {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Ok(bytes) => (
+            ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+            result,
+        ),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode AdmissionReview response");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            (StatusCode::INTERNAL_SERVER_ERROR.into_response(), "error")
         }
     }
 }
@@ -79,6 +131,22 @@ fn status_response(code: StatusCode, status: &Status) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    let msg = format!(
+        "method not allowed: the webhooks take POST {MUTATE_PATH} and POST {VALIDATE_PATH}"
+    );
+    let status = Status {
+        message: Some(msg),
+        reason: Some("MethodNotAllowed".into()),
+        ..Default::default()
+    };
+    let mut response = status_response(StatusCode::METHOD_NOT_ALLOWED, &status);
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    response
 }
 
 async fn not_found() -> Response {

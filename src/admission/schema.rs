@@ -33,6 +33,11 @@ impl SchemaCheck {
 
     /// Every schema violation of `object` (nulls already pruned) as a Kubernetes field error.
     pub fn check(&self, object: &Value) -> Vec<FieldError> {
+        // Valid objects are the common case, and `is_valid` stops at the first failure
+        // without building error reports.
+        if self.validator.is_valid(object) {
+            return Vec::new();
+        }
         let mut errors: Vec<FieldError> = self
             .validator
             .iter_errors(object)
@@ -60,13 +65,13 @@ fn to_json_schema(openapi: &Value) -> Value {
                     serde_json::json!([{"type": "integer"}, {"type": "string"}]),
                 );
             }
-            if out.remove("nullable") == Some(Value::Bool(true)) {
-                if let Some(Value::String(t)) = out.get("type").cloned() {
-                    out.insert(
-                        "type".into(),
-                        Value::Array(vec![Value::String(t), "null".into()]),
-                    );
-                }
+            if out.remove("nullable") == Some(Value::Bool(true))
+                && let Some(Value::String(t)) = out.get("type").cloned()
+            {
+                out.insert(
+                    "type".into(),
+                    Value::Array(vec![Value::String(t), "null".into()]),
+                );
             }
             Value::Object(out)
         }
@@ -135,15 +140,15 @@ fn to_field_error(path: &FieldPath, instance: &Value, kind: &ValidationErrorKind
             let name = property.as_str().unwrap_or_default();
             FieldError::required(&path.child(name), "")
         }
-        ValidationErrorKind::Minimum { limit } => FieldError::invalid(
+        ValidationErrorKind::Minimum { limit: limit_value } => FieldError::invalid(
             path,
             instance.clone(),
-            format!("must be greater than or equal to {limit}"),
+            format!("must be greater than or equal to {}", limit(limit_value)),
         ),
-        ValidationErrorKind::Maximum { limit } => FieldError::invalid(
+        ValidationErrorKind::Maximum { limit: limit_value } => FieldError::invalid(
             path,
             instance.clone(),
-            format!("must be less than or equal to {limit}"),
+            format!("must be less than or equal to {}", limit(limit_value)),
         ),
         other => FieldError::invalid(
             path,
@@ -166,7 +171,8 @@ fn describe_type(expected: &str) -> String {
     }
 }
 
-/// Drops object fields whose value is null, as the API server prunes them for structural schemas.
+/// Reads values the way kube-apiserver does for a structural schema: object fields that are null
+/// are dropped, and whole-number floats (`4.0`) count as integers.
 pub fn prune_nulls(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -174,6 +180,22 @@ pub fn prune_nulls(value: &mut Value) {
             map.values_mut().for_each(prune_nulls);
         }
         Value::Array(items) => items.iter_mut().for_each(prune_nulls),
+        Value::Number(n) => {
+            if let Some(f) = n
+                .as_f64()
+                .filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15)
+            {
+                *value = Value::from(f as i64);
+            }
+        }
         _ => {}
+    }
+}
+
+/// A schema limit as written in the CRD (`256`, not `256.0`).
+fn limit(v: &Value) -> String {
+    match v.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => format!("{}", f as i64),
+        _ => v.to_string(),
     }
 }

@@ -91,13 +91,13 @@ fn check_one(object: Value, index: usize, admission: &Admission) -> Checked {
     if !mutated.allowed {
         return denied(name, &mutated);
     }
-    if let (Some(patch), Some(object)) = (&mutated.patch, request.object.as_mut()) {
-        if let Err(e) = json_patch::patch(object, patch) {
-            return Checked::Invalid {
-                name,
-                message: format!("internal error: the mutation does not apply: {e}"),
-            };
-        }
+    if let (Some(patch), Some(object)) = (&mutated.patch, request.object.as_mut())
+        && let Err(e) = json_patch::patch(object, patch)
+    {
+        return Checked::Invalid {
+            name,
+            message: format!("internal error: the mutation does not apply: {e}"),
+        };
     }
     let validated = admission.validate(&request);
     if !validated.allowed {

@@ -9,6 +9,8 @@ use tokio::net::TcpListener;
 use crate::admission::{Admission, routes};
 use crate::cli::WebhookArgs;
 use crate::machine::Catalog;
+use crate::telemetry::Metrics;
+use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
 use crate::tls::{CertSlot, server};
 
@@ -33,10 +35,17 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
             args.listen
         )
     })?;
+    let metrics = Arc::new(Metrics::new());
+    let ready_slot = slot.clone();
+    let readiness =
+        Readiness::new().require("serving certificate loaded", move || ready_slot.is_loaded());
+    let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
-    server::serve(listener, slot, routes::router(admission), shutdown_signal()).await?;
+    let app = routes::router_with_metrics(admission, metrics);
+    server::serve(listener, slot, app, shutdown_signal()).await?;
     reloader.abort();
+    endpoints.abort();
     tracing::info!("webhook server stopped");
     Ok(())
 }

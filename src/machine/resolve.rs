@@ -38,14 +38,13 @@ pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Cat
         None => spec.clone(),
     };
     let mut from_template = MachineSpec::default();
-    let template_name = match &explicit.template {
-        Some(name) => name.clone(),
-        None => {
-            let name = catalog.default_template().name.to_owned();
-            from_template.template = Some(name.clone());
-            name
-        }
-    };
+    // A defaulted template name is stored like one the user chose: changing the operator's
+    // default affects new Machines only, never resizes existing ones (Kubernetes' own rule for
+    // defaults).
+    let template_name = explicit
+        .template
+        .clone()
+        .unwrap_or_else(|| catalog.default_template().name.to_owned());
     let template = catalog.get(&template_name);
 
     let resources = resolve_resources(explicit.resources.as_ref(), template, &mut from_template);
@@ -208,9 +207,6 @@ fn default_domain(d: Option<&Domain>) -> Domain {
 /// Takes back out every recorded template value that is still unchanged in `spec`.
 pub fn strip_defaults(spec: &MachineSpec, recorded: &MachineSpec) -> MachineSpec {
     let mut out = spec.clone();
-    if recorded.template.is_some() && out.template == recorded.template {
-        out.template = None;
-    }
     if let (Some(res), Some(rec)) = (out.resources.as_mut(), recorded.resources.as_ref()) {
         if let (Some(cpu), Some(rec_cpu)) = (res.cpu.as_mut(), rec.cpu.as_ref()) {
             unset_if_same(&mut cpu.cores, &rec_cpu.cores);
@@ -516,8 +512,12 @@ mod tests {
     }
 
     #[test]
-    fn a_defaulted_template_follows_the_configured_default() {
+    fn a_defaulted_template_stays_when_the_default_changes() {
         let first = resolve(&MachineSpec::default(), None, &Catalog::default());
+        assert_eq!(
+            first.from_template.template, None,
+            "the template name is not re-derived"
+        );
         let again = resolve(
             &first.spec,
             Some(&first.from_template),
@@ -526,8 +526,9 @@ mod tests {
         .spec;
         assert_eq!(
             (again.template.as_deref(), cpu(&again), memory(&again)),
-            (Some("small"), (1, 1, 1), "2Gi".to_owned())
+            (Some("medium"), (2, 1, 1), "4Gi".to_owned())
         );
+        assert_eq!(disks(&again), vec![pair("root", "40Gi")]);
     }
 
     #[test]
@@ -551,7 +552,11 @@ mod tests {
                                                        {"name": "data", "size": "1Gi"}]}),
         );
         let explicit = strip_defaults(&stored, &recorded);
-        assert_eq!(explicit.template, None);
+        assert_eq!(
+            explicit.template.as_deref(),
+            Some("medium"),
+            "the template name is always the user's"
+        );
         assert_eq!(
             explicit.resources.unwrap().cpu.unwrap(),
             Cpu {

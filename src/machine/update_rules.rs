@@ -32,13 +32,16 @@ pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> 
             continue;
         };
         let p = disks_path.index(i);
-        if let (Some(old_size), Some(new_size)) = (&old_disk.size, &new_disk.size) {
-            if old_size.compare(new_size) == Some(Ordering::Greater) {
-                errors.push(FieldError::forbidden(
-                    &p.child("size"),
-                    format!("disk {:?} may not shrink from {old_size} to {new_size}; disks can only grow", old_disk.name),
-                ));
-            }
+        if let (Some(old_size), Some(new_size)) = (&old_disk.size, &new_disk.size)
+            && old_size.compare(new_size) == Some(Ordering::Greater)
+        {
+            errors.push(FieldError::forbidden(
+                &p.child("size"),
+                format!(
+                    "disk {:?} may not shrink from {old_size} to {new_size}; disks can only grow",
+                    old_disk.name
+                ),
+            ));
         }
         immutable(
             &mut errors,

@@ -81,14 +81,14 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
         }
         if let Some(size) = res.memory.as_ref().and_then(|m| m.size.as_ref()) {
             let path = res_path.child("memory").child("size");
-            if let Some(amount) = check_quantity(&mut out, &path, size) {
-                if amount < MIN_MEMORY {
-                    out.errors.push(FieldError::invalid(
-                        &path,
-                        size.as_str(),
-                        "must be at least 64Mi",
-                    ));
-                }
+            if let Some(amount) = check_quantity(&mut out, &path, size)
+                && amount < MIN_MEMORY
+            {
+                out.errors.push(FieldError::invalid(
+                    &path,
+                    size.as_str(),
+                    "must be at least 64Mi",
+                ));
             }
         }
     }
@@ -114,14 +114,14 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
 }
 
 fn check_range(out: &mut Outcome, path: &FieldPath, value: Option<i64>, (min, max): (i64, i64)) {
-    if let Some(v) = value {
-        if !(min..=max).contains(&v) {
-            out.errors.push(FieldError::invalid(
-                path,
-                v,
-                format!("must be between {min} and {max}, inclusive"),
-            ));
-        }
+    if let Some(v) = value
+        && !(min..=max).contains(&v)
+    {
+        out.errors.push(FieldError::invalid(
+            path,
+            v,
+            format!("must be between {min} and {max}, inclusive"),
+        ));
     }
 }
 
@@ -167,14 +167,14 @@ fn validate_disks(
         match &disk.size {
             Some(size) => {
                 let size_path = p.child("size");
-                if let Some(amount) = check_quantity(out, &size_path, size) {
-                    if !amount.is_positive() {
-                        out.errors.push(FieldError::invalid(
-                            &size_path,
-                            size.as_str(),
-                            "must be greater than zero",
-                        ));
-                    }
+                if let Some(amount) = check_quantity(out, &size_path, size)
+                    && !amount.is_positive()
+                {
+                    out.errors.push(FieldError::invalid(
+                        &size_path,
+                        size.as_str(),
+                        "must be greater than zero",
+                    ));
                 }
             }
             None if !disk.name.is_empty() && !template_disk(&disk.name) => {
@@ -209,10 +209,10 @@ fn validate_disks(
 }
 
 fn check_enum(out: &mut Outcome, path: &FieldPath, value: Option<&str>, allowed: &[&str]) {
-    if let Some(v) = value {
-        if !allowed.contains(&v) {
-            out.errors.push(FieldError::not_supported(path, v, allowed));
-        }
+    if let Some(v) = value
+        && !allowed.contains(&v)
+    {
+        out.errors.push(FieldError::not_supported(path, v, allowed));
     }
 }
 
@@ -311,25 +311,26 @@ fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
 }
 
 fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
-    if let Some(t) = domain.machine.as_ref().and_then(|m| m.type_.as_deref()) {
-        if !is_machine_type(t) {
-            out.errors.push(FieldError::not_supported(
-                &path.child("machine").child("type"),
-                t,
-                MACHINE_TYPES,
-            ));
-        }
+    if let Some(t) = domain.machine.as_ref().and_then(|m| m.type_.as_deref())
+        && !is_machine_type(t)
+    {
+        out.errors.push(FieldError::not_supported(
+            &path.child("machine").child("type"),
+            t,
+            MACHINE_TYPES,
+        ));
     }
     let bootloader = domain.firmware.as_ref().and_then(|f| f.bootloader.as_ref());
-    if let Some(bl) = bootloader {
-        if bl.secure_boot == Some(true) && bl.efi != Some(true) {
-            let bl_path = path.child("firmware").child("bootloader");
-            out.errors.push(FieldError::invalid(
-                &bl_path.child("secureBoot"),
-                Value::Bool(true),
-                format!("secure boot requires {} to be true", bl_path.child("efi")),
-            ));
-        }
+    if let Some(bl) = bootloader
+        && bl.secure_boot == Some(true)
+        && bl.efi != Some(true)
+    {
+        let bl_path = path.child("firmware").child("bootloader");
+        out.errors.push(FieldError::invalid(
+            &bl_path.child("secureBoot"),
+            Value::Bool(true),
+            format!("secure boot requires {} to be true", bl_path.child("efi")),
+        ));
     }
 }
 

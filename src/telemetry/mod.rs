@@ -1,3 +1,7 @@
-//! Logging (and, as they land, metrics).
+//! Logging, metrics and the probe endpoints.
 
+pub mod health;
 pub mod logging;
+pub mod metrics;
+
+pub use metrics::Metrics;

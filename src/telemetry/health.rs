@@ -1,0 +1,129 @@
+//! `/healthz`, `/readyz` and `/metrics`, served over plain HTTP on their own addresses.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::{
+    Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get,
+};
+
+use super::Metrics;
+use crate::cli::EndpointArgs;
+
+type Check = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// Named readiness conditions; ready when all hold.
+#[derive(Default)]
+pub struct Readiness {
+    checks: Vec<(&'static str, Check)>,
+}
+
+impl Readiness {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a condition, e.g. ("serving certificate loaded", ...).
+    pub fn require(
+        mut self,
+        name: &'static str,
+        check: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name, Box::new(check)));
+        self
+    }
+
+    /// The names of the conditions that do not hold.
+    pub fn failing(&self) -> Vec<&'static str> {
+        self.checks
+            .iter()
+            .filter(|(_, check)| !check())
+            .map(|(name, _)| *name)
+            .collect()
+    }
+}
+
+pub fn probes_router(readiness: Arc<Readiness>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(readiness)
+}
+
+async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
+    match readiness.failing().as_slice() {
+        [] => (StatusCode::OK, "ok".to_owned()),
+        failing => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("not ready: {}", failing.join(", ")),
+        ),
+    }
+}
+
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(m): State<Arc<Metrics>>| async move {
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    m.encode(),
+                )
+            }),
+        )
+        .with_state(metrics)
+}
+
+/// Binds the metrics and probe endpoints (start-up fails, naming the setting, when an address is
+/// taken) and serves them in the background.
+pub async fn serve_endpoints(
+    args: &EndpointArgs,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
+        .await
+        .with_context(|| {
+            format!(
+                "METRICS_BIND_ADDRESS {}: cannot listen",
+                args.metrics_bind_address
+            )
+        })?;
+    let probes_listener = tokio::net::TcpListener::bind(args.health_probe_bind_address)
+        .await
+        .with_context(|| {
+            format!(
+                "HEALTH_PROBE_BIND_ADDRESS {}: cannot listen",
+                args.health_probe_bind_address
+            )
+        })?;
+    Ok(tokio::spawn(async move {
+        let metrics = axum::serve(metrics_listener, metrics_router(metrics));
+        let probes = axum::serve(probes_listener, probes_router(readiness));
+        if let Err(e) = tokio::try_join!(metrics.into_future(), probes.into_future()) {
+            tracing::error!(error = %e, "metrics or probe endpoint stopped");
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn ready_only_when_every_check_holds() {
+        let loaded = Arc::new(AtomicBool::new(false));
+        let flag = loaded.clone();
+        let r = Readiness::new().require("serving certificate loaded", move || {
+            flag.load(Ordering::SeqCst)
+        });
+        assert_eq!(r.failing(), ["serving certificate loaded"]);
+        loaded.store(true, Ordering::SeqCst);
+        assert!(r.failing().is_empty());
+    }
+}

@@ -1,0 +1,259 @@
+//! The operator's Prometheus metrics (SPEC.md, "Operations"), in one registry served as text.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseTemplate {
+    pub phase: String,
+    pub template: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Controller {
+    pub controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerError {
+    pub controller: String,
+    pub error_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VmStatus {
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StorageClass {
+    pub storage_class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NetworkName {
+    pub network_name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookResult {
+    pub webhook: String,
+    /// allowed, denied or error (undecodable request).
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Webhook {
+    pub webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Certificate {
+    /// ca or serving.
+    pub certificate: String,
+}
+
+#[derive(Clone)]
+pub struct Buckets(fn() -> Histogram);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        (self.0)()
+    }
+}
+
+fn seconds_buckets() -> Histogram {
+    // 1 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+fn admission_buckets() -> Histogram {
+    // 10 µs .. ~80 ms: admission answers are microseconds; the API server's timeout is 5 s.
+    Histogram::new(exponential_buckets(0.000_01, 2.0, 14))
+}
+
+/// Every metric, registered once. Cheap to clone handles out of (`Family` is an `Arc`).
+pub struct Metrics {
+    registry: Registry,
+    pub machines: Family<PhaseTemplate, Gauge>,
+    pub reconcile_duration: Family<Controller, Histogram, Buckets>,
+    pub reconcile_errors: Family<ControllerError, Counter>,
+    pub virtual_machines: Family<VmStatus, Gauge>,
+    pub storage_provisioning: Family<StorageClass, Histogram, Buckets>,
+    pub network_configuration_errors: Family<NetworkName, Counter>,
+    pub admission_requests: Family<WebhookResult, Counter>,
+    pub admission_duration: Family<Webhook, Histogram, Buckets>,
+    pub certificate_expiry: Family<Certificate, Gauge>,
+    pub certificate_rotations: Family<Certificate, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("kubevirt_operator");
+        let machines = Family::default();
+        registry.register(
+            "machines_total",
+            "Machines by phase and template",
+            machines.clone(),
+        );
+        let reconcile_duration = Family::new_with_constructor(Buckets(seconds_buckets));
+        registry.register(
+            "reconciliation_duration_seconds",
+            "Time one reconcile takes",
+            reconcile_duration.clone(),
+        );
+        let reconcile_errors = Family::default();
+        // prometheus-client appends `_total` to counters itself.
+        registry.register(
+            "reconciliation_errors",
+            "Reconcile errors by type",
+            reconcile_errors.clone(),
+        );
+        let virtual_machines = Family::default();
+        registry.register(
+            "virtual_machines_total",
+            "VirtualMachines created by the operator, by status",
+            virtual_machines.clone(),
+        );
+        let storage_provisioning = Family::new_with_constructor(Buckets(seconds_buckets));
+        registry.register(
+            "storage_provisioning_duration_seconds",
+            "Time from PVC creation until it is bound",
+            storage_provisioning.clone(),
+        );
+        let network_configuration_errors = Family::default();
+        registry.register(
+            "network_configuration_errors",
+            "Machines whose NetworkConfiguration is missing or unusable",
+            network_configuration_errors.clone(),
+        );
+        let admission_requests = Family::default();
+        registry.register(
+            "admission_requests",
+            "Admission requests by webhook and result",
+            admission_requests.clone(),
+        );
+        let admission_duration = Family::new_with_constructor(Buckets(admission_buckets));
+        registry.register(
+            "admission_duration_seconds",
+            "Admission handling time by webhook",
+            admission_duration.clone(),
+        );
+        let certificate_expiry = Family::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "Not-after of the CA and serving certificates, Unix seconds",
+            certificate_expiry.clone(),
+        );
+        let certificate_rotations = Family::default();
+        registry.register(
+            "certificate_rotations",
+            "Certificates issued by the operator",
+            certificate_rotations.clone(),
+        );
+        Metrics {
+            registry,
+            machines,
+            reconcile_duration,
+            reconcile_errors,
+            virtual_machines,
+            storage_provisioning,
+            network_configuration_errors,
+            admission_requests,
+            admission_duration,
+            certificate_expiry,
+            certificate_rotations,
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contracted_metric_is_exposed_with_its_labels() {
+        let m = Metrics::new();
+        m.machines
+            .get_or_create(&PhaseTemplate {
+                phase: "Running".into(),
+                template: "small".into(),
+            })
+            .set(2);
+        m.reconcile_duration
+            .get_or_create(&Controller {
+                controller: "machine".into(),
+            })
+            .observe(0.01);
+        m.reconcile_errors
+            .get_or_create(&ControllerError {
+                controller: "machine".into(),
+                error_type: "StorageClassNotFound".into(),
+            })
+            .inc();
+        m.virtual_machines
+            .get_or_create(&VmStatus {
+                status: "Running".into(),
+            })
+            .set(1);
+        m.storage_provisioning
+            .get_or_create(&StorageClass {
+                storage_class: "fast".into(),
+            })
+            .observe(1.0);
+        m.network_configuration_errors
+            .get_or_create(&NetworkName {
+                network_name: "prod".into(),
+            })
+            .inc();
+        m.admission_requests
+            .get_or_create(&WebhookResult {
+                webhook: "mutate".into(),
+                result: "allowed".into(),
+            })
+            .inc();
+        m.admission_duration
+            .get_or_create(&Webhook {
+                webhook: "mutate".into(),
+            })
+            .observe(0.00002);
+        m.certificate_expiry
+            .get_or_create(&Certificate {
+                certificate: "ca".into(),
+            })
+            .set(1_800_000_000);
+        let text = m.encode();
+        for line in [
+            r#"kubevirt_operator_machines_total{phase="Running",template="small"} 2"#,
+            r#"kubevirt_operator_reconciliation_duration_seconds_count{controller="machine"} 1"#,
+            r#"kubevirt_operator_reconciliation_errors_total{controller="machine",error_type="StorageClassNotFound"} 1"#,
+            r#"kubevirt_operator_virtual_machines_total{status="Running"} 1"#,
+            r#"kubevirt_operator_storage_provisioning_duration_seconds_count{storage_class="fast"} 1"#,
+            r#"kubevirt_operator_network_configuration_errors_total{network_name="prod"} 1"#,
+            r#"kubevirt_operator_admission_requests_total{webhook="mutate",result="allowed"} 1"#,
+            r#"kubevirt_operator_admission_duration_seconds_count{webhook="mutate"} 1"#,
+            r#"kubevirt_operator_certificate_expiry_timestamp_seconds{certificate="ca"} 1800000000"#,
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! Test support: a real etcd + kube-apiserver control plane for integration tests.
+//!
+//! Integration tests use it with `mod support;`. Each test crate uses a different subset,
+//! so unused items and re-exports are expected here.
+#![allow(dead_code, unused_imports)]
+
+mod assets;
+mod control_plane;
+mod crds;
+mod kubeconfig;
+mod pki;
+mod ports;
+mod process;
+
+use std::path::PathBuf;
+
+pub use assets::{binary, kubectl_path};
+pub use control_plane::{ControlPlane, OPERATOR_NAMESPACE, Ports, Startup, sweep_stale_dirs};
+pub use crds::crd_fixtures;
+pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
+pub use pki::User;
+pub use process::process_alive;
+
+/// Installs ring as the process-wide rustls provider (the only one this project links).
+/// Safe to call many times, from any test.
+pub fn init_crypto() {
+    // Err only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Path of a file under `tests/fixtures/`.
+pub fn fixture(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(relative)
+}

@@ -1,0 +1,345 @@
+//! The built binary: `validate -f` on the seed's example Machines (defaulted output, multiple
+//! documents, standard input, field errors with exit 1) and `webhook` serving from PEM files.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubevirt-operator");
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        // Defaults must come from the flags' own defaults, not from this machine's environment.
+        .env_remove("DEFAULT_TEMPLATE")
+        .env("LOG_FORMAT", "text")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let mut pipe = child.stdin.take().expect("stdin");
+    pipe.write_all(stdin.unwrap_or_default().as_bytes())
+        .expect("write stdin");
+    drop(pipe);
+    child.wait_with_output().expect("binary finishes")
+}
+
+fn validate_file(path: &Path) -> Output {
+    run(
+        &["validate", "-f", path.to_str().expect("utf-8 path")],
+        None,
+    )
+}
+
+/// The Machines printed on standard output, in order.
+fn documents(output: &Output) -> Vec<Value> {
+    let text = String::from_utf8(output.stdout.clone()).expect("utf-8");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).expect("stdout is YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn assert_ok(output: &Output) {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status,
+        stderr(output)
+    );
+}
+
+fn disk(name: &str, size: &str) -> Value {
+    json!({"name": name, "size": size, "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"})
+}
+
+fn cpu(cores: i64) -> Value {
+    json!({"cores": cores, "threads": 1, "sockets": 1})
+}
+
+#[test]
+fn basic_example_gets_the_medium_template() {
+    let output = validate_file(&example("basic.yaml"));
+    assert_ok(&output);
+    let machines = documents(&output);
+    assert_eq!(machines.len(), 1);
+    let spec = &machines[0]["spec"];
+    assert_eq!(machines[0]["metadata"]["name"], "basic-vm");
+    assert_eq!(spec["template"], "medium");
+    assert_eq!(spec["resources"]["cpu"], cpu(2));
+    assert_eq!(spec["resources"]["memory"]["size"], "4Gi");
+    assert_eq!(spec["disks"], json!([disk("root", "40Gi")]));
+    assert_eq!(spec["running"], true);
+    assert_eq!(spec["domain"]["machine"]["type"], "pc-q35");
+}
+
+#[test]
+fn overrides_example_merges_field_by_field_and_disks_by_name() {
+    let output = validate_file(&example("overrides.yaml"));
+    assert_ok(&output);
+    let spec = &documents(&output)[0]["spec"];
+    // template small + cores 4 + 8Gi + disk data 100Gi fast-ssd
+    assert_eq!(spec["resources"]["cpu"], cpu(4));
+    assert_eq!(spec["resources"]["memory"]["size"], "8Gi");
+    let mut data = disk("data", "100Gi");
+    data["storageClass"] = json!("fast-ssd");
+    assert_eq!(spec["disks"], json!([disk("root", "20Gi"), data]));
+}
+
+#[test]
+fn networking_example_keeps_both_nics() {
+    let output = validate_file(&example("networking.yaml"));
+    assert_ok(&output);
+    let spec = &documents(&output)[0]["spec"];
+    assert_eq!(
+        spec["networks"],
+        json!([
+            {"name": "eth0", "networkName": "prod-network", "model": "virtio"},
+            {"name": "eth1", "networkName": "storage-network", "model": "virtio"}
+        ])
+    );
+    assert_eq!(spec["resources"]["cpu"], cpu(2));
+}
+
+#[test]
+fn cloud_init_example_keeps_user_data_verbatim() {
+    let output = validate_file(&example("cloud-init.yaml"));
+    assert_ok(&output);
+    let spec = &documents(&output)[0]["spec"];
+    assert_eq!(spec["resources"]["cpu"], cpu(4));
+    assert_eq!(spec["resources"]["memory"]["size"], "8Gi");
+    assert_eq!(spec["disks"], json!([disk("root", "80Gi")]));
+    let source: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(example("cloud-init.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        spec["cloudInit"]["userData"],
+        source["spec"]["cloudInit"]["userData"]
+    );
+    assert!(
+        spec["cloudInit"]["userData"]
+            .as_str()
+            .unwrap()
+            .starts_with("#cloud-config\n")
+    );
+}
+
+fn all_examples_stream() -> String {
+    [
+        "basic.yaml",
+        "overrides.yaml",
+        "networking.yaml",
+        "cloud-init.yaml",
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(example(f)).expect("example"))
+    .collect::<Vec<_>>()
+    .join("---\n")
+}
+
+#[test]
+fn multi_document_input_from_stdin_is_checked_document_by_document() {
+    let output = run(&["validate", "-f", "-"], Some(&all_examples_stream()));
+    assert_ok(&output);
+    let names: Vec<Value> = documents(&output)
+        .iter()
+        .map(|m| m["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        json!(["basic-vm", "custom-vm", "networked-vm", "cloud-init-vm"])
+            .as_array()
+            .unwrap()
+            .clone()
+    );
+}
+
+#[test]
+fn stdin_and_file_give_the_same_output_and_the_output_is_a_fixed_point() {
+    let from_file = validate_file(&example("overrides.yaml"));
+    let text = std::fs::read_to_string(example("overrides.yaml")).unwrap();
+    let from_stdin = run(&["validate", "-f", "-"], Some(&text));
+    assert_ok(&from_stdin);
+    assert_eq!(from_file.stdout, from_stdin.stdout);
+    // Feeding the defaulted Machine back changes nothing: the mutation is idempotent.
+    let again = run(
+        &["validate", "-f", "-"],
+        Some(&String::from_utf8(from_file.stdout.clone()).unwrap()),
+    );
+    assert_ok(&again);
+    assert_eq!(documents(&again), documents(&from_file));
+}
+
+const INVALID: &str = r#"
+apiVersion: vitistack.io/v1alpha1
+kind: Machine
+metadata:
+  name: broken-vm
+  namespace: default
+spec:
+  template: huge
+  resources:
+    cpu:
+      cores: 300
+  disks:
+    - name: root
+      size: 40Gi
+    - name: data
+      size: 10Gi
+      accessMode: ReadWriteAll
+"#;
+
+#[test]
+fn an_invalid_file_prints_every_field_error_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.yaml");
+    std::fs::write(&path, INVALID).unwrap();
+    let output = validate_file(&path);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    for expected in [
+        r#"spec.disks[1].accessMode: Unsupported value: "ReadWriteAll": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce""#,
+        r#"spec.template: Unsupported value: "huge": supported values: "large", "medium", "small""#,
+        "spec.resources.cpu.cores: Invalid value: 300",
+        "broken-vm",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+    assert!(documents(&output).is_empty(), "nothing valid to print");
+}
+
+#[test]
+fn a_stream_with_one_invalid_machine_exits_1_and_still_reports_the_valid_ones() {
+    let stream = format!("{}---{INVALID}", all_examples_stream());
+    let output = run(&["validate", "-f", "-"], Some(&stream));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(documents(&output).len(), 4);
+    assert!(stderr(&output).contains("spec.disks[1].accessMode"));
+}
+
+#[test]
+fn warnings_go_to_stderr_and_do_not_fail() {
+    let machine = r#"{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "warned"}, "spec": {"bootOrder": ["cdrom", "disk"]}}"#;
+    let output = run(&["validate", "-f", "-"], Some(machine));
+    assert_ok(&output);
+    assert!(stderr(&output).contains("cdrom"), "{}", stderr(&output));
+    assert_eq!(documents(&output).len(), 1);
+}
+
+#[test]
+fn unreadable_or_foreign_input_fails_with_a_message() {
+    let missing = validate_file(Path::new("/nonexistent/machine.yaml"));
+    assert!(!missing.status.success());
+    assert!(stderr(&missing).contains("/nonexistent/machine.yaml"));
+
+    let garbage = run(&["validate", "-f", "-"], Some("spec: [unclosed"));
+    assert!(!garbage.status.success());
+    assert!(
+        stderr(&garbage).contains("not YAML or JSON"),
+        "{}",
+        stderr(&garbage)
+    );
+
+    let pod = run(
+        &["validate", "-f", "-"],
+        Some("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"),
+    );
+    assert_eq!(pod.status.code(), Some(1));
+    assert!(stderr(&pod).contains("not a vitistack.io/v1alpha1 Machine"));
+}
+
+/// `webhook --cert-file --key-file --listen 127.0.0.1:0` serves verified HTTPS and stops on
+/// SIGTERM. The port comes from its start-up log line.
+#[tokio::test]
+async fn webhook_subcommand_serves_the_pem_pair_and_stops_on_sigterm() {
+    let ca = common::TestCa::new("cli CA");
+    let pair = ca.issue("cli serving");
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, &pair.cert_pem).unwrap();
+    std::fs::write(&key, &pair.key_pem).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["webhook", "--cert-file"])
+        .arg(&cert)
+        .arg("--key-file")
+        .arg(&key)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .args(["--health-probe-bind-address", "127.0.0.1:0"])
+        .env("LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("webhook starts");
+
+    let stderr = child.stderr.take().expect("stderr");
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let Ok(log) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if log["message"] == "serving admission webhooks over HTTPS" {
+                let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the webhook logs the address it serves on");
+
+    let url = format!(
+        "https://{addr}{}",
+        kubevirt_operator::admission::MUTATE_PATH
+    );
+    let response = ca
+        .reqwest_client()
+        .post(url)
+        .json(&common::valid_review("cli"))
+        .send()
+        .await
+        .expect("verified HTTPS request");
+    assert_eq!(response.status(), 200);
+    let review: Value = response.json().await.unwrap();
+    assert_eq!(review["response"]["uid"], "cli");
+    assert_eq!(review["response"]["allowed"], true);
+    assert_eq!(review["response"]["patchType"], "JSONPatch");
+
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(term.success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "webhook did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "clean exit on SIGTERM, got {status:?}");
+}
