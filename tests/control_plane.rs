@@ -394,9 +394,18 @@ fn missing_binaries_fail_with_instructions() {
 /// next to the test binaries.
 fn child_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let debug_dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir");
-    let child = debug_dir.join("examples").join("shared_control_plane_child");
-    assert!(child.exists(), "{} is missing: cargo test builds it", child.display());
+    let debug_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
+    let child = debug_dir
+        .join("examples")
+        .join("shared_control_plane_child");
+    assert!(
+        child.exists(),
+        "{} is missing: cargo test builds it",
+        child.display()
+    );
     child
 }
 
@@ -467,8 +476,8 @@ fn shared_instance_dies_with_its_process() {
         let log = scratch.path().join(format!("{mode}.log"));
         let mut cmd = std::process::Command::new(child_binary());
         cmd.env("CONTROL_PLANE_REPORT", &report)
-        .stdout(std::fs::File::create(&log).expect("child log"))
-        .stderr(std::fs::File::create(&log).expect("child log"));
+            .stdout(std::fs::File::create(&log).expect("child log"))
+            .stderr(std::fs::File::create(&log).expect("child log"));
         if hold {
             cmd.env("CONTROL_PLANE_HOLD", "1");
         }

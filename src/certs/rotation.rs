@@ -352,14 +352,15 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         ));
         return plan;
     }
-    // A certificate that still works is only replaced once every API server has had time to
-    // see a new CA; one that does not work has nothing to protect.
-    let still_works = observed
-        .serving
-        .ok()
-        .is_some_and(|s| trust::verify(&s.cert, published, &names.verify_as, now).is_ok());
+    // Moving to a new CA while the current certificate still works waits until every API
+    // server has had time to see that CA; a certificate that does not work has nothing to
+    // protect, and a new one from the same CA is trusted wherever the current one is.
+    let moves_to_new_ca = observed.serving.ok().is_some_and(|s| {
+        trust::verify(&s.cert, published, &names.verify_as, now).is_ok()
+            && !trust::signed_by(&s.cert, &ca.cert)
+    });
     let ready_at = ca.cert.issued_at() + settings.publish_grace;
-    if still_works && now < ready_at {
+    if moves_to_new_ca && now < ready_at {
         plan.waiting = Some(format!(
             "serving certificate ({reason}) waits until {ready_at} for the new CA to reach every API server"
         ));
