@@ -253,9 +253,20 @@ pub struct Settings {
     pub publish_grace: TimeDelta,
 }
 
-/// Default [`Settings::publish_grace`]. Informers deliver in well under a second; 10s covers a
+/// Longest [`Settings::publish_grace`]. Informers deliver in well under a second; 10s covers a
 /// busy API server without delaying the switch noticeably.
 pub const PUBLISH_GRACE: TimeDelta = TimeDelta::seconds(10);
+
+/// The publish grace for `lifetimes`: [`PUBLISH_GRACE`], but at most half the serving
+/// certificate's renewal window, so that with very short lifetimes (tests, demos) a certificate
+/// due when the CA rotates still has time left after the grace instead of expiring during it.
+pub fn publish_grace(lifetimes: &Lifetimes) -> TimeDelta {
+    let window = lifetimes
+        .renew_before
+        .before(lifetimes.serving)
+        .min(lifetimes.serving);
+    PUBLISH_GRACE.min(window / 2)
+}
 
 impl Settings {
     pub fn new(
@@ -271,7 +282,7 @@ impl Settings {
             service: WEBHOOK_SERVICE.to_owned(),
             webhook_url: webhook_url.map(WebhookUrl::parse).transpose()?,
             lifetimes,
-            publish_grace: PUBLISH_GRACE,
+            publish_grace: publish_grace(&lifetimes),
         })
     }
 
@@ -388,6 +399,19 @@ mod tests {
         assert!(e.to_string().contains("--renew-before (RENEW_BEFORE) 24h"));
         assert!(e.to_string().contains("serving certificate lifetime 24h"));
         assert!(Lifetimes::new(h(168), h(168), RenewBefore::Fixed(h(23))).is_ok());
+    }
+
+    #[test]
+    fn publish_grace_fits_the_renewal_window() {
+        let l = CertificateArgs::default().lifetimes().unwrap();
+        assert_eq!(publish_grace(&l), TimeDelta::seconds(10));
+        let short = Lifetimes::new(
+            Duration::from_secs(90),
+            Duration::from_secs(30),
+            RenewBefore::Percent(20),
+        )
+        .unwrap();
+        assert_eq!(publish_grace(&short), TimeDelta::seconds(3));
     }
 
     #[test]

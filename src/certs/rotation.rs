@@ -23,6 +23,10 @@ use super::observed::{Observed, Stored, StoredCa};
 use super::x509::Cert;
 use super::{bundle, issue, trust, webhook_config};
 
+/// How long before the current serving certificate expires a held-back replacement is issued
+/// anyway: time for the write, the watch and the swap in every replica.
+pub const SWAP_MARGIN: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+
 /// The object a decision or a problem is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -355,16 +359,19 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
     // Moving to a new CA while the current certificate still works waits until every API
     // server has had time to see that CA; a certificate that does not work has nothing to
     // protect, and a new one from the same CA is trusted wherever the current one is.
-    let moves_to_new_ca = observed.serving.ok().is_some_and(|s| {
-        trust::verify(&s.cert, published, &names.verify_as, now).is_ok()
-            && !trust::signed_by(&s.cert, &ca.cert)
+    // The wait never outlasts the current certificate: it ends a moment before that expires.
+    let hold_until = observed.serving.ok().and_then(|s| {
+        let works = trust::verify(&s.cert, published, &names.verify_as, now).is_ok();
+        let moves_to_new_ca = !trust::signed_by(&s.cert, &ca.cert);
+        (works && moves_to_new_ca).then(|| {
+            (ca.cert.issued_at() + settings.publish_grace).min(s.cert.not_after - SWAP_MARGIN)
+        })
     });
-    let ready_at = ca.cert.issued_at() + settings.publish_grace;
-    if moves_to_new_ca && now < ready_at {
+    if let Some(at) = hold_until.filter(|at| now < *at) {
         plan.waiting = Some(format!(
-            "serving certificate ({reason}) waits until {ready_at} for the new CA to reach every API server"
+            "serving certificate ({reason}) waits until {at} for the new CA to reach every API server"
         ));
-        plan.wake(ready_at);
+        plan.wake(at);
         return plan;
     }
     plan.act(Action::IssueServing { reason })
