@@ -523,6 +523,7 @@ async fn deleted_corrupted_and_edited_objects_heal_without_failed_admissions() {
     let store = Store::new(client.clone(), &ns);
     wait_for_webhooks(&client, &ns).await;
     until_state(&store, "settled", secs(30), |o| settled(o, &op)).await;
+    tokio::time::sleep(secs(3)).await; // past the first CA's publish grace
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -571,6 +572,37 @@ async fn deleted_corrupted_and_edited_objects_heal_without_failed_admissions() {
         "serving Secret corrupted",
         corrupt_secret(&secrets, SERVING_SECRET).await,
         new_serving
+    );
+    scenario!(
+        "serving Secret replaced by an Opaque one",
+        {
+            secrets.delete(SERVING_SECRET, &dp).await.expect("delete");
+            let opaque = Secret {
+                metadata: ObjectMeta {
+                    name: Some(SERVING_SECRET.to_owned()),
+                    labels: Some(kubevirt_operator::certs::managed_labels()),
+                    ..ObjectMeta::default()
+                },
+                type_: Some("Opaque".to_owned()),
+                data: Some([("junk".to_owned(), ByteString(b"x".to_vec()))].into()),
+                ..Secret::default()
+            };
+            secrets
+                .create(&PostParams::default(), &opaque)
+                .await
+                .expect("create");
+        },
+        |b: &Observed, o: &Observed| new_serving(b, o)
+    );
+    assert_eq!(
+        secrets
+            .get(SERVING_SECRET)
+            .await
+            .expect("get")
+            .type_
+            .as_deref(),
+        Some("kubernetes.io/tls"),
+        "a Secret of another type is replaced, not patched"
     );
     scenario!(
         "CA Secret deleted",
