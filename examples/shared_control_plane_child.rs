@@ -3,7 +3,6 @@
 //! to be killed with CONTROL_PLANE_HOLD), so the parent can check nothing outlives it.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::path::PathBuf;

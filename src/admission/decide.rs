@@ -76,9 +76,6 @@ impl Admission {
             record_for(&parsed, req).as_ref(),
             &self.catalog,
         );
-        // Only spec and the record change: the rest of the object stays exactly as sent.
-        let original = req.object.as_ref().unwrap_or(&Value::Null);
-        let mut mutated = original.clone();
         let (spec, record) = match (
             serde_json::to_value(&resolved.spec),
             serde_json::to_string(&resolved.from_template),
@@ -90,10 +87,19 @@ impl Admission {
                 )));
             }
         };
-        mutated["spec"] = spec;
-        set_annotation(&mut mutated, DEFAULTS_ANNOTATION, record);
+        // Only spec and the record change, so only they are diffed: metadata (managedFields
+        // and all) is neither copied nor compared.
+        let raw = req.object.as_ref().unwrap_or(&Value::Null);
+        let before = match raw.get("spec") {
+            Some(spec) => serde_json::json!({ "spec": spec }),
+            None => serde_json::json!({}),
+        };
+        let mut patch = json_patch::diff(&before, &serde_json::json!({ "spec": spec }));
+        patch
+            .0
+            .extend(annotation_op(raw, DEFAULTS_ANNOTATION, record));
         Verdict {
-            patch: Some(json_patch::diff(original, &mutated)),
+            patch: Some(patch),
             ..Verdict::allow()
         }
     }
@@ -163,28 +169,34 @@ impl Admission {
         let Some(raw) = &req.object else {
             return Err(deny("AdmissionReview request has no object".to_owned()));
         };
-        let mut object = raw.clone();
-        prune_nulls(&mut object);
-        if object.is_object() && object.get("spec").is_none() {
-            // Every spec field is optional, so no spec means all defaults.
-            object["spec"] = Value::Object(Default::default());
-        }
-        let name = object
+        // What the checks read: the spec with nulls pruned (the API server drops them), every
+        // spec field being optional so no spec means all defaults. Status is dropped by the API
+        // server on writes to the main resource, and metadata is its to check.
+        let mut spec = raw
+            .get("spec")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        prune_nulls(&mut spec);
+        let object = serde_json::json!({ "spec": spec });
+        let name = raw
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or(&req.name)
             .to_owned();
         let unchanged = req.operation == "UPDATE"
             && req.old_object.as_ref().is_some_and(|old| {
-                let mut old = old.clone();
-                prune_nulls(&mut old);
-                old.get("spec") == object.get("spec")
+                let mut old_spec = old
+                    .get("spec")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Default::default()));
+                prune_nulls(&mut old_spec);
+                old_spec == object["spec"]
             });
         let mut schema_errors = self.schema.check(&object);
-        if !object.is_object() {
+        if !raw.is_object() {
             schema_errors.push(FieldError::type_invalid(
                 &FieldPath::new("object"),
-                object.clone(),
+                raw.clone(),
                 "must be of type object",
             ));
         }
@@ -192,7 +204,7 @@ impl Admission {
         // everything else is still validated and reported together with the schema's findings.
         match parse_spec(&object) {
             Ok(spec) => {
-                let recorded = recorded_defaults(&object);
+                let recorded = recorded_defaults(raw);
                 Ok(Admitted {
                     parsed: Parsed {
                         name,
@@ -267,15 +279,30 @@ fn recorded_defaults(object: &Value) -> Option<MachineSpec> {
     serde_json::from_str(raw).ok()
 }
 
-fn set_annotation(object: &mut Value, key: &str, value: String) {
-    if !object["metadata"].is_object() {
-        object["metadata"] = Value::Object(Default::default());
-    }
-    let annotations = &mut object["metadata"]["annotations"];
-    if !annotations.is_object() {
-        *annotations = Value::Object(Default::default());
-    }
-    annotations[key] = Value::String(value);
+/// The JSON Patch operation that sets one annotation, creating the map (or metadata) as needed;
+/// none when it already holds that value.
+fn annotation_op(object: &Value, key: &str, value: String) -> Option<json_patch::PatchOperation> {
+    use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
+    let metadata = object.get("metadata").filter(|m| m.is_object());
+    let annotations = metadata
+        .and_then(|m| m.get("annotations"))
+        .filter(|a| a.is_object());
+    let (path, value) = match (metadata, annotations) {
+        (_, Some(a)) if a.get(key).and_then(Value::as_str) == Some(value.as_str()) => return None,
+        (_, Some(_)) => (
+            PointerBuf::from_tokens(["metadata", "annotations", key]),
+            Value::String(value),
+        ),
+        (Some(_), None) => (
+            PointerBuf::from_tokens(["metadata", "annotations"]),
+            serde_json::json!({ key: value }),
+        ),
+        (None, None) => (
+            PointerBuf::from_tokens(["metadata"]),
+            serde_json::json!({ "annotations": { key: value } }),
+        ),
+    };
+    Some(PatchOperation::Add(AddOperation { path, value }))
 }
 
 fn failure(code: i32, reason: &str, message: String, details: Option<StatusDetails>) -> Status {
