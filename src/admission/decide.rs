@@ -87,14 +87,19 @@ impl Admission {
                 )));
             }
         };
-        // Only spec and the record change, so only they are diffed: metadata (managedFields
-        // and all) is neither copied nor compared.
+        // Only spec and the record change. The spec is replaced whole when it differs: the
+        // API server applies the patch to the object it sent, so this is exact, and comparing
+        // is far cheaper than computing a minimal diff.
         let raw = req.object.as_ref().unwrap_or(&Value::Null);
-        let before = match raw.get("spec") {
-            Some(spec) => serde_json::json!({ "spec": spec }),
-            None => serde_json::json!({}),
-        };
-        let mut patch = json_patch::diff(&before, &serde_json::json!({ "spec": spec }));
+        let mut patch = json_patch::Patch(Vec::with_capacity(2));
+        if raw.get("spec") != Some(&spec) {
+            patch
+                .0
+                .push(json_patch::PatchOperation::Add(json_patch::AddOperation {
+                    path: json_patch::jsonptr::PointerBuf::from_tokens(["spec"]),
+                    value: spec,
+                }));
+        }
         patch
             .0
             .extend(annotation_op(raw, DEFAULTS_ANNOTATION, record));
