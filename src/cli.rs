@@ -38,6 +38,8 @@ pub enum Command {
     Crd,
     /// Default and validate Machine manifests offline; exit 1 on errors.
     Validate(ValidateArgs),
+    /// Show the webhook certificates, or ask the leader to rotate them now.
+    Certs(crate::commands::certs::CertsArgs),
 }
 
 #[derive(Args, Debug, Clone)]

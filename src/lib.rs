@@ -4,10 +4,12 @@
 //! - [`machine`]: the pure domain core (templates, merge, validation, update rules).
 //! - [`admission`]: AdmissionReview in and out, and the webhook routes.
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
+//! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod admission;
 pub mod api;
+pub mod certs;
 pub mod cli;
 pub mod commands;
 pub mod config;

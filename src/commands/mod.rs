@@ -1,4 +1,5 @@
 //! The subcommands' entry points: gather inputs, call the core, print or serve.
 
+pub mod certs;
 pub mod validate;
 pub mod webhook;
