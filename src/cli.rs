@@ -20,6 +20,7 @@ pub struct Cli {
     #[arg(
         long,
         env = "LOG_FORMAT",
+        value_name = "LOG_FORMAT",
         value_enum,
         default_value = "auto",
         global = true
@@ -45,20 +46,20 @@ pub enum Command {
 #[derive(Args, Debug, Clone)]
 pub struct TemplateArgs {
     /// Template for Machines that name none.
-    #[arg(long, env = "DEFAULT_TEMPLATE", default_value = DEFAULT_TEMPLATE)]
+    #[arg(long, env = "DEFAULT_TEMPLATE", value_name = "DEFAULT_TEMPLATE", default_value = DEFAULT_TEMPLATE)]
     pub default_template: String,
 }
 
 #[derive(Args, Debug)]
 pub struct WebhookArgs {
     /// PEM certificate chain to serve (reloaded when it changes).
-    #[arg(long, env = "CERT_FILE")]
+    #[arg(long, env = "CERT_FILE", value_name = "CERT_FILE")]
     pub cert_file: PathBuf,
     /// PEM private key of the certificate (reloaded when it changes).
-    #[arg(long, env = "KEY_FILE")]
+    #[arg(long, env = "KEY_FILE", value_name = "KEY_FILE")]
     pub key_file: PathBuf,
     /// Address of the HTTPS webhook server.
-    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
     #[command(flatten)]
     pub templates: TemplateArgs,
@@ -70,10 +71,10 @@ pub struct WebhookArgs {
 #[derive(Args, Debug, Clone)]
 pub struct EndpointArgs {
     /// Address of the Prometheus `/metrics` endpoint.
-    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
+    #[arg(long, env = "METRICS_BIND_ADDRESS", value_name = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
     pub metrics_bind_address: SocketAddr,
     /// Address of `/healthz` and `/readyz`.
-    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
     pub health_probe_bind_address: SocketAddr,
 }
 

@@ -41,10 +41,10 @@ async fn an_in_flight_admission_call_is_answered_after_sigterm() {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(log) = serde_json::from_str::<Value>(&line) {
-                if log["message"] == "serving admission webhooks over HTTPS" {
-                    let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
-                }
+            if let Ok(log) = serde_json::from_str::<Value>(&line)
+                && log["message"] == "serving admission webhooks over HTTPS"
+            {
+                let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
             }
         }
     });

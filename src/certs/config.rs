@@ -99,14 +99,14 @@ pub fn format_duration(d: Duration) -> String {
 #[derive(Args, Debug, Clone)]
 pub struct CertificateArgs {
     /// Lifetime of the self-managed CA (Go duration, e.g. 168h).
-    #[arg(long, env = "CA_DURATION", default_value = "168h", value_parser = parse_duration)]
+    #[arg(long, env = "CA_DURATION", value_name = "CA_DURATION", default_value = "168h", value_parser = parse_duration)]
     pub ca_duration: Duration,
     /// Lifetime of the webhook serving certificate (Go duration, e.g. 24h).
-    #[arg(long, env = "CERT_DURATION", default_value = "24h", value_parser = parse_duration)]
+    #[arg(long, env = "CERT_DURATION", value_name = "CERT_DURATION", default_value = "24h", value_parser = parse_duration)]
     pub cert_duration: Duration,
     /// When to renew each certificate: a share of its lifetime (20% = at 80% of the lifetime)
     /// or a duration before it expires (e.g. 4h).
-    #[arg(long, env = "RENEW_BEFORE", default_value = "20%", value_parser = RenewBefore::parse)]
+    #[arg(long, env = "RENEW_BEFORE", value_name = "RENEW_BEFORE", default_value = "20%", value_parser = RenewBefore::parse)]
     pub renew_before: RenewBefore,
 }
 
