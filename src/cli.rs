@@ -2,10 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::parse_bind_address;
+use crate::config::{parse_bind_address, parse_duration, parse_positive_f64};
 use crate::machine::templates::DEFAULT_TEMPLATE;
 use crate::telemetry::logging::LogFormat;
 
@@ -41,6 +42,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Show the webhook certificates, or ask the leader to rotate them now.
     Certs(crate::commands::certs::CertsArgs),
+    /// Run the operator: the admission webhooks and the leader-elected reconciler.
+    Run(RunArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -83,6 +86,49 @@ pub struct ValidateArgs {
     /// Manifest file (multi-document YAML or JSON); `-` reads standard input.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
+    #[command(flatten)]
+    pub templates: TemplateArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Kubeconfig file. Unset: the in-cluster service account, else `KUBECONFIG` (which may list
+    /// several files, as kubectl reads it) or ~/.kube/config.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the operator (its Lease lives here).
+    #[arg(long, env = "NAMESPACE", default_value = "kubevirt-operator-system")]
+    pub namespace: String,
+    /// How often every Machine is re-checked, e.g. 30s, 5m, 1m30s; also the error backoff cap.
+    #[arg(long, env = "RECONCILE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub reconcile_interval: Duration,
+    /// Machines reconciled at the same time.
+    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
+    /// Elect a leader among replicas; only the leader reconciles.
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub leader_election: bool,
+    /// This replica's identity in the Lease and in Events. Unset: hostname and process id.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Sustained rate of requests to the API server, per second.
+    #[arg(long, env = "KUBE_API_QPS", default_value = "50", value_parser = parse_positive_f64)]
+    pub kube_api_qps: f64,
+    /// Requests allowed in a burst above the sustained rate.
+    #[arg(long, env = "KUBE_API_BURST", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_api_burst: u32,
+    /// PEM certificate chain the webhooks serve (reloaded when it changes).
+    #[arg(long, env = "CERT_FILE")]
+    pub cert_file: PathBuf,
+    /// PEM private key of the certificate (reloaded when it changes).
+    #[arg(long, env = "KEY_FILE")]
+    pub key_file: PathBuf,
+    /// Address of the HTTPS webhook server.
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
+    pub listen: SocketAddr,
     #[command(flatten)]
     pub templates: TemplateArgs,
 }

@@ -17,9 +17,56 @@ pub fn default_bind(port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)
 }
 
+/// Parses a duration the way Go and kubectl write them: `30s`, `5m`, `1m30s`, `1h`, `500ms`
+/// (ISO 8601 such as `PT30S` works too). Zero and negative durations are refused.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let parsed: k8s_openapi::jiff::SignedDuration = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration such as 30s, 5m or 1m30s"))?;
+    if parsed.is_zero() || parsed.is_negative() {
+        return Err(format!("{s:?} must be longer than zero"));
+    }
+    std::time::Duration::try_from(parsed).map_err(|_| format!("{s:?} is out of range"))
+}
+
+/// Parses a rate that must be a finite number above zero.
+pub fn parse_positive_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number above zero")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(
+            parse_duration("0s")
+                .unwrap_err()
+                .contains("longer than zero")
+        );
+        assert!(parse_duration("soon").unwrap_err().contains("\"soon\""));
+        assert!(parse_duration("30").is_err(), "a unit is required");
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_positive_f64("50").unwrap(), 50.0);
+        assert_eq!(parse_positive_f64("0.5").unwrap(), 0.5);
+        for bad in ["0", "-1", "NaN", "inf", "x"] {
+            assert!(parse_positive_f64(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn bind_addresses() {

@@ -5,6 +5,7 @@
 //! - [`admission`]: AdmissionReview in and out, and the webhook routes.
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
+//! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod admission;
@@ -14,5 +15,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod machine;
+pub mod reconciler;
 pub mod telemetry;
 pub mod tls;

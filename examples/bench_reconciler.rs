@@ -1,0 +1,381 @@
+//! Reconciler benchmark (`scripts/bench-reconciler.sh`): how long the operator takes to give N
+//! Machines their VM, PVCs and status, next to the API server's write floor, and the operator's
+//! peak memory at several Machine counts. Each measurement gets a fresh control plane.
+//!
+//! - floor: a client built exactly like the operator's (same QPS/burst limiter) writes the same
+//!   objects for N existing Machines (PVC and VM by server-side apply, then the status), five at
+//!   a time like `MAX_CONCURRENT_RECONCILES`;
+//! - operator: `kubevirt-operator run` starts against N existing Machines; the clock stops when
+//!   every Machine has a status naming its VM (written after its claims and VM);
+//! - memory: the operator's peak RSS (VmHWM) once it has converged on N Machines.
+//!
+//! Usage: bench_reconciler [--machines 100,1000] [--rss 0,1000,10000] [--qps 50] [--burst 100]
+//!        [--rss-qps 500] [--operator target/release/kubevirt-operator]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use kubevirt_operator::api::Machine;
+use kubevirt_operator::machine::{Catalog, resolve};
+use kubevirt_operator::reconciler::apply;
+use kubevirt_operator::reconciler::desired::{self, Inputs};
+use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::last_write::LastWrite;
+use kubevirt_operator::reconciler::status::{self, Observation, Reconciled};
+use support::ControlPlane;
+
+struct Args {
+    machines: Vec<usize>,
+    rss: Vec<usize>,
+    qps: f64,
+    burst: u32,
+    rss_qps: f64,
+    operator: PathBuf,
+}
+
+fn list(s: &str) -> Result<Vec<usize>> {
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|n| n.trim().parse::<usize>().with_context(|| format!("{n:?}")))
+        .collect()
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        machines: vec![100, 1000],
+        rss: vec![0, 1000, 10000],
+        qps: 50.0,
+        burst: 100,
+        rss_qps: 500.0,
+        operator: PathBuf::from("target/release/kubevirt-operator"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--machines" => a.machines = list(&value)?,
+            "--rss" => a.rss = list(&value)?,
+            "--qps" => a.qps = value.parse()?,
+            "--burst" => a.burst = value.parse()?,
+            "--rss-qps" => a.rss_qps = value.parse()?,
+            "--operator" => a.operator = PathBuf::from(value),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    Ok(a)
+}
+
+fn machine_api(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
+}
+
+/// Creates `n` medium Machines (one disk, pod network) as fast as the API server takes them.
+async fn create_machines(client: &Client, ns: &str, n: usize) -> Result<Duration> {
+    let api = machine_api(client, ns);
+    let started = Instant::now();
+    stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let obj: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+                    "metadata": {"name": format!("m-{i:05}")}, "spec": {"template": "medium"}
+                }))?;
+                api.create(&PostParams::default(), &obj).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(started.elapsed())
+}
+
+async fn fresh(n: usize) -> Result<(ControlPlane, Client, String)> {
+    let cp = ControlPlane::start().await?;
+    let mut crds = support::crd_fixtures()?;
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await?;
+    let client = cp.client().await?;
+    let ns = cp.namespace("bench").await?;
+    let took = create_machines(&client, &ns, n).await?;
+    eprintln!("  created {n} Machines in {took:.2?}");
+    Ok((cp, client, ns))
+}
+
+/// The floor: the operator's writes for each Machine, made directly by an identical client.
+async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
+    let (cp, admin, ns) = fresh(n).await?;
+    let client =
+        kubevirt_operator::commands::run::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
+    let machines: Vec<Machine> = Api::<Machine>::namespaced(admin.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let catalog = Catalog::default();
+    let started = Instant::now();
+    stream::iter(machines)
+        .map(|m| {
+            let client = client.clone();
+            let ns = ns.clone();
+            let catalog = catalog.clone();
+            async move {
+                let spec = resolve(&m.spec, None, &catalog).spec;
+                let d = desired::derive(&Inputs {
+                    machine: &m,
+                    spec: &spec,
+                    network_configurations: &BTreeMap::new(),
+                    storage_classes: &Default::default(),
+                    cloud_init_secret: None,
+                });
+                let pvcs = Api::namespaced(client.clone(), &ns);
+                let mut claims = Vec::new();
+                for p in d.pvcs {
+                    claims.push((
+                        p.name_any(),
+                        Some(apply::ensure(&pvcs, p, None, &LastWrite::default()).await?),
+                    ));
+                }
+                let vm = match d.vm {
+                    Some(vm) => Some(
+                        apply::ensure(
+                            &Api::<VirtualMachine>::namespaced(client.clone(), &ns),
+                            vm,
+                            None,
+                            &LastWrite::default(),
+                        )
+                        .await?,
+                    ),
+                    None => None,
+                };
+                let obs = Observation::Reconciled(Reconciled {
+                    running: true,
+                    problems: &[],
+                    failures: &[],
+                    vm: vm.as_ref(),
+                    vmi: None,
+                    claims: claims
+                        .iter()
+                        .map(|(n, p)| (n.clone(), p.as_ref()))
+                        .collect(),
+                    networks: 0,
+                });
+                let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
+                apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)
+                    .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(5)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let took = started.elapsed();
+    drop(cp);
+    Ok(took)
+}
+
+fn proc_status(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Write requests the API server served, by verb and resource, from its own metrics.
+async fn writes(client: &Client) -> Result<BTreeMap<String, u64>> {
+    let text = client
+        .request_text(http::Request::get("/metrics").body(Vec::new())?)
+        .await?;
+    let mut out = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let label = |k: &str| {
+            line.split(&format!("{k}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let verb = label("verb");
+        if !matches!(verb.as_str(), "POST" | "PATCH" | "PUT" | "DELETE" | "APPLY") {
+            continue;
+        }
+        let resource = match label("subresource").as_str() {
+            "" => label("resource"),
+            sub => format!("{}/{sub}", label("resource")),
+        };
+        let count: f64 = line
+            .rsplit(' ')
+            .next()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0.0);
+        *out.entry(format!("{verb} {resource}")).or_insert(0) += count as u64;
+    }
+    Ok(out)
+}
+
+struct Run {
+    took: Duration,
+    peak_rss_kib: u64,
+    writes: BTreeMap<String, u64>,
+}
+
+/// Starts the operator against `n` existing Machines and waits until all have a status naming
+/// their VM; then checks the VMs and claims are there.
+async fn operator_run(args: &Args, n: usize, qps: f64, burst: u32) -> Result<Run> {
+    let (cp, admin, ns) = fresh(n).await?;
+    let before = writes(&admin).await?;
+    let dir = cp.dir().join("bench-operator");
+    std::fs::create_dir_all(&dir)?;
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
+    std::fs::write(dir.join("tls.crt"), cert.cert.pem())?;
+    std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem())?;
+    let argv: Vec<std::ffi::OsString> = vec![
+        "--log-format".into(),
+        "json".into(),
+        "run".into(),
+        "--kubeconfig".into(),
+        cp.admin_kubeconfig().into(),
+        "--namespace".into(),
+        support::OPERATOR_NAMESPACE.into(),
+        "--cert-file".into(),
+        dir.join("tls.crt").into(),
+        "--key-file".into(),
+        dir.join("tls.key").into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--kube-api-qps".into(),
+        qps.to_string().into(),
+        "--kube-api-burst".into(),
+        burst.to_string().into(),
+    ];
+    let started = Instant::now();
+    let mut op = support::Proc::spawn(
+        "kubevirt-operator",
+        &args.operator,
+        argv,
+        dir.join("operator.log"),
+    )?;
+    let machines = Api::<Machine>::namespaced(admin.clone(), &ns);
+    let deadline = started + Duration::from_secs(3600);
+    let took = loop {
+        if let Some(status) = op.exited() {
+            bail!("operator exited ({status})\n{}", op.log_tail(30));
+        }
+        let ready = machines
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|m| m.status.as_ref().is_some_and(|s| s.vm_name.is_some()))
+            .count();
+        if ready == n {
+            break started.elapsed();
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "only {ready} of {n} Machines converged\n{}",
+                op.log_tail(30)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(if n > 2000 { 2000 } else { 250 })).await;
+    };
+    let vms = Api::<VirtualMachine>::namespaced(admin.clone(), &ns)
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .len();
+    let pvcs =
+        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(admin.clone(), &ns)
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .len();
+    if vms != n || pvcs != n {
+        bail!("{vms} VMs and {pvcs} PVCs for {n} Machines");
+    }
+    // Let a few resyncs pass, so the peak includes steady state.
+    tokio::time::sleep(Duration::from_secs(if n == 0 { 10 } else { 35 })).await;
+    let peak_rss_kib = proc_status(op.pid(), "VmHWM:").unwrap_or(0);
+    let after = writes(&admin).await?;
+    let writes = after
+        .into_iter()
+        .map(|(k, v)| {
+            let d = v - before.get(&k).copied().unwrap_or(0);
+            (k, d)
+        })
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    op.kill();
+    drop(cp);
+    Ok(Run {
+        took,
+        peak_rss_kib,
+        writes,
+    })
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    support::init_crypto();
+    let args = args()?;
+    if !args.operator.exists() {
+        bail!(
+            "{} not found (cargo build --release)",
+            args.operator.display()
+        );
+    }
+    let mut report = Vec::new();
+    for &n in &args.machines {
+        eprintln!("convergence, {n} Machines: floor");
+        let f = floor(n, args.qps, args.burst).await?;
+        eprintln!("  floor {f:.2?}; operator");
+        let r = operator_run(&args, n, args.qps, args.burst).await?;
+        eprintln!(
+            "  operator {:.2?}, writes after start: {:?}",
+            r.took, r.writes
+        );
+        report.push(format!(
+            "convergence N={n:>5} (QPS {}/{}): operator {:>8.2?}  floor {:>8.2?}  ratio {:.2}  peak RSS {:.1} MiB  writes {:?}",
+            args.qps,
+            args.burst,
+            r.took,
+            f,
+            r.took.as_secs_f64() / f.as_secs_f64(),
+            r.peak_rss_kib as f64 / 1024.0,
+            r.writes
+        ));
+    }
+    for &n in &args.rss {
+        eprintln!("memory, {n} Machines");
+        let r = operator_run(&args, n, args.rss_qps, (args.rss_qps * 2.0) as u32).await?;
+        report.push(format!(
+            "memory      N={n:>5} (QPS {}): peak RSS {:.1} MiB, converged in {:.2?}",
+            args.rss_qps,
+            r.peak_rss_kib as f64 / 1024.0,
+            r.took
+        ));
+    }
+    println!("{}", report.join("\n"));
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Writes: server-side apply of derived objects (only when [`drift`](super::drift) says so),
+//! and the Machine's status.
+
+use std::fmt::Debug;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::api::{Machine, MachineStatus};
+
+use super::FIELD_MANAGER;
+use super::drift;
+use super::last_write::LastWrite;
+
+/// Applies `desired` (stamping it first) unless `live` already matches; returns the object as
+/// the API server now has it. `written` remembers the result, and stands in for `live` while the
+/// cache has not caught up with our last write.
+pub async fn ensure<K>(
+    api: &Api<K>,
+    mut desired: K,
+    live: Option<K>,
+    written: &LastWrite<K>,
+) -> Result<K, kube::Error>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+{
+    drift::stamp(&mut desired);
+    let key = format!(
+        "{}/{}",
+        desired.namespace().unwrap_or_default(),
+        desired.name_any()
+    );
+    let cached_version = live.as_ref().and_then(|l| l.resource_version());
+    let live = written.newer_than(&key, cached_version.as_deref()).or(live);
+    match live {
+        Some(live) if !drift::needs_apply(&desired, Some(&live)) => Ok(live),
+        _ => {
+            let name = desired.name_any();
+            // Force: we are the only writer of these fields; a hand edit is drift to revert.
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let applied = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
+            written.record(key, applied.resource_version().as_deref(), applied.clone());
+            Ok(applied)
+        }
+    }
+}
+
+/// Every field of the Machine status, so a merge patch can clear the ones now unset.
+const STATUS_FIELDS: &[&str] = &[
+    "phase",
+    "conditions",
+    "vmName",
+    "vmiName",
+    "ipAddresses",
+    "nodeName",
+    "lastUpdated",
+    "observedGeneration",
+];
+
+/// The merge patch that makes the stored status equal to `status`.
+pub fn status_patch(status: &MachineStatus) -> Value {
+    let mut fields = match serde_json::to_value(status) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    for f in STATUS_FIELDS {
+        fields.entry(*f).or_insert(Value::Null);
+    }
+    serde_json::json!({ "status": fields })
+}
+
+/// Writes `status`; returns the Machine's new resourceVersion.
+pub async fn write_status(
+    api: &Api<Machine>,
+    name: &str,
+    status: &MachineStatus,
+) -> Result<Option<String>, kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(status_patch(status)))
+        .await
+        .map(|m| m.resource_version())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_patch_clears_unset_fields() {
+        let s = MachineStatus {
+            phase: Some("Running".into()),
+            ..MachineStatus::default()
+        };
+        let p = status_patch(&s);
+        assert_eq!(p["status"]["phase"], "Running");
+        assert_eq!(p["status"]["nodeName"], Value::Null);
+        assert_eq!(p["status"]["conditions"], Value::Null);
+        assert_eq!(p["status"].as_object().unwrap().len(), STATUS_FIELDS.len());
+    }
+}

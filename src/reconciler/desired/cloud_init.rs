@@ -1,0 +1,119 @@
+//! Cloud-init as KubeVirt's `cloudInitNoCloud` volume. Inline data is written as is; user data
+//! from a Secret is referenced, never copied into the VM. KubeVirt reads the key `userdata`, so a
+//! Secret that keeps it under another key is copied into a Secret derived for the Machine.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use crate::api::Machine;
+use crate::api::machine::CloudInit;
+use crate::machine::resolve::DEFAULT_SECRET_KEY;
+use crate::reconciler::kubevirt::{CloudInitNoCloud, LocalObjectReference, Volume};
+use crate::reconciler::{CLOUD_INIT_VOLUME, USERDATA_KEY};
+
+use super::Problem;
+use super::meta::{derived_secret_name, owned_by_machine};
+
+/// What was found for the Machine's `cloudInit.secretRef` in its own namespace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SecretData<'a> {
+    Missing,
+    KeyMissing,
+    Present(&'a [u8]),
+}
+
+impl std::fmt::Debug for SecretData<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretData::Missing => f.write_str("Missing"),
+            SecretData::KeyMissing => f.write_str("KeyMissing"),
+            SecretData::Present(_) => f.write_str("Present(<redacted>)"),
+        }
+    }
+}
+
+/// The Secret and key the VM's user data comes from, when it comes from a Secret at all
+/// (inline user data wins over a secretRef).
+pub fn secret_source(ci: Option<&CloudInit>) -> Option<(&str, &str)> {
+    let ci = ci?;
+    if ci.user_data.is_some() {
+        return None;
+    }
+    let r = ci.secret_ref.as_ref()?;
+    Some((
+        r.name.as_str(),
+        r.key.as_deref().unwrap_or(DEFAULT_SECRET_KEY),
+    ))
+}
+
+/// The cloud-init volume, a derived Secret when one is needed, or what is missing.
+pub struct CloudInitPlan {
+    pub volume: Option<Volume>,
+    pub derived_secret: Option<Secret>,
+    pub problem: Option<Problem>,
+}
+
+pub fn plan(
+    machine: &Machine,
+    ci: Option<&CloudInit>,
+    secret: Option<SecretData>,
+) -> CloudInitPlan {
+    let mut out = CloudInitPlan {
+        volume: None,
+        derived_secret: None,
+        problem: None,
+    };
+    let Some(ci) = ci else { return out };
+    let mut source = CloudInitNoCloud {
+        user_data: ci.user_data.clone(),
+        network_data: ci.network_data.clone(),
+        user_data_secret_ref: None,
+    };
+    if let Some((name, key)) = secret_source(Some(ci)) {
+        match secret {
+            None | Some(SecretData::Missing) => {
+                out.problem = Some(Problem::SecretNotFound {
+                    name: name.to_owned(),
+                });
+                return out;
+            }
+            Some(SecretData::KeyMissing) => {
+                out.problem = Some(Problem::SecretKeyNotFound {
+                    name: name.to_owned(),
+                    key: key.to_owned(),
+                });
+                return out;
+            }
+            Some(SecretData::Present(_)) if key == USERDATA_KEY => {
+                source.user_data_secret_ref = Some(LocalObjectReference {
+                    name: name.to_owned(),
+                });
+            }
+            Some(SecretData::Present(data)) => {
+                let derived = derived_secret_name(&machine.name_any());
+                out.derived_secret = Some(Secret {
+                    metadata: owned_by_machine(machine, derived.clone()),
+                    type_: Some("Opaque".to_owned()),
+                    data: Some(BTreeMap::from([(
+                        USERDATA_KEY.to_owned(),
+                        ByteString(data.to_vec()),
+                    )])),
+                    ..Secret::default()
+                });
+                source.user_data_secret_ref = Some(LocalObjectReference { name: derived });
+            }
+        }
+    }
+    if source == CloudInitNoCloud::default() {
+        return out;
+    }
+    out.volume = Some(Volume {
+        name: CLOUD_INIT_VOLUME.to_owned(),
+        cloud_init_no_cloud: Some(source),
+        ..Volume::default()
+    });
+    out
+}

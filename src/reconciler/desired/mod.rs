@@ -1,0 +1,147 @@
+//! What should exist for a Machine: a pure function of the Machine, its resolved spec and what
+//! was observed of its dependencies (NetworkConfigurations, StorageClasses, the cloud-init
+//! Secret). The VM is only derived once every dependency is there, so KubeVirt never sees a VM
+//! that points at a missing claim, network or Secret.
+
+pub mod cloud_init;
+pub mod meta;
+pub mod network;
+pub mod pvc;
+pub mod vm;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+
+use crate::api::{Machine, MachineSpec, NetworkConfiguration};
+
+use super::kubevirt::VirtualMachine;
+use super::multus::NetworkAttachmentDefinition;
+pub use cloud_init::SecretData;
+
+/// A dependency the user has to fix; each maps to a condition reason (see `status`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    StorageClassNotFound {
+        disk: String,
+        storage_class: String,
+    },
+    NetworkConfigurationNotFound {
+        network: String,
+        network_name: String,
+    },
+    NetworkInvalid {
+        network_name: String,
+        message: String,
+    },
+    SecretNotFound {
+        name: String,
+    },
+    SecretKeyNotFound {
+        name: String,
+        key: String,
+    },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::StorageClassNotFound {
+                disk,
+                storage_class,
+            } => write!(f, "disk {disk:?}: StorageClass {storage_class:?} not found"),
+            Problem::NetworkConfigurationNotFound {
+                network,
+                network_name,
+            } => write!(
+                f,
+                "network {network:?}: NetworkConfiguration {network_name:?} not found"
+            ),
+            Problem::NetworkInvalid { message, .. } => f.write_str(message),
+            Problem::SecretNotFound { name } => write!(f, "cloud-init Secret {name:?} not found"),
+            Problem::SecretKeyNotFound { name, key } => {
+                write!(f, "cloud-init Secret {name:?} has no key {key:?}")
+            }
+        }
+    }
+}
+
+/// Observed dependencies of one Machine.
+pub struct Inputs<'a> {
+    pub machine: &'a Machine,
+    /// The resolved spec (template, overrides and defaults applied).
+    pub spec: &'a MachineSpec,
+    /// NetworkConfigurations in the Machine's namespace that exist, by name.
+    pub network_configurations: &'a BTreeMap<String, NetworkConfiguration>,
+    /// Names of the StorageClasses that exist.
+    pub storage_classes: &'a BTreeSet<String>,
+    /// The cloud-init Secret's data when the spec takes user data from a Secret.
+    pub cloud_init_secret: Option<SecretData<'a>>,
+}
+
+#[derive(Debug, Default)]
+pub struct Desired {
+    /// Claims for the disks whose StorageClass exists (or that use the default class).
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    /// One attachment per distinct NetworkConfiguration the Machine uses.
+    pub attachments: Vec<NetworkAttachmentDefinition>,
+    /// The derived cloud-init Secret, when the user data lives under a key other than `userdata`.
+    pub secret: Option<Secret>,
+    /// `None` while a dependency is missing.
+    pub vm: Option<VirtualMachine>,
+    pub problems: Vec<Problem>,
+}
+
+pub fn derive(inputs: &Inputs) -> Desired {
+    let Inputs { machine, spec, .. } = inputs;
+    let mut out = Desired::default();
+
+    for disk in &spec.disks {
+        match &disk.storage_class {
+            Some(sc) if !inputs.storage_classes.contains(sc) => {
+                out.problems.push(Problem::StorageClassNotFound {
+                    disk: disk.name.clone(),
+                    storage_class: sc.clone(),
+                });
+            }
+            _ => out.pvcs.push(pvc::pvc(machine, disk)),
+        }
+    }
+
+    let mut seen = BTreeSet::new();
+    for n in &spec.networks {
+        if !seen.insert(n.network_name.as_str()) {
+            continue;
+        }
+        match inputs.network_configurations.get(&n.network_name) {
+            None => out.problems.push(Problem::NetworkConfigurationNotFound {
+                network: n.name.clone(),
+                network_name: n.network_name.clone(),
+            }),
+            Some(nc) => match network::attachment(nc) {
+                Ok(nad) => out.attachments.push(nad),
+                Err(e) => out.problems.push(Problem::NetworkInvalid {
+                    network_name: n.network_name.clone(),
+                    message: e.to_string(),
+                }),
+            },
+        }
+    }
+
+    let ci = cloud_init::plan(machine, spec.cloud_init.as_ref(), inputs.cloud_init_secret);
+    out.secret = ci.derived_secret;
+    out.problems.extend(ci.problem);
+
+    if out.problems.is_empty() {
+        out.vm = Some(vm::vm(
+            machine,
+            spec,
+            network::vm_networks(&spec.networks),
+            ci.volume,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

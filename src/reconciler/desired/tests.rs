@@ -1,0 +1,592 @@
+//! The mapping from Machine fields to KubeVirt, PVC and Multus fields (SPEC "Reconciler").
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::api::NetworkConfigurationSpec;
+use crate::machine::{Catalog, resolve};
+
+const UID: &str = "0a1b2c3d-0000-4000-8000-000000000001";
+
+fn machine(name: &str, spec: Value) -> Machine {
+    let mut m = Machine::new(name, serde_json::from_value(spec).expect("spec"));
+    m.metadata.namespace = Some("ns".into());
+    m.metadata.uid = Some(UID.into());
+    m
+}
+
+fn nc(name: &str, bridge: Option<&str>, vlan: Option<i64>) -> NetworkConfiguration {
+    let mut n = NetworkConfiguration::new(
+        name,
+        NetworkConfigurationSpec {
+            vlan,
+            bridge: bridge.map(str::to_owned),
+        },
+    );
+    n.metadata.namespace = Some("ns".into());
+    n.metadata.uid = Some(format!("nc-{name}"));
+    n
+}
+
+struct World {
+    ncs: BTreeMap<String, NetworkConfiguration>,
+    scs: BTreeSet<String>,
+}
+
+impl World {
+    fn empty() -> Self {
+        World {
+            ncs: BTreeMap::new(),
+            scs: BTreeSet::new(),
+        }
+    }
+    fn with_nc(mut self, n: NetworkConfiguration) -> Self {
+        self.ncs.insert(n.metadata.name.clone().unwrap(), n);
+        self
+    }
+    fn with_sc(mut self, sc: &str) -> Self {
+        self.scs.insert(sc.into());
+        self
+    }
+}
+
+fn derive_with(m: &Machine, world: &World, secret: Option<SecretData>) -> Desired {
+    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    derive(&Inputs {
+        machine: m,
+        spec: &spec,
+        network_configurations: &world.ncs,
+        storage_classes: &world.scs,
+        cloud_init_secret: secret,
+    })
+}
+
+fn vm_json(d: &Desired) -> Value {
+    serde_json::to_value(d.vm.as_ref().expect("a VM")).unwrap()
+}
+
+fn domain(d: &Desired) -> Value {
+    vm_json(d)["spec"]["template"]["spec"]["domain"].clone()
+}
+
+#[test]
+fn seed_basic_vm() {
+    let m = machine("basic-vm", json!({"template": "medium"}));
+    let d = derive_with(&m, &World::empty(), None);
+    assert!(d.problems.is_empty());
+    assert_eq!(d.pvcs.len(), 1);
+    let pvc = serde_json::to_value(&d.pvcs[0]).unwrap();
+    assert_eq!(pvc["metadata"]["name"], "basic-vm-root");
+    assert_eq!(
+        pvc["spec"],
+        json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "40Gi"}}, "volumeMode": "Filesystem"}),
+        "no storageClassName: the cluster default applies"
+    );
+    let vm = vm_json(&d);
+    assert_eq!(vm["apiVersion"], "kubevirt.io/v1");
+    assert_eq!(vm["kind"], "VirtualMachine");
+    assert_eq!(vm["metadata"]["name"], "basic-vm");
+    assert_eq!(vm["metadata"]["namespace"], "ns");
+    assert_eq!(vm["spec"]["runStrategy"], "Always");
+    assert!(vm["spec"].get("running").is_none());
+    let t = &vm["spec"]["template"];
+    assert_eq!(
+        t["metadata"]["labels"],
+        json!({"vitistack.io/machine": "basic-vm", "vitistack.io/managed-by": "kubevirt-operator"})
+    );
+    assert_eq!(
+        t["spec"]["domain"],
+        json!({
+            "cpu": {"cores": 2, "threads": 1, "sockets": 1},
+            "memory": {"guest": "4Gi"},
+            "machine": {"type": "q35"},
+            "devices": {
+                "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
+                "interfaces": [{"name": "default", "masquerade": {}}]
+            }
+        })
+    );
+    assert_eq!(
+        t["spec"]["networks"],
+        json!([{"name": "default", "pod": {}}])
+    );
+    assert_eq!(
+        t["spec"]["volumes"],
+        json!([{"name": "root", "persistentVolumeClaim": {"claimName": "basic-vm-root"}}])
+    );
+    assert!(d.attachments.is_empty() && d.secret.is_none());
+}
+
+#[test]
+fn everything_made_is_labelled_and_owned_by_the_machine() {
+    let m = machine(
+        "m1",
+        json!({"cloudInit": {"secretRef": {"name": "s", "key": "cfg"}}}),
+    );
+    let d = derive_with(
+        &m,
+        &World::empty(),
+        Some(SecretData::Present(b"#cloud-config")),
+    );
+    let labels =
+        json!({"vitistack.io/machine": "m1", "vitistack.io/managed-by": "kubevirt-operator"});
+    let owner = json!([{
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine", "name": "m1", "uid": UID,
+        "controller": true, "blockOwnerDeletion": true
+    }]);
+    let metas = [
+        serde_json::to_value(&d.pvcs[0]).unwrap()["metadata"].clone(),
+        vm_json(&d)["metadata"].clone(),
+        serde_json::to_value(d.secret.as_ref().unwrap()).unwrap()["metadata"].clone(),
+    ];
+    for meta in metas {
+        assert_eq!(meta["labels"], labels);
+        assert_eq!(meta["ownerReferences"], owner);
+        assert_eq!(meta["namespace"], "ns");
+    }
+}
+
+#[test]
+fn without_a_uid_no_owner_reference_is_invented() {
+    let mut m = machine("m1", json!({}));
+    m.metadata.uid = None;
+    let d = derive_with(&m, &World::empty(), None);
+    assert!(d.vm.unwrap().metadata.owner_references.is_none());
+}
+
+#[test]
+fn seed_overrides_with_a_storage_class_that_exists() {
+    let m = machine(
+        "custom-vm",
+        json!({"template": "small", "resources": {"cpu": {"cores": 4}, "memory": {"size": "8Gi"}},
+               "disks": [{"name": "data", "size": "100Gi", "storageClass": "fast-ssd"}]}),
+    );
+    let d = derive_with(&m, &World::empty().with_sc("fast-ssd"), None);
+    assert!(d.problems.is_empty());
+    let names: Vec<_> = d
+        .pvcs
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["custom-vm-root", "custom-vm-data"]);
+    let data = d.pvcs[1].spec.as_ref().unwrap();
+    assert_eq!(data.storage_class_name.as_deref(), Some("fast-ssd"));
+    assert_eq!(
+        data.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
+        "100Gi"
+    );
+    let dom = domain(&d);
+    assert_eq!(dom["cpu"], json!({"cores": 4, "threads": 1, "sockets": 1}));
+    assert_eq!(dom["memory"]["guest"], "8Gi");
+    assert_eq!(
+        dom["devices"]["disks"],
+        json!([{"name": "root", "disk": {"bus": "virtio"}}, {"name": "data", "disk": {"bus": "virtio"}}])
+    );
+}
+
+#[test]
+fn a_missing_storage_class_holds_back_that_claim_and_the_vm() {
+    let m = machine(
+        "m",
+        json!({"disks": [{"name": "data", "size": "1Gi", "storageClass": "gold"}]}),
+    );
+    let d = derive_with(&m, &World::empty(), None);
+    assert_eq!(
+        d.problems,
+        [Problem::StorageClassNotFound {
+            disk: "data".into(),
+            storage_class: "gold".into()
+        }]
+    );
+    assert_eq!(
+        d.pvcs.len(),
+        1,
+        "the root disk uses the default class and is made"
+    );
+    assert!(d.vm.is_none());
+}
+
+#[test]
+fn access_and_volume_modes_are_passed_through() {
+    let m = machine(
+        "m",
+        json!({"disks": [{"name": "root", "accessMode": "ReadWriteMany", "volumeMode": "Block"}]}),
+    );
+    let d = derive_with(&m, &World::empty(), None);
+    let spec = d.pvcs[0].spec.as_ref().unwrap();
+    assert_eq!(
+        spec.access_modes.as_deref(),
+        Some(&["ReadWriteMany".to_owned()][..])
+    );
+    assert_eq!(spec.volume_mode.as_deref(), Some("Block"));
+}
+
+#[test]
+fn seed_networking() {
+    let m = machine(
+        "networked-vm",
+        json!({"template": "medium", "networks": [
+            {"name": "eth0", "networkName": "prod-network", "model": "virtio"},
+            {"name": "eth1", "networkName": "storage-network", "model": "e1000", "macAddress": "52:54:00:12:34:56"}
+        ]}),
+    );
+    let world = World::empty()
+        .with_nc(nc("prod-network", Some("br0"), Some(100)))
+        .with_nc(nc("storage-network", Some("br1"), Some(0)));
+    let d = derive_with(&m, &world, None);
+    assert!(d.problems.is_empty());
+    let dom = domain(&d);
+    assert_eq!(
+        dom["devices"]["interfaces"],
+        json!([
+            {"name": "eth0", "bridge": {}, "model": "virtio"},
+            {"name": "eth1", "bridge": {}, "model": "e1000", "macAddress": "52:54:00:12:34:56"}
+        ])
+    );
+    assert_eq!(
+        vm_json(&d)["spec"]["template"]["spec"]["networks"],
+        json!([
+            {"name": "eth0", "multus": {"networkName": "prod-network"}},
+            {"name": "eth1", "multus": {"networkName": "storage-network"}}
+        ])
+    );
+    assert_eq!(d.attachments.len(), 2);
+    let prod = serde_json::to_value(&d.attachments[0]).unwrap();
+    assert_eq!(prod["apiVersion"], "k8s.cni.cncf.io/v1");
+    assert_eq!(prod["metadata"]["name"], "prod-network");
+    assert_eq!(
+        prod["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "vitistack.io/v1alpha1", "kind": "NetworkConfiguration", "name": "prod-network",
+                "uid": "nc-prod-network", "controller": true, "blockOwnerDeletion": true}])
+    );
+    assert_eq!(
+        prod["metadata"]["labels"],
+        json!({"vitistack.io/managed-by": "kubevirt-operator", "vitistack.io/network-configuration": "prod-network"})
+    );
+    let config: Value = serde_json::from_str(prod["spec"]["config"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        config,
+        json!({"cniVersion": "0.3.1", "name": "prod-network", "type": "bridge", "bridge": "br0", "vlan": 100, "ipam": {}})
+    );
+    let storage = &d.attachments[1].spec.config;
+    assert!(
+        !storage.as_ref().unwrap().contains("vlan"),
+        "VLAN 0 is untagged"
+    );
+}
+
+#[test]
+fn a_missing_network_configuration_holds_back_the_vm() {
+    let m = machine(
+        "m",
+        json!({"networks": [{"name": "eth0", "networkName": "prod"}, {"name": "eth1", "networkName": "lab"}]}),
+    );
+    let d = derive_with(
+        &m,
+        &World::empty().with_nc(nc("lab", Some("br9"), None)),
+        None,
+    );
+    assert_eq!(
+        d.problems,
+        [Problem::NetworkConfigurationNotFound {
+            network: "eth0".into(),
+            network_name: "prod".into()
+        }]
+    );
+    assert!(d.vm.is_none());
+    assert_eq!(d.attachments.len(), 1, "the existing one is still kept");
+}
+
+#[test]
+fn a_network_configuration_without_bridge_is_a_network_failure() {
+    let m = machine(
+        "m",
+        json!({"networks": [{"name": "eth0", "networkName": "prod"}]}),
+    );
+    let d = derive_with(&m, &World::empty().with_nc(nc("prod", None, Some(5))), None);
+    assert!(
+        matches!(&d.problems[..], [Problem::NetworkInvalid { network_name, .. }] if network_name == "prod")
+    );
+    let d = derive_with(
+        &m,
+        &World::empty().with_nc(nc("prod", Some("br0"), Some(5000))),
+        None,
+    );
+    assert!(
+        matches!(&d.problems[..], [Problem::NetworkInvalid { message, .. }] if message.contains("5000"))
+    );
+}
+
+#[test]
+fn two_interfaces_on_one_network_share_one_attachment() {
+    let m = machine(
+        "m",
+        json!({"networks": [{"name": "a", "networkName": "prod"}, {"name": "b", "networkName": "prod"}]}),
+    );
+    let d = derive_with(
+        &m,
+        &World::empty().with_nc(nc("prod", Some("br0"), None)),
+        None,
+    );
+    assert_eq!(d.attachments.len(), 1);
+    assert_eq!(
+        domain(&d)["devices"]["interfaces"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn seed_cloud_init_inline() {
+    let user_data = "#cloud-config\nusers:\n  - name: admin\n";
+    let m = machine(
+        "cloud-init-vm",
+        json!({"template": "large", "cloudInit": {"userData": user_data, "networkData": "version: 2\n"}}),
+    );
+    let d = derive_with(&m, &World::empty(), None);
+    let t = &vm_json(&d)["spec"]["template"]["spec"];
+    assert_eq!(
+        t["volumes"][1],
+        json!({"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": user_data, "networkData": "version: 2\n"}})
+    );
+    assert_eq!(
+        t["domain"]["devices"]["disks"][1],
+        json!({"name": "cloudinitdisk", "disk": {"bus": "virtio"}})
+    );
+    assert_eq!(t["domain"]["cpu"]["cores"], 4);
+    assert_eq!(t["domain"]["memory"]["guest"], "8Gi");
+}
+
+#[test]
+fn a_secret_with_the_userdata_key_is_referenced_not_copied() {
+    let m = machine("m", json!({"cloudInit": {"secretRef": {"name": "boot"}}}));
+    let d = derive_with(
+        &m,
+        &World::empty(),
+        Some(SecretData::Present(b"top-secret")),
+    );
+    assert!(d.secret.is_none());
+    let vm = vm_json(&d);
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["volumes"][1],
+        json!({"name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": "boot"}}})
+    );
+    assert!(!vm.to_string().contains("top-secret"));
+}
+
+#[test]
+fn a_secret_with_another_key_is_copied_into_a_derived_secret() {
+    let m = machine(
+        "m",
+        json!({"cloudInit": {"secretRef": {"name": "boot", "key": "cfg"}, "networkData": "n"}}),
+    );
+    let d = derive_with(
+        &m,
+        &World::empty(),
+        Some(SecretData::Present(b"top-secret")),
+    );
+    let secret = d.secret.as_ref().expect("derived");
+    assert_eq!(secret.metadata.name.as_deref(), Some("m-cloudinit"));
+    assert_eq!(secret.data.as_ref().unwrap()["userdata"].0, b"top-secret");
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    let vm = vm_json(&d);
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"],
+        json!({"networkData": "n", "secretRef": {"name": "m-cloudinit"}})
+    );
+    assert!(!vm.to_string().contains("top-secret"));
+    assert!(!format!("{:?}", d.problems).contains("top-secret"));
+}
+
+#[test]
+fn a_missing_secret_or_key_holds_back_the_vm() {
+    let m = machine(
+        "m",
+        json!({"cloudInit": {"secretRef": {"name": "boot", "key": "cfg"}}}),
+    );
+    let d = derive_with(&m, &World::empty(), Some(SecretData::Missing));
+    assert_eq!(
+        d.problems,
+        [Problem::SecretNotFound {
+            name: "boot".into()
+        }]
+    );
+    assert!(d.vm.is_none() && d.secret.is_none());
+    let d = derive_with(&m, &World::empty(), Some(SecretData::KeyMissing));
+    assert_eq!(
+        d.problems,
+        [Problem::SecretKeyNotFound {
+            name: "boot".into(),
+            key: "cfg".into()
+        }]
+    );
+}
+
+#[test]
+fn inline_user_data_wins_over_a_secret_ref() {
+    let m = machine(
+        "m",
+        json!({"cloudInit": {"userData": "inline", "secretRef": {"name": "boot"}}}),
+    );
+    assert_eq!(
+        cloud_init::secret_source(m.spec.cloud_init.as_ref()),
+        None,
+        "the Secret is not even read"
+    );
+    let d = derive_with(&m, &World::empty(), None);
+    assert_eq!(
+        vm_json(&d)["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"],
+        json!({"userData": "inline"})
+    );
+}
+
+#[test]
+fn no_cloud_init_no_volume() {
+    let d = derive_with(
+        &machine("m", json!({"cloudInit": {}})),
+        &World::empty(),
+        None,
+    );
+    let vm = vm_json(&d);
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn machine_types() {
+    for (given, written) in [
+        (None, "q35"),
+        (Some("pc-q35"), "q35"),
+        (Some("pc-i440fx"), "pc"),
+        (Some("pc-q35-rhel9.2.0"), "pc-q35-rhel9.2.0"),
+        (Some("pc-i440fx-2.12"), "pc-i440fx-2.12"),
+    ] {
+        let spec = match given {
+            Some(t) => json!({"domain": {"machine": {"type": t}}}),
+            None => json!({}),
+        };
+        let d = derive_with(&machine("m", spec), &World::empty(), None);
+        assert_eq!(domain(&d)["machine"]["type"], written, "{given:?}");
+    }
+}
+
+#[test]
+fn features_are_written_only_when_set() {
+    let d = derive_with(&machine("m", json!({})), &World::empty(), None);
+    assert!(domain(&d).get("features").is_none());
+    let d = derive_with(
+        &machine(
+            "m",
+            json!({"domain": {"features": {"acpi": false, "apic": true, "hyperv": false}}}),
+        ),
+        &World::empty(),
+        None,
+    );
+    assert_eq!(
+        domain(&d)["features"],
+        json!({"acpi": {"enabled": false}, "apic": {"enabled": true}})
+    );
+    let d = derive_with(
+        &machine("m", json!({"domain": {"features": {"hyperv": true}}})),
+        &World::empty(),
+        None,
+    );
+    assert_eq!(
+        domain(&d)["features"],
+        json!({"hyperv": {"relaxed": {"enabled": true}, "vapic": {"enabled": true},
+                          "spinlocks": {"enabled": true, "spinlocks": 8191}}})
+    );
+}
+
+#[test]
+fn firmware_efi_and_secure_boot() {
+    let fw = |bootloader: Value| {
+        let d = derive_with(
+            &machine(
+                "m",
+                json!({"domain": {"firmware": {"bootloader": bootloader}}}),
+            ),
+            &World::empty(),
+            None,
+        );
+        domain(&d)
+    };
+    let d = fw(json!({"efi": false}));
+    assert!(d.get("firmware").is_none() && d.get("features").is_none());
+    let d = fw(json!({"efi": true}));
+    assert_eq!(
+        d["firmware"],
+        json!({"bootloader": {"efi": {"secureBoot": false}}}),
+        "KubeVirt turns Secure Boot on unless told otherwise"
+    );
+    assert!(d.get("features").is_none());
+    let d = fw(json!({"efi": true, "secureBoot": true}));
+    assert_eq!(
+        d["firmware"],
+        json!({"bootloader": {"efi": {"secureBoot": true}}})
+    );
+    assert_eq!(d["features"], json!({"smm": {"enabled": true}}));
+}
+
+#[test]
+fn boot_order_numbers_devices() {
+    let spec = |order: Value| {
+        json!({"disks": [{"name": "data", "size": "1Gi"}],
+               "networks": [{"name": "eth0", "networkName": "prod"}],
+               "cloudInit": {"userData": "x"},
+               "bootOrder": order})
+    };
+    let world = World::empty().with_nc(nc("prod", Some("br0"), None));
+    let orders = |order: Value| {
+        let d = derive_with(&machine("m", spec(order)), &world, None);
+        let dom = domain(&d);
+        let disks: Vec<Value> = dom["devices"]["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["bootOrder"].clone())
+            .collect();
+        let nics: Vec<Value> = dom["devices"]["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["bootOrder"].clone())
+            .collect();
+        (disks, nics)
+    };
+    assert_eq!(
+        orders(json!(["network", "disk"])),
+        (vec![json!(2), json!(3), Value::Null], vec![json!(1)]),
+        "root and data after the NIC; the cloud-init disk is never booted"
+    );
+    assert_eq!(
+        orders(json!(["disk", "cdrom", "network"])),
+        (vec![json!(1), json!(2), Value::Null], vec![json!(3)])
+    );
+    assert_eq!(
+        orders(json!([])),
+        (
+            vec![Value::Null, Value::Null, Value::Null],
+            vec![Value::Null]
+        )
+    );
+}
+
+#[test]
+fn running_false_halts() {
+    let d = derive_with(
+        &machine("m", json!({"running": false})),
+        &World::empty(),
+        None,
+    );
+    assert_eq!(vm_json(&d)["spec"]["runStrategy"], "Halted");
+}

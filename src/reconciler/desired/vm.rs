@@ -1,0 +1,192 @@
+//! The KubeVirt VirtualMachine for a resolved Machine spec.
+
+use kube::ResourceExt;
+
+use crate::api::Machine;
+use crate::api::machine::{Domain, MachineSpec};
+use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
+use crate::reconciler::kubevirt::{
+    Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
+    HyperV, Interface, MachineType, Memory, Network, PvcSource, Spinlocks, TemplateMetadata,
+    VirtualMachine, VirtualMachineSpec, VmiSpec, VmiTemplate, Volume,
+};
+use crate::reconciler::{CLOUD_INIT_VOLUME, RUN_STRATEGY_ALWAYS, RUN_STRATEGY_HALTED};
+
+use super::meta::{machine_labels, owned_by_machine, pvc_name};
+
+pub const DISK_BUS: &str = "virtio";
+/// The spinlock retry count KubeVirt's Windows templates use.
+const HYPERV_SPINLOCKS: u32 = 8191;
+
+pub fn vm(
+    machine: &Machine,
+    spec: &MachineSpec,
+    (interfaces, networks): (Vec<Interface>, Vec<Network>),
+    cloud_init: Option<Volume>,
+) -> VirtualMachine {
+    let name = machine.name_any();
+    let mut disks: Vec<Disk> = Vec::with_capacity(spec.disks.len() + 1);
+    let mut volumes: Vec<Volume> = Vec::with_capacity(spec.disks.len() + 1);
+    for d in &spec.disks {
+        disks.push(virtio_disk(&d.name));
+        volumes.push(Volume {
+            name: d.name.clone(),
+            persistent_volume_claim: Some(PvcSource {
+                claim_name: pvc_name(&name, &d.name),
+            }),
+            ..Volume::default()
+        });
+    }
+    let mut interfaces = interfaces;
+    apply_boot_order(&spec.boot_order, &mut disks, &mut interfaces);
+    if let Some(v) = cloud_init {
+        disks.push(virtio_disk(CLOUD_INIT_VOLUME));
+        volumes.push(v);
+    }
+
+    let cpu = spec.resources.as_ref().and_then(|r| r.cpu.as_ref());
+    let memory = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.memory.as_ref())
+        .and_then(|m| m.size.as_ref());
+    let domain = spec.domain.clone().unwrap_or_default();
+    let running = spec.running.unwrap_or(true);
+
+    VirtualMachine {
+        metadata: owned_by_machine(machine, name.clone()),
+        spec: VirtualMachineSpec {
+            run_strategy: Some(
+                if running {
+                    RUN_STRATEGY_ALWAYS
+                } else {
+                    RUN_STRATEGY_HALTED
+                }
+                .to_owned(),
+            ),
+            template: VmiTemplate {
+                metadata: Some(TemplateMetadata {
+                    labels: machine_labels(&name),
+                }),
+                spec: VmiSpec {
+                    domain: DomainSpec {
+                        cpu: cpu.map(|c| Cpu {
+                            cores: c.cores.and_then(to_u32),
+                            threads: c.threads.and_then(to_u32),
+                            sockets: c.sockets.and_then(to_u32),
+                        }),
+                        memory: memory.map(|m| Memory {
+                            guest: Some(m.0.clone()),
+                        }),
+                        machine: Some(MachineType {
+                            type_: Some(kubevirt_machine_type(&domain)),
+                        }),
+                        features: features(&domain),
+                        firmware: firmware(&domain),
+                        devices: Devices { disks, interfaces },
+                    },
+                    networks,
+                    volumes,
+                },
+            },
+        },
+        status: None,
+    }
+}
+
+fn virtio_disk(name: &str) -> Disk {
+    Disk {
+        name: name.to_owned(),
+        disk: Some(DiskTarget {
+            bus: Some(DISK_BUS.to_owned()),
+        }),
+        boot_order: None,
+    }
+}
+
+fn to_u32(v: i64) -> Option<u32> {
+    u32::try_from(v).ok()
+}
+
+/// `pc-q35` and `pc-i440fx` are QEMU's aliases `q35` and `pc`; versioned names pass through.
+pub fn kubevirt_machine_type(domain: &Domain) -> String {
+    let t = domain
+        .machine
+        .as_ref()
+        .and_then(|m| m.type_.as_deref())
+        .unwrap_or(DEFAULT_MACHINE_TYPE);
+    match t {
+        "pc-q35" => "q35".to_owned(),
+        "pc-i440fx" => "pc".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// Only what the Machine sets is written; KubeVirt's defaults stand for the rest.
+fn features(domain: &Domain) -> Option<Features> {
+    let f = domain.features.clone().unwrap_or_default();
+    let secure_boot = secure_boot(domain);
+    let out = Features {
+        acpi: f.acpi.map(enabled),
+        apic: f.apic.map(enabled),
+        hyperv: f.hyperv.filter(|on| *on).map(|_| HyperV {
+            relaxed: Some(enabled(true)),
+            vapic: Some(enabled(true)),
+            spinlocks: Some(Spinlocks {
+                enabled: Some(true),
+                spinlocks: Some(HYPERV_SPINLOCKS),
+            }),
+        }),
+        smm: secure_boot.then(|| enabled(true)),
+    };
+    (out != Features::default()).then_some(out)
+}
+
+fn enabled(on: bool) -> FeatureState {
+    FeatureState { enabled: Some(on) }
+}
+
+fn secure_boot(domain: &Domain) -> bool {
+    let b = domain.firmware.as_ref().and_then(|f| f.bootloader.as_ref());
+    b.is_some_and(|b| b.efi == Some(true) && b.secure_boot == Some(true))
+}
+
+/// EFI when asked for, with Secure Boot always explicit (KubeVirt's default for it is on).
+fn firmware(domain: &Domain) -> Option<Firmware> {
+    let efi = domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.bootloader.as_ref())
+        .is_some_and(|b| b.efi == Some(true));
+    efi.then(|| Firmware {
+        bootloader: Some(Bootloader {
+            efi: Some(Efi {
+                secure_boot: Some(secure_boot(domain)),
+            }),
+        }),
+    })
+}
+
+/// Numbers devices in the Machine's boot order: each `disk` entry covers the Machine's disks in
+/// order, each `network` entry its interfaces; `cdrom` has no device yet. With no boot order,
+/// KubeVirt's own default applies (no device numbered).
+fn apply_boot_order(order: &[String], disks: &mut [Disk], interfaces: &mut [Interface]) {
+    let mut next = 1u32;
+    for device in order {
+        match device.as_str() {
+            "disk" => {
+                for d in disks.iter_mut() {
+                    d.boot_order = Some(next);
+                    next += 1;
+                }
+            }
+            "network" => {
+                for i in interfaces.iter_mut() {
+                    i.boot_order = Some(next);
+                    next += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}

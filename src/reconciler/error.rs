@@ -1,0 +1,45 @@
+//! Why a reconcile did not finish. Every variant is retried with backoff by the controller.
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// Problems the user can fix (recorded in the status, announced in an Event).
+    #[error("waiting for the user: {0}")]
+    Blocked(String),
+    /// The Machine is being deleted and its VirtualMachineInstance has not gone yet.
+    #[error("waiting for VirtualMachineInstance {0} to go")]
+    VmiStillRunning(String),
+    #[error("Machine has no namespace")]
+    NoNamespace,
+    #[error("the watch caches were dropped (controller shutting down)")]
+    CachesGone,
+}
+
+impl Error {
+    /// A short label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(_)) => "api",
+            Error::Kube(_) => "client",
+            Error::Blocked(_) => "blocked",
+            Error::VmiStillRunning(_) => "deleting",
+            Error::NoNamespace => "invalid",
+            Error::CachesGone => "shutdown",
+        }
+    }
+}
+
+/// The API server's answer in one line, without any object content.
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => {
+            format!("{} ({}): {}", status.reason, status.code, status.message)
+        }
+        other => other.to_string(),
+    }
+}
+
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}

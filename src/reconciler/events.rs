@@ -1,0 +1,170 @@
+//! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
+//! the VM being created, and the Machine starting to run or stopping.
+
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+
+use crate::api::{Machine, MachineStatus};
+
+use super::status::{condition, phase, reason};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub type_: EventType,
+    pub reason: String,
+    pub note: String,
+}
+
+/// Events for the change from `old` to `new`; none when nothing of note changed, so a Machine
+/// stuck on one problem is reported once, not on every retry.
+pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> {
+    let old_conditions = old.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+    let mut out = Vec::new();
+    for c in &new.conditions {
+        if c.type_ == condition::READY {
+            continue; // It mirrors the others.
+        }
+        let before = old_conditions.iter().find(|o| o.type_ == c.type_);
+        let unchanged = before.is_some_and(|o| o.status == c.status && o.reason == c.reason);
+        if unchanged {
+            continue;
+        }
+        let waiting = matches!(c.reason.as_str(), reason::PVC_PENDING | reason::VM_PENDING);
+        if c.status == "False" && !waiting {
+            out.push(Notice {
+                type_: EventType::Warning,
+                reason: c.reason.clone(),
+                note: c.message.clone(),
+            });
+        } else if c.type_ == condition::VIRTUAL_MACHINE_READY && c.reason == reason::VM_CREATED {
+            out.push(Notice {
+                type_: EventType::Normal,
+                reason: c.reason.clone(),
+                note: c.message.clone(),
+            });
+        }
+    }
+    let old_phase = old.and_then(|s| s.phase.as_deref());
+    if let Some(p @ (phase::RUNNING | phase::STOPPED)) = new.phase.as_deref()
+        && old_phase != Some(p)
+    {
+        out.push(Notice {
+            type_: EventType::Normal,
+            reason: p.to_owned(),
+            note: format!("Machine is {}", p.to_lowercase()),
+        });
+    }
+    out
+}
+
+/// Publishes `notices` on the Machine. A failure to publish is logged, never fatal.
+pub async fn publish(recorder: &Recorder, machine: &Machine, notices: Vec<Notice>) {
+    let reference = machine.object_ref(&());
+    for n in notices {
+        let event = Event {
+            type_: n.type_,
+            reason: n.reason,
+            note: Some(n.note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            tracing::warn!(
+                machine = %machine.name_any(),
+                namespace = machine.namespace().unwrap_or_default(),
+                error = %e,
+                "could not publish event"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn status(phase: &str, conds: &[(&str, &str, &str)]) -> MachineStatus {
+        MachineStatus {
+            phase: Some(phase.into()),
+            conditions: conds
+                .iter()
+                .map(|(t, s, r)| Condition {
+                    type_: (*t).into(),
+                    status: (*s).into(),
+                    reason: (*r).into(),
+                    message: format!("{r} message"),
+                    last_transition_time: Time(Timestamp::UNIX_EPOCH),
+                    observed_generation: None,
+                })
+                .collect(),
+            ..MachineStatus::default()
+        }
+    }
+
+    fn reasons(n: &[Notice]) -> Vec<(EventType, &str)> {
+        n.iter().map(|n| (n.type_, n.reason.as_str())).collect()
+    }
+
+    #[test]
+    fn a_new_problem_is_a_warning_once() {
+        let blocked = status(
+            "Pending",
+            &[
+                ("Ready", "False", "StorageClassNotFound"),
+                ("VirtualMachineReady", "False", "VMPending"),
+                ("StorageReady", "False", "StorageClassNotFound"),
+            ],
+        );
+        let n = notices(None, &blocked);
+        assert_eq!(reasons(&n), [(EventType::Warning, "StorageClassNotFound")]);
+        assert_eq!(n[0].note, "StorageClassNotFound message");
+        assert!(
+            notices(Some(&blocked), &blocked).is_empty(),
+            "not again on retry"
+        );
+    }
+
+    #[test]
+    fn creation_and_running_are_normal_events() {
+        let creating = status("Creating", &[("VirtualMachineReady", "True", "VMCreated")]);
+        assert_eq!(
+            reasons(&notices(None, &creating)),
+            [(EventType::Normal, "VMCreated")]
+        );
+        let running = status("Running", &[("VirtualMachineReady", "True", "VMCreated")]);
+        assert_eq!(
+            reasons(&notices(Some(&creating), &running)),
+            [(EventType::Normal, "Running")]
+        );
+        let stopped = status("Stopped", &[("VirtualMachineReady", "True", "VMCreated")]);
+        assert_eq!(
+            reasons(&notices(Some(&running), &stopped)),
+            [(EventType::Normal, "Stopped")]
+        );
+    }
+
+    #[test]
+    fn a_changed_reason_is_reported() {
+        let a = status(
+            "Creating",
+            &[("VirtualMachineReady", "False", "InsufficientResources")],
+        );
+        let b = status(
+            "Creating",
+            &[("VirtualMachineReady", "False", "KubeVirtApiError")],
+        );
+        assert_eq!(
+            reasons(&notices(Some(&a), &b)),
+            [(EventType::Warning, "KubeVirtApiError")]
+        );
+        let pending = status("Creating", &[("StorageReady", "False", "PVCPending")]);
+        assert!(
+            notices(Some(&a), &pending)
+                .iter()
+                .all(|n| n.reason != "PVCPending"),
+            "waiting is not a problem"
+        );
+    }
+}

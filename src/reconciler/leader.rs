@@ -1,0 +1,151 @@
+//! Leader election on the Lease `kubevirt-operator-leader`: only the holder reconciles. When the
+//! holder dies, its Lease expires after the duration (15s) and another replica takes over; when
+//! it shuts down cleanly it releases the Lease at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use tokio::sync::watch;
+
+use super::{FIELD_MANAGER, LEASE_NAME, controller};
+
+/// Seconds a Lease stays valid after its last renewal.
+pub const LEASE_DURATION: u64 = 15;
+/// The holder renews this long before expiry (so every 10s).
+pub const LEASE_GRACE: u64 = 5;
+
+/// What `/readyz` and tests ask: is this replica leading, and are its caches filled?
+#[derive(Debug, Default)]
+pub struct State {
+    leader: AtomicBool,
+    synced: AtomicBool,
+}
+
+impl State {
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+    pub fn caches_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+    pub(crate) fn set_leader(&self, v: bool) {
+        self.leader.store(v, Ordering::Release);
+    }
+    pub(crate) fn set_caches_synced(&self, v: bool) {
+        self.synced.store(v, Ordering::Release);
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("Lease {LEASE_NAME} in namespace {namespace}: {source}")]
+    Lease {
+        namespace: String,
+        source: LeaseManagerError,
+    },
+    #[error("the Lease manager stopped")]
+    ManagerStopped,
+}
+
+/// Runs the controller whenever this replica holds the Lease, until `shutdown` resolves.
+/// Losing the Lease stops the controller (its caches are dropped); winning it again starts a
+/// fresh one.
+pub async fn run(
+    clients: controller::Clients,
+    namespace: &str,
+    settings: controller::Settings,
+    state: Arc<State>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), LeaderError> {
+    let lease_err = |source| LeaderError::Lease {
+        namespace: namespace.to_owned(),
+        source,
+    };
+    let manager = LeaseManagerBuilder::new(clients.lease.clone(), LEASE_NAME)
+        .with_namespace(namespace)
+        .with_identity(settings.instance.clone())
+        .with_duration(LEASE_DURATION)
+        .with_grace(LEASE_GRACE)
+        .with_field_manager(format!("{FIELD_MANAGER}-{}", settings.instance))
+        .build()
+        .await
+        .map_err(lease_err)?;
+    let (mut leading, task) = manager.watch().await;
+    tokio::pin!(shutdown);
+    tracing::info!(identity = %settings.instance, lease = LEASE_NAME, namespace, "waiting for leadership");
+
+    let result = loop {
+        // Follower: wait to become leader.
+        if !*leading.borrow_and_update() {
+            tokio::select! {
+                changed = leading.changed() => {
+                    if changed.is_err() { break Err(LeaderError::ManagerStopped); }
+                    continue;
+                }
+                () = &mut shutdown => break Ok(()),
+            }
+        }
+        tracing::info!(identity = %settings.instance, "became leader; starting the reconciler");
+        state.set_leader(true);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut stop_rx_ctl = stop_rx.clone();
+        let ctrl = controller::run(
+            clients.clone(),
+            settings.clone(),
+            state.clone(),
+            async move {
+                let _ = stop_rx_ctl.wait_for(|stop| *stop).await;
+            },
+        );
+        tokio::pin!(ctrl);
+        let outcome = tokio::select! {
+            () = &mut ctrl => Leading::ControllerEnded,
+            lost = wait_lost(&mut leading) => lost,
+            () = &mut shutdown => Leading::Shutdown,
+        };
+        state.set_leader(false);
+        // Let in-flight reconciles finish (bounded) before stepping down.
+        let _ = stop_tx.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut ctrl).await;
+        drop(stop_rx);
+        match outcome {
+            Leading::Shutdown => break Ok(()),
+            Leading::ManagerStopped => break Err(LeaderError::ManagerStopped),
+            Leading::Lost => {
+                tracing::warn!(identity = %settings.instance, "lost leadership; reconciler stopped");
+            }
+            Leading::ControllerEnded => {
+                tracing::warn!(identity = %settings.instance, "reconciler ended on its own; restarting it");
+            }
+        }
+    };
+    // Closing the channel makes the manager release the Lease and stop.
+    drop(leading);
+    match task.await {
+        Ok(Ok(_)) => tracing::info!("Lease released"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not release the Lease"),
+        Err(e) => tracing::warn!(error = %e, "Lease manager task failed"),
+    }
+    result
+}
+
+enum Leading {
+    Lost,
+    Shutdown,
+    ControllerEnded,
+    ManagerStopped,
+}
+
+/// Resolves when leadership is lost (or the Lease manager is gone).
+async fn wait_lost(leading: &mut watch::Receiver<bool>) -> Leading {
+    loop {
+        if leading.changed().await.is_err() {
+            return Leading::ManagerStopped;
+        }
+        if !*leading.borrow_and_update() {
+            return Leading::Lost;
+        }
+    }
+}

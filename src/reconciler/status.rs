@@ -1,0 +1,465 @@
+//! The Machine's status as a pure function of what the reconciler saw and did.
+//!
+//! [`compute`] returns the status to store. It equals the previous status exactly when nothing
+//! but time has passed (`lastUpdated` and every `lastTransitionTime` are carried over), so the
+//! caller writes only when the two differ.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::api::MachineStatus;
+
+use super::desired::Problem;
+use super::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
+
+pub mod phase {
+    pub const PENDING: &str = "Pending";
+    pub const CREATING: &str = "Creating";
+    pub const RUNNING: &str = "Running";
+    pub const STOPPED: &str = "Stopped";
+    pub const FAILED: &str = "Failed";
+}
+
+pub mod condition {
+    pub const READY: &str = "Ready";
+    pub const VIRTUAL_MACHINE_READY: &str = "VirtualMachineReady";
+    pub const STORAGE_READY: &str = "StorageReady";
+    pub const NETWORK_READY: &str = "NetworkReady";
+}
+
+/// Condition reasons. The first group is the seed's; the rest name cases it leaves open.
+pub mod reason {
+    pub const VM_CREATED: &str = "VMCreated";
+    pub const VM_FAILED: &str = "VMFailed";
+    pub const PVC_BOUND: &str = "PVCBound";
+    pub const PVC_PENDING: &str = "PVCPending";
+    pub const NETWORK_CONFIGURED: &str = "NetworkConfigured";
+    pub const NETWORK_FAILED: &str = "NetworkFailed";
+    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+    pub const STORAGE_CLASS_NOT_FOUND: &str = "StorageClassNotFound";
+    pub const NETWORK_CONFIGURATION_NOT_FOUND: &str = "NetworkConfigurationNotFound";
+    pub const INSUFFICIENT_RESOURCES: &str = "InsufficientResources";
+    pub const KUBEVIRT_API_ERROR: &str = "KubeVirtApiError";
+
+    /// A spec that bypassed admission breaks a rule other than the template name.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    pub const SECRET_KEY_NOT_FOUND: &str = "SecretKeyNotFound";
+    /// The VM is held back until its dependencies exist.
+    pub const VM_PENDING: &str = "VMPending";
+    /// Writing a claim failed for a reason other than a missing StorageClass.
+    pub const PVC_FAILED: &str = "PVCFailed";
+    /// Writing the derived cloud-init Secret failed.
+    pub const SECRET_FAILED: &str = "SecretFailed";
+    pub const RUNNING: &str = "Running";
+    pub const CREATING: &str = "Creating";
+    pub const STOPPED: &str = "Stopped";
+    pub const PENDING: &str = "Pending";
+}
+
+/// Which object a failed API call was about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Pvc(String),
+    Attachment(String),
+    Secret(String),
+    VirtualMachine(String),
+}
+
+/// An API call that failed, with the API server's message (never object contents).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiFailure {
+    pub target: Target,
+    pub message: String,
+}
+
+/// What the reconciler saw and did for one Machine.
+pub enum Observation<'a> {
+    /// The stored spec breaks the rules (it bypassed admission); nothing was created.
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
+    Reconciled(Reconciled<'a>),
+}
+
+pub struct Reconciled<'a> {
+    /// Whether the Machine asks for a running VM (`spec.running`, default true).
+    pub running: bool,
+    pub problems: &'a [Problem],
+    pub failures: &'a [ApiFailure],
+    /// The VM as last written or observed; `None` when it does not exist.
+    pub vm: Option<&'a VirtualMachine>,
+    pub vmi: Option<&'a VirtualMachineInstance>,
+    /// Each disk's claim name and the claim, if it exists.
+    pub claims: Vec<(String, Option<&'a PersistentVolumeClaim>)>,
+    /// Number of networks in the spec (0: the pod network).
+    pub networks: usize,
+}
+
+/// The status to store, given the previous one, the Machine's generation and `now`.
+pub fn compute(
+    previous: Option<&MachineStatus>,
+    generation: Option<i64>,
+    observation: &Observation,
+    now: Timestamp,
+) -> MachineStatus {
+    let (phase, conds, vm_name, vmi) = match observation {
+        Observation::Invalid { reason, message } => {
+            let unknown = |type_| Cond::new(type_, "Unknown", reason, message.clone());
+            (
+                phase::FAILED,
+                vec![
+                    Cond::new(condition::READY, "False", reason, message.clone()),
+                    Cond::new(
+                        condition::VIRTUAL_MACHINE_READY,
+                        "False",
+                        reason,
+                        message.clone(),
+                    ),
+                    unknown(condition::STORAGE_READY),
+                    unknown(condition::NETWORK_READY),
+                ],
+                None,
+                None,
+            )
+        }
+        Observation::Reconciled(r) => {
+            let storage = storage_condition(r);
+            let network = network_condition(r);
+            let vm = vm_condition(r);
+            let phase = machine_phase(r);
+            let ready = ready_condition(phase, [&vm, &storage, &network]);
+            (
+                phase,
+                vec![ready, vm, storage, network],
+                r.vm.map(|vm| vm.name_any()),
+                r.vmi,
+            )
+        }
+    };
+
+    let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
+    let now = Time(truncate_to_seconds(now));
+    let conditions = conds
+        .into_iter()
+        .map(|c| c.into_condition(generation, previous_conditions, &now))
+        .collect();
+    let vmi_status = vmi.and_then(|v| v.status.as_ref());
+    let mut status = MachineStatus {
+        phase: Some(phase.to_owned()),
+        conditions,
+        vm_name,
+        vmi_name: vmi.map(|v| v.name_any()),
+        ip_addresses: vmi_status.map(ip_addresses).unwrap_or_default(),
+        node_name: vmi_status.and_then(|s| s.node_name.clone()),
+        last_updated: previous.and_then(|p| p.last_updated.clone()),
+        observed_generation: generation,
+    };
+    if previous != Some(&status) {
+        status.last_updated = Some(now);
+    }
+    status
+}
+
+/// Whether `new` must be written over `old` (never for `lastUpdated` alone).
+pub fn differs(old: Option<&MachineStatus>, new: &MachineStatus) -> bool {
+    let strip = |s: &MachineStatus| MachineStatus {
+        last_updated: None,
+        ..s.clone()
+    };
+    old.map(strip) != Some(strip(new))
+}
+
+/// A condition before its timestamps and generation are filled in.
+#[derive(Clone, Debug, PartialEq)]
+struct Cond {
+    type_: &'static str,
+    status: &'static str,
+    reason: String,
+    message: String,
+}
+
+impl Cond {
+    fn new(type_: &'static str, status: &'static str, reason: &str, message: String) -> Self {
+        Cond {
+            type_,
+            status,
+            reason: reason.to_owned(),
+            message,
+        }
+    }
+
+    fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+
+    /// `lastTransitionTime` moves only when the status (True/False/Unknown) changes.
+    fn into_condition(
+        self,
+        generation: Option<i64>,
+        previous: &[Condition],
+        now: &Time,
+    ) -> Condition {
+        let last_transition_time = previous
+            .iter()
+            .find(|p| p.type_ == self.type_ && p.status == self.status)
+            .map(|p| p.last_transition_time.clone())
+            .unwrap_or_else(|| now.clone());
+        Condition {
+            type_: self.type_.to_owned(),
+            status: self.status.to_owned(),
+            reason: self.reason,
+            message: self.message,
+            last_transition_time,
+            observed_generation: generation,
+        }
+    }
+}
+
+fn truncate_to_seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+fn storage_condition(r: &Reconciled) -> Cond {
+    let t = condition::STORAGE_READY;
+    let missing: Vec<String> = r
+        .problems
+        .iter()
+        .filter(|p| matches!(p, Problem::StorageClassNotFound { .. }))
+        .map(ToString::to_string)
+        .collect();
+    if !missing.is_empty() {
+        return Cond::new(
+            t,
+            "False",
+            reason::STORAGE_CLASS_NOT_FOUND,
+            missing.join("; "),
+        );
+    }
+    let failed = failures(r, |t| matches!(t, Target::Pvc(_)));
+    if !failed.is_empty() {
+        return Cond::new(t, "False", reason::PVC_FAILED, failed);
+    }
+    if r.claims.is_empty() {
+        return Cond::new(
+            t,
+            "True",
+            reason::PVC_BOUND,
+            "The Machine has no disks".into(),
+        );
+    }
+    let unbound: Vec<String> = r
+        .claims
+        .iter()
+        .filter_map(|(name, pvc)| {
+            let phase = pvc
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref());
+            match phase {
+                Some("Bound") => None,
+                Some(other) => Some(format!("{name} ({other})")),
+                None if pvc.is_some() => Some(format!("{name} (Pending)")),
+                None => Some(format!("{name} (not created)")),
+            }
+        })
+        .collect();
+    if unbound.is_empty() {
+        Cond::new(
+            t,
+            "True",
+            reason::PVC_BOUND,
+            format!("All {} PersistentVolumeClaims are bound", r.claims.len()),
+        )
+    } else {
+        Cond::new(
+            t,
+            "False",
+            reason::PVC_PENDING,
+            format!(
+                "Waiting for PersistentVolumeClaims to bind: {}",
+                unbound.join(", ")
+            ),
+        )
+    }
+}
+
+fn network_condition(r: &Reconciled) -> Cond {
+    let t = condition::NETWORK_READY;
+    let mut not_found = Vec::new();
+    let mut invalid = Vec::new();
+    for p in r.problems {
+        match p {
+            Problem::NetworkConfigurationNotFound { .. } => not_found.push(p.to_string()),
+            Problem::NetworkInvalid { .. } => invalid.push(p.to_string()),
+            _ => {}
+        }
+    }
+    if !not_found.is_empty() {
+        return Cond::new(
+            t,
+            "False",
+            reason::NETWORK_CONFIGURATION_NOT_FOUND,
+            not_found.join("; "),
+        );
+    }
+    let failed = failures(r, |t| matches!(t, Target::Attachment(_)));
+    if !invalid.is_empty() || !failed.is_empty() {
+        invalid.extend((!failed.is_empty()).then_some(failed));
+        return Cond::new(t, "False", reason::NETWORK_FAILED, invalid.join("; "));
+    }
+    let message = match r.networks {
+        0 => "Pod network".to_owned(),
+        1 => "1 network attached".to_owned(),
+        n => format!("{n} networks attached"),
+    };
+    Cond::new(t, "True", reason::NETWORK_CONFIGURED, message)
+}
+
+fn vm_condition(r: &Reconciled) -> Cond {
+    let t = condition::VIRTUAL_MACHINE_READY;
+    for p in r.problems {
+        let reason = match p {
+            Problem::SecretNotFound { .. } => reason::SECRET_NOT_FOUND,
+            Problem::SecretKeyNotFound { .. } => reason::SECRET_KEY_NOT_FOUND,
+            _ => continue,
+        };
+        return Cond::new(t, "False", reason, p.to_string());
+    }
+    let failed = failures(r, |t| matches!(t, Target::VirtualMachine(_)));
+    if !failed.is_empty() {
+        return Cond::new(t, "False", reason::KUBEVIRT_API_ERROR, failed);
+    }
+    let failed = failures(r, |t| matches!(t, Target::Secret(_)));
+    if !failed.is_empty() {
+        return Cond::new(t, "False", reason::SECRET_FAILED, failed);
+    }
+    let Some(vm) = r.vm else {
+        return Cond::new(
+            t,
+            "False",
+            reason::VM_PENDING,
+            "Waiting for storage and networks before creating the VirtualMachine".into(),
+        );
+    };
+    if let Some(message) = unschedulable(r) {
+        return Cond::new(t, "False", reason::INSUFFICIENT_RESOURCES, message);
+    }
+    if let Some(s) = r.vmi.and_then(|v| v.status.as_ref())
+        && s.phase.as_deref() == Some(vmi_phase::FAILED)
+    {
+        let why = s.reason.as_deref().unwrap_or("no reason given");
+        return Cond::new(
+            t,
+            "False",
+            reason::VM_FAILED,
+            format!("VirtualMachineInstance failed: {why}"),
+        );
+    }
+    Cond::new(
+        t,
+        "True",
+        reason::VM_CREATED,
+        format!("VirtualMachine {} exists", vm.name_any()),
+    )
+}
+
+/// KubeVirt reports an unschedulable VMI on its `PodScheduled` condition, and the VM's printable
+/// status as `ErrorUnschedulable`.
+fn unschedulable(r: &Reconciled) -> Option<String> {
+    let from_vmi = r
+        .vmi
+        .and_then(|v| v.status.as_ref())
+        .into_iter()
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .map(|c| {
+            c.message
+                .clone()
+                .unwrap_or_else(|| "the VirtualMachineInstance cannot be scheduled".to_owned())
+        });
+    from_vmi.or_else(|| {
+        let printable =
+            r.vm.and_then(|v| v.status.as_ref())
+                .and_then(|s| s.printable_status.as_deref());
+        (printable == Some("ErrorUnschedulable"))
+            .then(|| "the VirtualMachineInstance cannot be scheduled".to_owned())
+    })
+}
+
+fn machine_phase(r: &Reconciled) -> &'static str {
+    if r.vm.is_none() {
+        return phase::PENDING;
+    }
+    let vmi_phase = r
+        .vmi
+        .and_then(|v| v.status.as_ref())
+        .and_then(|s| s.phase.as_deref());
+    match vmi_phase {
+        Some(vmi_phase::FAILED) => phase::FAILED,
+        Some(vmi_phase::RUNNING) => phase::RUNNING,
+        None | Some(vmi_phase::SUCCEEDED) if !r.running => phase::STOPPED,
+        _ => phase::CREATING,
+    }
+}
+
+/// Ready mirrors the most telling False condition: something to fix before something to wait for.
+fn ready_condition(phase: &str, others: [&Cond; 3]) -> Cond {
+    let t = condition::READY;
+    let waiting =
+        |c: &&&Cond| matches!(c.reason.as_str(), reason::PVC_PENDING | reason::VM_PENDING);
+    let bad = others
+        .iter()
+        .find(|c| !c.is_true() && !waiting(c))
+        .or_else(|| others.iter().find(|c| !c.is_true()));
+    if let Some(bad) = bad {
+        return Cond::new(t, "False", &bad.reason, bad.message.clone());
+    }
+    match phase {
+        phase::RUNNING => Cond::new(t, "True", reason::RUNNING, "The VM is running".into()),
+        phase::STOPPED => Cond::new(t, "False", reason::STOPPED, "The VM is stopped".into()),
+        phase::PENDING => Cond::new(t, "False", reason::PENDING, "Not reconciled yet".into()),
+        _ => Cond::new(
+            t,
+            "False",
+            reason::CREATING,
+            "Waiting for the VirtualMachineInstance to run".into(),
+        ),
+    }
+}
+
+fn failures(r: &Reconciled, pick: impl Fn(&Target) -> bool) -> String {
+    r.failures
+        .iter()
+        .filter(|f| pick(&f.target))
+        .map(|f| f.message.clone())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Guest addresses from every interface, in interface order, without repeats.
+fn ip_addresses(s: &super::kubevirt::VirtualMachineInstanceStatus) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for i in &s.interfaces {
+        let addrs = if i.ip_addresses.is_empty() {
+            i.ip_address.iter().cloned().collect()
+        } else {
+            i.ip_addresses.clone()
+        };
+        for a in addrs {
+            if !a.is_empty() && !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+//! The operator as its users run it: the `kubevirt-operator run` binary in a child process,
+//! authenticated as a user that holds exactly the RBAC in `manifests/rbac/`, against a real
+//! control plane. Shared by the reconciler's integration tests, which play KubeVirt (VMIs and
+//! their status) and the volume controller (PVC phases) themselves.
+
+// Each test binary uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+
+use crate::support::{ControlPlane, OPERATOR_NAMESPACE, Proc, User};
+
+pub const OPERATOR_USER: &str = "kubevirt-operator";
+/// Short, so that resync behaviour shows within a test's patience.
+pub const RESYNC: Duration = Duration::from_secs(2);
+
+fn manifest(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+async fn create_or_keep<K>(api: &Api<K>, obj: &K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating {}: {e}", obj.name_any()),
+    }
+}
+
+/// Installs `manifests/rbac/` and binds it to a freshly minted user, who has no other rights.
+pub async fn operator_user(cp: &ControlPlane, client: &Client, name: &str) -> User {
+    let role: ClusterRole = serde_yaml::from_str(
+        &std::fs::read_to_string(manifest("manifests/rbac/cluster_role.yaml"))
+            .expect("cluster role"),
+    )
+    .expect("ClusterRole YAML");
+    let lease_role: Role = serde_yaml::from_str(
+        &std::fs::read_to_string(manifest("manifests/rbac/leader_election_role.yaml"))
+            .expect("leader election role"),
+    )
+    .expect("Role YAML");
+    create_or_keep(&Api::<ClusterRole>::all(client.clone()), &role).await;
+    create_or_keep(
+        &Api::<Role>::namespaced(client.clone(), OPERATOR_NAMESPACE),
+        &lease_role,
+    )
+    .await;
+    let subject = Subject {
+        kind: "User".into(),
+        name: name.into(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        namespace: None,
+    };
+    let mut crb = ClusterRoleBinding {
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: role.name_any(),
+        },
+        subjects: Some(vec![subject.clone()]),
+        ..Default::default()
+    };
+    crb.metadata.name = Some(format!("{name}-binding"));
+    create_or_keep(&Api::<ClusterRoleBinding>::all(client.clone()), &crb).await;
+    let mut rb = RoleBinding {
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: lease_role.name_any(),
+        },
+        subjects: Some(vec![subject]),
+        ..Default::default()
+    };
+    rb.metadata.name = Some(format!("{name}-leader-election"));
+    create_or_keep(
+        &Api::<RoleBinding>::namespaced(client.clone(), OPERATOR_NAMESPACE),
+        &rb,
+    )
+    .await;
+    cp.mint_user(name, &[]).expect("mint user")
+}
+
+/// Installs the CRDs the operator works with: KubeVirt's and Multus' fixtures and our own.
+pub async fn install_crds(cp: &ControlPlane) {
+    let mut crds = crate::support::crd_fixtures().expect("fixture CRDs");
+    crds.push(manifest("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs install");
+}
+
+/// One `kubevirt-operator run` process, killed with the test process at the latest.
+pub struct Operator {
+    pub proc: Proc,
+    pub identity: String,
+}
+
+impl Operator {
+    pub fn start(cp: &ControlPlane, user: &User, identity: &str, extra: &[&str]) -> Operator {
+        let dir = cp.dir().join(format!("operator-{identity}"));
+        std::fs::create_dir_all(&dir).expect("operator dir");
+        let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
+        std::fs::write(dir.join("tls.crt"), cert.cert.pem()).expect("write cert");
+        std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem()).expect("write key");
+        let kubeconfig = cp.write_kubeconfig(user, None).expect("kubeconfig");
+        let mut args: Vec<OsString> = vec![
+            "--log-format".into(),
+            "json".into(),
+            "run".into(),
+            "--kubeconfig".into(),
+            kubeconfig.into(),
+            "--namespace".into(),
+            OPERATOR_NAMESPACE.into(),
+            "--identity".into(),
+            identity.into(),
+            "--reconcile-interval".into(),
+            format!("{}s", RESYNC.as_secs()).into(),
+            "--cert-file".into(),
+            dir.join("tls.crt").into(),
+            "--key-file".into(),
+            dir.join("tls.key").into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ];
+        args.extend(extra.iter().map(OsString::from));
+        let proc = Proc::spawn(
+            "kubevirt-operator",
+            Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+            args,
+            dir.join("operator.log"),
+        )
+        .expect("spawn operator");
+        Operator {
+            proc,
+            identity: identity.to_owned(),
+        }
+    }
+
+    /// SIGTERM: a clean shutdown (the Lease is released).
+    pub fn terminate(&self) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.proc.pid() as libc::pid_t, libc::SIGTERM) };
+    }
+
+    pub fn log_tail(&self) -> String {
+        self.proc.log_tail(60)
+    }
+}
+
+/// The Lease's current holder.
+pub async fn lease_holder(client: &Client) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), OPERATOR_NAMESPACE)
+        .get_opt(kubevirt_operator::reconciler::LEASE_NAME)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` and `context()` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

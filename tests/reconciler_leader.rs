@@ -1,0 +1,123 @@
+//! Leader election between `kubevirt-operator run` processes on one control plane: only the
+//! Lease holder reconciles; when it is killed, another replica takes over once the Lease expires
+//! (15s after its last renewal); when it shuts down cleanly, it releases the Lease and exits.
+
+mod operator;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::json;
+
+use kubevirt_operator::api::Machine;
+use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::leader::LEASE_DURATION;
+use operator::{Operator, eventually, install_crds, lease_holder, operator_user};
+use support::ControlPlane;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+async fn create_machine(client: &Client, ns: &str, name: &str) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name}, "spec": {"template": "small"}
+    }))
+    .expect("machine");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create machine");
+}
+
+async fn wait_vm(client: &Client, ns: &str, name: &str) {
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), ns);
+    eventually(WAIT, &format!("VirtualMachine {name}"), || async {
+        vms.get_opt(name).await.ok().flatten()
+    })
+    .await;
+}
+
+fn started_controller(op: &Operator) -> bool {
+    std::fs::read_to_string(&op.proc.log)
+        .unwrap_or_default()
+        .contains("starting the Machine controller")
+}
+
+#[tokio::test]
+async fn only_the_leader_reconciles_and_a_replica_takes_over() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    install_crds(&cp).await;
+    let client = cp.client().await.expect("client");
+    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let ns = cp.namespace("leader").await.expect("namespace");
+
+    let mut ops = vec![
+        Operator::start(&cp, &user, "replica-a", &[]),
+        Operator::start(&cp, &user, "replica-b", &[]),
+    ];
+    let holder = eventually(WAIT, "a Lease holder", || lease_holder(&client)).await;
+    let leader = ops
+        .iter()
+        .position(|o| o.identity == holder)
+        .expect("holder is one of ours");
+    let follower = 1 - leader;
+
+    create_machine(&client, &ns, "first").await;
+    wait_vm(&client, &ns, "first").await;
+    assert!(started_controller(&ops[leader]));
+    assert!(
+        !started_controller(&ops[follower]),
+        "the follower must not reconcile:\n{}",
+        ops[follower].log_tail()
+    );
+
+    // The leader dies without releasing the Lease.
+    ops[leader].proc.kill();
+    let killed = Instant::now();
+    let new_holder = ops[follower].identity.clone();
+    eventually(WAIT, "the follower to take the Lease", || async {
+        (lease_holder(&client).await.as_deref() == Some(new_holder.as_str())).then_some(())
+    })
+    .await;
+    let takeover = killed.elapsed();
+    eprintln!("takeover after the leader was killed: {takeover:?}");
+    // The Lease expires at most its duration after the last renewal; the follower then needs up
+    // to a second (its random back-off) and one request.
+    assert!(
+        takeover <= Duration::from_secs(LEASE_DURATION + 2),
+        "took {takeover:?}"
+    );
+    create_machine(&client, &ns, "second").await;
+    wait_vm(&client, &ns, "second").await;
+
+    // A clean shutdown stops reconciling and releases the Lease; a waiting replica takes it when
+    // it next looks, at the latest when the old Lease would have expired.
+    ops.push(Operator::start(&cp, &user, "replica-c", &[]));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        lease_holder(&client).await.as_deref(),
+        Some(new_holder.as_str())
+    );
+    ops[follower].terminate();
+    let stopped = Instant::now();
+    eventually(WAIT, "replica-c to take the Lease", || async {
+        (lease_holder(&client).await.as_deref() == Some("replica-c")).then_some(())
+    })
+    .await;
+    let handover = stopped.elapsed();
+    eprintln!("handover after a clean shutdown: {handover:?}");
+    assert!(
+        handover <= Duration::from_secs(LEASE_DURATION + 2),
+        "took {handover:?}"
+    );
+    let exited = eventually(WAIT, "the old leader to exit", || {
+        let status = ops[follower].proc.exited();
+        async move { status }
+    })
+    .await;
+    assert!(exited.success(), "clean exit: {exited}");
+    create_machine(&client, &ns, "third").await;
+    wait_vm(&client, &ns, "third").await;
+}
