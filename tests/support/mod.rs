@@ -21,6 +21,7 @@ pub use control_plane::{
 pub use crds::crd_fixtures;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::User;
+pub use ports::free_port;
 pub use process::{Proc, process_alive};
 
 /// Installs ring as the process-wide rustls provider (the only one this project links).
