@@ -3,56 +3,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_kubevirt-operator");
 
 #[tokio::test]
 async fn an_in_flight_admission_call_is_answered_after_sigterm() {
     let ca = common::TestCa::new("shutdown CA");
-    let pair = ca.issue("shutdown serving");
-    let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert, &pair.cert_pem).unwrap();
-    std::fs::write(&key, &pair.key_pem).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["webhook", "--cert-file"])
-        .arg(&cert)
-        .arg("--key-file")
-        .arg(&key)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-bind-address",
-            "127.0.0.1:0",
-        ])
-        .args(["--health-probe-bind-address", "127.0.0.1:0"])
-        .env("LOG_FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("webhook starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(log) = serde_json::from_str::<Value>(&line)
-                && log["message"] == "serving admission webhooks over HTTPS"
-            {
-                let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    });
-    let addr: SocketAddr = addr_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("address logged")
-        .parse()
-        .expect("socket address");
+    let mut webhook = common::WebhookProcess::start(&ca);
+    let addr = webhook.addr;
 
     // Headers and half of the body, then SIGTERM.
     let body = serde_json::to_vec(&common::valid_review("in-flight")).unwrap();
@@ -68,11 +25,7 @@ async fn an_in_flight_admission_call_is_answered_after_sigterm() {
     let (first, rest) = body.split_at(body.len() / 2);
     conn.write_raw(first).await.expect("first half");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(term.success());
+    webhook.sigterm();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // New connections are refused once shutdown has begun.
@@ -82,7 +35,7 @@ async fn an_in_flight_admission_call_is_answered_after_sigterm() {
         "the listener must be closed after SIGTERM"
     );
     assert!(
-        child.try_wait().expect("wait").is_none(),
+        webhook.child.try_wait().expect("wait").is_none(),
         "must not exit with a request in flight"
     );
 
@@ -94,7 +47,7 @@ async fn an_in_flight_admission_call_is_answered_after_sigterm() {
 
     let start = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
+        if let Some(status) = webhook.child.try_wait().expect("wait") {
             break status;
         }
         assert!(

@@ -24,7 +24,9 @@ pub struct Admission {
 
 struct Admitted {
     parsed: Parsed,
-    schema_errors: Vec<FieldError>,
+    /// The schema's and the rules' findings on the object, all of them.
+    errors: Vec<FieldError>,
+    warnings: Vec<String>,
     unchanged: bool,
 }
 
@@ -51,17 +53,13 @@ impl Admission {
     pub fn mutate(&self, req: &Request) -> Verdict {
         let Admitted {
             parsed,
-            schema_errors,
+            errors,
             unchanged,
+            ..
         } = match self.admit(req) {
             Ok(a) => a,
             Err(verdict) => return *verdict,
         };
-        let mut errors = validate_name(&parsed.name);
-        errors.extend(combine(
-            schema_errors,
-            validate(&parsed.spec, &self.catalog).errors,
-        ));
         if !errors.is_empty() {
             // An unchanged spec that no longer validates (stored before a rule existed) must not
             // block metadata updates such as finalizer removal: leave it alone.
@@ -113,7 +111,8 @@ impl Admission {
     pub fn validate(&self, req: &Request) -> Verdict {
         let Admitted {
             parsed,
-            schema_errors,
+            mut errors,
+            warnings,
             unchanged,
         } = match self.admit(req) {
             Ok(a) => a,
@@ -122,9 +121,6 @@ impl Admission {
         if unchanged {
             return Verdict::allow();
         }
-        let outcome = validate(&parsed.spec, &self.catalog);
-        let mut errors = validate_name(&parsed.name);
-        errors.extend(combine(schema_errors, outcome.errors));
         if req.operation == "UPDATE"
             && let Some(old) = req.old_object.as_ref().and_then(|o| self.parse_stored(o))
         {
@@ -139,14 +135,14 @@ impl Admission {
             errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
         }
         if errors.is_empty() {
-            Verdict::allow().with_warnings(outcome.warnings)
+            Verdict::allow().with_warnings(warnings)
         } else {
-            Verdict::deny(invalid(&parsed.name, &errors)).with_warnings(outcome.warnings)
+            Verdict::deny(invalid(&parsed.name, &errors)).with_warnings(warnings)
         }
     }
 
     /// The checks both webhooks share: operation, kind, object present, schema and types.
-    /// Returns the typed object, the schema's findings, and whether an UPDATE left the spec alone.
+    /// Returns the typed object, every rule's findings, and whether an UPDATE left the spec alone.
     fn admit(&self, req: &Request) -> Result<Admitted, Box<Verdict>> {
         let deny = |msg: String| Box::new(Verdict::deny(bad_request(&msg)));
         if req.operation != "CREATE" && req.operation != "UPDATE" {
@@ -209,6 +205,9 @@ impl Admission {
         // everything else is still validated and reported together with the schema's findings.
         match parse_spec(&object) {
             Ok(spec) => {
+                let outcome = validate(&spec, &self.catalog);
+                let mut errors = validate_name(&name);
+                errors.extend(combine(schema_errors, outcome.errors));
                 let recorded = recorded_defaults(raw);
                 Ok(Admitted {
                     parsed: Parsed {
@@ -216,7 +215,8 @@ impl Admission {
                         spec,
                         recorded,
                     },
-                    schema_errors,
+                    errors,
+                    warnings: outcome.warnings,
                     unchanged,
                 })
             }
