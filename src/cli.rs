@@ -126,21 +126,12 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub kube_api_burst: u32,
     /// PEM certificate chain to serve instead of self-managed certificates (e.g. from
-    /// cert-manager; reloaded when it changes). Needs --key-file.
-    #[arg(
-        long,
-        env = "CERT_FILE",
-        value_name = "CERT_FILE",
-        requires = "key_file"
-    )]
+    /// cert-manager; reloaded when it changes). Needs --key-file (checked by `run`, so that the
+    /// error names the value given).
+    #[arg(long, env = "CERT_FILE", value_name = "CERT_FILE")]
     pub cert_file: Option<PathBuf>,
     /// PEM private key of --cert-file.
-    #[arg(
-        long,
-        env = "KEY_FILE",
-        value_name = "KEY_FILE",
-        requires = "cert_file"
-    )]
+    #[arg(long, env = "KEY_FILE", value_name = "KEY_FILE")]
     pub key_file: Option<PathBuf>,
     /// Where kube-apiserver reaches the webhooks when the operator runs outside the cluster,
     /// e.g. https://127.0.0.1:8443; the serving certificate then carries that host.

@@ -77,6 +77,17 @@ fn identity(given: Option<String>) -> String {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    match (&args.cert_file, &args.key_file) {
+        (Some(cert), None) => anyhow::bail!(
+            "CERT_FILE / --cert-file {} needs KEY_FILE / --key-file (or neither, for self-managed certificates)",
+            cert.display()
+        ),
+        (None, Some(key)) => anyhow::bail!(
+            "KEY_FILE / --key-file {} needs CERT_FILE / --cert-file (or neither, for self-managed certificates)",
+            key.display()
+        ),
+        _ => {}
+    }
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
