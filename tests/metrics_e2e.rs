@@ -308,3 +308,69 @@ async fn metrics_and_probes() {
     );
     eprintln!("metrics_and_probes: {:?}\n{joined}", started.elapsed());
 }
+
+/// Started before its namespace exists (RBAC or namespace applied late), the operator keeps
+/// serving, says what is wrong, retries, and becomes ready once the namespace appears.
+#[tokio::test]
+async fn a_missing_operator_namespace_is_retried_until_it_appears() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("admin client");
+    let op_ns = "late-operator-namespace";
+    let (webhook, metrics, probes) = (
+        support::free_port().expect("port"),
+        support::free_port().expect("port"),
+        support::free_port().expect("port"),
+    );
+    let dir = cp.dir().join("late-operator");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let args: Vec<String> = vec![
+        "--log-format".into(),
+        "json".into(),
+        "run".into(),
+        "--kubeconfig".into(),
+        cp.admin_kubeconfig().display().to_string(),
+        "--namespace".into(),
+        op_ns.into(),
+        "--identity".into(),
+        "late".into(),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{webhook}"),
+        "--listen".into(),
+        format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address".into(),
+        format!("127.0.0.1:{metrics}"),
+        "--health-probe-bind-address".into(),
+        format!("127.0.0.1:{probes}"),
+    ];
+    let op = Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args.into_iter().map(Into::into).collect(),
+        dir.join("operator.log"),
+    )
+    .expect("spawn operator");
+    let log = dir.join("operator.log");
+    until("the leader election error in the log", &op, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        async move { text.contains("leader election failed").then_some(()) }
+    })
+    .await;
+    let (code, _) = until("/readyz", &op, || http_get(probes, "/readyz")).await;
+    assert_eq!(code, 500, "not ready without a certificate");
+
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(op_ns.into());
+    Api::<Namespace>::all(admin)
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("operator namespace");
+    until("/readyz 200 once the namespace exists", &op, || async {
+        http_get(probes, "/readyz")
+            .await
+            .filter(|(code, _)| *code == 200)
+    })
+    .await;
+}

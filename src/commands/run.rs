@@ -169,7 +169,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Certificates::SelfManaged { settings, .. } => Some(settings.clone()),
         Certificates::Files(_) => None,
     };
-    let work = {
+    let mut work = {
         let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
         let cert_metrics = metrics.certs.clone();
         move |stop: Stop| {
@@ -194,22 +194,36 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let leading = async {
-        if args.leader_election {
-            leader::run(
-                clients,
-                &args.namespace,
-                settings,
-                state,
-                shutdown.clone(),
-                work,
-            )
-            .await
-            .context("leader election")
-        } else {
+        if !args.leader_election {
             tracing::info!("leader election off: this process reconciles");
             state.set_leader(true);
             work(Box::pin(shutdown.clone())).await;
-            Ok(())
+            return Ok::<(), anyhow::Error>(());
+        }
+        // A Lease that cannot be set up (namespace missing, RBAC not applied yet) is retried,
+        // loudly: the webhooks keep serving meanwhile, and /readyz names what is missing.
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let attempt = leader::run(
+                clients.clone(),
+                &args.namespace,
+                settings.clone(),
+                state.clone(),
+                shutdown.clone(),
+                &mut work,
+            )
+            .await;
+            match attempt {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::error!(error = %e, retry_in = ?backoff, "leader election failed")
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = shutdown.clone() => return Ok(()),
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(30));
         }
     };
     let (served, led) = tokio::join!(webhooks, leading);
