@@ -3,8 +3,8 @@
 //! peak memory at several Machine counts. Each measurement gets a fresh control plane.
 //!
 //! - floor: a client built exactly like the operator's (same QPS/burst limiter) writes the same
-//!   objects for N existing Machines (PVC and VM by server-side apply, then the status), five at
-//!   a time like `MAX_CONCURRENT_RECONCILES`;
+//!   objects for N existing Machines (PVC and VM by server-side apply, concurrently, then the
+//!   status), five Machines at a time like `MAX_CONCURRENT_RECONCILES`;
 //! - operator: `kubevirt-operator run` starts against N existing Machines; the clock stops when
 //!   every Machine has a status naming its VM (written after its claims and VM);
 //! - memory: the operator's peak RSS (VmHWM) once it has converged on N Machines.
@@ -119,8 +119,7 @@ async fn fresh(n: usize) -> Result<(ControlPlane, Client, String)> {
 /// The floor: the operator's writes for each Machine, made directly by an identical client.
 async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
     let (cp, admin, ns) = fresh(n).await?;
-    let client =
-        kubevirt_operator::commands::run::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
+    let client = kubevirt_operator::client::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
     let machines: Vec<Machine> = Api::<Machine>::namespaced(admin.clone(), &ns)
         .list(&ListParams::default())
         .await?
@@ -141,26 +140,26 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     storage_classes: &Default::default(),
                     cloud_init_secret: None,
                 });
+                // PVC and VM concurrently, then the status: as few round trips as the operator's.
                 let pvcs = Api::namespaced(client.clone(), &ns);
-                let mut claims = Vec::new();
-                for p in d.pvcs {
-                    claims.push((
-                        p.name_any(),
-                        Some(apply::ensure(&pvcs, p, None, &LastWrite::default()).await?),
-                    ));
-                }
-                let vm = match d.vm {
-                    Some(vm) => Some(
-                        apply::ensure(
-                            &Api::<VirtualMachine>::namespaced(client.clone(), &ns),
-                            vm,
-                            None,
-                            &LastWrite::default(),
-                        )
-                        .await?,
-                    ),
-                    None => None,
+                let vms = Api::<VirtualMachine>::namespaced(client.clone(), &ns);
+                let claims_written = futures::future::try_join_all(d.pvcs.into_iter().map(|p| {
+                    let pvcs = pvcs.clone();
+                    async move {
+                        let name = p.name_any();
+                        let applied = apply::ensure(&pvcs, p, None, &LastWrite::default()).await?;
+                        anyhow::Ok((name, Some(applied)))
+                    }
+                }));
+                let vm_written = async {
+                    match d.vm {
+                        Some(vm) => anyhow::Ok(Some(
+                            apply::ensure(&vms, vm, None, &LastWrite::default()).await?,
+                        )),
+                        None => Ok(None),
+                    }
                 };
+                let (claims, vm) = futures::try_join!(claims_written, vm_written)?;
                 let obs = Observation::Reconciled(Reconciled {
                     running: true,
                     problems: &[],

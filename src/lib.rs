@@ -12,6 +12,7 @@ pub mod admission;
 pub mod api;
 pub mod certs;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod config;
 pub mod machine;

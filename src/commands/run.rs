@@ -6,15 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures::FutureExt;
-use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use tokio::net::TcpListener;
-use tower::limit::RateLimitLayer;
 
 use crate::admission::{Admission, routes};
 use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
+use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
 use crate::machine::Catalog;
 use crate::reconciler::Settings;
@@ -26,42 +23,6 @@ use crate::tls::file_reload::PemFiles;
 use crate::tls::{CertSlot, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
-
-/// The Kubernetes configuration: from `--kubeconfig`, else inferred (in-cluster, `KUBECONFIG`,
-/// ~/.kube/config).
-pub async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Config> {
-    match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("--kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("--kubeconfig {}", path.display()))
-        }
-        None => Config::infer()
-            .await
-            .context("no Kubernetes configuration (in-cluster, KUBECONFIG or ~/.kube/config)"),
-    }
-}
-
-/// A client limited to `qps` requests per second on average with bursts of `burst`: client-go's
-/// token bucket as a window of `burst` requests per `burst / qps` seconds.
-pub fn limited_client(config: Config, qps: f64, burst: u32) -> anyhow::Result<Client> {
-    let window = Duration::from_secs_f64(f64::from(burst) / qps);
-    let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
-    Ok(builder
-        .with_layer(&RateLimitLayer::new(u64::from(burst), window))
-        .build())
-}
-
-/// A rate-limited client from `--kubeconfig` or the inferred configuration.
-pub async fn client(
-    kubeconfig: Option<&std::path::Path>,
-    qps: f64,
-    burst: u32,
-) -> anyhow::Result<Client> {
-    limited_client(kube_config(kubeconfig).await?, qps, burst)
-}
 
 /// The replica's identity: `--identity`/`POD_NAME`, else hostname and process id.
 fn identity(given: Option<String>) -> String {

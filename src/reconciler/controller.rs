@@ -548,103 +548,68 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
     drop(source_secret);
     reconcile_metrics::record_problems(&ctx.settings.metrics, &desired.problems);
 
-    let mut failures: Vec<ApiFailure> = Vec::new();
-    let fail = |failures: &mut Vec<ApiFailure>, target: Target, e: &kube::Error| {
-        failures.push(ApiFailure {
-            target,
-            message: api_message(e),
-        });
-    };
-
-    // Claims.
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut claims: Vec<(String, Option<PersistentVolumeClaim>)> = Vec::new();
-    for pvc in desired.pvcs {
-        let claim_name = pvc.name_any();
-        let live = ctx
-            .stores
-            .pvcs
-            .get(&ObjectRef::new(&claim_name).within(&ns))
-            .map(|p| p.as_ref().clone());
-        match apply::ensure(&pvcs, pvc, live.clone(), &ctx.written.pvcs).await {
-            Ok(p) => {
-                ctx.bind_times
-                    .observe(&ctx.settings.metrics, &p, Timestamp::now());
-                claims.push((claim_name, Some(p)))
-            }
-            Err(e) => {
-                fail(&mut failures, Target::Pvc(claim_name.clone()), &e);
-                claims.push((claim_name, live));
-            }
-        }
-    }
-
-    // Network attachments.
-    for nad in desired.attachments {
-        let nad_ns = nad.namespace().unwrap_or_else(|| ns.clone());
-        let nad_name = nad.name_any();
-        let api: Api<NetworkAttachmentDefinition> = Api::namespaced(ctx.client.clone(), &nad_ns);
-        let live = ctx
-            .stores
-            .nads
-            .get(&ObjectRef::new(&nad_name).within(&nad_ns))
-            .map(|n| n.as_ref().clone());
-        if let Err(e) = apply::ensure(&api, nad, live, &ctx.written.nads).await {
-            fail(&mut failures, Target::Attachment(nad_name), &e);
-        }
-    }
-
-    // The derived cloud-init Secret (read from the API: Secrets are not cached).
-    let derived_name = derived_secret_name(&name);
-    let mut secret_ok = true;
-    if let Some(secret) = desired.secret {
-        let live = secrets.get_opt(&derived_name).await?;
-        let foreign = live.as_ref().is_some_and(|s| {
-            s.labels().get(MACHINE_LABEL) != Some(&name)
-                || s.labels().get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY)
-        });
-        if foreign {
-            secret_ok = false;
-            failures.push(ApiFailure {
-                target: Target::Secret(derived_name.clone()),
-                message: format!(
-                    "Secret {derived_name:?} exists and is not managed by {MANAGED_BY}; rename it or use the key \"userdata\""
-                ),
-            });
-        } else if let Err(e) = apply::ensure(&secrets, secret, live, &ctx.written.secrets).await {
-            secret_ok = false;
-            fail(&mut failures, Target::Secret(derived_name.clone()), &e);
-        }
-    }
-
-    // The VirtualMachine, once everything it points at exists.
-    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
-    let live_vm = ctx
-        .stores
-        .vms
-        .get(&ObjectRef::new(&name).within(&ns))
-        .map(|v| v.as_ref().clone());
-    let used_derived_secret = live_vm
-        .as_ref()
-        .is_some_and(|vm| references_secret(vm, &derived_name));
-    let vm = match desired.vm {
-        Some(vm) if secret_ok => {
-            match apply::ensure(&vms, vm, live_vm.clone(), &ctx.written.vms).await {
-                Ok(vm) => {
-                    // A derived Secret the VM no longer uses goes once the VM stops naming it.
-                    if used_derived_secret && !references_secret(&vm, &derived_name) {
-                        delete_derived_secret(&secrets, &derived_name, &name).await?;
+    // Claims, attachments and the VM (after its derived Secret) are written concurrently: the
+    // VM refers to its claims by name, and KubeVirt waits for claims that are not there yet.
+    let ns_ref: &str = &ns;
+    let claims_written = async {
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns_ref);
+        let writes = desired.pvcs.into_iter().map(|pvc| {
+            let api = api.clone();
+            async move {
+                let claim_name = pvc.name_any();
+                let live = ctx
+                    .stores
+                    .pvcs
+                    .get(&ObjectRef::new(&claim_name).within(ns_ref))
+                    .map(|p| p.as_ref().clone());
+                match apply::ensure(&api, pvc, live.clone(), &ctx.written.pvcs).await {
+                    Ok(p) => {
+                        ctx.bind_times
+                            .observe(&ctx.settings.metrics, &p, Timestamp::now());
+                        ((claim_name, Some(p)), None)
                     }
-                    Some(vm)
-                }
-                Err(e) => {
-                    fail(&mut failures, Target::VirtualMachine(name.clone()), &e);
-                    live_vm
+                    Err(e) => {
+                        let failure = failure(Target::Pvc(claim_name.clone()), &e);
+                        ((claim_name, live), Some(failure))
+                    }
                 }
             }
-        }
-        _ => live_vm,
+        });
+        let (claims, failures): (Vec<_>, Vec<_>) =
+            futures::future::join_all(writes).await.into_iter().unzip();
+        (claims, failures.into_iter().flatten().collect::<Vec<_>>())
     };
+    let attachments_written = async {
+        let writes = desired.attachments.into_iter().map(|nad| async move {
+            let nad_ns = nad.namespace().unwrap_or_else(|| ns_ref.to_owned());
+            let nad_name = nad.name_any();
+            let api: Api<NetworkAttachmentDefinition> =
+                Api::namespaced(ctx.client.clone(), &nad_ns);
+            let live = ctx
+                .stores
+                .nads
+                .get(&ObjectRef::new(&nad_name).within(&nad_ns))
+                .map(|n| n.as_ref().clone());
+            apply::ensure(&api, nad, live, &ctx.written.nads)
+                .await
+                .err()
+                .map(|e| failure(Target::Attachment(nad_name), &e))
+        });
+        futures::future::join_all(writes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    let vm_written = write_vm(ctx, &ns, &name, &secrets, desired.secret, desired.vm);
+    let ((claims, claim_failures), attachment_failures, vm_result) =
+        futures::join!(claims_written, attachments_written, vm_written);
+    let (vm, vm_failures) = vm_result?;
+    let failures: Vec<ApiFailure> = claim_failures
+        .into_iter()
+        .chain(attachment_failures)
+        .chain(vm_failures)
+        .collect();
 
     let vmi = ctx
         .stores
@@ -676,6 +641,76 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
         Some(s) => Err(Error::Blocked(s)),
         None => Ok(Action::requeue(ctx.settings.reconcile_interval)),
     }
+}
+
+fn failure(target: Target, e: &kube::Error) -> ApiFailure {
+    ApiFailure {
+        target,
+        message: api_message(e),
+    }
+}
+
+/// The derived cloud-init Secret (read from the API: Secrets are not cached), then the VM once
+/// everything it points at exists. Returns the VM as it now is, and what failed.
+async fn write_vm(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    secrets: &Api<Secret>,
+    secret: Option<Secret>,
+    desired_vm: Option<VirtualMachine>,
+) -> Result<(Option<VirtualMachine>, Vec<ApiFailure>), Error> {
+    let mut failures = Vec::new();
+    let derived_name = derived_secret_name(name);
+    let mut secret_ok = true;
+    if let Some(secret) = secret {
+        let live = secrets.get_opt(&derived_name).await?;
+        let foreign = live.as_ref().is_some_and(|s| {
+            s.labels().get(MACHINE_LABEL).map(String::as_str) != Some(name)
+                || s.labels().get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY)
+        });
+        if foreign {
+            secret_ok = false;
+            failures.push(ApiFailure {
+                target: Target::Secret(derived_name.clone()),
+                message: format!(
+                    "Secret {derived_name:?} exists and is not managed by {MANAGED_BY}; rename it or use the key \"userdata\""
+                ),
+            });
+        } else if let Err(e) = apply::ensure(secrets, secret, live, &ctx.written.secrets).await {
+            secret_ok = false;
+            failures.push(failure(Target::Secret(derived_name.clone()), &e));
+        }
+    }
+
+    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), ns);
+    let live_vm = ctx
+        .stores
+        .vms
+        .get(&ObjectRef::new(name).within(ns))
+        .map(|v| v.as_ref().clone());
+    let used_derived_secret = live_vm
+        .as_ref()
+        .is_some_and(|vm| references_secret(vm, &derived_name));
+    let vm = match desired_vm {
+        Some(vm) if secret_ok => {
+            match apply::ensure(&vms, vm, live_vm.clone(), &ctx.written.vms).await {
+                Ok(vm) => {
+                    // A derived Secret the VM no longer uses goes once the VM stops naming it.
+                    if used_derived_secret && !references_secret(&vm, &derived_name) {
+                        delete_derived_secret(secrets, &derived_name, name).await?;
+                    }
+                    Some(vm)
+                }
+                Err(e) => {
+                    failures.push(failure(Target::VirtualMachine(name.to_owned()), &e));
+                    live_vm
+                }
+            }
+        }
+        _ => live_vm,
+    };
+    Ok((vm, failures))
 }
 
 fn references_secret(vm: &VirtualMachine, secret: &str) -> bool {
@@ -744,6 +779,12 @@ async fn update_status(
         phase = new.phase.as_deref().unwrap_or_default(),
         "status updated"
     );
-    events::publish(&ctx.recorder, machine, events::notices(old, &new)).await;
+    // Published in the background: an Event never holds up the next Machine.
+    let notices = events::notices(old, &new);
+    if !notices.is_empty() {
+        let recorder = ctx.recorder.clone();
+        let machine = machine.clone();
+        tokio::spawn(async move { events::publish(&recorder, &machine, notices).await });
+    }
     Ok(())
 }
