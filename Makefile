@@ -22,8 +22,8 @@ test:
 	$(CARGO) clippy --all-targets -- -D warnings; \
 	KUBEBUILDER_ASSETS="$$assets" $(CARGO) test
 
-## dev: a local control plane with the fixture CRDs until Ctrl-C (kubeconfig in .dev/).
-## Running the operator against it is still to be added.
+## dev: the whole product locally: control plane, operator, the example Machines (Ctrl-C stops it)
 dev:
 	@assets="$$(scripts/envtest-assets.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --example dev_control_plane
+	$(CARGO) build; \
+	KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --example dev

@@ -21,6 +21,7 @@ pub struct Cli {
     #[arg(
         long,
         env = "LOG_FORMAT",
+        value_name = "LOG_FORMAT",
         value_enum,
         default_value = "auto",
         global = true
@@ -39,6 +40,8 @@ pub enum Command {
     Crd,
     /// Default and validate Machine manifests offline; exit 1 on errors.
     Validate(ValidateArgs),
+    /// Show the webhook certificates, or ask the leader to rotate them now.
+    Certs(crate::commands::certs::CertsArgs),
     /// Run the operator: the admission webhooks and the leader-elected reconciler.
     Run(RunArgs),
 }
@@ -46,20 +49,20 @@ pub enum Command {
 #[derive(Args, Debug, Clone)]
 pub struct TemplateArgs {
     /// Template for Machines that name none.
-    #[arg(long, env = "DEFAULT_TEMPLATE", default_value = DEFAULT_TEMPLATE)]
+    #[arg(long, env = "DEFAULT_TEMPLATE", value_name = "DEFAULT_TEMPLATE", default_value = DEFAULT_TEMPLATE)]
     pub default_template: String,
 }
 
 #[derive(Args, Debug)]
 pub struct WebhookArgs {
     /// PEM certificate chain to serve (reloaded when it changes).
-    #[arg(long, env = "CERT_FILE")]
+    #[arg(long, env = "CERT_FILE", value_name = "CERT_FILE")]
     pub cert_file: PathBuf,
     /// PEM private key of the certificate (reloaded when it changes).
-    #[arg(long, env = "KEY_FILE")]
+    #[arg(long, env = "KEY_FILE", value_name = "KEY_FILE")]
     pub key_file: PathBuf,
     /// Address of the HTTPS webhook server.
-    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
     #[command(flatten)]
     pub templates: TemplateArgs,
@@ -71,10 +74,10 @@ pub struct WebhookArgs {
 #[derive(Args, Debug, Clone)]
 pub struct EndpointArgs {
     /// Address of the Prometheus `/metrics` endpoint.
-    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
+    #[arg(long, env = "METRICS_BIND_ADDRESS", value_name = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
     pub metrics_bind_address: SocketAddr,
     /// Address of `/healthz` and `/readyz`.
-    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
     pub health_probe_bind_address: SocketAddr,
 }
 
@@ -94,38 +97,53 @@ pub struct RunArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Namespace of the operator (its Lease lives here).
-    #[arg(long, env = "NAMESPACE", default_value = "kubevirt-operator-system")]
+    #[arg(
+        long,
+        env = "NAMESPACE",
+        value_name = "NAMESPACE",
+        default_value = "kubevirt-operator-system"
+    )]
     pub namespace: String,
     /// How often every Machine is re-checked, e.g. 30s, 5m, 1m30s; also the error backoff cap.
-    #[arg(long, env = "RECONCILE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "RECONCILE_INTERVAL", value_name = "RECONCILE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub reconcile_interval: Duration,
     /// Machines reconciled at the same time.
-    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
+    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", value_name = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
     /// Elect a leader among replicas; only the leader reconciles.
-    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set,
+    #[arg(long, env = "LEADER_ELECTION", value_name = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub leader_election: bool,
     /// This replica's identity in the Lease and in Events. Unset: hostname and process id.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = "POD_NAME", value_name = "POD_NAME")]
     pub identity: Option<String>,
     /// Sustained rate of requests to the API server, per second.
-    #[arg(long, env = "KUBE_API_QPS", default_value = "50", value_parser = parse_positive_f64)]
+    #[arg(long, env = "KUBE_API_QPS", value_name = "KUBE_API_QPS", default_value = "50", value_parser = parse_positive_f64)]
     pub kube_api_qps: f64,
     /// Requests allowed in a burst above the sustained rate.
-    #[arg(long, env = "KUBE_API_BURST", default_value_t = 100,
+    #[arg(long, env = "KUBE_API_BURST", value_name = "KUBE_API_BURST", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub kube_api_burst: u32,
-    /// PEM certificate chain the webhooks serve (reloaded when it changes).
-    #[arg(long, env = "CERT_FILE")]
-    pub cert_file: PathBuf,
-    /// PEM private key of the certificate (reloaded when it changes).
-    #[arg(long, env = "KEY_FILE")]
-    pub key_file: PathBuf,
+    /// PEM certificate chain to serve instead of self-managed certificates (e.g. from
+    /// cert-manager; reloaded when it changes). Needs --key-file (checked by `run`, so that the
+    /// error names the value given).
+    #[arg(long, env = "CERT_FILE", value_name = "CERT_FILE")]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of --cert-file.
+    #[arg(long, env = "KEY_FILE", value_name = "KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Where kube-apiserver reaches the webhooks when the operator runs outside the cluster,
+    /// e.g. https://127.0.0.1:8443; the serving certificate then carries that host.
+    #[arg(long, env = "WEBHOOK_URL", value_name = "WEBHOOK_URL")]
+    pub webhook_url: Option<String>,
     /// Address of the HTTPS webhook server.
-    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
     #[command(flatten)]
     pub templates: TemplateArgs,
+    #[command(flatten)]
+    pub endpoints: EndpointArgs,
+    #[command(flatten)]
+    pub certs: crate::certs::CertificateArgs,
 }

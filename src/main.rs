@@ -31,6 +31,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Webhook(args) => commands::webhook::run(args)
             .await
             .map(|()| ExitCode::SUCCESS),
+        Command::Certs(args) => commands::certs::run(args).await,
         Command::Validate(args) => {
             let catalog = Catalog::with_default(&args.templates.default_template)?;
             let admission = Admission::new(catalog)?;

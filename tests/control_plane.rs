@@ -584,3 +584,39 @@ fn directories_of_dead_test_processes_are_swept() {
     assert!(!stale.exists(), "stale directory not swept: {removed:?}");
     assert!(live_survived, "the directory of a live process was removed");
 }
+
+#[tokio::test]
+async fn the_audit_log_names_each_callers_requests() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.namespace("audit").await.expect("namespace");
+    let user = cp.mint_user("audited-user", &[]).expect("user");
+    let client = cp.client_for(&user).await.expect("client");
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, &ns);
+    let denied = pods
+        .list(&Default::default())
+        .await
+        .expect_err("no RBAC yet");
+    assert!(format!("{denied}").contains("forbidden"), "{denied}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = cp
+            .audited_requests()
+            .expect("audit log")
+            .into_iter()
+            .any(|r| {
+                r.user == "audited-user"
+                    && r.verb == "list"
+                    && r.resource == "pods"
+                    && r.namespace == ns
+                    && r.code == 403
+            });
+        if seen {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the denied list never reached the audit log"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

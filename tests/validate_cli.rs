@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -271,42 +271,8 @@ fn unreadable_or_foreign_input_fails_with_a_message() {
 #[tokio::test]
 async fn webhook_subcommand_serves_the_pem_pair_and_stops_on_sigterm() {
     let ca = common::TestCa::new("cli CA");
-    let pair = ca.issue("cli serving");
-    let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert, &pair.cert_pem).unwrap();
-    std::fs::write(&key, &pair.key_pem).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["webhook", "--cert-file"])
-        .arg(&cert)
-        .arg("--key-file")
-        .arg(&key)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(["--metrics-bind-address", "127.0.0.1:0"])
-        .args(["--health-probe-bind-address", "127.0.0.1:0"])
-        .env("LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("webhook starts");
-
-    let stderr = child.stderr.take().expect("stderr");
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let Ok(log) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if log["message"] == "serving admission webhooks over HTTPS" {
-                let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    });
-    let addr = addr_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the webhook logs the address it serves on");
+    let mut webhook = common::WebhookProcess::start(&ca);
+    let addr = webhook.addr;
 
     let url = format!(
         "https://{addr}{}",
@@ -325,14 +291,10 @@ async fn webhook_subcommand_serves_the_pem_pair_and_stops_on_sigterm() {
     assert_eq!(review["response"]["allowed"], true);
     assert_eq!(review["response"]["patchType"], "JSONPatch");
 
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(term.success());
+    webhook.sigterm();
     let start = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
+        if let Some(status) = webhook.child.try_wait().expect("wait") {
             break status;
         }
         assert!(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The server's own limits are 10 s for the handshake and for a request's headers; this is the
+/// The server's own limits are 10 s for the handshake and for a request once begun; this is the
 /// slack a loaded CI machine gets before a slow client counts as not cut off.
 const CUT_OFF_WITHIN: Duration = Duration::from_secs(30);
 

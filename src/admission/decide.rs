@@ -24,7 +24,9 @@ pub struct Admission {
 
 struct Admitted {
     parsed: Parsed,
-    schema_errors: Vec<FieldError>,
+    /// The schema's and the rules' findings on the object, all of them.
+    errors: Vec<FieldError>,
+    warnings: Vec<String>,
     unchanged: bool,
 }
 
@@ -51,17 +53,13 @@ impl Admission {
     pub fn mutate(&self, req: &Request) -> Verdict {
         let Admitted {
             parsed,
-            schema_errors,
+            errors,
             unchanged,
+            ..
         } = match self.admit(req) {
             Ok(a) => a,
             Err(verdict) => return *verdict,
         };
-        let mut errors = validate_name(&parsed.name);
-        errors.extend(combine(
-            schema_errors,
-            validate(&parsed.spec, &self.catalog).errors,
-        ));
         if !errors.is_empty() {
             // An unchanged spec that no longer validates (stored before a rule existed) must not
             // block metadata updates such as finalizer removal: leave it alone.
@@ -76,9 +74,6 @@ impl Admission {
             record_for(&parsed, req).as_ref(),
             &self.catalog,
         );
-        // Only spec and the record change: the rest of the object stays exactly as sent.
-        let original = req.object.as_ref().unwrap_or(&Value::Null);
-        let mut mutated = original.clone();
         let (spec, record) = match (
             serde_json::to_value(&resolved.spec),
             serde_json::to_string(&resolved.from_template),
@@ -90,10 +85,24 @@ impl Admission {
                 )));
             }
         };
-        mutated["spec"] = spec;
-        set_annotation(&mut mutated, DEFAULTS_ANNOTATION, record);
+        // Only spec and the record change. The spec is replaced whole when it differs: the
+        // API server applies the patch to the object it sent, so this is exact, and comparing
+        // is far cheaper than computing a minimal diff.
+        let raw = req.object.as_ref().unwrap_or(&Value::Null);
+        let mut patch = json_patch::Patch(Vec::with_capacity(2));
+        if raw.get("spec") != Some(&spec) {
+            patch
+                .0
+                .push(json_patch::PatchOperation::Add(json_patch::AddOperation {
+                    path: json_patch::jsonptr::PointerBuf::from_tokens(["spec"]),
+                    value: spec,
+                }));
+        }
+        patch
+            .0
+            .extend(annotation_op(raw, DEFAULTS_ANNOTATION, record));
         Verdict {
-            patch: Some(json_patch::diff(original, &mutated)),
+            patch: Some(patch),
             ..Verdict::allow()
         }
     }
@@ -102,7 +111,8 @@ impl Admission {
     pub fn validate(&self, req: &Request) -> Verdict {
         let Admitted {
             parsed,
-            schema_errors,
+            mut errors,
+            warnings,
             unchanged,
         } = match self.admit(req) {
             Ok(a) => a,
@@ -111,9 +121,6 @@ impl Admission {
         if unchanged {
             return Verdict::allow();
         }
-        let outcome = validate(&parsed.spec, &self.catalog);
-        let mut errors = validate_name(&parsed.name);
-        errors.extend(combine(schema_errors, outcome.errors));
         if req.operation == "UPDATE"
             && let Some(old) = req.old_object.as_ref().and_then(|o| self.parse_stored(o))
         {
@@ -128,14 +135,14 @@ impl Admission {
             errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
         }
         if errors.is_empty() {
-            Verdict::allow().with_warnings(outcome.warnings)
+            Verdict::allow().with_warnings(warnings)
         } else {
-            Verdict::deny(invalid(&parsed.name, &errors)).with_warnings(outcome.warnings)
+            Verdict::deny(invalid(&parsed.name, &errors)).with_warnings(warnings)
         }
     }
 
     /// The checks both webhooks share: operation, kind, object present, schema and types.
-    /// Returns the typed object, the schema's findings, and whether an UPDATE left the spec alone.
+    /// Returns the typed object, every rule's findings, and whether an UPDATE left the spec alone.
     fn admit(&self, req: &Request) -> Result<Admitted, Box<Verdict>> {
         let deny = |msg: String| Box::new(Verdict::deny(bad_request(&msg)));
         if req.operation != "CREATE" && req.operation != "UPDATE" {
@@ -163,28 +170,34 @@ impl Admission {
         let Some(raw) = &req.object else {
             return Err(deny("AdmissionReview request has no object".to_owned()));
         };
-        let mut object = raw.clone();
-        prune_nulls(&mut object);
-        if object.is_object() && object.get("spec").is_none() {
-            // Every spec field is optional, so no spec means all defaults.
-            object["spec"] = Value::Object(Default::default());
-        }
-        let name = object
+        // What the checks read: the spec with nulls pruned (the API server drops them), every
+        // spec field being optional so no spec means all defaults. Status is dropped by the API
+        // server on writes to the main resource, and metadata is its to check.
+        let mut spec = raw
+            .get("spec")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        prune_nulls(&mut spec);
+        let object = serde_json::json!({ "spec": spec });
+        let name = raw
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or(&req.name)
             .to_owned();
         let unchanged = req.operation == "UPDATE"
             && req.old_object.as_ref().is_some_and(|old| {
-                let mut old = old.clone();
-                prune_nulls(&mut old);
-                old.get("spec") == object.get("spec")
+                let mut old_spec = old
+                    .get("spec")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Default::default()));
+                prune_nulls(&mut old_spec);
+                old_spec == object["spec"]
             });
         let mut schema_errors = self.schema.check(&object);
-        if !object.is_object() {
+        if !raw.is_object() {
             schema_errors.push(FieldError::type_invalid(
                 &FieldPath::new("object"),
-                object.clone(),
+                raw.clone(),
                 "must be of type object",
             ));
         }
@@ -192,14 +205,18 @@ impl Admission {
         // everything else is still validated and reported together with the schema's findings.
         match parse_spec(&object) {
             Ok(spec) => {
-                let recorded = recorded_defaults(&object);
+                let outcome = validate(&spec, &self.catalog);
+                let mut errors = validate_name(&name);
+                errors.extend(combine(schema_errors, outcome.errors));
+                let recorded = recorded_defaults(raw);
                 Ok(Admitted {
                     parsed: Parsed {
                         name,
                         spec,
                         recorded,
                     },
-                    schema_errors,
+                    errors,
+                    warnings: outcome.warnings,
                     unchanged,
                 })
             }
@@ -267,15 +284,30 @@ fn recorded_defaults(object: &Value) -> Option<MachineSpec> {
     serde_json::from_str(raw).ok()
 }
 
-fn set_annotation(object: &mut Value, key: &str, value: String) {
-    if !object["metadata"].is_object() {
-        object["metadata"] = Value::Object(Default::default());
-    }
-    let annotations = &mut object["metadata"]["annotations"];
-    if !annotations.is_object() {
-        *annotations = Value::Object(Default::default());
-    }
-    annotations[key] = Value::String(value);
+/// The JSON Patch operation that sets one annotation, creating the map (or metadata) as needed;
+/// none when it already holds that value.
+fn annotation_op(object: &Value, key: &str, value: String) -> Option<json_patch::PatchOperation> {
+    use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
+    let metadata = object.get("metadata").filter(|m| m.is_object());
+    let annotations = metadata
+        .and_then(|m| m.get("annotations"))
+        .filter(|a| a.is_object());
+    let (path, value) = match (metadata, annotations) {
+        (_, Some(a)) if a.get(key).and_then(Value::as_str) == Some(value.as_str()) => return None,
+        (_, Some(_)) => (
+            PointerBuf::from_tokens(["metadata", "annotations", key]),
+            Value::String(value),
+        ),
+        (Some(_), None) => (
+            PointerBuf::from_tokens(["metadata", "annotations"]),
+            serde_json::json!({ key: value }),
+        ),
+        (None, None) => (
+            PointerBuf::from_tokens(["metadata"]),
+            serde_json::json!({ "annotations": { key: value } }),
+        ),
+    };
+    Some(PatchOperation::Add(AddOperation { path, value }))
 }
 
 fn failure(code: i32, reason: &str, message: String, details: Option<StatusDetails>) -> Status {

@@ -1,5 +1,6 @@
 //! The subcommands' entry points: gather inputs, call the core, print or serve.
 
+pub mod certs;
 pub mod run;
 pub mod validate;
 pub mod webhook;

@@ -9,13 +9,16 @@ use futures::FutureExt;
 use tokio::net::TcpListener;
 
 use crate::admission::{Admission, routes};
+use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
 use crate::machine::Catalog;
 use crate::reconciler::Settings;
 use crate::reconciler::controller::{self, Clients};
-use crate::reconciler::leader::{self, State};
+use crate::reconciler::leader::{self, State, Stop};
+use crate::telemetry::Metrics;
+use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
 use crate::tls::{CertSlot, server};
 
@@ -35,8 +38,20 @@ fn identity(given: Option<String>) -> String {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    match (&args.cert_file, &args.key_file) {
+        (Some(cert), None) => anyhow::bail!(
+            "CERT_FILE / --cert-file {} needs KEY_FILE / --key-file (or neither, for self-managed certificates)",
+            cert.display()
+        ),
+        (None, Some(key)) => anyhow::bail!(
+            "KEY_FILE / --key-file {} needs CERT_FILE / --cert-file (or neither, for self-managed certificates)",
+            key.display()
+        ),
+        _ => {}
+    }
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
+    let lifetimes = args.certs.lifetimes()?;
     let config = kube_config(args.kubeconfig.as_deref()).await?;
     let limited = |config| limited_client(config, args.kube_api_qps, args.kube_api_burst);
     let clients = Clients {
@@ -44,24 +59,61 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         events: limited(config.clone())?,
         lease: limited(config)?,
     };
+    let metrics = Arc::new(Metrics::new());
     let settings = Settings {
         reconcile_interval: args.reconcile_interval,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
         catalog: catalog.clone(),
         instance: identity(args.identity),
+        metrics: metrics.clone(),
     };
+
+    // The serving certificate: given files, or the self-managed one from its Secret.
+    let slot = CertSlot::new();
+    let certificates = match (args.cert_file, args.key_file) {
+        (Some(cert), Some(key)) => {
+            let files = PemFiles { cert, key };
+            let loaded = files
+                .load_into(&slot)
+                .await
+                .context("--cert-file/--key-file")?;
+            tracing::info!("serving the certificate from --cert-file/--key-file");
+            Certificates::Files(tokio::spawn(files.watch(
+                slot.clone(),
+                loaded,
+                RELOAD_EVERY,
+            )))
+        }
+        _ => {
+            let cert_settings =
+                certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?;
+            let watcher = tokio::spawn(certs::watch::serve_from_secret(
+                clients.api.clone(),
+                args.namespace.clone(),
+                slot.clone(),
+                metrics.certs.clone(),
+            ));
+            Certificates::SelfManaged {
+                settings: cert_settings,
+                watcher,
+            }
+        }
+    };
+
+    let state = Arc::new(State::default());
+    let readiness = {
+        let (slot, state) = (slot.clone(), state.clone());
+        let leader_state = state.clone();
+        Readiness::new()
+            .require("serving certificate loaded", move || slot.is_loaded())
+            .require("caches synced (leader)", move || {
+                !leader_state.is_leader() || state.caches_synced()
+            })
+    };
+    let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
 
     // Webhooks, on every replica.
     let admission = Arc::new(Admission::new(catalog)?);
-    let slot = CertSlot::new();
-    let files = PemFiles {
-        cert: args.cert_file,
-        key: args.key_file,
-    };
-    let loaded = files
-        .load_into(&slot)
-        .await
-        .context("--cert-file/--key-file")?;
     let listener = TcpListener::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
@@ -69,27 +121,90 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         )
     })?;
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
-    let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
-
     let shutdown = shutdown_signal().shared();
-    let webhooks = server::serve(listener, slot, routes::router(admission), shutdown.clone());
-    let state = Arc::new(State::default());
-    let reconciler = async {
-        if args.leader_election {
-            leader::run(clients, &args.namespace, settings, state, shutdown.clone())
-                .await
-                .context("leader election")
-        } else {
-            tracing::info!("leader election off: this process reconciles");
-            state.set_leader(true);
-            controller::run(clients, settings, state, shutdown.clone()).await;
-            Ok(())
+    let app = routes::router_with_metrics(admission, metrics.clone());
+    let webhooks = server::serve(listener, slot, app, shutdown.clone());
+
+    // The leader's work: the reconciler and, when self-managed, the certificate manager.
+    let cert_settings = match &certificates {
+        Certificates::SelfManaged { settings, .. } => Some(settings.clone()),
+        Certificates::Files(_) => None,
+    };
+    let mut work = {
+        let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
+        let cert_metrics = metrics.certs.clone();
+        move |stop: Stop| {
+            let stop = stop.shared();
+            let reconciler = controller::run(
+                clients.clone(),
+                settings.clone(),
+                state.clone(),
+                stop.clone(),
+            );
+            let manager = cert_settings.clone().map(|s| {
+                CertManager::new(clients.api.clone(), s, cert_metrics.clone()).run(stop.clone())
+            });
+            async move {
+                match manager {
+                    Some(manager) => {
+                        tokio::join!(reconciler, manager);
+                    }
+                    None => reconciler.await,
+                }
+            }
         }
     };
-    let (served, reconciled) = tokio::join!(webhooks, reconciler);
-    reloader.abort();
+    let leading = async {
+        if !args.leader_election {
+            tracing::info!("leader election off: this process reconciles");
+            state.set_leader(true);
+            work(Box::pin(shutdown.clone())).await;
+            return Ok::<(), anyhow::Error>(());
+        }
+        // A Lease that cannot be set up (namespace missing, RBAC not applied yet) is retried,
+        // loudly: the webhooks keep serving meanwhile, and /readyz names what is missing.
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let attempt = leader::run(
+                clients.clone(),
+                &args.namespace,
+                settings.clone(),
+                state.clone(),
+                shutdown.clone(),
+                &mut work,
+            )
+            .await;
+            match attempt {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::error!(error = %e, retry_in = ?backoff, "leader election failed")
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = shutdown.clone() => return Ok(()),
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        }
+    };
+    let (served, led) = tokio::join!(webhooks, leading);
+    match certificates {
+        Certificates::Files(reloader) => reloader.abort(),
+        Certificates::SelfManaged { watcher, .. } => watcher.abort(),
+    }
+    endpoints.abort();
     served.context("webhook server")?;
-    reconciled?;
+    led?;
     tracing::info!("stopped");
     Ok(())
+}
+
+enum Certificates {
+    /// `--cert-file/--key-file`, reloaded when they change.
+    Files(tokio::task::JoinHandle<()>),
+    /// Issued and rotated by the leader; every replica serves it from its Secret.
+    SelfManaged {
+        settings: certs::Settings,
+        watcher: tokio::task::JoinHandle<()>,
+    },
 }

@@ -36,9 +36,12 @@ use super::error::{Error, api_message, is_not_found};
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::leader::State;
+use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
 use super::multus::NetworkAttachmentDefinition;
 use super::status::{self, ApiFailure, Observation, Reconciled, Target, reason};
 use super::{FIELD_MANAGER, MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, apply, events, finalizer};
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::Controller as ControllerLabel;
 
 /// How the reconciler runs.
 #[derive(Clone, Debug)]
@@ -50,6 +53,8 @@ pub struct Settings {
     pub catalog: Catalog,
     /// This replica's name in Events (and the Lease); the pod name in a cluster.
     pub instance: String,
+    /// Where reconcile counts, durations and gauges go.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own
@@ -134,6 +139,7 @@ pub struct Context {
     pub state: Arc<State>,
     pub written: Arc<Written>,
     failures: Mutex<HashMap<ObjectRef<Machine>, u32>>,
+    bind_times: BindTimes,
 }
 
 /// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).
@@ -227,6 +233,8 @@ fn machines_using(
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
 }
+
+const GAUGE_REFRESH: Duration = Duration::from_secs(5);
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
@@ -322,7 +330,28 @@ pub async fn run(
         state,
         written,
         failures: Mutex::new(HashMap::new()),
+        bind_times: BindTimes::default(),
     });
+    // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
+    let caches = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let _ = ctx.stores.wait_ready(&ctx.state).await;
+        })
+    };
+    // Gauges are recounted from the caches on a timer, not per reconcile (which would make a
+    // resync of N Machines cost N² reads).
+    let gauges = {
+        let (machines, vms) = (ctx.stores.machines.clone(), ctx.stores.vms.clone());
+        let (metrics, catalog) = (settings.metrics.clone(), settings.catalog.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(GAUGE_REFRESH);
+            loop {
+                tick.tick().await;
+                reconcile_metrics::refresh_gauges(&metrics, &machines, &vms, &catalog);
+            }
+        })
+    };
 
     let by_label = |vmi: VirtualMachineInstance| {
         let machine = vmi.labels().get(MACHINE_LABEL).cloned();
@@ -389,6 +418,8 @@ pub async fn run(
             }
         })
         .await;
+    gauges.abort();
+    caches.abort();
     tracing::info!("Machine controller stopped");
 }
 
@@ -415,9 +446,20 @@ pub fn resolved_spec(machine: &Machine, catalog: &Catalog) -> MachineSpec {
 
 async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.stores.wait_ready(&ctx.state).await?;
+    let started = std::time::Instant::now();
     let result = reconcile_machine(&machine, &ctx).await;
-    if result.is_ok() {
-        ctx.forget_failures(&machine);
+    let metrics = &ctx.settings.metrics;
+    metrics
+        .reconcile_duration
+        .get_or_create(&ControllerLabel {
+            controller: CONTROLLER.to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    match &result {
+        Ok(_) => ctx.forget_failures(&machine),
+        // User-fixable problems are counted by reason where they are found.
+        Err(Error::Blocked(_)) => {}
+        Err(e) => reconcile_metrics::record_error(metrics, e.kind()),
     }
     result
 }
@@ -504,6 +546,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
         cloud_init_secret,
     });
     drop(source_secret);
+    reconcile_metrics::record_problems(&ctx.settings.metrics, &desired.problems);
 
     // Claims, attachments and the VM (after its derived Secret) are written concurrently: the
     // VM refers to its claims by name, and KubeVirt waits for claims that are not there yet.
@@ -520,7 +563,11 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Action, E
                     .get(&ObjectRef::new(&claim_name).within(ns_ref))
                     .map(|p| p.as_ref().clone());
                 match apply::ensure(&api, pvc, live.clone(), &ctx.written.pvcs).await {
-                    Ok(p) => ((claim_name, Some(p)), None),
+                    Ok(p) => {
+                        ctx.bind_times
+                            .observe(&ctx.settings.metrics, &p, Timestamp::now());
+                        ((claim_name, Some(p)), None)
+                    }
                     Err(e) => {
                         let failure = failure(Target::Pvc(claim_name.clone()), &e);
                         ((claim_name, live), Some(failure))

@@ -12,6 +12,9 @@ use tokio::sync::watch;
 use super::{FIELD_MANAGER, LEASE_NAME, controller};
 
 /// Seconds a Lease stays valid after its last renewal.
+/// Resolves when the leader's work must stop (leadership lost, or shutdown).
+pub type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
 pub const LEASE_DURATION: u64 = 15;
 /// The holder renews this long before expiry (so every 10s).
 pub const LEASE_GRACE: u64 = 5;
@@ -52,13 +55,20 @@ pub enum LeaderError {
 /// Runs the controller whenever this replica holds the Lease, until `shutdown` resolves.
 /// Losing the Lease stops the controller (its caches are dropped); winning it again starts a
 /// fresh one.
-pub async fn run(
+pub async fn run<W, F>(
     clients: controller::Clients,
     namespace: &str,
     settings: controller::Settings,
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), LeaderError> {
+    mut work: W,
+) -> Result<(), LeaderError>
+where
+    // The leader's work (the reconciler, the certificate manager), given a future that
+    // resolves when it must stop.
+    W: FnMut(Stop) -> F,
+    F: Future<Output = ()>,
+{
     let lease_err = |source| LeaderError::Lease {
         namespace: namespace.to_owned(),
         source,
@@ -91,14 +101,9 @@ pub async fn run(
         state.set_leader(true);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut stop_rx_ctl = stop_rx.clone();
-        let ctrl = controller::run(
-            clients.clone(),
-            settings.clone(),
-            state.clone(),
-            async move {
-                let _ = stop_rx_ctl.wait_for(|stop| *stop).await;
-            },
-        );
+        let ctrl = work(Box::pin(async move {
+            let _ = stop_rx_ctl.wait_for(|stop| *stop).await;
+        }));
         tokio::pin!(ctrl);
         let outcome = tokio::select! {
             () = &mut ctrl => Leading::ControllerEnded,

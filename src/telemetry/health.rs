@@ -88,7 +88,7 @@ pub async fn serve_endpoints(
         .await
         .with_context(|| {
             format!(
-                "METRICS_BIND_ADDRESS {}: cannot listen",
+                "METRICS_BIND_ADDRESS / --metrics-bind-address {}: cannot listen",
                 args.metrics_bind_address
             )
         })?;
@@ -96,7 +96,7 @@ pub async fn serve_endpoints(
         .await
         .with_context(|| {
             format!(
-                "HEALTH_PROBE_BIND_ADDRESS {}: cannot listen",
+                "HEALTH_PROBE_BIND_ADDRESS / --health-probe-bind-address {}: cannot listen",
                 args.health_probe_bind_address
             )
         })?;

@@ -52,12 +52,6 @@ pub struct Webhook {
     pub webhook: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Certificate {
-    /// ca or serving.
-    pub certificate: String,
-}
-
 #[derive(Clone)]
 pub struct Buckets(fn() -> Histogram);
 
@@ -88,8 +82,14 @@ pub struct Metrics {
     pub network_configuration_errors: Family<NetworkName, Counter>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
-    pub certificate_expiry: Family<Certificate, Gauge>,
-    pub certificate_rotations: Family<Certificate, Counter>,
+    /// Certificate expiry, rotations and reloads (`certs::metrics`).
+    pub certs: crate::certs::Metrics,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
 impl Default for Metrics {
@@ -100,67 +100,57 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("kubevirt_operator");
+        let mut registry = Registry::default();
+        let certs = crate::certs::Metrics::new();
+        certs.register(&mut registry);
         let machines = Family::default();
         registry.register(
-            "machines_total",
+            "kubevirt_operator_machines_total",
             "Machines by phase and template",
             machines.clone(),
         );
         let reconcile_duration = Family::new_with_constructor(Buckets(seconds_buckets));
         registry.register(
-            "reconciliation_duration_seconds",
+            "kubevirt_operator_reconciliation_duration_seconds",
             "Time one reconcile takes",
             reconcile_duration.clone(),
         );
         let reconcile_errors = Family::default();
         // prometheus-client appends `_total` to counters itself.
         registry.register(
-            "reconciliation_errors",
+            "kubevirt_operator_reconciliation_errors",
             "Reconcile errors by type",
             reconcile_errors.clone(),
         );
         let virtual_machines = Family::default();
         registry.register(
-            "virtual_machines_total",
+            "kubevirt_operator_virtual_machines_total",
             "VirtualMachines created by the operator, by status",
             virtual_machines.clone(),
         );
         let storage_provisioning = Family::new_with_constructor(Buckets(seconds_buckets));
         registry.register(
-            "storage_provisioning_duration_seconds",
+            "kubevirt_operator_storage_provisioning_duration_seconds",
             "Time from PVC creation until it is bound",
             storage_provisioning.clone(),
         );
         let network_configuration_errors = Family::default();
         registry.register(
-            "network_configuration_errors",
+            "kubevirt_operator_network_configuration_errors",
             "Machines whose NetworkConfiguration is missing or unusable",
             network_configuration_errors.clone(),
         );
         let admission_requests = Family::default();
         registry.register(
-            "admission_requests",
+            "kubevirt_operator_admission_requests",
             "Admission requests by webhook and result",
             admission_requests.clone(),
         );
         let admission_duration = Family::new_with_constructor(Buckets(admission_buckets));
         registry.register(
-            "admission_duration_seconds",
+            "kubevirt_operator_admission_duration_seconds",
             "Admission handling time by webhook",
             admission_duration.clone(),
-        );
-        let certificate_expiry = Family::default();
-        registry.register(
-            "certificate_expiry_timestamp_seconds",
-            "Not-after of the CA and serving certificates, Unix seconds",
-            certificate_expiry.clone(),
-        );
-        let certificate_rotations = Family::default();
-        registry.register(
-            "certificate_rotations",
-            "Certificates issued by the operator",
-            certificate_rotations.clone(),
         );
         Metrics {
             registry,
@@ -172,8 +162,7 @@ impl Metrics {
             network_configuration_errors,
             admission_requests,
             admission_duration,
-            certificate_expiry,
-            certificate_rotations,
+            certs,
         }
     }
 
@@ -236,11 +225,10 @@ mod tests {
                 webhook: "mutate".into(),
             })
             .observe(0.00002);
-        m.certificate_expiry
-            .get_or_create(&Certificate {
-                certificate: "ca".into(),
-            })
-            .set(1_800_000_000);
+        m.certs.set_expiry(
+            "ca",
+            chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+        );
         let text = m.encode();
         for line in [
             r#"kubevirt_operator_machines_total{phase="Running",template="small"} 2"#,

@@ -11,12 +11,12 @@ use super::resolver::CertSlot;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{cert} / {key}: {source}")]
+    #[error("{cert} / {key}")]
     Parse {
         cert: PathBuf,
         key: PathBuf,

@@ -1,6 +1,7 @@
 //! TLS for the webhook server: PEM parsing, the swappable certificate, file reloading and the
 //! HTTPS accept loop.
 
+pub mod deadlines;
 pub mod file_reload;
 pub mod keypair;
 pub mod resolver;

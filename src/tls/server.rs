@@ -13,11 +13,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::deadlines::{Deadlines, IDLE_TIMEOUT, REQUEST_TIMEOUT};
 use super::resolver::CertSlot;
 
-/// Time a client has to finish the TLS handshake, and then to send a request's headers.
+/// Time a client has to finish the TLS handshake (requests have theirs in [`super::deadlines`]).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long in-flight requests may take to finish once shutdown starts.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 
@@ -71,9 +71,10 @@ pub async fn serve(
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(None)
                 .keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            let io = Deadlines::new(tls, REQUEST_TIMEOUT, IDLE_TIMEOUT);
+            let conn = builder.serve_connection(TokioIo::new(io), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }

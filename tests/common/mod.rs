@@ -367,3 +367,66 @@ pub async fn assert_serves(client: &reqwest::Client, server: &Server, uid: &str)
     assert_eq!(body["response"]["uid"], uid);
     assert_eq!(body["response"]["allowed"], true, "{body}");
 }
+
+/// `kubevirt-operator webhook` as a child process serving a pair issued by `ca`, on an ephemeral
+/// port that it logs (JSON) and that is read back here.
+pub struct WebhookProcess {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl WebhookProcess {
+    pub fn start(ca: &TestCa) -> WebhookProcess {
+        use std::io::{BufRead, BufReader};
+        let pair = ca.issue("webhook process");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::write(&cert, &pair.cert_pem).expect("write cert");
+        std::fs::write(&key, &pair.key_pem).expect("write key");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubevirt-operator"))
+            .args(["webhook", "--cert-file"])
+            .arg(&cert)
+            .arg("--key-file")
+            .arg(&key)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .args(["--health-probe-bind-address", "127.0.0.1:0"])
+            .env("LOG_FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("webhook starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        // Keep draining the log so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(log) = serde_json::from_str::<serde_json::Value>(&line)
+                    && log["message"] == "serving admission webhooks over HTTPS"
+                {
+                    let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        });
+        let addr = addr_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the webhook logs the address it serves on")
+            .parse()
+            .expect("a socket address");
+        WebhookProcess {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    pub fn sigterm(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+}

@@ -130,6 +130,10 @@ impl Operator {
             dir.join("tls.key").into(),
             "--listen".into(),
             "127.0.0.1:0".into(),
+            "--metrics-bind-address".into(),
+            "127.0.0.1:0".into(),
+            "--health-probe-bind-address".into(),
+            "127.0.0.1:0".into(),
         ];
         args.extend(extra.iter().map(OsString::from));
         let proc = Proc::spawn(

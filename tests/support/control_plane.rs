@@ -89,7 +89,61 @@ pub struct ControlPlane {
     counter: AtomicU64,
 }
 
+const AUDIT_POLICY: &str = "audit-policy.yaml";
+const AUDIT_LOG: &str = "audit.log";
+const AUDIT_POLICY_YAML: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
+
+/// One API request as the audit log recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AuditedRequest {
+    pub user: String,
+    pub verb: String,
+    pub api_group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub code: i64,
+}
+
 impl ControlPlane {
+    /// Every request the API server has completed so far, in order.
+    pub fn audited_requests(&self) -> Result<Vec<AuditedRequest>> {
+        let text =
+            std::fs::read_to_string(self.dir().join(AUDIT_LOG)).context("reading the audit log")?;
+        let field = |v: &serde_json::Value, p: &str| {
+            v.pointer(p)
+                .and_then(|x| x.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Ok(text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|e| {
+                e["stage"] == "ResponseComplete" && e.pointer("/objectRef/resource").is_some()
+            })
+            .map(|e| AuditedRequest {
+                user: field(&e, "/user/username"),
+                verb: field(&e, "/verb"),
+                api_group: field(&e, "/objectRef/apiGroup"),
+                resource: field(&e, "/objectRef/resource"),
+                subresource: field(&e, "/objectRef/subresource"),
+                namespace: field(&e, "/objectRef/namespace"),
+                name: field(&e, "/objectRef/name"),
+                code: e
+                    .pointer("/responseStatus/code")
+                    .and_then(|c| c.as_i64())
+                    .unwrap_or_default(),
+            })
+            .collect())
+    }
+
     /// A dedicated control plane for one test. Dropping it kills both processes and removes its
     /// directory (also when the test panics).
     pub async fn start() -> Result<ControlPlane> {
@@ -131,6 +185,8 @@ impl ControlPlane {
         std::fs::write(dir_path.join(OWNER_FILE), std::process::id().to_string())
             .context("writing the owner pid")?;
         let pki = Pki::generate(&dir_path.join("pki"))?;
+        std::fs::write(dir_path.join(AUDIT_POLICY), AUDIT_POLICY_YAML)
+            .context("writing the audit policy")?;
         let admin = pki.mint("kubernetes-admin", &["system:masters"])?;
         let admin_token = random_hex();
         let tokens = dir_path.join("pki/tokens.csv");
@@ -377,6 +433,10 @@ fn apiserver_args(dir: &Path, ports: &Ports, pki: &Pki, tokens: &Path) -> Vec<Os
         ),
         format!("--token-auth-file={}", path(tokens)),
         "--authorization-mode=RBAC".to_string(),
+        // Every request, at Metadata level: tests read who called which verb on what.
+        format!("--audit-policy-file={}", dir.join(AUDIT_POLICY).display()),
+        format!("--audit-log-path={}", dir.join(AUDIT_LOG).display()),
+        "--audit-log-format=json".to_string(),
         "--service-cluster-ip-range=10.0.0.0/24".to_string(),
         "--allow-privileged=true".to_string(),
         // There is no controller-manager: nothing creates the `default` ServiceAccounts that

@@ -15,10 +15,13 @@ mod process;
 use std::path::PathBuf;
 
 pub use assets::{binary, kubectl_path};
-pub use control_plane::{ControlPlane, OPERATOR_NAMESPACE, Ports, Startup, sweep_stale_dirs};
+pub use control_plane::{
+    AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Ports, Startup, sweep_stale_dirs,
+};
 pub use crds::crd_fixtures;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::User;
+pub use ports::free_port;
 pub use process::{Proc, process_alive};
 
 /// Installs ring as the process-wide rustls provider (the only one this project links).

@@ -1,0 +1,396 @@
+//! The rotation decisions: a pure function of the observed objects, the settings and the time.
+//! Each call returns what can be done now; the manager performs it, reads again and asks again,
+//! so every step is decided on fresh state (and a lost write race simply means asking again).
+//!
+//! The order that keeps kube-apiserver trusting every certificate it may be shown:
+//! 1. the CA Secret holds a valid CA that is not due for renewal (else: issue a new CA);
+//! 2. the bundle ConfigMap holds that CA plus every older CA that has not expired yet, and the
+//!    CA that signed the current serving certificate (else: rewrite the bundle);
+//! 3. both webhook configurations carry exactly that bundle (else: rewrite them);
+//! 4. the serving certificate is signed by the current CA, names the right hosts and is not due
+//!    (else: issue one — but from a new CA only once steps 2 and 3 hold for it, and, while the
+//!    current certificate still works, only after the publish grace).
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+
+use super::config::Settings;
+use super::observed::{Observed, Stored, StoredCa};
+use super::x509::Cert;
+use super::{bundle, issue, trust, webhook_config};
+
+/// How long before the current serving certificate expires a held-back replacement is issued
+/// anyway: time for the write, the watch and the swap in every replica.
+pub const SWAP_MARGIN: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+
+/// The object a decision or a problem is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Ca,
+    Serving,
+    Bundle,
+    MutatingWebhook,
+    ValidatingWebhook,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Target::Ca => "Secret kubevirt-operator-ca",
+            Target::Serving => "Secret kubevirt-operator-webhook-tls",
+            Target::Bundle => "ConfigMap kubevirt-operator-ca-bundle",
+            Target::MutatingWebhook => "MutatingWebhookConfiguration kubevirt-operator",
+            Target::ValidatingWebhook => "ValidatingWebhookConfiguration kubevirt-operator",
+        })
+    }
+}
+
+/// Why something is (re)written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Missing,
+    Unreadable(String),
+    Expired,
+    RenewalDue,
+    Requested,
+    SignedByOtherCa,
+    NamesChanged,
+    NotTrusted(String),
+    Outdated,
+}
+
+impl Reason {
+    /// Short, bounded form for metric labels.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Reason::Missing => "missing",
+            Reason::Unreadable(_) => "unreadable",
+            Reason::Expired => "expired",
+            Reason::RenewalDue => "renewal_due",
+            Reason::Requested => "requested",
+            Reason::SignedByOtherCa => "ca_rotated",
+            Reason::NamesChanged => "names_changed",
+            Reason::NotTrusted(_) => "not_trusted",
+            Reason::Outdated => "outdated",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Missing => f.write_str("missing"),
+            Reason::Unreadable(why) => write!(f, "unreadable: {why}"),
+            Reason::Expired => f.write_str("expired"),
+            Reason::RenewalDue => f.write_str("renewal due"),
+            Reason::Requested => f.write_str("rotation requested"),
+            Reason::SignedByOtherCa => f.write_str("not signed by the current CA"),
+            Reason::NamesChanged => f.write_str("names differ from the configured ones"),
+            Reason::NotTrusted(why) => write!(f, "would not be trusted: {why}"),
+            Reason::Outdated => f.write_str("out of date"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Generate a CA and store it in the CA Secret.
+    IssueCa { reason: Reason },
+    /// Store this bundle (PEM) in the bundle ConfigMap.
+    WriteBundle { pem: String, reason: Reason },
+    WriteMutating {
+        desired: Box<MutatingWebhookConfiguration>,
+        reason: Reason,
+    },
+    WriteValidating {
+        desired: Box<ValidatingWebhookConfiguration>,
+        reason: Reason,
+    },
+    /// Issue a serving certificate from the CA in the CA Secret and store it.
+    IssueServing { reason: Reason },
+}
+
+impl Action {
+    pub fn target(&self) -> Target {
+        match self {
+            Action::IssueCa { .. } => Target::Ca,
+            Action::WriteBundle { .. } => Target::Bundle,
+            Action::WriteMutating { .. } => Target::MutatingWebhook,
+            Action::WriteValidating { .. } => Target::ValidatingWebhook,
+            Action::IssueServing { .. } => Target::Serving,
+        }
+    }
+
+    pub fn reason(&self) -> &Reason {
+        match self {
+            Action::IssueCa { reason }
+            | Action::WriteBundle { reason, .. }
+            | Action::WriteMutating { reason, .. }
+            | Action::WriteValidating { reason, .. }
+            | Action::IssueServing { reason } => reason,
+        }
+    }
+}
+
+/// Something only a person can fix; reported, never acted on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// An object with our name exists without our label: it is not overwritten.
+    Foreign(Target),
+    /// The CA is not valid yet: the clocks of this leader and the one that issued it disagree.
+    CaNotYetValid { not_before: DateTime<Utc> },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Foreign(t) => write!(
+                f,
+                "{t} exists but is not managed by kubevirt-operator (no label {}={}); it is left untouched. Delete it, or label it, to let the operator manage it",
+                super::MANAGED_BY_LABEL,
+                super::OPERATOR_NAME
+            ),
+            Problem::CaNotYetValid { not_before } => write!(
+                f,
+                "{} is not valid before {not_before}; check this node's clock",
+                Target::Ca
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// In order; each may depend on the ones before having been done.
+    pub actions: Vec<Action>,
+    pub problems: Vec<Problem>,
+    /// Why a needed serving certificate is held back, when it is.
+    pub waiting: Option<String>,
+    /// The earliest time the decision may change without any object changing.
+    pub wake_at: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    fn wake(&mut self, at: DateTime<Utc>) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+
+    fn act(mut self, action: Action) -> Plan {
+        self.actions.push(action);
+        self
+    }
+}
+
+/// Decides what to do about the certificates now.
+pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> Plan {
+    let mut plan = Plan::default();
+    let renew = settings.lifetimes.renew_before;
+
+    // 1. The CA. Everything else depends on it, so a new CA is the only action of its plan.
+    let ca: Option<&StoredCa> = match &observed.ca {
+        Stored::Foreign => {
+            plan.problems.push(Problem::Foreign(Target::Ca));
+            None
+        }
+        Stored::Missing => {
+            return plan.act(Action::IssueCa {
+                reason: Reason::Missing,
+            });
+        }
+        Stored::Unreadable(why) => {
+            return plan.act(Action::IssueCa {
+                reason: Reason::Unreadable(why.clone()),
+            });
+        }
+        Stored::Ok(ca) => {
+            let reason = if now >= ca.cert.not_after {
+                Some(Reason::Expired)
+            } else if ca.rotate_requested {
+                Some(Reason::Requested)
+            } else if now >= ca.cert.renew_at(renew) {
+                Some(Reason::RenewalDue)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return plan.act(Action::IssueCa { reason });
+            }
+            if now < ca.cert.not_before {
+                plan.problems.push(Problem::CaNotYetValid {
+                    not_before: ca.cert.not_before,
+                });
+                plan.wake(ca.cert.not_before);
+                return plan;
+            }
+            plan.wake(ca.cert.renew_at(renew));
+            Some(ca)
+        }
+    };
+
+    // 2. The bundle: what it holds, plus the current CA and the serving certificate's CA, less
+    // whatever has expired.
+    let serving = observed.serving.ok();
+    let extra = ca
+        .map(|c| &c.cert)
+        .into_iter()
+        .chain(serving.and_then(|s| s.issuer_ca.as_ref()));
+    let stored_cas = observed
+        .bundle
+        .ok()
+        .map(|b| b.cas.as_slice())
+        .unwrap_or_default();
+    let desired_cas = bundle::merge(stored_cas, extra, now);
+    if let Some(at) = bundle::next_expiry(&desired_cas) {
+        plan.wake(at);
+    }
+    let published: &[Cert] = match &observed.bundle {
+        Stored::Foreign => {
+            plan.problems.push(Problem::Foreign(Target::Bundle));
+            stored_cas
+        }
+        Stored::Missing | Stored::Unreadable(_) if desired_cas.is_empty() => &[],
+        Stored::Missing => {
+            return plan.act(write_bundle(&desired_cas, Reason::Missing));
+        }
+        Stored::Unreadable(why) => {
+            return plan.act(write_bundle(&desired_cas, Reason::Unreadable(why.clone())));
+        }
+        Stored::Ok(b) if b.cas != desired_cas || b.malformed > 0 => {
+            return plan.act(write_bundle(&desired_cas, Reason::Outdated));
+        }
+        Stored::Ok(b) => &b.cas,
+    };
+    // Foreign, unreadable bundle with nothing to put in it: nothing can be published.
+    if published.is_empty() {
+        return plan;
+    }
+
+    // 3. The webhook configurations carry the published bundle.
+    let pem = bundle::encode(published);
+    let mutating = webhook_config::mutating(settings, pem.as_bytes());
+    let validating = webhook_config::validating(settings, pem.as_bytes());
+    match &observed.mutating {
+        Stored::Foreign => plan
+            .problems
+            .push(Problem::Foreign(Target::MutatingWebhook)),
+        Stored::Ok(live) if webhook_config::mutating_matches(live, &mutating) => {}
+        other => plan.actions.push(Action::WriteMutating {
+            desired: Box::new(mutating),
+            reason: stale_reason(other),
+        }),
+    }
+    match &observed.validating {
+        Stored::Foreign => plan
+            .problems
+            .push(Problem::Foreign(Target::ValidatingWebhook)),
+        Stored::Ok(live) if webhook_config::validating_matches(live, &validating) => {}
+        other => plan.actions.push(Action::WriteValidating {
+            desired: Box::new(validating),
+            reason: stale_reason(other),
+        }),
+    }
+
+    // 4. The serving certificate.
+    let Some(ca) = ca else {
+        if matches!(observed.serving, Stored::Foreign) {
+            plan.problems.push(Problem::Foreign(Target::Serving));
+        }
+        return plan;
+    };
+    let names = settings.serving_names();
+    let need = match &observed.serving {
+        Stored::Foreign => {
+            plan.problems.push(Problem::Foreign(Target::Serving));
+            None
+        }
+        Stored::Missing => Some(Reason::Missing),
+        Stored::Unreadable(why) => Some(Reason::Unreadable(why.clone())),
+        Stored::Ok(s) => {
+            if now >= s.cert.not_after {
+                Some(Reason::Expired)
+            } else if !trust::signed_by(&s.cert, &ca.cert) {
+                Some(Reason::SignedByOtherCa)
+            } else if !issue::names_match(&s.cert, &names) {
+                Some(Reason::NamesChanged)
+            } else if let Err(e) = trust::verify(
+                &s.cert,
+                std::slice::from_ref(&ca.cert),
+                &names.verify_as,
+                now,
+            ) {
+                Some(Reason::NotTrusted(e.to_string()))
+            } else if s.rotate_requested {
+                Some(Reason::Requested)
+            } else if now >= s.cert.renew_at(renew) {
+                Some(Reason::RenewalDue)
+            } else {
+                plan.wake(s.cert.renew_at(renew));
+                None
+            }
+        }
+    };
+    let Some(reason) = need else {
+        return plan;
+    };
+    let reached_webhooks = |c: &Cert| {
+        let m = match &observed.mutating {
+            Stored::Ok(live) => webhook_config::mutating_trusts(live, c),
+            Stored::Foreign => true, // not ours to wait for
+            _ => false,
+        };
+        let v = match &observed.validating {
+            Stored::Ok(live) => webhook_config::validating_trusts(live, c),
+            Stored::Foreign => true,
+            _ => false,
+        };
+        m && v
+    };
+    if !published.contains(&ca.cert) || !reached_webhooks(&ca.cert) {
+        plan.waiting = Some(format!(
+            "serving certificate ({reason}) waits until the CA {} is in the bundle and both webhook configurations",
+            ca.cert.serial
+        ));
+        return plan;
+    }
+    // Moving to a new CA while the current certificate still works waits until every API
+    // server has had time to see that CA; a certificate that does not work has nothing to
+    // protect, and a new one from the same CA is trusted wherever the current one is.
+    // The wait never outlasts the current certificate: it ends a moment before that expires.
+    let hold_until = observed.serving.ok().and_then(|s| {
+        let works = trust::verify(&s.cert, published, &names.verify_as, now).is_ok();
+        let moves_to_new_ca = !trust::signed_by(&s.cert, &ca.cert);
+        (works && moves_to_new_ca).then(|| {
+            (ca.cert.issued_at() + settings.publish_grace).min(s.cert.not_after - SWAP_MARGIN)
+        })
+    });
+    if let Some(at) = hold_until.filter(|at| now < *at) {
+        plan.waiting = Some(format!(
+            "serving certificate ({reason}) waits until {at} for the new CA to reach every API server"
+        ));
+        plan.wake(at);
+        return plan;
+    }
+    plan.act(Action::IssueServing { reason })
+}
+
+fn write_bundle(cas: &[Cert], reason: Reason) -> Action {
+    Action::WriteBundle {
+        pem: bundle::encode(cas),
+        reason,
+    }
+}
+
+fn stale_reason<T>(s: &Stored<T>) -> Reason {
+    match s {
+        Stored::Missing => Reason::Missing,
+        Stored::Unreadable(why) => Reason::Unreadable(why.clone()),
+        _ => Reason::Outdated,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,307 @@
+//! The Mutating- and ValidatingWebhookConfiguration the operator keeps, as pure functions of
+//! the settings and the published CA bundle, and a comparison that ignores what the API server
+//! fills in by default (so a freshly written object never looks out of date).
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::config::Settings;
+use super::x509::Cert;
+use super::{WEBHOOK_CONFIGURATION, managed_labels};
+use crate::admission::{MUTATE_PATH, VALIDATE_PATH};
+
+pub const MUTATING_WEBHOOK_NAME: &str = "mutate.machines.vitistack.io";
+pub const VALIDATING_WEBHOOK_NAME: &str = "validate.machines.vitistack.io";
+pub const TIMEOUT_SECONDS: i32 = 5;
+const SERVICE_PORT: i32 = 443;
+
+fn metadata() -> ObjectMeta {
+    ObjectMeta {
+        name: Some(WEBHOOK_CONFIGURATION.to_owned()),
+        labels: Some(managed_labels()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn client_config(settings: &Settings, path: &str, ca_bundle: &[u8]) -> WebhookClientConfig {
+    let ca_bundle = Some(ByteString(ca_bundle.to_vec()));
+    match &settings.webhook_url {
+        Some(url) => WebhookClientConfig {
+            url: Some(url.join(path)),
+            service: None,
+            ca_bundle,
+        },
+        None => WebhookClientConfig {
+            url: None,
+            service: Some(ServiceReference {
+                name: settings.service.clone(),
+                namespace: settings.namespace.clone(),
+                path: Some(path.to_owned()),
+                port: Some(SERVICE_PORT),
+            }),
+            ca_bundle,
+        },
+    }
+}
+
+fn machine_rules() -> Vec<RuleWithOperations> {
+    let strings = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+    vec![RuleWithOperations {
+        api_groups: strings(&["vitistack.io"]),
+        api_versions: strings(&["v1alpha1"]),
+        operations: strings(&["CREATE", "UPDATE"]),
+        resources: strings(&["machines"]),
+        scope: Some("Namespaced".to_owned()),
+    }]
+}
+
+fn review_versions() -> Vec<String> {
+    vec!["v1".to_owned(), "v1beta1".to_owned()]
+}
+
+/// The MutatingWebhookConfiguration for `ca_bundle` (PEM).
+pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfiguration {
+    MutatingWebhookConfiguration {
+        metadata: metadata(),
+        webhooks: Some(vec![MutatingWebhook {
+            name: MUTATING_WEBHOOK_NAME.to_owned(),
+            admission_review_versions: review_versions(),
+            client_config: client_config(settings, MUTATE_PATH, ca_bundle),
+            failure_policy: Some("Fail".to_owned()),
+            match_policy: Some("Equivalent".to_owned()),
+            namespace_selector: Some(LabelSelector::default()),
+            object_selector: Some(LabelSelector::default()),
+            reinvocation_policy: Some("Never".to_owned()),
+            rules: Some(machine_rules()),
+            side_effects: "None".to_owned(),
+            timeout_seconds: Some(TIMEOUT_SECONDS),
+            match_conditions: None,
+        }]),
+    }
+}
+
+/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM).
+pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
+    ValidatingWebhookConfiguration {
+        metadata: metadata(),
+        webhooks: Some(vec![ValidatingWebhook {
+            name: VALIDATING_WEBHOOK_NAME.to_owned(),
+            admission_review_versions: review_versions(),
+            client_config: client_config(settings, VALIDATE_PATH, ca_bundle),
+            failure_policy: Some("Fail".to_owned()),
+            match_policy: Some("Equivalent".to_owned()),
+            namespace_selector: Some(LabelSelector::default()),
+            object_selector: Some(LabelSelector::default()),
+            rules: Some(machine_rules()),
+            side_effects: "None".to_owned(),
+            timeout_seconds: Some(TIMEOUT_SECONDS),
+            match_conditions: None,
+        }]),
+    }
+}
+
+/// Fills in what kube-apiserver defaults, so live and desired compare equal when they mean the
+/// same thing.
+fn normalize_client(c: &mut WebhookClientConfig) {
+    if let Some(s) = &mut c.service {
+        s.port.get_or_insert(SERVICE_PORT);
+    }
+    if c.ca_bundle.as_ref().is_some_and(|b| b.0.is_empty()) {
+        c.ca_bundle = None;
+    }
+}
+
+fn normalize_common(
+    failure_policy: &mut Option<String>,
+    match_policy: &mut Option<String>,
+    namespace_selector: &mut Option<LabelSelector>,
+    object_selector: &mut Option<LabelSelector>,
+    rules: &mut Option<Vec<RuleWithOperations>>,
+    timeout: &mut Option<i32>,
+    match_conditions: &mut Option<Vec<k8s_openapi::api::admissionregistration::v1::MatchCondition>>,
+) {
+    failure_policy.get_or_insert_with(|| "Fail".to_owned());
+    match_policy.get_or_insert_with(|| "Equivalent".to_owned());
+    namespace_selector.get_or_insert_with(LabelSelector::default);
+    object_selector.get_or_insert_with(LabelSelector::default);
+    timeout.get_or_insert(10);
+    for r in rules.iter_mut().flatten() {
+        r.scope.get_or_insert_with(|| "*".to_owned());
+    }
+    if match_conditions.as_ref().is_some_and(Vec::is_empty) {
+        *match_conditions = None;
+    }
+}
+
+fn normalized_mutating(webhooks: Option<&Vec<MutatingWebhook>>) -> Vec<MutatingWebhook> {
+    let mut hooks = webhooks.cloned().unwrap_or_default();
+    for h in &mut hooks {
+        normalize_client(&mut h.client_config);
+        normalize_common(
+            &mut h.failure_policy,
+            &mut h.match_policy,
+            &mut h.namespace_selector,
+            &mut h.object_selector,
+            &mut h.rules,
+            &mut h.timeout_seconds,
+            &mut h.match_conditions,
+        );
+        h.reinvocation_policy
+            .get_or_insert_with(|| "Never".to_owned());
+    }
+    hooks
+}
+
+fn normalized_validating(webhooks: Option<&Vec<ValidatingWebhook>>) -> Vec<ValidatingWebhook> {
+    let mut hooks = webhooks.cloned().unwrap_or_default();
+    for h in &mut hooks {
+        normalize_client(&mut h.client_config);
+        normalize_common(
+            &mut h.failure_policy,
+            &mut h.match_policy,
+            &mut h.namespace_selector,
+            &mut h.object_selector,
+            &mut h.rules,
+            &mut h.timeout_seconds,
+            &mut h.match_conditions,
+        );
+    }
+    hooks
+}
+
+/// Whether the live configuration's webhooks mean what the desired ones do.
+pub fn mutating_matches(
+    live: &MutatingWebhookConfiguration,
+    desired: &MutatingWebhookConfiguration,
+) -> bool {
+    normalized_mutating(live.webhooks.as_ref()) == normalized_mutating(desired.webhooks.as_ref())
+}
+
+pub fn validating_matches(
+    live: &ValidatingWebhookConfiguration,
+    desired: &ValidatingWebhookConfiguration,
+) -> bool {
+    normalized_validating(live.webhooks.as_ref())
+        == normalized_validating(desired.webhooks.as_ref())
+}
+
+fn bundle_has(ca_bundle: Option<&ByteString>, ca: &Cert) -> bool {
+    ca_bundle.is_some_and(|b| Cert::all_from_pem(&b.0).0.contains(ca))
+}
+
+/// Whether every webhook in `live` trusts `ca` (the new CA has "reached" the configuration).
+pub fn mutating_trusts(live: &MutatingWebhookConfiguration, ca: &Cert) -> bool {
+    let hooks = live.webhooks.as_deref().unwrap_or_default();
+    !hooks.is_empty()
+        && hooks
+            .iter()
+            .all(|h| bundle_has(h.client_config.ca_bundle.as_ref(), ca))
+}
+
+pub fn validating_trusts(live: &ValidatingWebhookConfiguration, ca: &Cert) -> bool {
+    let hooks = live.webhooks.as_deref().unwrap_or_default();
+    !hooks.is_empty()
+        && hooks
+            .iter()
+            .all(|h| bundle_has(h.client_config.ca_bundle.as_ref(), ca))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs::config::CertificateArgs;
+
+    fn settings(url: Option<&str>) -> Settings {
+        Settings::new(
+            "kubevirt-operator-system",
+            url,
+            CertificateArgs::default().lifetimes().unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn in_cluster_points_at_the_service() {
+        let m = mutating(&settings(None), b"PEM");
+        assert_eq!(m.metadata.name.as_deref(), Some("kubevirt-operator"));
+        assert_eq!(
+            m.metadata.labels.as_ref().unwrap()["vitistack.io/managed-by"],
+            "kubevirt-operator"
+        );
+        let h = &m.webhooks.as_ref().unwrap()[0];
+        let svc = h.client_config.service.as_ref().unwrap();
+        assert_eq!(
+            (svc.name.as_str(), svc.namespace.as_str(), svc.port),
+            (
+                "kubevirt-operator-webhook",
+                "kubevirt-operator-system",
+                Some(443)
+            )
+        );
+        assert_eq!(
+            svc.path.as_deref(),
+            Some("/mutate-vitistack-io-v1alpha1-machine")
+        );
+        assert!(h.client_config.url.is_none());
+        assert_eq!(h.client_config.ca_bundle.as_ref().unwrap().0, b"PEM");
+        assert_eq!(h.side_effects, "None");
+        assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(h.timeout_seconds, Some(5));
+        assert_eq!(h.admission_review_versions, ["v1", "v1beta1"]);
+        let rule = &h.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.api_groups.as_ref().unwrap(), &["vitistack.io"]);
+        assert_eq!(rule.api_versions.as_ref().unwrap(), &["v1alpha1"]);
+        assert_eq!(rule.resources.as_ref().unwrap(), &["machines"]);
+        assert_eq!(rule.operations.as_ref().unwrap(), &["CREATE", "UPDATE"]);
+    }
+
+    #[test]
+    fn out_of_cluster_uses_the_url() {
+        let v = validating(&settings(Some("https://127.0.0.1:9443")), b"PEM");
+        let h = &v.webhooks.as_ref().unwrap()[0];
+        assert_eq!(
+            h.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate-vitistack-io-v1alpha1-machine")
+        );
+        assert!(h.client_config.service.is_none());
+    }
+
+    #[test]
+    fn server_defaults_do_not_count_as_drift_but_edits_do() {
+        let s = settings(None);
+        let desired = mutating(&s, b"PEM");
+        // What an API server returns: defaults in, our explicit values as written.
+        let mut live = desired.clone();
+        let h = &mut live.webhooks.as_mut().unwrap()[0];
+        h.match_conditions = Some(vec![]);
+        assert!(mutating_matches(&live, &desired));
+        let mut sparse = desired.clone();
+        let h = &mut sparse.webhooks.as_mut().unwrap()[0];
+        h.match_policy = None;
+        h.namespace_selector = None;
+        h.reinvocation_policy = None;
+        h.client_config.service.as_mut().unwrap().port = None;
+        assert!(mutating_matches(&desired, &sparse));
+
+        let mut edited = desired.clone();
+        edited.webhooks.as_mut().unwrap()[0].client_config.ca_bundle =
+            Some(ByteString(b"OTHER".to_vec()));
+        assert!(!mutating_matches(&edited, &desired));
+        let mut edited = desired.clone();
+        edited.webhooks.as_mut().unwrap()[0].failure_policy = Some("Ignore".into());
+        assert!(!mutating_matches(&edited, &desired));
+        let mut gone = desired.clone();
+        gone.webhooks = None;
+        assert!(!mutating_matches(&gone, &desired));
+
+        let v = validating(&s, b"PEM");
+        let mut v2 = v.clone();
+        v2.webhooks.as_mut().unwrap()[0].timeout_seconds = Some(30);
+        assert!(validating_matches(&v, &v.clone()));
+        assert!(!validating_matches(&v2, &v));
+    }
+}

@@ -1,0 +1,136 @@
+//! What the reconciler reports to Prometheus (SPEC.md, "Operations"): gauges recounted from the
+//! watch caches, counters and histograms recorded as reconciles happen.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::Store;
+
+use crate::api::Machine;
+use crate::machine::Catalog;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{
+    ControllerError, NetworkName, PhaseTemplate, StorageClass, VmStatus,
+};
+
+use super::controller::resolved_spec;
+use super::desired::Problem;
+use super::kubevirt::VirtualMachine;
+
+pub const CONTROLLER: &str = "machine";
+
+/// One count per problem found, by its reason; NetworkConfiguration problems also by network.
+pub fn record_problems(metrics: &Metrics, problems: &[Problem]) {
+    for problem in problems {
+        let error_type = match problem {
+            Problem::StorageClassNotFound { .. } => "StorageClassNotFound",
+            Problem::NetworkConfigurationNotFound { .. } => "NetworkConfigurationNotFound",
+            Problem::NetworkInvalid { .. } => "NetworkInvalid",
+            Problem::SecretNotFound { .. } => "SecretNotFound",
+            Problem::SecretKeyNotFound { .. } => "SecretKeyNotFound",
+        };
+        record_error(metrics, error_type);
+        if let Problem::NetworkConfigurationNotFound { network_name, .. }
+        | Problem::NetworkInvalid { network_name, .. } = problem
+        {
+            metrics
+                .network_configuration_errors
+                .get_or_create(&NetworkName {
+                    network_name: network_name.clone(),
+                })
+                .inc();
+        }
+    }
+}
+
+pub fn record_error(metrics: &Metrics, error_type: &str) {
+    metrics
+        .reconcile_errors
+        .get_or_create(&ControllerError {
+            controller: CONTROLLER.to_owned(),
+            error_type: error_type.to_owned(),
+        })
+        .inc();
+}
+
+/// Recounts Machines by phase and template, and the operator's VMs by status, from the caches.
+pub fn refresh_gauges(
+    metrics: &Metrics,
+    machines: &Store<Machine>,
+    vms: &Store<VirtualMachine>,
+    catalog: &Catalog,
+) {
+    let mut by_phase: HashMap<PhaseTemplate, i64> = HashMap::new();
+    for machine in machines.state() {
+        let phase = machine
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".to_owned());
+        let template = resolved_spec(&machine, catalog)
+            .template
+            .unwrap_or_default();
+        *by_phase
+            .entry(PhaseTemplate { phase, template })
+            .or_default() += 1;
+    }
+    metrics.machines.clear();
+    for (labels, n) in by_phase {
+        metrics.machines.get_or_create(&labels).set(n);
+    }
+    let mut by_status: HashMap<String, i64> = HashMap::new();
+    for vm in vms.state() {
+        let status = vm
+            .status
+            .as_ref()
+            .and_then(|s| s.printable_status.clone())
+            .unwrap_or_else(|| "Unknown".to_owned());
+        *by_status.entry(status).or_default() += 1;
+    }
+    metrics.virtual_machines.clear();
+    for (status, n) in by_status {
+        metrics
+            .virtual_machines
+            .get_or_create(&VmStatus { status })
+            .set(n);
+    }
+}
+
+/// Observes, once per claim, how long it took from creation until we first saw it Bound.
+#[derive(Default)]
+pub struct BindTimes {
+    seen: Mutex<HashSet<String>>,
+}
+
+impl BindTimes {
+    pub fn observe(&self, metrics: &Metrics, pvc: &PersistentVolumeClaim, now: Timestamp) {
+        let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        let (Some(uid), Some(created)) = (
+            pvc.metadata.uid.as_ref(),
+            pvc.metadata.creation_timestamp.as_ref(),
+        ) else {
+            return;
+        };
+        if !bound {
+            return;
+        }
+        let Ok(mut seen) = self.seen.lock() else {
+            return;
+        };
+        if !seen.insert(uid.clone()) {
+            return;
+        }
+        let seconds = now.duration_since(created.0).as_secs_f64().max(0.0);
+        let storage_class = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        metrics
+            .storage_provisioning
+            .get_or_create(&StorageClass { storage_class })
+            .observe(seconds);
+    }
+}

@@ -1,0 +1,141 @@
+//! A bad configuration value stops `kubevirt-operator run` at start-up: non-zero exit, and one
+//! error line that names the setting and the value (SPEC.md, "Operations"). Checks that need the
+//! cluster (a port taken) run with a kubeconfig for a real control plane; the others fail before
+//! any connection, with no kubeconfig at all.
+
+mod support;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::ControlPlane;
+
+/// Runs `kubevirt-operator` with exactly `env` (plus an empty HOME, so no ~/.kube/config) and
+/// `args`; returns the one error line, after checking the exit status.
+fn start_up_error(env: &[(&str, &str)], args: &[&str]) -> String {
+    let home = tempfile::tempdir().expect("temporary HOME");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubevirt-operator"));
+    cmd.env_clear()
+        .env("HOME", home.path())
+        .env("LOG_FORMAT", "text")
+        .envs(env.iter().copied())
+        .args(args);
+    let out = cmd.output().expect("run kubevirt-operator");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let context = format!(
+        "{env:?} {args:?}: exit {}\nstdout:\n{}\nstderr:\n{stderr}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!out.status.success(), "start-up succeeded: {context}");
+    assert_ne!(out.status.code(), None, "killed by a signal: {context}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.to_lowercase().contains("error"))
+        .collect();
+    assert_eq!(errors.len(), 1, "exactly one error line: {context}");
+    errors[0].to_owned()
+}
+
+fn assert_names(line: &str, setting: &str, value: &str) {
+    assert!(
+        line.contains(setting),
+        "the error does not name the setting {setting}: {line}"
+    );
+    assert!(
+        line.contains(value),
+        "the error does not name the value {value}: {line}"
+    );
+}
+
+#[test]
+fn unparsable_duration() {
+    let line = start_up_error(&[("RECONCILE_INTERVAL", "soon")], &["run"]);
+    assert_names(&line, "RECONCILE_INTERVAL", "soon");
+}
+
+#[test]
+fn qps_zero() {
+    let line = start_up_error(&[("KUBE_API_QPS", "0")], &["run"]);
+    assert_names(&line, "KUBE_API_QPS", "'0'");
+}
+
+#[test]
+fn unknown_log_format() {
+    let line = start_up_error(&[("LOG_FORMAT", "xml")], &["run"]);
+    assert_names(&line, "LOG_FORMAT", "xml");
+}
+
+#[test]
+fn unknown_default_template() {
+    let line = start_up_error(&[], &["run", "--default-template", "gigantic"]);
+    assert_names(&line, "--default-template", "gigantic");
+}
+
+#[test]
+fn cert_duration_longer_than_ca_duration() {
+    let line = start_up_error(
+        &[],
+        &["run", "--ca-duration", "24h", "--cert-duration", "48h"],
+    );
+    assert_names(&line, "--cert-duration", "48h");
+    assert_names(&line, "--ca-duration", "24h");
+}
+
+#[test]
+fn renew_before_longer_than_a_lifetime() {
+    let line = start_up_error(
+        &[],
+        &["run", "--cert-duration", "24h", "--renew-before", "36h"],
+    );
+    assert_names(&line, "--renew-before", "36h");
+}
+
+#[test]
+fn cert_file_without_key_file() {
+    let line = start_up_error(&[], &["run", "--cert-file", "/nonexistent/tls.crt"]);
+    assert_names(&line, "--cert-file", "/nonexistent/tls.crt");
+    assert!(line.contains("--key-file"), "{line}");
+}
+
+#[test]
+fn key_file_without_cert_file() {
+    let line = start_up_error(&[("KEY_FILE", "/nonexistent/tls.key")], &["run"]);
+    assert_names(&line, "KEY_FILE", "/nonexistent/tls.key");
+    assert!(line.contains("--cert-file"), "{line}");
+}
+
+#[tokio::test]
+async fn metrics_port_in_use() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let kubeconfig: PathBuf = cp.admin_kubeconfig().to_owned();
+    let held = TcpListener::bind("127.0.0.1:0").expect("hold a port");
+    let address = held.local_addr().expect("address").to_string();
+    let line = tokio::task::spawn_blocking(move || {
+        start_up_error(
+            &[],
+            &[
+                "run",
+                "--kubeconfig",
+                kubeconfig.to_str().expect("utf-8 path"),
+                "--leader-election",
+                "false",
+                "--listen",
+                "127.0.0.1:0",
+                "--health-probe-bind-address",
+                "127.0.0.1:0",
+                "--metrics-bind-address",
+                &address,
+            ],
+        )
+    })
+    .await
+    .expect("join");
+    assert_names(
+        &line,
+        "--metrics-bind-address",
+        &held.local_addr().unwrap().to_string(),
+    );
+    assert!(line.contains("METRICS_BIND_ADDRESS"), "{line}");
+}

@@ -1,0 +1,376 @@
+//! `/metrics`, `/healthz` and `/readyz` of `kubevirt-operator run` against a real control plane
+//! (self-managed certificates, webhooks called by kube-apiserver): every metric SPEC.md names,
+//! with its labels, after Machines that succeed, miss a StorageClass or miss a
+//! NetworkConfiguration, a claim that becomes Bound, and admission calls. Readiness: not ready
+//! while the serving certificate cannot exist (a foreign, unlabelled Secret holds its name, which
+//! the leader refuses to overwrite), ready once it can.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use kubevirt_operator::api::Machine;
+use support::{ControlPlane, Proc};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let resp = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.ok()?))
+}
+
+async fn until<T, F, Fut>(what: &str, op: &Proc, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            op.log_tail(60)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn create_machine(client: &Client, ns: &str, mut object: Value) -> Result<(), String> {
+    object["apiVersion"] = "vitistack.io/v1alpha1".into();
+    object["kind"] = "Machine".into();
+    let obj: DynamicObject = serde_json::from_value(object).expect("machine object");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
+        .create(&PostParams::default(), &obj)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The sample lines of metric `name` (a histogram by its `_count`) that carry every label.
+fn samples<'a>(text: &'a str, name: &str, labels: &[&str]) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|k| l.contains(&format!("{k}=\""))))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_and_probes() {
+    let started = Instant::now();
+    let cp = ControlPlane::start().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("admin client");
+
+    // A foreign Secret holds the serving Secret's name: no certificate until it goes.
+    let op_ns = "metrics-operator";
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(op_ns.into());
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("operator namespace");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), op_ns);
+    let mut foreign = Secret {
+        type_: Some("Opaque".into()),
+        data: Some([("junk".to_owned(), ByteString(b"x".to_vec()))].into()),
+        ..Secret::default()
+    };
+    foreign.metadata.name = Some(kubevirt_operator::certs::SERVING_SECRET.into());
+    secrets
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign Secret");
+    let (webhook, metrics, probes) = (
+        support::free_port().expect("port"),
+        support::free_port().expect("port"),
+        support::free_port().expect("port"),
+    );
+    let dir = cp.dir().join("operator");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let args: Vec<String> = vec![
+        "--log-format".into(),
+        "json".into(),
+        "run".into(),
+        "--kubeconfig".into(),
+        cp.admin_kubeconfig().display().to_string(),
+        "--namespace".into(),
+        op_ns.into(),
+        "--identity".into(),
+        "metrics".into(),
+        "--reconcile-interval".into(),
+        "2s".into(),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{webhook}"),
+        "--listen".into(),
+        format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address".into(),
+        format!("127.0.0.1:{metrics}"),
+        "--health-probe-bind-address".into(),
+        format!("127.0.0.1:{probes}"),
+    ];
+    let op = Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args.into_iter().map(Into::into).collect(),
+        dir.join("operator.log"),
+    )
+    .expect("spawn operator");
+
+    let healthz = until("/healthz", &op, || http_get(probes, "/healthz")).await;
+    assert_eq!(healthz.0, 200, "{healthz:?}");
+    for _ in 0..10 {
+        let (status, body) = http_get(probes, "/readyz").await.expect("/readyz answers");
+        assert_eq!(status, 500, "ready without a serving certificate: {body}");
+        assert!(body.contains("serving certificate"), "{body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    secrets
+        .delete(
+            kubevirt_operator::certs::SERVING_SECRET,
+            &Default::default(),
+        )
+        .await
+        .expect("delete the foreign Secret");
+    until("/readyz 200", &op, || async {
+        let (status, _) = http_get(probes, "/readyz").await?;
+        (status == 200).then_some(())
+    })
+    .await;
+    let (status, _) = http_get(probes, "/healthz").await.expect("/healthz");
+    assert_eq!(status, 200);
+
+    // Webhooks registered; Machines created through kube-apiserver are admitted by them.
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    until("the webhook configurations", &op, || async {
+        validating.get_opt("kubevirt-operator").await.ok().flatten()
+    })
+    .await;
+    let work = cp.namespace("metrics").await.expect("namespace");
+    let sc: StorageClass = serde_json::from_value(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "fast"}, "provisioner": "example.com/none"
+    }))
+    .expect("SC");
+    Api::<StorageClass>::all(admin.clone())
+        .create(&PostParams::default(), &sc)
+        .await
+        .expect("StorageClass");
+    let machines = [
+        json!({"metadata": {"name": "ok"}, "spec": {"template": "small",
+            "disks": [{"name": "data", "size": "1Gi", "storageClass": "fast"}]}}),
+        json!({"metadata": {"name": "no-sc"}, "spec": {"template": "small",
+            "disks": [{"name": "data", "size": "1Gi", "storageClass": "missing-class"}]}}),
+        json!({"metadata": {"name": "no-net"}, "spec": {"template": "medium",
+            "networks": [{"name": "eth0", "networkName": "missing-net"}]}}),
+    ];
+    for m in machines {
+        let m2 = m.clone();
+        let (admin, work) = (admin.clone(), work.clone());
+        until("a Machine admitted by the webhooks", &op, move || {
+            let (m, admin, work) = (m2.clone(), admin.clone(), work.clone());
+            async move { create_machine(&admin, &work, m).await.ok() }
+        })
+        .await;
+    }
+    // One denied by the validating webhook.
+    let denied = create_machine(
+        &admin,
+        &work,
+        json!({"metadata": {"name": "huge"}, "spec": {"template": "gigantic"}}),
+    )
+    .await;
+    assert!(denied.is_err(), "an unknown template is admitted");
+
+    // The volume controller's part: the data claim becomes Bound.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), &work);
+    until("PVC ok-data", &op, || async {
+        pvcs.get_opt("ok-data").await.ok().flatten()
+    })
+    .await;
+    pvcs.patch_status(
+        "ok-data",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+    )
+    .await
+    .expect("bind PVC");
+
+    let checks: &[(&str, &[&str], Option<&str>)] = &[
+        (
+            "kubevirt_operator_machines_total",
+            &["phase", "template"],
+            Some("template=\"small\""),
+        ),
+        (
+            "kubevirt_operator_reconciliation_duration_seconds_count",
+            &["controller"],
+            Some("controller=\"machine\""),
+        ),
+        (
+            "kubevirt_operator_reconciliation_errors_total",
+            &["controller", "error_type"],
+            Some("error_type=\"StorageClassNotFound\""),
+        ),
+        (
+            "kubevirt_operator_reconciliation_errors_total",
+            &["controller", "error_type"],
+            Some("error_type=\"NetworkConfigurationNotFound\""),
+        ),
+        (
+            "kubevirt_operator_virtual_machines_total",
+            &["status"],
+            None,
+        ),
+        (
+            "kubevirt_operator_storage_provisioning_duration_seconds_count",
+            &["storage_class"],
+            Some("storage_class=\"fast\""),
+        ),
+        (
+            "kubevirt_operator_network_configuration_errors_total",
+            &["network_name"],
+            Some("network_name=\"missing-net\""),
+        ),
+        (
+            "kubevirt_operator_admission_requests_total",
+            &["webhook", "result"],
+            None,
+        ),
+        (
+            "kubevirt_operator_admission_duration_seconds_count",
+            &["webhook"],
+            None,
+        ),
+        (
+            "kubevirt_operator_certificate_expiry_timestamp_seconds",
+            &["certificate"],
+            Some("certificate=\"serving\""),
+        ),
+        (
+            "kubevirt_operator_certificate_expiry_timestamp_seconds",
+            &["certificate"],
+            Some("certificate=\"ca\""),
+        ),
+    ];
+    let text = until("every metric", &op, || async {
+        let (status, text) = http_get(metrics, "/metrics").await?;
+        assert_eq!(status, 200);
+        checks
+            .iter()
+            .all(|(name, labels, must)| {
+                samples(&text, name, labels)
+                    .iter()
+                    .any(|l| must.is_none_or(|m| l.contains(m)))
+            })
+            .then_some(text)
+    })
+    .await;
+    // Admission: both webhooks called, an allowed and a denied result.
+    let admissions = samples(
+        &text,
+        "kubevirt_operator_admission_requests_total",
+        &["webhook", "result"],
+    );
+    let joined = admissions.join("\n");
+    assert!(
+        admissions.len() >= 3,
+        "mutate and validate, allowed and denied:\n{joined}"
+    );
+    let ok_vm = samples(
+        &text,
+        "kubevirt_operator_virtual_machines_total",
+        &["status"],
+    );
+    assert!(!ok_vm.is_empty(), "{text}");
+    assert!(
+        text.contains("# TYPE kubevirt_operator_admission_duration_seconds histogram"),
+        "{text}"
+    );
+    eprintln!("metrics_and_probes: {:?}\n{joined}", started.elapsed());
+}
+
+/// Started before its namespace exists (RBAC or namespace applied late), the operator keeps
+/// serving, says what is wrong, retries, and becomes ready once the namespace appears.
+#[tokio::test]
+async fn a_missing_operator_namespace_is_retried_until_it_appears() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("admin client");
+    let op_ns = "late-operator-namespace";
+    let (webhook, metrics, probes) = (
+        support::free_port().expect("port"),
+        support::free_port().expect("port"),
+        support::free_port().expect("port"),
+    );
+    let dir = cp.dir().join("late-operator");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let args: Vec<String> = vec![
+        "--log-format".into(),
+        "json".into(),
+        "run".into(),
+        "--kubeconfig".into(),
+        cp.admin_kubeconfig().display().to_string(),
+        "--namespace".into(),
+        op_ns.into(),
+        "--identity".into(),
+        "late".into(),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{webhook}"),
+        "--listen".into(),
+        format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address".into(),
+        format!("127.0.0.1:{metrics}"),
+        "--health-probe-bind-address".into(),
+        format!("127.0.0.1:{probes}"),
+    ];
+    let op = Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args.into_iter().map(Into::into).collect(),
+        dir.join("operator.log"),
+    )
+    .expect("spawn operator");
+    let log = dir.join("operator.log");
+    until("the leader election error in the log", &op, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        async move { text.contains("leader election failed").then_some(()) }
+    })
+    .await;
+    let (code, _) = until("/readyz", &op, || http_get(probes, "/readyz")).await;
+    assert_eq!(code, 500, "not ready without a certificate");
+
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(op_ns.into());
+    Api::<Namespace>::all(admin)
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("operator namespace");
+    until("/readyz 200 once the namespace exists", &op, || async {
+        http_get(probes, "/readyz")
+            .await
+            .filter(|(code, _)| *code == 200)
+    })
+    .await;
+}
