@@ -326,6 +326,9 @@ async fn operator_run(args: &Args, n: usize, qps: f64, burst: u32) -> Result<Run
         .filter(|(_, v)| *v > 0)
         .collect();
     op.kill();
+    // Keep the operator's log for a look afterwards (the control plane's directory goes).
+    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench-operator-{n}.log"));
+    let _ = std::fs::copy(&op.log, &kept);
     drop(cp);
     Ok(Run {
         took,

@@ -68,8 +68,29 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics: metrics.clone(),
     };
 
-    // The serving certificate: given files, or the self-managed one from its Secret.
     let slot = CertSlot::new();
+    let state = Arc::new(State::default());
+    let readiness = {
+        let (slot, state) = (slot.clone(), state.clone());
+        let leader_state = state.clone();
+        Readiness::new()
+            .require("serving certificate loaded", move || slot.is_loaded())
+            .require("caches synced (leader)", move || {
+                !leader_state.is_leader() || state.caches_synced()
+            })
+    };
+    let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
+
+    // Webhooks, on every replica.
+    let admission = Arc::new(Admission::new(catalog)?);
+    let listener = TcpListener::bind(args.listen).await.with_context(|| {
+        format!(
+            "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
+            args.listen
+        )
+    })?;
+    // Started once every port is bound: a start-up error leaves no task behind to log more.
+    // The serving certificate: given files, or the self-managed one from its Secret.
     let certificates = match (args.cert_file, args.key_file) {
         (Some(cert), Some(key)) => {
             let files = PemFiles { cert, key };
@@ -100,26 +121,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
 
-    let state = Arc::new(State::default());
-    let readiness = {
-        let (slot, state) = (slot.clone(), state.clone());
-        let leader_state = state.clone();
-        Readiness::new()
-            .require("serving certificate loaded", move || slot.is_loaded())
-            .require("caches synced (leader)", move || {
-                !leader_state.is_leader() || state.caches_synced()
-            })
-    };
-    let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
-
-    // Webhooks, on every replica.
-    let admission = Arc::new(Admission::new(catalog)?);
-    let listener = TcpListener::bind(args.listen).await.with_context(|| {
-        format!(
-            "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
-            args.listen
-        )
-    })?;
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let shutdown = shutdown_signal().shared();
     let app = routes::router_with_metrics(admission, metrics.clone());

@@ -24,6 +24,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use crate::api::{Machine, MachineSpec, MachineStatus, NetworkConfiguration};
 use crate::machine::validation::{validate, validate_name};
@@ -96,15 +97,15 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Waits (bounded) for every cache's first list. A cache whose API is absent (KubeVirt or
-    /// Multus not installed) never fills; the reconcile then goes on, and writing to that API
-    /// fails with a message in the Machine's status instead of hanging.
-    async fn wait_ready(&self, state: &State) -> Result<(), Error> {
-        if state.caches_synced() {
-            return Ok(());
-        }
+    /// Waits for every cache's first list and then opens `ready` (and marks `state` synced).
+    /// kube's `Store::wait_until_ready` wakes only one of several waiters, so this task is its
+    /// only caller and reconciles wait on `ready` instead. A cache whose API is absent (KubeVirt
+    /// or Multus not installed) never fills: after [`CACHE_WAIT`] the reconciles go on with what
+    /// the caches hold, and writing to that API fails with a message in the Machine's status
+    /// instead of hanging; `state` says synced only once every cache has filled.
+    async fn track_readiness(self, state: Arc<State>, ready: watch::Sender<bool>) {
         let all = async {
-            let r = futures::try_join!(
+            futures::try_join!(
                 self.machines.wait_until_ready(),
                 self.vms.wait_until_ready(),
                 self.vmis.wait_until_ready(),
@@ -112,21 +113,27 @@ impl Stores {
                 self.network_configurations.wait_until_ready(),
                 self.nads.wait_until_ready(),
                 self.storage_classes.wait_until_ready(),
-            );
-            r.map(drop)
+            )
+            .map(drop)
         };
-        match tokio::time::timeout(CACHE_WAIT, all).await {
+        tokio::pin!(all);
+        match tokio::time::timeout(CACHE_WAIT, &mut all).await {
             Ok(Ok(())) => {
                 state.set_caches_synced(true);
-                Ok(())
+                ready.send_replace(true);
+                return;
             }
-            Ok(Err(_)) => Err(Error::CachesGone),
+            Ok(Err(_)) => return, // The controller is stopping.
             Err(_) => {
                 tracing::warn!(
                     "some watch caches are not filled yet; reconciling with what they hold"
                 );
-                Ok(())
+                ready.send_replace(true);
             }
+        }
+        if all.await.is_ok() {
+            state.set_caches_synced(true);
+            tracing::info!("all watch caches filled");
         }
     }
 }
@@ -138,6 +145,8 @@ pub struct Context {
     pub stores: Stores,
     pub state: Arc<State>,
     pub written: Arc<Written>,
+    /// Open once the caches are filled (or [`CACHE_WAIT`] passed); reconciles wait for it.
+    caches_ready: watch::Sender<bool>,
     failures: Mutex<HashMap<ObjectRef<Machine>, u32>>,
     bind_times: BindTimes,
 }
@@ -329,6 +338,7 @@ pub async fn run(
         },
         state,
         written,
+        caches_ready: watch::Sender::new(false),
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
     });
@@ -336,7 +346,11 @@ pub async fn run(
     let caches = {
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            let _ = ctx.stores.wait_ready(&ctx.state).await;
+            let ready = ctx.caches_ready.clone();
+            ctx.stores
+                .clone()
+                .track_readiness(ctx.state.clone(), ready)
+                .await;
         })
     };
     // Gauges are recounted from the caches on a timer, not per reconcile (which would make a
@@ -445,7 +459,16 @@ pub fn resolved_spec(machine: &Machine, catalog: &Catalog) -> MachineSpec {
 }
 
 async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.stores.wait_ready(&ctx.state).await?;
+    if ctx.caches_ready.subscribe().wait_for(|r| *r).await.is_err() {
+        return Err(Error::CachesGone);
+    }
+    // The object handed over was taken from the cache when the run was requested, possibly
+    // while the previous run was still writing; the cache may hold a newer copy by now.
+    let machine = ctx
+        .stores
+        .machines
+        .get(&ObjectRef::from_obj(machine.as_ref()))
+        .unwrap_or(machine);
     let started = std::time::Instant::now();
     let result = reconcile_machine(&machine, &ctx).await;
     let metrics = &ctx.settings.metrics;
@@ -790,6 +813,7 @@ async fn update_status(
         machine = %machine.name_any(),
         namespace = machine.namespace().unwrap_or_default(),
         cached_version = machine.resource_version().unwrap_or_default(),
+        cached_has_status = machine.status.is_some(),
         from_own_write = ours.is_some(),
         old = ?old.map(summary),
         new = ?summary(&new),
@@ -803,6 +827,7 @@ async fn update_status(
         machine = %machine.name_any(),
         namespace = machine.namespace().unwrap_or_default(),
         phase = new.phase.as_deref().unwrap_or_default(),
+        resource_version = version.as_deref().unwrap_or_default(),
         "status updated"
     );
     // Published in the background: an Event never holds up the next Machine.

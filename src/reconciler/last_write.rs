@@ -20,6 +20,8 @@ struct Entry<T> {
     version: u64,
     at: Instant,
     value: T,
+    /// The watch has delivered this version (or a later one).
+    seen: bool,
 }
 
 pub struct LastWrite<T> {
@@ -52,17 +54,18 @@ impl<T: Clone> LastWrite<T> {
         self.newer_than_at(key, cached_version, Instant::now())
     }
 
-    /// The watch delivered `key` at `resource_version`: once it has seen our write (or a later
-    /// one), the cache is authoritative again.
+    /// The watch delivered `key` at `resource_version`. Once it has delivered our write, an
+    /// object missing from the cache was deleted since, rather than not seen yet. (The entry
+    /// stays: a reconcile may still be working from a copy taken before.)
     pub fn observed(&self, key: &str, resource_version: Option<&str>) {
         let Some(seen) = resource_version.and_then(|v| v.parse::<u64>().ok()) else {
             return;
         };
-        if let Ok(mut guard) = self.inner.lock() {
-            let map = &mut guard.0;
-            if map.get(key).is_some_and(|e| seen >= e.version) {
-                map.remove(key);
-            }
+        if let Ok(mut guard) = self.inner.lock()
+            && let Some(e) = guard.0.get_mut(key)
+            && seen >= e.version
+        {
+            e.seen = true;
         }
     }
 
@@ -83,6 +86,7 @@ impl<T: Clone> LastWrite<T> {
                     version,
                     at: now,
                     value,
+                    seen: false,
                 },
             );
         }
@@ -94,7 +98,7 @@ impl<T: Clone> LastWrite<T> {
         let entry = map.get(key)?;
         let cached = cached_version.map(|v| v.parse::<u64>().ok());
         let stale_cache = match cached {
-            None => true, // the cache has no copy yet
+            None => !entry.seen, // not in the cache yet, unless deleted since
             Some(Some(c)) => c < entry.version,
             Some(None) => false, // not a number: trust the cache
         };
@@ -146,16 +150,22 @@ mod tests {
     }
 
     #[test]
-    fn the_watch_seeing_our_write_ends_the_stand_in() {
+    fn after_the_watch_saw_our_write_a_missing_object_was_deleted() {
         let w = LastWrite::new(TRUST);
         let t0 = Instant::now();
         w.record_at("k".into(), Some("10"), 1, t0);
         w.observed("k", Some("9"));
-        assert_eq!(w.len(), 1, "an older event changes nothing");
+        assert_eq!(
+            w.newer_than_at("k", None, t0),
+            Some(1),
+            "an older event changes nothing"
+        );
         w.observed("k", Some("10"));
-        assert_eq!(w.len(), 0);
-        // Deleted right after: the cache (empty) is believed, so the object is made again.
+        // A copy taken before the event still gets our write ...
+        assert_eq!(w.newer_than_at("k", Some("9"), t0), Some(1));
+        // ... but an empty cache now means deleted, so the object is made again.
         assert_eq!(w.newer_than_at("k", None, t0), None);
+        assert_eq!(w.len(), 0);
     }
 
     #[test]
