@@ -23,19 +23,21 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
   -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -subj /CN=127.0.0.1 \
   -addext subjectAltName=IP:127.0.0.1 2>/dev/null
 RUST_LOG=warn target/release/kubevirt-operator webhook --cert-file "$tmp/cert.pem" --key-file "$tmp/key.pem" \
-  --listen "127.0.0.1:$PORT" 2>"$tmp/server.log" &
+  --listen "127.0.0.1:$PORT" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  2>"$tmp/server.log" &
 server=$!
 for _ in $(seq 100); do
   curl -sk -o /dev/null "https://127.0.0.1:$PORT/" && break
   sleep 0.1
 done
+kill -0 "$server" 2>/dev/null || { echo "the webhook server did not start:"; cat "$tmp/server.log"; exit 1; }
 
 load() { # extra oha args...
   oha --no-tui --output-format json -z "$DURATION" -c "$CONNECTIONS" --insecure -m POST \
     -T application/json -D "$BODY" "$@" "$URL"
 }
 report() { # label json
-  jq -r --arg label "$1" '"\($label): \(.summary.requestsPerSec | floor) req/s, p50 \(.latencyPercentiles.p50 * 1e6 | floor) µs, p99 \(.latencyPercentiles.p99 * 1e6 | floor) µs, success \(.summary.successRate * 100)%, status codes \(.statusCodeDistribution)"' <<<"$2"
+  jq -r --arg name "$1" '"\($name): \(.summary.requestsPerSec | floor) req/s, p50 \(.latencyPercentiles.p50 * 1e6 | floor) µs, p99 \(.latencyPercentiles.p99 * 1e6 | floor) µs, success \(.summary.successRate * 100)%, status codes \(.statusCodeDistribution)"' <<<"$2"
 }
 
 peak_json=$(load)

@@ -18,7 +18,9 @@ pub fn merge<'a>(
             out.push(c.clone());
         }
     }
-    out.sort_by(|a, b| (a.not_before, a.der.as_ref()).cmp(&(b.not_before, b.der.as_ref())));
+    // A stable sort on age alone: CAs issued within the same second (times have second
+    // resolution) keep their order, existing before added, so a rotation still appends.
+    out.sort_by_key(|c| c.not_before);
     out
 }
 
@@ -42,6 +44,18 @@ mod tests {
     fn ca(at: DateTime<Utc>, hours: i64) -> Cert {
         let p = issue_ca(at, TimeDelta::hours(hours)).unwrap();
         Cert::from_pem(p.cert_pem.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn cas_issued_in_the_same_second_keep_existing_before_added() {
+        let now = Utc::now();
+        for _ in 0..16 {
+            let (old, new) = (ca(now, 1), ca(now, 1));
+            assert_eq!(merge([&old], [&new], now), vec![old.clone(), new.clone()]);
+            // Merging again (what every later decision does) keeps the order: no rewrite churn.
+            let again = merge(&merge([&old], [&new], now), [], now);
+            assert_eq!(again, vec![old, new]);
+        }
     }
 
     #[test]
