@@ -258,10 +258,7 @@ fn parse_spec(object: &Value) -> Result<MachineSpec, FieldError> {
         return Ok(MachineSpec::default());
     };
     serde_path_to_error::deserialize(spec).map_err(|e| {
-        let path = FieldPath::new("spec")
-            .child(&e.path().to_string())
-            .as_str()
-            .replace(".[", "[");
+        let path = format!("spec.{}", e.path()).replace(".[", "[");
         FieldError::type_invalid(&FieldPath::new(&path), Value::Null, e.inner().to_string())
     })
 }

@@ -59,23 +59,18 @@ async fn validate(State(shared): State<Shared>, body: Bytes) -> Response {
 
 fn measured(
     metrics: &Metrics,
-    webhook: &str,
+    webhook: &'static str,
     handle: impl FnOnce() -> (Response, &'static str),
 ) -> Response {
     let start = Instant::now();
     let (response, result) = handle();
     metrics
         .admission_duration
-        .get_or_create(&Webhook {
-            webhook: webhook.to_owned(),
-        })
+        .get_or_create(&Webhook { webhook })
         .observe(start.elapsed().as_secs_f64());
     metrics
         .admission_requests
-        .get_or_create(&WebhookResult {
-            webhook: webhook.to_owned(),
-            result: result.to_owned(),
-        })
+        .get_or_create(&WebhookResult { webhook, result })
         .inc();
     response
 }

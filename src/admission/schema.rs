@@ -43,7 +43,7 @@ impl SchemaCheck {
             .iter_errors(object)
             .map(|e| {
                 let path = field_path(object, e.instance_path().as_str());
-                to_field_error(&path, e.instance(), e.kind())
+                to_field_error(&FieldPath::new(&path), e.instance(), e.kind())
             })
             .collect();
         errors.dedup();
@@ -81,24 +81,26 @@ fn to_json_schema(openapi: &Value) -> Value {
 }
 
 /// A JSON pointer into `root` as a Kubernetes field path (`/spec/disks/1/name` -> `spec.disks[1].name`).
-fn field_path(root: &Value, pointer: &str) -> FieldPath {
-    let mut path = FieldPath::new("");
+fn field_path(root: &Value, pointer: &str) -> String {
+    let mut path = String::new();
     let mut current = Some(root);
     for raw in pointer.split('/').skip(1) {
         let segment = raw.replace("~1", "/").replace("~0", "~");
         match current {
             Some(Value::Array(items)) => {
                 let i: usize = segment.parse().unwrap_or_default();
-                path = path.index(i);
+                path.push_str(&format!("[{i}]"));
                 current = items.get(i);
             }
-            Some(Value::Object(map)) => {
-                path = path.child(&segment);
-                current = map.get(&segment);
-            }
-            _ => {
-                path = path.child(&segment);
-                current = None;
+            other => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&segment);
+                current = match other {
+                    Some(Value::Object(map)) => map.get(&segment),
+                    _ => None,
+                };
             }
         }
     }

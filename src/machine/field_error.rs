@@ -155,34 +155,43 @@ fn render_value(v: &Value) -> String {
 }
 
 /// A field path in Kubernetes notation: `spec.disks[1].accessMode`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldPath(String);
+///
+/// A chain of borrowed segments, like Kubernetes' own `field.Path`: validation walks every field
+/// of every request, and only the rare failing one needs its path as text.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldPath<'a> {
+    Root(&'a str),
+    Child(&'a FieldPath<'a>, &'a str),
+    Index(&'a FieldPath<'a>, usize),
+}
 
-impl FieldPath {
-    pub fn new(root: &str) -> Self {
-        FieldPath(root.to_owned())
+impl<'a> FieldPath<'a> {
+    pub fn new(root: &'a str) -> Self {
+        FieldPath::Root(root)
     }
 
-    pub fn child(&self, name: &str) -> Self {
-        if self.0.is_empty() {
-            FieldPath(name.to_owned())
-        } else {
-            FieldPath(format!("{}.{name}", self.0))
-        }
+    pub fn child<'b>(&'b self, name: &'b str) -> FieldPath<'b> {
+        FieldPath::Child(self, name)
     }
 
-    pub fn index(&self, i: usize) -> Self {
-        FieldPath(format!("{}[{i}]", self.0))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
+    pub fn index(&self, i: usize) -> FieldPath<'_> {
+        FieldPath::Index(self, i)
     }
 }
 
-impl fmt::Display for FieldPath {
+impl fmt::Display for FieldPath<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            FieldPath::Root(root) => f.write_str(root),
+            FieldPath::Child(parent, name) => {
+                if matches!(parent, FieldPath::Root("")) {
+                    f.write_str(name)
+                } else {
+                    write!(f, "{parent}.{name}")
+                }
+            }
+            FieldPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
     }
 }
 
@@ -205,8 +214,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn paths_read_like_kubernetes() {
+        let root = FieldPath::new("");
+        let top = root.child("spec");
+        assert_eq!(top.to_string(), "spec");
+        let disks = top.child("disks");
+        let second = disks.index(1);
+        assert_eq!(second.child("size").to_string(), "spec.disks[1].size");
+        assert_eq!(second.index(0).to_string(), "spec.disks[1][0]");
+    }
+
+    #[test]
     fn formats_like_kubernetes() {
-        let disks = FieldPath::new("spec").child("disks").index(1);
+        let spec = FieldPath::new("spec");
+        let disks_list = spec.child("disks");
+        let disks = disks_list.index(1);
         let e = FieldError::not_supported(
             &disks.child("accessMode"),
             "ReadWriteAll",

@@ -12,7 +12,8 @@ use crate::api::machine::Disk;
 use super::field_error::{FieldError, FieldPath};
 
 pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> {
-    let disks_path = FieldPath::new("spec").child("disks");
+    let spec_path = FieldPath::new("spec");
+    let disks_path = spec_path.child("disks");
     let mut errors = Vec::new();
     for old_disk in &old.disks {
         let Some((i, new_disk)) = new

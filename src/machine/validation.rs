@@ -34,7 +34,8 @@ pub struct Outcome {
 
 /// Validates the Machine's name (when known; generateName leaves it empty at mutation time).
 pub fn validate_name(name: &str) -> Vec<FieldError> {
-    let path = FieldPath::new("metadata").child("name");
+    let metadata = FieldPath::new("metadata");
+    let path = metadata.child("name");
     if name.is_empty() {
         return Vec::new();
     }
@@ -80,7 +81,8 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
             check_range(&mut out, &cpu_path.child("sockets"), cpu.sockets, SOCKETS);
         }
         if let Some(size) = res.memory.as_ref().and_then(|m| m.size.as_ref()) {
-            let path = res_path.child("memory").child("size");
+            let memory_path = res_path.child("memory");
+            let path = memory_path.child("size");
             if let Some(amount) = check_quantity(&mut out, &path, size)
                 && amount < MIN_MEMORY
             {
@@ -325,7 +327,8 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
         && bl.secure_boot == Some(true)
         && bl.efi != Some(true)
     {
-        let bl_path = path.child("firmware").child("bootloader");
+        let firmware_path = path.child("firmware");
+        let bl_path = firmware_path.child("bootloader");
         out.errors.push(FieldError::invalid(
             &bl_path.child("secureBoot"),
             Value::Bool(true),

@@ -42,14 +42,14 @@ pub struct NetworkName {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookResult {
-    pub webhook: String,
+    pub webhook: &'static str,
     /// allowed, denied or error (undecodable request).
-    pub result: String,
+    pub result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Webhook {
-    pub webhook: String,
+    pub webhook: &'static str,
 }
 
 #[derive(Clone)]
@@ -216,14 +216,12 @@ mod tests {
             .inc();
         m.admission_requests
             .get_or_create(&WebhookResult {
-                webhook: "mutate".into(),
-                result: "allowed".into(),
+                webhook: "mutate",
+                result: "allowed",
             })
             .inc();
         m.admission_duration
-            .get_or_create(&Webhook {
-                webhook: "mutate".into(),
-            })
+            .get_or_create(&Webhook { webhook: "mutate" })
             .observe(0.00002);
         m.certs.set_expiry(
             "ca",
