@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[tokio::test]
 async fn an_in_flight_admission_call_is_answered_after_sigterm() {
@@ -45,16 +45,6 @@ async fn an_in_flight_admission_call_is_answered_after_sigterm() {
     assert!(answer.contains(r#""uid":"in-flight""#), "{answer}");
     assert!(answer.contains(r#""allowed":true"#), "{answer}");
 
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = webhook.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "did not exit after the last answer"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = webhook.wait_for_exit("did not exit after the last answer");
     assert!(status.success(), "{status}");
 }

@@ -53,6 +53,47 @@ where
     }
 }
 
+struct Ports {
+    metrics: u16,
+    probes: u16,
+}
+
+/// `kubevirt-operator run` with self-managed certificates and the webhooks reached by URL on
+/// loopback; its log goes to `<control plane dir>/<identity>/operator.log`.
+fn start_operator(cp: &ControlPlane, op_ns: &str, identity: &str, extra: &[&str]) -> (Proc, Ports) {
+    let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
+    let dir = cp.dir().join(identity);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut args: Vec<String> = vec![
+        "--log-format".into(),
+        "json".into(),
+        "run".into(),
+        "--kubeconfig".into(),
+        cp.admin_kubeconfig().display().to_string(),
+        "--namespace".into(),
+        op_ns.into(),
+        "--identity".into(),
+        identity.into(),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{webhook}"),
+        "--listen".into(),
+        format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address".into(),
+        format!("127.0.0.1:{metrics}"),
+        "--health-probe-bind-address".into(),
+        format!("127.0.0.1:{probes}"),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let op = Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args.into_iter().map(Into::into).collect(),
+        dir.join("operator.log"),
+    )
+    .expect("spawn operator");
+    (op, Ports { metrics, probes })
+}
+
 async fn create_machine(client: &Client, ns: &str, mut object: Value) -> Result<(), String> {
     object["apiVersion"] = "vitistack.io/v1alpha1".into();
     object["kind"] = "Machine".into();
@@ -100,41 +141,8 @@ async fn metrics_and_probes() {
         .create(&PostParams::default(), &foreign)
         .await
         .expect("foreign Secret");
-    let (webhook, metrics, probes) = (
-        support::free_port().expect("port"),
-        support::free_port().expect("port"),
-        support::free_port().expect("port"),
-    );
-    let dir = cp.dir().join("operator");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let args: Vec<String> = vec![
-        "--log-format".into(),
-        "json".into(),
-        "run".into(),
-        "--kubeconfig".into(),
-        cp.admin_kubeconfig().display().to_string(),
-        "--namespace".into(),
-        op_ns.into(),
-        "--identity".into(),
-        "metrics".into(),
-        "--reconcile-interval".into(),
-        "2s".into(),
-        "--webhook-url".into(),
-        format!("https://127.0.0.1:{webhook}"),
-        "--listen".into(),
-        format!("127.0.0.1:{webhook}"),
-        "--metrics-bind-address".into(),
-        format!("127.0.0.1:{metrics}"),
-        "--health-probe-bind-address".into(),
-        format!("127.0.0.1:{probes}"),
-    ];
-    let op = Proc::spawn(
-        "kubevirt-operator",
-        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
-        args.into_iter().map(Into::into).collect(),
-        dir.join("operator.log"),
-    )
-    .expect("spawn operator");
+    let (op, Ports { metrics, probes }) =
+        start_operator(&cp, op_ns, "metrics", &["--reconcile-interval", "2s"]);
 
     let healthz = until("/healthz", &op, || http_get(probes, "/healthz")).await;
     assert_eq!(healthz.0, 200, "{healthz:?}");
@@ -319,40 +327,8 @@ async fn a_missing_operator_namespace_is_retried_until_it_appears() {
     cp.install_crds(&crds).await.expect("CRDs");
     let admin = cp.client().await.expect("admin client");
     let op_ns = "late-operator-namespace";
-    let (webhook, metrics, probes) = (
-        support::free_port().expect("port"),
-        support::free_port().expect("port"),
-        support::free_port().expect("port"),
-    );
-    let dir = cp.dir().join("late-operator");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let args: Vec<String> = vec![
-        "--log-format".into(),
-        "json".into(),
-        "run".into(),
-        "--kubeconfig".into(),
-        cp.admin_kubeconfig().display().to_string(),
-        "--namespace".into(),
-        op_ns.into(),
-        "--identity".into(),
-        "late".into(),
-        "--webhook-url".into(),
-        format!("https://127.0.0.1:{webhook}"),
-        "--listen".into(),
-        format!("127.0.0.1:{webhook}"),
-        "--metrics-bind-address".into(),
-        format!("127.0.0.1:{metrics}"),
-        "--health-probe-bind-address".into(),
-        format!("127.0.0.1:{probes}"),
-    ];
-    let op = Proc::spawn(
-        "kubevirt-operator",
-        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
-        args.into_iter().map(Into::into).collect(),
-        dir.join("operator.log"),
-    )
-    .expect("spawn operator");
-    let log = dir.join("operator.log");
+    let (op, Ports { probes, .. }) = start_operator(cp, op_ns, "late", &[]);
+    let log = cp.dir().join("late").join("operator.log");
     until("the leader election error in the log", &op, || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         async move { text.contains("leader election failed").then_some(()) }

@@ -6,7 +6,6 @@ mod common;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -292,16 +291,6 @@ async fn webhook_subcommand_serves_the_pem_pair_and_stops_on_sigterm() {
     assert_eq!(review["response"]["patchType"], "JSONPatch");
 
     webhook.sigterm();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = webhook.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "webhook did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = webhook.wait_for_exit("webhook did not stop on SIGTERM");
     assert!(status.success(), "clean exit on SIGTERM, got {status:?}");
 }

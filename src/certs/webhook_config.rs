@@ -63,24 +63,65 @@ fn review_versions() -> Vec<String> {
     vec!["v1".to_owned(), "v1beta1".to_owned()]
 }
 
+/// One webhook in the fields both kinds share (the validating shape).
+fn webhook(settings: &Settings, name: &str, path: &str, ca_bundle: &[u8]) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: name.to_owned(),
+        admission_review_versions: review_versions(),
+        client_config: client_config(settings, path, ca_bundle),
+        failure_policy: Some("Fail".to_owned()),
+        match_policy: Some("Equivalent".to_owned()),
+        namespace_selector: Some(LabelSelector::default()),
+        object_selector: Some(LabelSelector::default()),
+        rules: Some(machine_rules()),
+        side_effects: "None".to_owned(),
+        timeout_seconds: Some(TIMEOUT_SECONDS),
+        match_conditions: None,
+    }
+}
+
+/// The two kinds differ only in the mutating one's reinvocationPolicy. Struct literals without
+/// `..` on purpose: a field added to either type stops the build instead of being dropped.
+fn into_mutating(v: ValidatingWebhook, reinvocation_policy: Option<String>) -> MutatingWebhook {
+    MutatingWebhook {
+        admission_review_versions: v.admission_review_versions,
+        client_config: v.client_config,
+        failure_policy: v.failure_policy,
+        match_conditions: v.match_conditions,
+        match_policy: v.match_policy,
+        name: v.name,
+        namespace_selector: v.namespace_selector,
+        object_selector: v.object_selector,
+        reinvocation_policy,
+        rules: v.rules,
+        side_effects: v.side_effects,
+        timeout_seconds: v.timeout_seconds,
+    }
+}
+
+fn split_mutating(m: MutatingWebhook) -> (ValidatingWebhook, Option<String>) {
+    let shared = ValidatingWebhook {
+        admission_review_versions: m.admission_review_versions,
+        client_config: m.client_config,
+        failure_policy: m.failure_policy,
+        match_conditions: m.match_conditions,
+        match_policy: m.match_policy,
+        name: m.name,
+        namespace_selector: m.namespace_selector,
+        object_selector: m.object_selector,
+        rules: m.rules,
+        side_effects: m.side_effects,
+        timeout_seconds: m.timeout_seconds,
+    };
+    (shared, m.reinvocation_policy)
+}
+
 /// The MutatingWebhookConfiguration for `ca_bundle` (PEM).
 pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfiguration {
+    let hook = webhook(settings, MUTATING_WEBHOOK_NAME, MUTATE_PATH, ca_bundle);
     MutatingWebhookConfiguration {
         metadata: metadata(),
-        webhooks: Some(vec![MutatingWebhook {
-            name: MUTATING_WEBHOOK_NAME.to_owned(),
-            admission_review_versions: review_versions(),
-            client_config: client_config(settings, MUTATE_PATH, ca_bundle),
-            failure_policy: Some("Fail".to_owned()),
-            match_policy: Some("Equivalent".to_owned()),
-            namespace_selector: Some(LabelSelector::default()),
-            object_selector: Some(LabelSelector::default()),
-            reinvocation_policy: Some("Never".to_owned()),
-            rules: Some(machine_rules()),
-            side_effects: "None".to_owned(),
-            timeout_seconds: Some(TIMEOUT_SECONDS),
-            match_conditions: None,
-        }]),
+        webhooks: Some(vec![into_mutating(hook, Some("Never".to_owned()))]),
     }
 }
 
@@ -88,89 +129,56 @@ pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfigu
 pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
         metadata: metadata(),
-        webhooks: Some(vec![ValidatingWebhook {
-            name: VALIDATING_WEBHOOK_NAME.to_owned(),
-            admission_review_versions: review_versions(),
-            client_config: client_config(settings, VALIDATE_PATH, ca_bundle),
-            failure_policy: Some("Fail".to_owned()),
-            match_policy: Some("Equivalent".to_owned()),
-            namespace_selector: Some(LabelSelector::default()),
-            object_selector: Some(LabelSelector::default()),
-            rules: Some(machine_rules()),
-            side_effects: "None".to_owned(),
-            timeout_seconds: Some(TIMEOUT_SECONDS),
-            match_conditions: None,
-        }]),
+        webhooks: Some(vec![webhook(
+            settings,
+            VALIDATING_WEBHOOK_NAME,
+            VALIDATE_PATH,
+            ca_bundle,
+        )]),
     }
 }
 
 /// Fills in what kube-apiserver defaults, so live and desired compare equal when they mean the
 /// same thing.
-fn normalize_client(c: &mut WebhookClientConfig) {
+fn normalize(h: &mut ValidatingWebhook) {
+    let c = &mut h.client_config;
     if let Some(s) = &mut c.service {
         s.port.get_or_insert(SERVICE_PORT);
     }
     if c.ca_bundle.as_ref().is_some_and(|b| b.0.is_empty()) {
         c.ca_bundle = None;
     }
-}
-
-fn normalize_common(
-    failure_policy: &mut Option<String>,
-    match_policy: &mut Option<String>,
-    namespace_selector: &mut Option<LabelSelector>,
-    object_selector: &mut Option<LabelSelector>,
-    rules: &mut Option<Vec<RuleWithOperations>>,
-    timeout: &mut Option<i32>,
-    match_conditions: &mut Option<Vec<k8s_openapi::api::admissionregistration::v1::MatchCondition>>,
-) {
-    failure_policy.get_or_insert_with(|| "Fail".to_owned());
-    match_policy.get_or_insert_with(|| "Equivalent".to_owned());
-    namespace_selector.get_or_insert_with(LabelSelector::default);
-    object_selector.get_or_insert_with(LabelSelector::default);
-    timeout.get_or_insert(10);
-    for r in rules.iter_mut().flatten() {
+    h.failure_policy.get_or_insert_with(|| "Fail".to_owned());
+    h.match_policy
+        .get_or_insert_with(|| "Equivalent".to_owned());
+    h.namespace_selector
+        .get_or_insert_with(LabelSelector::default);
+    h.object_selector.get_or_insert_with(LabelSelector::default);
+    h.timeout_seconds.get_or_insert(10);
+    for r in h.rules.iter_mut().flatten() {
         r.scope.get_or_insert_with(|| "*".to_owned());
     }
-    if match_conditions.as_ref().is_some_and(Vec::is_empty) {
-        *match_conditions = None;
+    if h.match_conditions.as_ref().is_some_and(Vec::is_empty) {
+        h.match_conditions = None;
     }
-}
-
-fn normalized_mutating(webhooks: Option<&Vec<MutatingWebhook>>) -> Vec<MutatingWebhook> {
-    let mut hooks = webhooks.cloned().unwrap_or_default();
-    for h in &mut hooks {
-        normalize_client(&mut h.client_config);
-        normalize_common(
-            &mut h.failure_policy,
-            &mut h.match_policy,
-            &mut h.namespace_selector,
-            &mut h.object_selector,
-            &mut h.rules,
-            &mut h.timeout_seconds,
-            &mut h.match_conditions,
-        );
-        h.reinvocation_policy
-            .get_or_insert_with(|| "Never".to_owned());
-    }
-    hooks
 }
 
 fn normalized_validating(webhooks: Option<&Vec<ValidatingWebhook>>) -> Vec<ValidatingWebhook> {
     let mut hooks = webhooks.cloned().unwrap_or_default();
-    for h in &mut hooks {
-        normalize_client(&mut h.client_config);
-        normalize_common(
-            &mut h.failure_policy,
-            &mut h.match_policy,
-            &mut h.namespace_selector,
-            &mut h.object_selector,
-            &mut h.rules,
-            &mut h.timeout_seconds,
-            &mut h.match_conditions,
-        );
-    }
+    hooks.iter_mut().for_each(normalize);
     hooks
+}
+
+fn normalized_mutating(webhooks: Option<&Vec<MutatingWebhook>>) -> Vec<MutatingWebhook> {
+    let hooks = webhooks.cloned().unwrap_or_default();
+    hooks
+        .into_iter()
+        .map(|m| {
+            let (mut shared, reinvocation) = split_mutating(m);
+            normalize(&mut shared);
+            into_mutating(shared, reinvocation.or_else(|| Some("Never".to_owned())))
+        })
+        .collect()
 }
 
 /// Whether the live configuration's webhooks mean what the desired ones do.
@@ -193,21 +201,22 @@ fn bundle_has(ca_bundle: Option<&ByteString>, ca: &Cert) -> bool {
     ca_bundle.is_some_and(|b| Cert::all_from_pem(&b.0).0.contains(ca))
 }
 
-/// Whether every webhook in `live` trusts `ca` (the new CA has "reached" the configuration).
+/// Whether every one of the configuration's webhooks trusts `ca` (the new CA has "reached" it).
+fn all_trust<'a>(
+    mut configs: impl ExactSizeIterator<Item = &'a WebhookClientConfig>,
+    ca: &Cert,
+) -> bool {
+    configs.len() > 0 && configs.all(|c| bundle_has(c.ca_bundle.as_ref(), ca))
+}
+
 pub fn mutating_trusts(live: &MutatingWebhookConfiguration, ca: &Cert) -> bool {
     let hooks = live.webhooks.as_deref().unwrap_or_default();
-    !hooks.is_empty()
-        && hooks
-            .iter()
-            .all(|h| bundle_has(h.client_config.ca_bundle.as_ref(), ca))
+    all_trust(hooks.iter().map(|h| &h.client_config), ca)
 }
 
 pub fn validating_trusts(live: &ValidatingWebhookConfiguration, ca: &Cert) -> bool {
     let hooks = live.webhooks.as_deref().unwrap_or_default();
-    !hooks.is_empty()
-        && hooks
-            .iter()
-            .all(|h| bundle_has(h.client_config.ca_bundle.as_ref(), ca))
+    all_trust(hooks.iter().map(|h| &h.client_config), ca)
 }
 
 #[cfg(test)]

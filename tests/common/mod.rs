@@ -429,4 +429,19 @@ impl WebhookProcess {
             .expect("kill runs");
         assert!(status.success());
     }
+
+    /// Waits up to 30 s for the process to exit; panics with `what` if it does not.
+    pub fn wait_for_exit(&mut self, what: &str) -> std::process::ExitStatus {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "{what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }
