@@ -3,7 +3,8 @@
 # `webhook` server and the `oha` load generator (installed from crates.io when missing).
 #   1. peak: oha, as fast as 16 keep-alive connections go, for $DURATION;
 #   2. 50% of that peak rate for $DURATION, arrivals evenly spaced (examples/webhook_load.rs):
-#      p50/p99 latency measured from each request's scheduled start;
+#      p50/p99 of the round trip (request written -> response read), and from each request's
+#      scheduled start, which adds the time the sender's thread waited for a core;
 #   3. the same rate with oha's own limiter, for comparison: it releases requests in bursts on
 #      tokio's 1 ms timer ticks, so its tail is mostly the wait behind the rest of the burst.
 # Usage: scripts/bench-webhook.sh   (DURATION=20s CONNECTIONS=16 to change)
@@ -53,7 +54,9 @@ peak=$(jq '.summary.requestsPerSec | floor' <<<"$peak_json")
 half=$((peak / 2))
 seconds=${DURATION%s}
 target/release/examples/webhook_load "$URL" "$tmp/ca.pem" "$BODY" "$half" "$seconds" "$CONNECTIONS" |
-  jq -r '"50% of peak, even arrivals (\(.offered) req/s): \(.achieved) req/s, p50 \(.p50_us) µs, p99 \(.p99_us) µs, p99.9 \(.p999_us) µs, failed \(.failed) of \(.requests)"'
+  jq -r '"50% of peak, even arrivals (\(.offered) req/s): \(.achieved) req/s, failed \(.failed) of \(.requests)
+  round trip (request written -> response read): p50 \(.service_p50_us) µs, p99 \(.service_p99_us) µs
+  from the scheduled start (adds the sender waking late): p50 \(.p50_us) µs, p99 \(.p99_us) µs, p99.9 \(.p999_us) µs"'
 half_json=$(load -q "$half")
 report "50% of peak, oha's 1 ms-tick limiter ($half req/s)" "$half_json"
 echo "server RSS after the runs: $(ps -o rss= -p "$server" | awk '{printf "%.1f MiB", $1/1024}')"
