@@ -6,7 +6,10 @@
 //!   objects for N existing Machines (PVC and VM by server-side apply, concurrently, then the
 //!   status), five Machines at a time like `MAX_CONCURRENT_RECONCILES`;
 //! - operator: `kubevirt-operator run` starts against N existing Machines; the clock stops when
-//!   every Machine has a status naming its VM (written after its claims and VM);
+//!   every Machine has a status naming its VM (written after its claims and VM). The Machines
+//!   were created through the operator's own mutating webhook, registered as in production
+//!   (`run` with self-managed certificates and `--webhook-url`), so they are stored as users'
+//!   Machines are: defaulted, and carrying the cleanup finalizer;
 //! - memory: the operator's peak RSS (VmHWM) once it has converged on N Machines.
 //!
 //! Usage: bench_reconciler [--machines 100,1000] [--rss 0,1000,10000] [--qps 50] [--burst 100]
@@ -21,13 +24,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use kubevirt_operator::api::Machine;
-use kubevirt_operator::machine::{Catalog, resolve};
+use kubevirt_operator::certs::{SERVING_SECRET, TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY};
+use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
 use kubevirt_operator::reconciler::apply;
 use kubevirt_operator::reconciler::desired::{self, Inputs};
 use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
@@ -104,16 +109,151 @@ async fn create_machines(client: &Client, ns: &str, n: usize) -> Result<Duration
     Ok(started.elapsed())
 }
 
-async fn fresh(n: usize) -> Result<(ControlPlane, Client, String)> {
+async fn control_plane() -> Result<(ControlPlane, Client, String)> {
     let cp = ControlPlane::start().await?;
     let mut crds = support::crd_fixtures()?;
     crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
     cp.install_crds(&crds).await?;
     let client = cp.client().await?;
     let ns = cp.namespace("bench").await?;
+    Ok((cp, client, ns))
+}
+
+/// A control plane holding `n` Machines stored as written (no webhook): the floor's input.
+async fn fresh(n: usize) -> Result<(ControlPlane, Client, String)> {
+    let (cp, client, ns) = control_plane().await?;
     let took = create_machines(&client, &ns, n).await?;
     eprintln!("  created {n} Machines in {took:.2?}");
     Ok((cp, client, ns))
+}
+
+/// Waits until a dry-run Machine create comes back mutated (it carries the cleanup finalizer):
+/// kube-apiserver has the mutating webhook configuration and trusts the server behind it.
+async fn wait_until_admitted(client: &Client, ns: &str, server: &mut support::Proc) -> Result<()> {
+    let api = machine_api(client, ns);
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "probe"}, "spec": {"template": "medium"}
+    }))?;
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = server.exited() {
+            bail!("{} exited ({status})\n{}", server.name, server.log_tail(30));
+        }
+        let last = match api.create(&dry, &probe).await {
+            Ok(o) if o.finalizers().iter().any(|f| f == FINALIZER) => return Ok(()),
+            Ok(_) => "stored without mutation".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            bail!(
+                "the mutating webhook was not in force after 120 s (last: {last})\n{}",
+                server.log_tail(30)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `kubevirt-operator run` with self-managed certificates, its webhooks registered with
+/// `--webhook-url https://127.0.0.1:<port>` as `make dev` runs it.
+fn run_argv(cp: &ControlPlane, port: u16, qps: f64, burst: u32) -> Vec<std::ffi::OsString> {
+    let url = format!("https://127.0.0.1:{port}");
+    vec![
+        "--log-format".into(),
+        "json".into(),
+        "run".into(),
+        "--kubeconfig".into(),
+        cp.admin_kubeconfig().into(),
+        "--namespace".into(),
+        support::OPERATOR_NAMESPACE.into(),
+        "--webhook-url".into(),
+        url.into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}").into(),
+        "--metrics-bind-address".into(),
+        "127.0.0.1:0".into(),
+        "--health-probe-bind-address".into(),
+        "127.0.0.1:0".into(),
+        "--kube-api-qps".into(),
+        qps.to_string().into(),
+        "--kube-api-burst".into(),
+        burst.to_string().into(),
+    ]
+}
+
+/// Creates `n` Machines through the operator's mutating webhook, registered as in production,
+/// while no reconciler runs: the operator registers its webhooks and certificates and stops
+/// (SIGTERM: it releases its Lease), then the `webhook` command serves the operator's own
+/// serving certificate at the registered URL while the Machines are created.
+async fn create_admitted_machines(
+    args: &Args,
+    cp: &ControlPlane,
+    client: &Client,
+    ns: &str,
+    n: usize,
+    port: u16,
+    dir: &Path,
+) -> Result<()> {
+    let mut registrar = support::Proc::spawn(
+        "kubevirt-operator run (registering its webhooks)",
+        &args.operator,
+        run_argv(cp, port, 50.0, 100),
+        dir.join("register.log"),
+    )?;
+    wait_until_admitted(client, ns, &mut registrar).await?;
+    match registrar.terminate(Duration::from_secs(20)) {
+        Some(status) if status.success() => {}
+        other => bail!(
+            "the registering operator did not stop cleanly ({other:?})\n{}",
+            registrar.log_tail(30)
+        ),
+    }
+
+    let serving = Api::<Secret>::namespaced(client.clone(), support::OPERATOR_NAMESPACE)
+        .get(SERVING_SECRET)
+        .await?;
+    let data = serving.data.unwrap_or_default();
+    for (key, file) in [(TLS_CERT_KEY, "tls.crt"), (TLS_PRIVATE_KEY_KEY, "tls.key")] {
+        let value = data
+            .get(key)
+            .with_context(|| format!("{SERVING_SECRET} has no {key}"))?;
+        std::fs::write(dir.join(file), &value.0)?;
+    }
+    let argv: Vec<std::ffi::OsString> = vec![
+        "webhook".into(),
+        "--cert-file".into(),
+        dir.join("tls.crt").into(),
+        "--key-file".into(),
+        dir.join("tls.key").into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}").into(),
+    ];
+    let mut server = support::Proc::spawn(
+        "kubevirt-operator webhook",
+        &args.operator,
+        argv,
+        dir.join("webhook.log"),
+    )?;
+    wait_until_admitted(client, ns, &mut server).await?;
+    let took = create_machines(client, ns, n).await?;
+    server.terminate(Duration::from_secs(10));
+    let carrying = Api::<Machine>::namespaced(client.clone(), ns)
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|m| m.finalizers().iter().any(|f| f == FINALIZER))
+        .count();
+    if carrying != n {
+        bail!("only {carrying} of {n} Machines were admitted with the finalizer");
+    }
+    eprintln!("  created {n} Machines through the mutating webhook in {took:.2?}");
+    Ok(())
 }
 
 /// The floor: the operator's writes for each Machine, made directly by an identical client.
@@ -233,6 +373,26 @@ async fn writes(client: &Client) -> Result<BTreeMap<String, u64>> {
     Ok(out)
 }
 
+/// Writes to what each Machine gets (the Machine, its status, claims and VM), per Machine;
+/// the floor makes three (claim, VM, status).
+fn writes_per_machine(writes: &BTreeMap<String, u64>, n: usize) -> f64 {
+    let per_machine = [
+        "machines",
+        "machines/status",
+        "persistentvolumeclaims",
+        "virtualmachines",
+    ];
+    let total: u64 = writes
+        .iter()
+        .filter(|(k, _)| {
+            k.split_once(' ')
+                .is_some_and(|(_, resource)| per_machine.contains(&resource))
+        })
+        .map(|(_, v)| v)
+        .sum();
+    total as f64 / n.max(1) as f64
+}
+
 struct Run {
     took: Duration,
     peak_rss_kib: u64,
@@ -242,37 +402,17 @@ struct Run {
 /// Starts the operator against `n` existing Machines and waits until all have a status naming
 /// their VM; then checks the VMs and claims are there.
 async fn operator_run(args: &Args, n: usize, qps: f64, burst: u32) -> Result<Run> {
-    let (cp, admin, ns) = fresh(n).await?;
-    let before = writes(&admin).await?;
+    let (cp, admin, ns) = control_plane().await?;
     let dir = cp.dir().join("bench-operator");
     std::fs::create_dir_all(&dir)?;
-    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])?;
-    std::fs::write(dir.join("tls.crt"), cert.cert.pem())?;
-    std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem())?;
-    let argv: Vec<std::ffi::OsString> = vec![
-        "--log-format".into(),
-        "json".into(),
-        "run".into(),
-        "--kubeconfig".into(),
-        cp.admin_kubeconfig().into(),
-        "--namespace".into(),
-        support::OPERATOR_NAMESPACE.into(),
-        "--cert-file".into(),
-        dir.join("tls.crt").into(),
-        "--key-file".into(),
-        dir.join("tls.key").into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--kube-api-qps".into(),
-        qps.to_string().into(),
-        "--kube-api-burst".into(),
-        burst.to_string().into(),
-    ];
+    let port = support::free_port()?;
+    create_admitted_machines(args, &cp, &admin, &ns, n, port, &dir).await?;
+    let before = writes(&admin).await?;
     let started = Instant::now();
     let mut op = support::Proc::spawn(
         "kubevirt-operator",
         &args.operator,
-        argv,
+        run_argv(&cp, port, qps, burst),
         dir.join("operator.log"),
     )?;
     let machines = Api::<Machine>::namespaced(admin.clone(), &ns);
@@ -358,13 +498,14 @@ async fn main() -> Result<()> {
             r.took, r.writes
         );
         report.push(format!(
-            "convergence N={n:>5} (QPS {}/{}): operator {:>8.2?}  floor {:>8.2?}  ratio {:.2}  peak RSS {:.1} MiB  writes {:?}",
+            "convergence N={n:>5} (QPS {}/{}): operator {:>8.2?}  floor {:>8.2?}  ratio {:.2}  peak RSS {:.1} MiB  writes/Machine {:.2}  writes {:?}",
             args.qps,
             args.burst,
             r.took,
             f,
             r.took.as_secs_f64() / f.as_secs_f64(),
             r.peak_rss_kib as f64 / 1024.0,
+            writes_per_machine(&r.writes, n),
             r.writes
         ));
     }

@@ -309,6 +309,10 @@ async fn server_side_dry_run_answers_the_same_and_stores_nothing() {
         .await
         .expect("dry-run create");
     assert_eq!(answered.data["spec"]["disks"][0]["size"], json!("20Gi"));
+    assert_eq!(
+        answered.metadata.finalizers,
+        Some(vec![kubevirt_operator::machine::FINALIZER.to_owned()])
+    );
     assert!(
         env.machines.get_opt("dry").await.expect("get").is_none(),
         "dry run stores nothing"
@@ -323,6 +327,85 @@ async fn server_side_dry_run_answers_the_same_and_stores_nothing() {
             .contains(r#"spec.template: Unsupported value: "huge""#),
         "{}",
         e.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cleanup_finalizer_is_added_on_create_and_never_put_back() {
+    let env = env("adm-finalizer", &["v1", "v1beta1"]).await;
+    let ours = kubevirt_operator::machine::FINALIZER;
+    let pp = PostParams::default();
+    let with_finalizers = |name: &str, list: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": name, "finalizers": list}, "spec": {}
+        }))
+        .expect("machine")
+    };
+    let finalizers = |o: &DynamicObject| o.metadata.finalizers.clone().unwrap_or_default();
+
+    // CREATE: added when absent, appended after others, never duplicated.
+    let plain = env
+        .machines
+        .create(&pp, &machine("plain", json!({})))
+        .await
+        .expect("created");
+    assert_eq!(finalizers(&plain), [ours]);
+    let other = env
+        .machines
+        .create(&pp, &with_finalizers("other", json!(["example.com/keep"])))
+        .await
+        .expect("created");
+    assert_eq!(finalizers(&other), ["example.com/keep", ours]);
+    let again = env
+        .machines
+        .create(&pp, &with_finalizers("again", json!([ours])))
+        .await
+        .expect("created");
+    assert_eq!(finalizers(&again), [ours]);
+
+    // UPDATE: a user removing it, alone or with a spec change, keeps it removed.
+    let merge = |v: Value| Patch::Merge(v);
+    let released = env
+        .machines
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"finalizers": null}, "spec": {"running": false}})),
+        )
+        .await
+        .expect("finalizer removed");
+    assert_eq!(finalizers(&released), Vec::<String>::new());
+    assert_eq!(released.data["spec"]["running"], json!(false));
+
+    // Deletion: the reconciler's removal of its finalizer from a terminating Machine sticks,
+    // and the Machine goes once the last finalizer does.
+    env.machines
+        .delete("other", &Default::default())
+        .await
+        .expect("delete");
+    let terminating = env
+        .machines
+        .patch(
+            "other",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"finalizers": ["example.com/keep"]}})),
+        )
+        .await
+        .expect("our finalizer removed");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(finalizers(&terminating), ["example.com/keep"]);
+    env.machines
+        .patch(
+            "other",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("last finalizer removed");
+    assert!(
+        env.machines.get_opt("other").await.expect("get").is_none(),
+        "the Machine is gone once its finalizers are"
     );
 }
 

@@ -20,7 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kubevirt_operator::admission::{Admission, VALIDATE_PATH, routes};
 use kubevirt_operator::api::machine::{Machine, MachineSpec};
 use kubevirt_operator::certs::config::{Lifetimes, RenewBefore, Settings};
@@ -34,6 +34,7 @@ use kubevirt_operator::certs::{
 use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::tls::{CertSlot, server};
 use rustls::pki_types::CertificateDer;
+use serde_json::json;
 use support::ControlPlane;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -165,8 +166,19 @@ async fn create_machine(machines: &Api<Machine>, name: &str) -> Result<bool, Str
         .await
     {
         Ok(m) => {
-            // Keep etcd small; deletes are not admission-checked by our webhooks.
-            let _ = machines.delete(name, &DeleteParams::default()).await;
+            // Keep etcd small; deletes are not admission-checked by our webhooks. No reconciler
+            // runs here to remove the cleanup finalizer the mutating webhook added, so the test
+            // removes it (an UPDATE through both webhooks) and the Machine goes.
+            if machines
+                .delete(name, &DeleteParams::default())
+                .await
+                .is_ok()
+            {
+                let release = json!({"metadata": {"finalizers": null}});
+                let _ = machines
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&release))
+                    .await;
+            }
             Ok(m.spec.resources.is_some())
         }
         Err(e) => Err(e.to_string()),

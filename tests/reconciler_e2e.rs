@@ -28,7 +28,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::{Machine, MachineStatus, NetworkConfiguration};
-use kubevirt_operator::machine::{Catalog, resolve};
+use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
 use kubevirt_operator::reconciler::desired::{self, Inputs, SecretData};
 use kubevirt_operator::reconciler::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::multus::NetworkAttachmentDefinition;
@@ -518,6 +518,58 @@ async fn converged_machines_cause_no_writes() {
         before,
         "resyncs of converged Machines wrote something"
     );
+}
+
+/// The operator's writes to Machines in this namespace, as (name, subresource, verb).
+fn machine_writes(cp: &ControlPlane, ns: &str) -> Vec<(String, String, String)> {
+    cp.audited_requests()
+        .expect("audit log")
+        .into_iter()
+        .filter(|r| {
+            r.user == OPERATOR_USER
+                && r.resource == "machines"
+                && r.namespace == ns
+                && matches!(r.verb.as_str(), "patch" | "update")
+        })
+        .map(|r| (r.name, r.subresource, r.verb))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_finalizer_is_written_only_when_missing() {
+    let env = env("finalizer-writes").await;
+    let cp = ControlPlane::shared().await.expect("control plane");
+    // As the mutating webhook stores a new Machine, and as one stored before it was installed.
+    env.create_machine_with(
+        json!({"metadata": {"name": "admitted", "finalizers": [FINALIZER]},
+                                   "spec": {"template": "small"}}),
+    )
+    .await;
+    env.create_machine("legacy", json!({"template": "small"}))
+        .await;
+    for m in ["admitted", "legacy"] {
+        env.wait_status(m, "a status naming its VM", |s| s.vm_name.is_some())
+            .await;
+        let machine = env.machines().get(m).await.expect("get");
+        assert_eq!(machine.finalizers(), [FINALIZER], "{m}");
+    }
+    // The audit log is written as requests complete; the status writes come last.
+    let writes = eventually(WAIT, "both status writes in the audit log", || async {
+        let w = machine_writes(cp, &env.ns);
+        ["admitted", "legacy"]
+            .iter()
+            .all(|m| w.iter().any(|(n, sub, _)| n == m && sub == "status"))
+            .then_some(w)
+    })
+    .await;
+    let main_resource = |m: &str| {
+        writes
+            .iter()
+            .filter(|(n, sub, _)| n == m && sub.is_empty())
+            .count()
+    };
+    assert_eq!(main_resource("admitted"), 0, "{writes:?}");
+    assert_eq!(main_resource("legacy"), 1, "{writes:?}");
 }
 
 #[tokio::test]

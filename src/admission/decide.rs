@@ -8,7 +8,7 @@ use crate::api::MachineSpec;
 use crate::machine::field_error::join;
 use crate::machine::update_rules::validate_update;
 use crate::machine::validation::{validate, validate_name};
-use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FieldError, FieldPath, resolve};
+use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FINALIZER, FieldError, FieldPath, resolve};
 
 use super::review::{Request, Verdict};
 use super::schema::{SchemaCheck, SchemaError, prune_nulls};
@@ -85,11 +85,11 @@ impl Admission {
                 )));
             }
         };
-        // Only spec and the record change. The spec is replaced whole when it differs: the
-        // API server applies the patch to the object it sent, so this is exact, and comparing
-        // is far cheaper than computing a minimal diff.
+        // Only spec, the record and (on CREATE) the finalizer change. The spec is replaced
+        // whole when it differs: the API server applies the patch to the object it sent, so
+        // this is exact, and comparing is far cheaper than computing a minimal diff.
         let raw = req.object.as_ref().unwrap_or(&Value::Null);
-        let mut patch = json_patch::Patch(Vec::with_capacity(2));
+        let mut patch = json_patch::Patch(Vec::with_capacity(3));
         if raw.get("spec") != Some(&spec) {
             patch
                 .0
@@ -101,6 +101,12 @@ impl Admission {
         patch
             .0
             .extend(annotation_op(raw, DEFAULTS_ANNOTATION, record));
+        // CREATE only: on UPDATE a finalizer that is missing was removed on purpose (by a user,
+        // or by the reconciler finishing a deletion), and must not come back. After the
+        // annotation op, which creates `metadata` when the object has none.
+        if req.operation == "CREATE" {
+            patch.0.extend(finalizer_op(raw));
+        }
         Verdict {
             patch: Some(patch),
             ..Verdict::allow()
@@ -302,6 +308,35 @@ fn annotation_op(object: &Value, key: &str, value: String) -> Option<json_patch:
         (None, None) => (
             PointerBuf::from_tokens(["metadata"]),
             serde_json::json!({ "annotations": { key: value } }),
+        ),
+    };
+    Some(PatchOperation::Add(AddOperation { path, value }))
+}
+
+/// The JSON Patch operation that appends [`FINALIZER`] to `metadata.finalizers` (creating the
+/// list as needed); none when it is already there, or when the object is being deleted. Expects
+/// `metadata` to exist by the time it applies (see [`annotation_op`]).
+fn finalizer_op(object: &Value) -> Option<json_patch::PatchOperation> {
+    use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
+    let metadata = object.get("metadata");
+    if metadata
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null())
+    {
+        return None;
+    }
+    let (path, value) = match metadata
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+    {
+        Some(list) if list.iter().any(|f| f.as_str() == Some(FINALIZER)) => return None,
+        Some(_) => (
+            PointerBuf::from_tokens(["metadata", "finalizers", "-"]),
+            Value::String(FINALIZER.to_owned()),
+        ),
+        None => (
+            PointerBuf::from_tokens(["metadata", "finalizers"]),
+            serde_json::json!([FINALIZER]),
         ),
     };
     Some(PatchOperation::Add(AddOperation { path, value }))
@@ -669,6 +704,126 @@ mod tests {
             message(&v),
             r#"Machine.vitistack.io "vm" is invalid: [spec.disks[0].name: Required value, spec.bootOrder[0]: Unsupported value: "usb": supported values: "cdrom", "disk", "network"]"#
         );
+    }
+
+    fn finalizer_ops(v: &Verdict) -> Vec<Value> {
+        v.patch
+            .iter()
+            .flat_map(|p| p.0.iter())
+            .filter_map(|op| serde_json::to_value(op).ok())
+            .filter(|op| {
+                op["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/metadata/finalizers"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn create_without_finalizers_gains_ours() {
+        let a = admission();
+        let req = request("CREATE", Some(machine(json!({}))), None);
+        assert_eq!(
+            finalizer_ops(&a.mutate(&req)),
+            [json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]})]
+        );
+        assert_eq!(
+            mutated(&a, &req)["metadata"]["finalizers"],
+            json!([FINALIZER])
+        );
+        // Dry-run is answered the same: the patch has no side effects.
+        let dry = Request {
+            dry_run: Some(true),
+            ..req
+        };
+        assert_eq!(
+            mutated(&a, &dry)["metadata"]["finalizers"],
+            json!([FINALIZER])
+        );
+    }
+
+    #[test]
+    fn create_with_other_finalizers_appends_ours() {
+        let a = admission();
+        let mut m = machine(json!({}));
+        m["metadata"]["finalizers"] = json!(["example.com/keep"]);
+        let req = request("CREATE", Some(m), None);
+        assert_eq!(
+            finalizer_ops(&a.mutate(&req)),
+            [json!({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER})]
+        );
+        assert_eq!(
+            mutated(&a, &req)["metadata"]["finalizers"],
+            json!(["example.com/keep", FINALIZER])
+        );
+    }
+
+    #[test]
+    fn create_already_carrying_ours_is_not_duplicated() {
+        let a = admission();
+        for list in [json!([FINALIZER]), json!(["example.com/keep", FINALIZER])] {
+            let mut m = machine(json!({}));
+            m["metadata"]["finalizers"] = list.clone();
+            let req = request("CREATE", Some(m), None);
+            assert!(finalizer_ops(&a.mutate(&req)).is_empty(), "{list}");
+            assert_eq!(mutated(&a, &req)["metadata"]["finalizers"], list);
+        }
+    }
+
+    #[test]
+    fn create_without_metadata_gets_annotation_and_finalizer() {
+        let a = admission();
+        let mut m = machine(json!({}));
+        m.as_object_mut().unwrap().remove("metadata");
+        let out = mutated(&a, &request("CREATE", Some(m), None));
+        assert_eq!(out["metadata"]["finalizers"], json!([FINALIZER]));
+        assert!(out["metadata"]["annotations"][DEFAULTS_ANNOTATION].is_string());
+    }
+
+    #[test]
+    fn update_never_adds_the_finalizer() {
+        let a = admission();
+        let stored = mutated(&a, &request("CREATE", Some(machine(json!({}))), None));
+        assert_eq!(stored["metadata"]["finalizers"], json!([FINALIZER]));
+        let mut released = stored.clone();
+        released["metadata"]["finalizers"] = json!([]);
+
+        // The reconciler removing it at the end of a deletion.
+        let mut deleting = released.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        // A user removing it, and a Machine stored before the webhook, each with a spec change
+        // (so the webhook does answer with a patch).
+        let mut edited = released.clone();
+        edited["spec"]["template"] = json!("large");
+        let mut legacy = machine(json!({"template": "small"}));
+        let legacy_old = legacy.clone();
+        legacy["spec"]["running"] = json!(false);
+
+        for (new, old) in [
+            (deleting, stored.clone()),
+            (released.clone(), stored.clone()),
+            (edited, stored),
+            (legacy, legacy_old),
+        ] {
+            let req = request("UPDATE", Some(new.clone()), Some(old));
+            let v = a.mutate(&req);
+            assert!(v.allowed, "{:?}", v.status);
+            assert!(finalizer_ops(&v).is_empty(), "{new}");
+            assert_eq!(
+                mutated(&a, &req)["metadata"].get("finalizers"),
+                new["metadata"].get("finalizers")
+            );
+        }
+    }
+
+    #[test]
+    fn an_object_being_deleted_never_gains_it() {
+        let a = admission();
+        let mut m = machine(json!({}));
+        m["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        let v = a.mutate(&request("CREATE", Some(m), None));
+        assert!(v.allowed);
+        assert!(finalizer_ops(&v).is_empty());
     }
 
     #[test]

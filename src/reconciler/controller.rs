@@ -98,21 +98,39 @@ pub struct Stores {
 
 impl Stores {
     /// Waits for every cache's first list and then opens `ready` (and marks `state` synced).
-    /// kube's `Store::wait_until_ready` wakes only one of several waiters, so this task is its
-    /// only caller and reconciles wait on `ready` instead. A cache whose API is absent (KubeVirt
-    /// or Multus not installed) never fills: after [`CACHE_WAIT`] the reconciles go on with what
-    /// the caches hold, and writing to that API fails with a message in the Machine's status
-    /// instead of hanging; `state` says synced only once every cache has filled.
-    async fn track_readiness(self, state: Arc<State>, ready: watch::Sender<bool>) {
+    /// kube's `Store::wait_until_ready` wakes only one of several waiters (the last to poll), so
+    /// each store has one caller: this task, except for the Machine store, whose caller is the
+    /// `Controller` itself; its first list is reported through `machines_listed` instead.
+    /// Reconciles wait on `ready`. A cache whose API is absent (KubeVirt or Multus not
+    /// installed) never fills: after [`CACHE_WAIT`] the reconciles go on with what the caches
+    /// hold, and writing to that API fails with a message in the Machine's status instead of
+    /// hanging; `state` says synced only once every cache has filled.
+    async fn track_readiness(
+        self,
+        mut machines_listed: watch::Receiver<bool>,
+        state: Arc<State>,
+        ready: watch::Sender<bool>,
+    ) {
         let all = async {
             futures::try_join!(
-                self.machines.wait_until_ready(),
-                self.vms.wait_until_ready(),
-                self.vmis.wait_until_ready(),
-                self.pvcs.wait_until_ready(),
-                self.network_configurations.wait_until_ready(),
-                self.nads.wait_until_ready(),
-                self.storage_classes.wait_until_ready(),
+                async {
+                    machines_listed
+                        .wait_for(|l| *l)
+                        .await
+                        .map(drop)
+                        .map_err(drop)
+                },
+                async { self.vms.wait_until_ready().await.map_err(drop) },
+                async { self.vmis.wait_until_ready().await.map_err(drop) },
+                async { self.pvcs.wait_until_ready().await.map_err(drop) },
+                async {
+                    self.network_configurations
+                        .wait_until_ready()
+                        .await
+                        .map_err(drop)
+                },
+                async { self.nads.wait_until_ready().await.map_err(drop) },
+                async { self.storage_classes.wait_until_ready().await.map_err(drop) },
             )
             .map(drop)
         };
@@ -263,6 +281,7 @@ pub async fn run(
 
     let written = Arc::new(Written::default());
     let w = written.clone();
+    let (machines_listed_tx, machines_listed) = watch::channel(false);
     let machine_stream = watcher(
         Api::<Machine>::all(client.clone()),
         watcher::Config::default(),
@@ -270,6 +289,12 @@ pub async fn run(
     .default_backoff()
     .modify(slim::<Machine>)
     .reflect(machines_w)
+    .inspect(move |e| {
+        // After `reflect`: the store holds the list by the time this is seen.
+        if matches!(e, Ok(watcher::Event::InitDone)) {
+            machines_listed_tx.send_replace(true);
+        }
+    })
     .applied_objects()
     .inspect(move |r| {
         if let Ok(m) = r {
@@ -349,7 +374,7 @@ pub async fn run(
             let ready = ctx.caches_ready.clone();
             ctx.stores
                 .clone()
-                .track_readiness(ctx.state.clone(), ready)
+                .track_readiness(machines_listed, ctx.state.clone(), ready)
                 .await;
         })
     };
@@ -838,4 +863,68 @@ async fn update_status(
         tokio::spawn(async move { events::publish(&recorder, &machine, notices).await });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kube's `Store::wait_until_ready` wakes only the last of several waiters. The Controller
+    /// waits on the Machine store itself; readiness must not be a second waiter there, or
+    /// every reconcile stalls for `CACHE_WAIT` at start-up when the Controller polls last.
+    #[tokio::test]
+    async fn caches_open_while_the_controller_waits_on_the_machine_store() {
+        let (machines, mut machines_w) = reflector::store::<Machine>();
+        let (vms, mut vms_w) = reflector::store::<VirtualMachine>();
+        let (vmis, mut vmis_w) = reflector::store::<VirtualMachineInstance>();
+        let (pvcs, mut pvcs_w) = reflector::store::<PersistentVolumeClaim>();
+        let (ncs, mut ncs_w) = reflector::store::<NetworkConfiguration>();
+        let (nads, mut nads_w) = reflector::store::<NetworkAttachmentDefinition>();
+        let (scs, mut scs_w) = reflector::store::<StorageClass>();
+        let stores = Stores {
+            machines: machines.clone(),
+            vms,
+            vmis,
+            pvcs,
+            network_configurations: ncs,
+            nads,
+            storage_classes: scs,
+        };
+        let (listed_tx, listed) = watch::channel(false);
+        let (ready_tx, mut ready) = watch::channel(false);
+        let state = Arc::new(State::default());
+        let tracker = tokio::spawn(stores.track_readiness(listed, state.clone(), ready_tx));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The Controller's own wait, polled after the tracker's.
+        let controller = tokio::spawn(async move { machines.wait_until_ready().await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        vms_w.apply_watcher_event(&watcher::Event::InitDone);
+        vmis_w.apply_watcher_event(&watcher::Event::InitDone);
+        pvcs_w.apply_watcher_event(&watcher::Event::InitDone);
+        ncs_w.apply_watcher_event(&watcher::Event::InitDone);
+        nads_w.apply_watcher_event(&watcher::Event::InitDone);
+        scs_w.apply_watcher_event(&watcher::Event::InitDone);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The Machine list, the largest, completes last: nothing else wakes the tracker.
+        machines_w.apply_watcher_event(&watcher::Event::InitDone);
+        listed_tx.send_replace(true); // as the Machine stream reports it
+
+        let soon = Duration::from_secs(2);
+        assert!(soon < CACHE_WAIT);
+        tokio::time::timeout(soon, ready.wait_for(|r| *r))
+            .await
+            .expect("reconciles released well before CACHE_WAIT")
+            .expect("ready channel open");
+        tokio::time::timeout(soon, controller)
+            .await
+            .expect("the Controller's wait is woken too")
+            .expect("task")
+            .expect("store ready");
+        tokio::time::timeout(soon, tracker)
+            .await
+            .expect("tracker finished")
+            .expect("task");
+        assert!(state.caches_synced());
+    }
 }

@@ -1,5 +1,6 @@
-//! The `machine.vitistack.io/cleanup` finalizer: added before anything is created for a
-//! Machine, removed once everything made for it is gone.
+//! The `machine.vitistack.io/cleanup` finalizer: present before anything is created for a
+//! Machine (the mutating webhook adds it on CREATE; [`ensure`] adds it to Machines stored
+//! without it), removed once everything made for it is gone.
 //!
 //! Cleanup deletes explicitly rather than relying on owner-reference garbage collection, so it
 //! also works where no garbage collector runs, and so that retained disks are really released.
@@ -45,6 +46,8 @@ fn finalizers_patch(machine: &Machine, finalizers: Vec<String>) -> serde_json::V
     })
 }
 
+/// Adds the finalizer when missing. Machines admitted by the webhook already carry it, so
+/// this writes nothing for them.
 pub async fn ensure(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
     if has_finalizer(machine) {
         return Ok(());

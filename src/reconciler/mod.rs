@@ -29,7 +29,7 @@ pub const MANAGED_BY: &str = "kubevirt-operator";
 pub const MACHINE_LABEL: &str = "vitistack.io/machine";
 /// On NetworkAttachmentDefinitions, which serve every Machine on a NetworkConfiguration.
 pub const NETWORK_LABEL: &str = "vitistack.io/network-configuration";
-pub const FINALIZER: &str = "machine.vitistack.io/cleanup";
+pub use crate::machine::FINALIZER;
 /// `"true"` keeps a deleted Machine's PVCs (released from its ownership).
 pub const RETAIN_DISKS_ANNOTATION: &str = "vitistack.io/retain-disks";
 /// Hash of what was last applied to an object (see [`drift`]).

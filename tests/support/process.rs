@@ -97,6 +97,25 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`. Returns how it exited, if it
+    /// did so on its own.
+    pub fn terminate(&mut self, grace: std::time::Duration) -> Option<ExitStatus> {
+        if let Some(status) = self.exited() {
+            return Some(status);
+        }
+        // SAFETY: a signal to our own child, which has not been reaped yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+
     /// The last `lines` lines of the log, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)
