@@ -106,6 +106,17 @@ pub struct Operator {
 
 impl Operator {
     pub fn start(cp: &ControlPlane, user: &User, identity: &str, extra: &[&str]) -> Operator {
+        Self::start_with_env(cp, user, identity, extra, &[])
+    }
+
+    /// Like [`Operator::start`], with `env` set for the operator only (e.g. `RUST_LOG`).
+    pub fn start_with_env(
+        cp: &ControlPlane,
+        user: &User,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         let dir = cp.dir().join(format!("operator-{identity}"));
         std::fs::create_dir_all(&dir).expect("operator dir");
         let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
@@ -136,10 +147,11 @@ impl Operator {
             "127.0.0.1:0".into(),
         ];
         args.extend(extra.iter().map(OsString::from));
-        let proc = Proc::spawn(
+        let proc = Proc::spawn_with_env(
             "kubevirt-operator",
             Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
             args,
+            env,
             dir.join("operator.log"),
         )
         .expect("spawn operator");

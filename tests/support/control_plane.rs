@@ -2,6 +2,9 @@
 //!
 //! There is no controller-manager, scheduler or kubelet: no garbage collection of owned objects,
 //! deleted namespaces stay Terminating, no pods run. Tests check what the operator writes.
+//!
+//! For outage tests, kube-apiserver can be stopped and started again on the same address, a
+//! second one can run on the same etcd, and etcd's history can be compacted.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -89,6 +92,8 @@ pub struct ControlPlane {
     counter: AtomicU64,
 }
 
+const APISERVER: &str = "kube-apiserver";
+const TOKENS: &str = "pki/tokens.csv";
 const AUDIT_POLICY: &str = "audit-policy.yaml";
 const AUDIT_LOG: &str = "audit.log";
 const AUDIT_POLICY_YAML: &str = "apiVersion: audit.k8s.io/v1
@@ -189,7 +194,7 @@ impl ControlPlane {
             .context("writing the audit policy")?;
         let admin = pki.mint("kubernetes-admin", &["system:masters"])?;
         let admin_token = random_hex();
-        let tokens = dir_path.join("pki/tokens.csv");
+        let tokens = dir_path.join(TOKENS);
         std::fs::write(
             &tokens,
             format!("{admin_token},admin-token,admin-token,\"system:masters\"\n"),
@@ -220,12 +225,17 @@ impl ControlPlane {
         let result = async {
             wait_for_etcd(&mut procs[0], ports.etcd_client).await?;
             let etcd_ready = started.elapsed();
+            let instance = Instance {
+                port: ports.apiserver,
+                audit_log: &dir_path.join(AUDIT_LOG),
+                cert_dir: &dir_path.join("apiserver-certs"),
+            };
             procs.insert(
                 0,
                 Proc::spawn(
-                    "kube-apiserver",
+                    APISERVER,
                     apiserver_bin,
-                    apiserver_args(&dir_path, &ports, &pki, &tokens),
+                    apiserver_args(&dir_path, &ports, &pki, &tokens, &instance),
                     dir_path.join("kube-apiserver.log"),
                 )?,
             );
@@ -365,6 +375,102 @@ impl ControlPlane {
         self.startup
     }
 
+    /// Stops kube-apiserver and leaves etcd running: SIGTERM, as a restart does, and SIGKILL
+    /// after 5 s (it would otherwise keep open watches waiting, delivering nothing, for up to a
+    /// minute). Clients see connections refused until [`ControlPlane::start_apiserver`].
+    pub fn stop_apiserver(&mut self) -> Result<()> {
+        let i = self
+            .procs
+            .iter()
+            .position(|p| p.name == APISERVER)
+            .context("kube-apiserver is not running")?;
+        let mut proc = self.procs.remove(i);
+        proc.terminate(Duration::from_secs(5));
+        cleanup_at_exit(self.id, self.pids(), self.dir_path.clone());
+        Ok(())
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::stop_apiserver`]: same address, PKI,
+    /// flags and audit log (its output goes to `kube-apiserver.<n>.log`). Waits until ready.
+    pub async fn start_apiserver(&mut self) -> Result<()> {
+        if self.procs.iter().any(|p| p.name == APISERVER) {
+            bail!("kube-apiserver is already running");
+        }
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let instance = Instance {
+            port: self.ports.apiserver,
+            audit_log: &self.dir_path.join(AUDIT_LOG),
+            cert_dir: &self.dir_path.join("apiserver-certs"),
+        };
+        let proc = Proc::spawn(
+            APISERVER,
+            &binary(APISERVER)?,
+            apiserver_args(
+                &self.dir_path,
+                &self.ports,
+                &self.pki,
+                &self.dir_path.join(TOKENS),
+                &instance,
+            ),
+            self.dir_path.join(format!("kube-apiserver.{n}.log")),
+        )?;
+        self.procs.insert(0, proc);
+        cleanup_at_exit(self.id, self.pids(), self.dir_path.clone());
+        let client = self.client().await?;
+        wait_for_apiserver(&client, &mut self.procs).await
+    }
+
+    /// Another kube-apiserver on the same etcd (as in an HA control plane), on its own port with
+    /// its own audit log, for changes made while the main one is down. Waits until ready; stopped
+    /// when dropped.
+    pub async fn second_apiserver(&self) -> Result<SecondApiserver> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let port = free_port()?;
+        let instance = Instance {
+            port,
+            audit_log: &self.dir_path.join(format!("audit.{n}.log")),
+            cert_dir: &self.dir_path.join(format!("apiserver-certs.{n}")),
+        };
+        let proc = Proc::spawn(
+            APISERVER,
+            &binary(APISERVER)?,
+            apiserver_args(
+                &self.dir_path,
+                &self.ports,
+                &self.pki,
+                &self.dir_path.join(TOKENS),
+                &instance,
+            ),
+            self.dir_path.join(format!("kube-apiserver.second.{n}.log")),
+        )?;
+        let server = format!("https://127.0.0.1:{port}");
+        let kubeconfig = kubeconfig_yaml(&server, &self.pki.ca_pem, &self.admin, None)?;
+        let mut procs = vec![proc];
+        let client = client_from_yaml(&kubeconfig).await?;
+        wait_for_apiserver(&client, &mut procs).await?;
+        Ok(SecondApiserver {
+            proc: procs.remove(0),
+            kubeconfig,
+        })
+    }
+
+    /// etcd's current revision (the header of a range request, through its v3 JSON gateway).
+    pub async fn etcd_revision(&self) -> Result<i64> {
+        // Any key will do: the header carries the store's revision.
+        let header = etcd_post(self.ports.etcd_client, "/v3/kv/range", r#"{"key":"AA=="}"#).await?;
+        revision_of(&header)
+    }
+
+    /// Compacts etcd's history up to its current revision (physically, so it is gone before
+    /// this returns): watches from any older resourceVersion get 410 Gone. Returns the revision.
+    pub async fn etcd_compact(&self) -> Result<i64> {
+        let revision = self.etcd_revision().await?;
+        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
+        let answer = etcd_post(self.ports.etcd_client, "/v3/kv/compaction", &body).await?;
+        revision_of(&answer).with_context(|| format!("compaction at {revision}"))?;
+        Ok(revision)
+    }
+
     /// The tail of both processes' logs, for failure messages.
     pub fn logs(&self) -> String {
         self.procs
@@ -373,6 +479,63 @@ impl ControlPlane {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// A second kube-apiserver (see [`ControlPlane::second_apiserver`]), stopped on drop.
+pub struct SecondApiserver {
+    proc: Proc,
+    kubeconfig: String,
+}
+
+impl SecondApiserver {
+    /// An admin (system:masters) client of this instance.
+    pub async fn client(&self) -> Result<Client> {
+        client_from_yaml(&self.kubeconfig).await
+    }
+
+    pub fn log_tail(&self) -> String {
+        self.proc.log_tail(LOG_LINES)
+    }
+
+    /// SIGTERM, then SIGKILL after 30 s.
+    pub fn stop(mut self) {
+        self.proc.terminate(Duration::from_secs(30));
+    }
+}
+
+/// POSTs JSON to etcd's v3 gateway and returns the JSON answer (HTTP 200 only).
+async fn etcd_post(port: u16, path: &str, body: &str) -> Result<serde_json::Value> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        stream.read_to_string(&mut response),
+    )
+    .await
+    .context("etcd did not answer within 30 s")??;
+    let (head, json) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("etcd {path}: no HTTP body in {response:?}"))?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        bail!("etcd {path}: {head}\n{json}");
+    }
+    serde_json::from_str(json).with_context(|| format!("etcd {path}: {json}"))
+}
+
+/// `header.revision` of an etcd gateway answer (a string, as int64s are in its JSON).
+fn revision_of(answer: &serde_json::Value) -> Result<i64> {
+    let revision = answer.pointer("/header/revision");
+    revision
+        .and_then(|r| match r {
+            serde_json::Value::String(s) => s.parse().ok(),
+            other => other.as_i64(),
+        })
+        .with_context(|| format!("no header.revision in {answer}"))
 }
 
 impl Drop for ControlPlane {
@@ -412,15 +575,30 @@ fn etcd_args(dir: &Path, ports: &Ports) -> Vec<OsString> {
     .collect()
 }
 
-fn apiserver_args(dir: &Path, ports: &Ports, pki: &Pki, tokens: &Path) -> Vec<OsString> {
+/// One kube-apiserver instance's own settings; everything else is shared by every instance on
+/// the same etcd.
+struct Instance<'a> {
+    port: u16,
+    /// Appended to by each run, so a restarted instance keeps one audit trail.
+    audit_log: &'a Path,
+    cert_dir: &'a Path,
+}
+
+fn apiserver_args(
+    dir: &Path,
+    ports: &Ports,
+    pki: &Pki,
+    tokens: &Path,
+    instance: &Instance,
+) -> Vec<OsString> {
     let path = |p: &Path| p.display().to_string();
     [
         format!("--etcd-servers=http://127.0.0.1:{}", ports.etcd_client),
-        format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+        format!("--cert-dir={}", instance.cert_dir.display()),
         format!("--tls-cert-file={}", path(&pki.serving_cert)),
         format!("--tls-private-key-file={}", path(&pki.serving_key)),
         format!("--client-ca-file={}", path(&pki.client_ca_cert)),
-        format!("--secure-port={}", ports.apiserver),
+        format!("--secure-port={}", instance.port),
         "--bind-address=127.0.0.1".to_string(),
         "--advertise-address=127.0.0.1".to_string(),
         // v1.20 still opens an unauthenticated port 8080 by default; parallel instances would clash.
@@ -435,7 +613,7 @@ fn apiserver_args(dir: &Path, ports: &Ports, pki: &Pki, tokens: &Path) -> Vec<Os
         "--authorization-mode=RBAC".to_string(),
         // Every request, at Metadata level: tests read who called which verb on what.
         format!("--audit-policy-file={}", dir.join(AUDIT_POLICY).display()),
-        format!("--audit-log-path={}", dir.join(AUDIT_LOG).display()),
+        format!("--audit-log-path={}", instance.audit_log.display()),
         "--audit-log-format=json".to_string(),
         "--service-cluster-ip-range=10.0.0.0/24".to_string(),
         "--allow-privileged=true".to_string(),

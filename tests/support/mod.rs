@@ -16,7 +16,8 @@ use std::path::PathBuf;
 
 pub use assets::{binary, kubectl_path};
 pub use control_plane::{
-    AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Ports, Startup, sweep_stale_dirs,
+    AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Ports, SecondApiserver, Startup,
+    sweep_stale_dirs,
 };
 pub use crds::crd_fixtures;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};

@@ -51,11 +51,26 @@ impl Proc {
         args: Vec<OsString>,
         log: PathBuf,
     ) -> Result<Proc> {
+        Self::spawn_with_env(name, program, args, &[], log)
+    }
+
+    /// Like [`Proc::spawn`], with `env` added to (or overriding) this process's environment.
+    pub fn spawn_with_env(
+        name: &'static str,
+        program: &Path,
+        args: Vec<OsString>,
+        env: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Result<Proc> {
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone().context("duplicating the log file handle")?;
         let parent = std::process::id() as libc::pid_t;
         let mut cmd = Command::new(program);
-        cmd.args(&args).stdin(Stdio::null()).stdout(out).stderr(err);
+        cmd.args(&args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
         // SAFETY: prctl, getppid and _exit are async-signal-safe, as pre_exec requires.
         unsafe {
             cmd.pre_exec(move || {
