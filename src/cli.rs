@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{parse_bind_address, parse_duration, parse_positive_f64};
+use crate::config::{parse_bind_address, parse_duration, parse_lease_duration, parse_positive_f64};
 use crate::machine::templates::DEFAULT_TEMPLATE;
 use crate::telemetry::logging::LogFormat;
 
@@ -115,6 +115,11 @@ pub struct RunArgs {
     #[arg(long, env = "LEADER_ELECTION", value_name = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub leader_election: bool,
+    /// How long the leader's Lease lasts after a renewal: a dead leader's replica takes over
+    /// after at most this long. The leader renews at half of it.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", value_name = "LEADER_ELECTION_LEASE_DURATION",
+          default_value = "15s", value_parser = parse_lease_duration)]
+    pub leader_election_lease_duration: Duration,
     /// This replica's identity in the Lease and in Events. Unset: hostname and process id.
     #[arg(long, env = "POD_NAME", value_name = "POD_NAME")]
     pub identity: Option<String>,

@@ -30,6 +30,19 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from(parsed).map_err(|_| format!("{s:?} is out of range"))
 }
 
+/// Parses a Lease duration: whole seconds, at least 10s (the holder renews at half of it and
+/// steps down 3s before it runs out, so shorter Leases would leave no room for a late renewal).
+pub fn parse_lease_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("{s:?} must be whole seconds"));
+    }
+    if d < std::time::Duration::from_secs(10) {
+        return Err(format!("{s:?} must be at least 10s"));
+    }
+    Ok(d)
+}
+
 /// Parses a rate that must be a finite number above zero.
 pub fn parse_positive_f64(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -40,6 +53,30 @@ pub fn parse_positive_f64(s: &str) -> Result<f64, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lease_durations_are_whole_seconds_of_at_least_ten() {
+        use std::time::Duration;
+        assert_eq!(
+            super::parse_lease_duration("15s"),
+            Ok(Duration::from_secs(15))
+        );
+        assert_eq!(
+            super::parse_lease_duration("1m"),
+            Ok(Duration::from_secs(60))
+        );
+        assert!(
+            super::parse_lease_duration("9s")
+                .unwrap_err()
+                .contains("at least 10s")
+        );
+        assert!(
+            super::parse_lease_duration("15.5s")
+                .unwrap_err()
+                .contains("whole seconds")
+        );
+        assert!(super::parse_lease_duration("soon").is_err());
+    }
+
     use super::*;
 
     #[test]

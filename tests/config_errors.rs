@@ -56,6 +56,13 @@ fn unparsable_duration() {
 }
 
 #[test]
+fn lease_shorter_than_ten_seconds() {
+    let line = start_up_error(&[("LEADER_ELECTION_LEASE_DURATION", "5s")], &["run"]);
+    assert_names(&line, "LEADER_ELECTION_LEASE_DURATION", "5s");
+    assert!(line.contains("at least 10s"), "{line}");
+}
+
+#[test]
 fn qps_zero() {
     let line = start_up_error(&[("KUBE_API_QPS", "0")], &["run"]);
     assert_names(&line, "KUBE_API_QPS", "'0'");

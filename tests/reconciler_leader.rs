@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
@@ -120,4 +121,79 @@ async fn only_the_leader_reconciles_and_a_replica_takes_over() {
     assert!(exited.success(), "clean exit: {exited}");
     create_machine(&client, &ns, "third").await;
     wait_vm(&client, &ns, "third").await;
+}
+
+/// The JSON log's timestamp of the first line containing `needle`.
+fn logged_at(op: &Operator, needle: &str) -> Option<Timestamp> {
+    let log = std::fs::read_to_string(&op.proc.log).ok()?;
+    let line = log.lines().find(|l| l.contains(needle))?;
+    let line: serde_json::Value = serde_json::from_str(line).ok()?;
+    line["timestamp"].as_str()?.parse().ok()
+}
+
+/// A leader cut off from its API server, while a replica reaches another API server of the same
+/// cluster, stops reconciling before the replica can take the Lease over: never two leaders.
+/// Once its API server is back, it finds the Lease taken and stays a follower.
+#[tokio::test]
+async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
+    let mut cp = ControlPlane::start().await.expect("control plane");
+    install_crds(&cp).await;
+    let client = cp.client().await.expect("client");
+    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let ns = cp.namespace("cutoff").await.expect("namespace");
+    let second = cp.second_apiserver().await.expect("second kube-apiserver");
+    let other = second.client().await.expect("second client");
+
+    let mut a = Operator::start(&cp, &user, "replica-a", &[]);
+    eventually(WAIT, "replica-a to lead", || async {
+        (lease_holder(&client).await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    create_machine(&client, &ns, "before").await;
+    wait_vm(&client, &ns, "before").await;
+    let second_kubeconfig = cp.dir().join("second.kubeconfig");
+    std::fs::write(&second_kubeconfig, second.kubeconfig_yaml()).expect("write kubeconfig");
+    let b = Operator::launch(&cp, &second_kubeconfig, "replica-b", &[], &[]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!started_controller(&b), "replica-b must wait");
+
+    cp.stop_apiserver()
+        .expect("stop replica-a's kube-apiserver");
+    let cut = Instant::now();
+    eventually(WAIT, "replica-b to take the Lease", || async {
+        (lease_holder(&other).await.as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let takeover = cut.elapsed();
+    create_machine(&other, &ns, "after").await;
+    wait_vm(&other, &ns, "after").await;
+
+    let stepped_down = logged_at(&a, "cannot confirm the Lease").unwrap_or_else(|| {
+        panic!(
+            "replica-a never stepped down after {takeover:?}:\n{}",
+            a.log_tail()
+        )
+    });
+    let took_over = logged_at(&b, "became leader").expect("replica-b's leadership in its log");
+    assert!(
+        stepped_down < took_over,
+        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
+    );
+    eprintln!(
+        "takeover {takeover:?} after the cut; replica-a stepped down {} before replica-b led",
+        took_over.duration_since(stepped_down)
+    );
+
+    // Back in touch, replica-a sees the Lease is replica-b's and does not lead again.
+    cp.start_apiserver().await.expect("restart kube-apiserver");
+    tokio::time::sleep(Duration::from_secs(LEASE_DURATION)).await;
+    let log = std::fs::read_to_string(&a.proc.log).unwrap_or_default();
+    assert_eq!(
+        log.matches("became leader").count(),
+        1,
+        "replica-a led again:\n{}",
+        a.log_tail()
+    );
+    assert_eq!(lease_holder(&client).await.as_deref(), Some("replica-b"));
+    assert!(a.proc.exited().is_none(), "replica-a keeps running");
 }

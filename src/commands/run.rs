@@ -169,6 +169,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             let attempt = leader::run(
                 clients.clone(),
                 &args.namespace,
+                args.leader_election_lease_duration,
                 settings.clone(),
                 state.clone(),
                 shutdown.clone(),

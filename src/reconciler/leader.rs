@@ -1,6 +1,6 @@
 //! Leader election on the Lease `kubevirt-operator-leader`: only the holder reconciles. When the
-//! holder dies, its Lease expires after the duration (15s) and another replica takes over; when
-//! it shuts down cleanly it releases the Lease at once.
+//! holder dies, its Lease expires after its duration (`LEADER_ELECTION_LEASE_DURATION`, 15s)
+//! and another replica takes over; when it shuts down cleanly it releases the Lease at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,15 +9,19 @@ use std::time::Duration;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
-use super::{FIELD_MANAGER, LEASE_NAME, controller};
+use super::{FIELD_MANAGER, LEASE_NAME, controller, lease_guard};
 
-/// Seconds a Lease stays valid after its last renewal.
 /// Resolves when the leader's work must stop (leadership lost, or shutdown).
 pub type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
+/// The default Lease duration, in seconds: how long a Lease stays valid after its last renewal.
 pub const LEASE_DURATION: u64 = 15;
-/// The holder renews this long before expiry (so every 10s).
-pub const LEASE_GRACE: u64 = 5;
+
+/// How long before expiry the holder renews: half the duration (15s: renewed every 8s, which
+/// leaves a late renewal 4s before the leader's own guard stops its work, see `lease_guard`).
+pub fn lease_grace(duration: u64) -> u64 {
+    duration / 2
+}
 
 /// What `/readyz` and tests ask: is this replica leading, and are its caches filled?
 #[derive(Debug, Default)]
@@ -58,6 +62,7 @@ pub enum LeaderError {
 pub async fn run<W, F>(
     clients: controller::Clients,
     namespace: &str,
+    lease_duration: Duration,
     settings: controller::Settings,
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send,
@@ -76,12 +81,15 @@ where
     let manager = LeaseManagerBuilder::new(clients.lease.clone(), LEASE_NAME)
         .with_namespace(namespace)
         .with_identity(settings.instance.clone())
-        .with_duration(LEASE_DURATION)
-        .with_grace(LEASE_GRACE)
+        .with_duration(lease_duration.as_secs())
+        .with_grace(lease_grace(lease_duration.as_secs()))
         .with_field_manager(format!("{FIELD_MANAGER}-{}", settings.instance))
         .build()
         .await
         .map_err(lease_err)?;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(clients.lease.clone(), namespace);
+    let identity = settings.instance.clone();
     let (mut leading, task) = manager.watch().await;
     tokio::pin!(shutdown);
     tracing::info!(identity = %settings.instance, lease = LEASE_NAME, namespace, "waiting for leadership");
@@ -97,6 +105,15 @@ where
                 () = &mut shutdown => break Ok(()),
             }
         }
+        // The manager says so; the Lease itself must too, with time left (see lease_guard).
+        let held = tokio::select! {
+            held = lease_guard::confirmed(&leases, &identity) => held,
+            changed = leading.changed() => {
+                if changed.is_err() { break Err(LeaderError::ManagerStopped); }
+                continue;
+            }
+            () = &mut shutdown => break Ok(()),
+        };
         tracing::info!(identity = %settings.instance, "became leader; starting the reconciler");
         state.set_leader(true);
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -108,6 +125,7 @@ where
         let outcome = tokio::select! {
             () = &mut ctrl => Leading::ControllerEnded,
             lost = wait_lost(&mut leading) => lost,
+            () = lease_guard::lapsed(&leases, &identity, held) => Leading::Lapsed,
             () = &mut shutdown => Leading::Shutdown,
         };
         state.set_leader(false);
@@ -120,6 +138,13 @@ where
             Leading::ManagerStopped => break Err(LeaderError::ManagerStopped),
             Leading::Lost => {
                 tracing::warn!(identity = %settings.instance, "lost leadership; reconciler stopped");
+            }
+            Leading::Lapsed => {
+                tracing::warn!(
+                    identity = %settings.instance,
+                    "cannot confirm the Lease before it expires (API server unreachable?); \
+                     reconciler stopped until a renewal is seen"
+                );
             }
             Leading::ControllerEnded => {
                 tracing::warn!(identity = %settings.instance, "reconciler ended on its own; restarting it");
@@ -138,6 +163,8 @@ where
 
 enum Leading {
     Lost,
+    /// No renewal seen in time: another replica may take the Lease over.
+    Lapsed,
     Shutdown,
     ControllerEnded,
     ManagerStopped,

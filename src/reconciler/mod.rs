@@ -15,6 +15,7 @@ pub mod finalizer;
 pub mod kubevirt;
 pub mod last_write;
 pub mod leader;
+pub mod lease_guard;
 pub mod metrics;
 pub mod multus;
 pub mod status;

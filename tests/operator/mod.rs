@@ -117,12 +117,23 @@ impl Operator {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Operator {
+        let kubeconfig = cp.write_kubeconfig(user, None).expect("kubeconfig");
+        Self::launch(cp, &kubeconfig, identity, extra, env)
+    }
+
+    /// The operator with its own `kubeconfig` (e.g. one for a second kube-apiserver).
+    pub fn launch(
+        cp: &ControlPlane,
+        kubeconfig: &Path,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         let dir = cp.dir().join(format!("operator-{identity}"));
         std::fs::create_dir_all(&dir).expect("operator dir");
         let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
         std::fs::write(dir.join("tls.crt"), cert.cert.pem()).expect("write cert");
         std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem()).expect("write key");
-        let kubeconfig = cp.write_kubeconfig(user, None).expect("kubeconfig");
         let mut args: Vec<OsString> = vec![
             "--log-format".into(),
             "json".into(),

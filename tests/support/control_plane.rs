@@ -493,6 +493,11 @@ impl SecondApiserver {
         client_from_yaml(&self.kubeconfig).await
     }
 
+    /// An admin (system:masters) kubeconfig of this instance.
+    pub fn kubeconfig_yaml(&self) -> &str {
+        &self.kubeconfig
+    }
+
     pub fn log_tail(&self) -> String {
         self.proc.log_tail(LOG_LINES)
     }
