@@ -7,11 +7,6 @@ use kubevirt_operator::commands::{self, validate::Checked};
 use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::{api, telemetry, tls};
 
-// glibc's allocator cost a quarter of the webhook's CPU under load (many small, cross-thread
-// frees); mimalloc is several times cheaper on that pattern.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
