@@ -402,7 +402,16 @@ impl ControlPlane {
             audit_log: &self.dir_path.join(AUDIT_LOG),
             cert_dir: &self.dir_path.join("apiserver-certs"),
         };
-        let proc = Proc::spawn(
+        let proc = self.spawn_apiserver(&instance, &format!("kube-apiserver.{n}.log"))?;
+        self.procs.insert(0, proc);
+        cleanup_at_exit(self.id, self.pids(), self.dir_path.clone());
+        let client = self.client().await?;
+        wait_for_apiserver(&client, &mut self.procs).await
+    }
+
+    /// A kube-apiserver on this control plane's etcd and PKI, logging to `log` in its directory.
+    fn spawn_apiserver(&self, instance: &Instance<'_>, log: &str) -> Result<Proc> {
+        Proc::spawn(
             APISERVER,
             &binary(APISERVER)?,
             apiserver_args(
@@ -410,14 +419,10 @@ impl ControlPlane {
                 &self.ports,
                 &self.pki,
                 &self.dir_path.join(TOKENS),
-                &instance,
+                instance,
             ),
-            self.dir_path.join(format!("kube-apiserver.{n}.log")),
-        )?;
-        self.procs.insert(0, proc);
-        cleanup_at_exit(self.id, self.pids(), self.dir_path.clone());
-        let client = self.client().await?;
-        wait_for_apiserver(&client, &mut self.procs).await
+            self.dir_path.join(log),
+        )
     }
 
     /// Another kube-apiserver on the same etcd (as in an HA control plane), on its own port with
@@ -431,18 +436,7 @@ impl ControlPlane {
             audit_log: &self.dir_path.join(format!("audit.{n}.log")),
             cert_dir: &self.dir_path.join(format!("apiserver-certs.{n}")),
         };
-        let proc = Proc::spawn(
-            APISERVER,
-            &binary(APISERVER)?,
-            apiserver_args(
-                &self.dir_path,
-                &self.ports,
-                &self.pki,
-                &self.dir_path.join(TOKENS),
-                &instance,
-            ),
-            self.dir_path.join(format!("kube-apiserver.second.{n}.log")),
-        )?;
+        let proc = self.spawn_apiserver(&instance, &format!("kube-apiserver.second.{n}.log"))?;
         let server = format!("https://127.0.0.1:{port}");
         let kubeconfig = kubeconfig_yaml(&server, &self.pki.ca_pem, &self.admin, None)?;
         let mut procs = vec![proc];
