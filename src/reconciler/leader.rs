@@ -89,7 +89,7 @@ where
         .map_err(lease_err)?;
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
         kube::Api::namespaced(clients.lease.clone(), namespace);
-    let identity = settings.instance.clone();
+    let identity = settings.instance.as_str();
     let (mut leading, task) = manager.watch().await;
     tokio::pin!(shutdown);
     tracing::info!(identity = %settings.instance, lease = LEASE_NAME, namespace, "waiting for leadership");
@@ -107,7 +107,7 @@ where
         }
         // The manager says so; the Lease itself must too, with time left (see lease_guard).
         let held = tokio::select! {
-            held = lease_guard::confirmed(&leases, &identity) => held,
+            held = lease_guard::confirmed(&leases, identity) => held,
             changed = leading.changed() => {
                 if changed.is_err() { break Err(LeaderError::ManagerStopped); }
                 continue;
@@ -125,7 +125,7 @@ where
         let outcome = tokio::select! {
             () = &mut ctrl => Leading::ControllerEnded,
             lost = wait_lost(&mut leading) => lost,
-            () = lease_guard::lapsed(&leases, &identity, held) => Leading::Lapsed,
+            () = lease_guard::lapsed(&leases, identity, held) => Leading::Lapsed,
             () = &mut shutdown => Leading::Shutdown,
         };
         state.set_leader(false);

@@ -42,10 +42,10 @@ pub fn may_lead(held_until: Option<Timestamp>, now: Timestamp) -> bool {
 /// Reads the Lease until it shows a hold by `identity` that leaves time to work; returns it.
 pub async fn confirmed(leases: &Api<Lease>, identity: &str) -> Timestamp {
     loop {
-        if let Some(until) = read(leases, identity).await
-            && may_lead(Some(until), Timestamp::now())
-        {
-            return until;
+        match read(leases, identity).await {
+            Ok(Some(until)) if may_lead(Some(until), Timestamp::now()) => return until,
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "cannot read the Lease"),
         }
         tokio::time::sleep(CHECK_EVERY).await;
     }
@@ -56,11 +56,8 @@ pub async fn confirmed(leases: &Api<Lease>, identity: &str) -> Timestamp {
 pub async fn lapsed(leases: &Api<Lease>, identity: &str, mut until: Timestamp) {
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
-        match leases.get_opt(LEASE_NAME).await {
-            Ok(Some(lease)) => match held_until(&lease, identity) {
-                Some(renewed) => until = until.max(renewed),
-                None => return,
-            },
+        match read(leases, identity).await {
+            Ok(Some(renewed)) => until = until.max(renewed),
             Ok(None) => return,
             // Unreachable: the last confirmed hold stands until it runs out.
             Err(e) => tracing::debug!(error = %e, "cannot read the Lease"),
@@ -71,14 +68,10 @@ pub async fn lapsed(leases: &Api<Lease>, identity: &str, mut until: Timestamp) {
     }
 }
 
-async fn read(leases: &Api<Lease>, identity: &str) -> Option<Timestamp> {
-    match leases.get_opt(LEASE_NAME).await {
-        Ok(lease) => lease.and_then(|l| held_until(&l, identity)),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read the Lease");
-            None
-        }
-    }
+/// The hold the Lease shows for `identity` (None: absent, or someone else's).
+async fn read(leases: &Api<Lease>, identity: &str) -> Result<Option<Timestamp>, kube::Error> {
+    let lease = leases.get_opt(LEASE_NAME).await?;
+    Ok(lease.and_then(|l| held_until(&l, identity)))
 }
 
 #[cfg(test)]
