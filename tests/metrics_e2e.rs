@@ -34,23 +34,12 @@ async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, resp.text().await.ok()?))
 }
 
-async fn until<T, F, Fut>(what: &str, op: &Proc, mut check: F) -> T
+async fn until<T, F, Fut>(what: &str, op: &Proc, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\n{}",
-            op.log_tail(60)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    support::eventually_with(WAIT, what, || op.log_tail(60), check).await
 }
 
 struct Ports {

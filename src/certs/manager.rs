@@ -289,34 +289,33 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Every event of the object `name`, its content dropped: only that something changed counts.
+fn changes<K>(
+    api: Api<K>,
+    name: &str,
+) -> futures::stream::BoxStream<'static, Result<(), watcher::Error>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher(api, config)
+        .default_backoff()
+        .map(|e| e.map(|_| ()))
+        .boxed()
+}
+
 /// Wakes `changed` whenever one of the five objects is added, modified or deleted.
 async fn watch_objects(client: Client, namespace: String, changed: Arc<Notify>) {
-    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client);
     let streams = vec![
-        watcher(secrets.clone(), by_name(CA_SECRET))
-            .default_backoff()
-            .map(|e| e.map(|_| ()))
-            .boxed(),
-        watcher(secrets, by_name(SERVING_SECRET))
-            .default_backoff()
-            .map(|e| e.map(|_| ()))
-            .boxed(),
-        watcher(configmaps, by_name(BUNDLE_CONFIGMAP))
-            .default_backoff()
-            .map(|e| e.map(|_| ()))
-            .boxed(),
-        watcher(mutating, by_name(WEBHOOK_CONFIGURATION))
-            .default_backoff()
-            .map(|e| e.map(|_| ()))
-            .boxed(),
-        watcher(validating, by_name(WEBHOOK_CONFIGURATION))
-            .default_backoff()
-            .map(|e| e.map(|_| ()))
-            .boxed(),
+        changes(secrets.clone(), CA_SECRET),
+        changes(secrets, SERVING_SECRET),
+        changes(configmaps, BUNDLE_CONFIGMAP),
+        changes(mutating, WEBHOOK_CONFIGURATION),
+        changes(validating, WEBHOOK_CONFIGURATION),
     ];
     let mut all = futures::stream::select_all(streams);
     while let Some(event) = all.next().await {

@@ -8,7 +8,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{
@@ -17,6 +17,7 @@ use k8s_openapi::api::rbac::v1::{
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 
+pub use crate::support::eventually;
 use crate::support::{ControlPlane, OPERATOR_NAMESPACE, Proc, User};
 
 pub const OPERATOR_USER: &str = "kubevirt-operator";
@@ -192,23 +193,4 @@ pub async fn lease_holder(client: &Client) -> Option<String> {
         .flatten()
         .and_then(|l| l.spec)
         .and_then(|s| s.holder_identity)
-}
-
-/// Polls `check` until it returns `Some`, or panics with `what` and `context()` after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

@@ -11,6 +11,7 @@ mod kubeconfig;
 mod pki;
 mod ports;
 mod process;
+mod wait;
 
 use std::path::PathBuf;
 
@@ -24,6 +25,7 @@ pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::User;
 pub use ports::free_port;
 pub use process::{Proc, process_alive};
+pub use wait::{eventually, eventually_with};
 
 /// Installs ring as the process-wide rustls provider (the only one this project links).
 /// Safe to call many times, from any test.

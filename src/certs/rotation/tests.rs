@@ -508,6 +508,18 @@ fn secret(data: &[(&str, &str)], annotations: &[(&str, &str)], labelled: bool) -
     }
 }
 
+/// The operator's bundle ConfigMap holding `pem`.
+fn bundle(pem: String) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            labels: Some(managed_labels()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(BUNDLE_KEY.to_owned(), pem)])),
+        ..ConfigMap::default()
+    }
+}
+
 #[test]
 fn stored_objects_are_classified() {
     crate::tls::install_crypto_provider();
@@ -533,20 +545,10 @@ fn stored_objects_are_classified() {
             &[],
             true,
         )),
-        bundle: Some(ConfigMap {
-            metadata: ObjectMeta {
-                labels: Some(managed_labels()),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([(
-                BUNDLE_KEY.to_owned(),
-                format!(
-                    "{}-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n",
-                    ca.pair.cert_pem
-                ),
-            )])),
-            ..ConfigMap::default()
-        }),
+        bundle: Some(bundle(format!(
+            "{}-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n",
+            ca.pair.cert_pem
+        ))),
         mutating: None,
         validating: None,
     };
@@ -593,17 +595,7 @@ fn stored_objects_are_classified() {
     });
     assert_eq!(foreign.serving, Stored::Foreign);
     let garbage_bundle = observe(&Snapshot {
-        bundle: Some(ConfigMap {
-            metadata: ObjectMeta {
-                labels: Some(managed_labels()),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([(
-                BUNDLE_KEY.to_owned(),
-                "garbage".to_owned(),
-            )])),
-            ..ConfigMap::default()
-        }),
+        bundle: Some(bundle("garbage".to_owned())),
         ..Snapshot::default()
     });
     assert!(matches!(garbage_bundle.bundle, Stored::Unreadable(_)));
