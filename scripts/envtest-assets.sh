@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Provides kube-apiserver, etcd and kubectl for the end-to-end tests and `make dev`.
+# Provides kube-apiserver, kube-controller-manager, etcd and kubectl for the end-to-end tests and
+# `make dev` (kube-controller-manager runs Kubernetes' own garbage collector and namespace
+# controller in the tests).
 #
 # Prints the directory that holds the three binaries (envtest's KUBEBUILDER_ASSETS layout).
 # Order of preference, as setup-envtest users expect:
-#   1. TEST_ASSET_KUBE_APISERVER / TEST_ASSET_ETCD / TEST_ASSET_KUBECTL (single binaries)
+#   1. TEST_ASSET_KUBE_APISERVER / TEST_ASSET_KUBE_CONTROLLER_MANAGER / TEST_ASSET_ETCD /
+#      TEST_ASSET_KUBECTL (single binaries)
 #   2. KUBEBUILDER_ASSETS (a directory with kube-apiserver and etcd, e.g. from setup-envtest)
 #   3. the project cache, built from Debian's Kubernetes v1.20.2 source when missing.
 # Everything goes to stderr except the final directory, so callers can do
@@ -20,16 +23,19 @@ ASSETS="$CACHE/envtest/bin"
 K8S_VERSION=v1.20.2
 log() { echo "envtest-assets: $*" >&2; }
 
-have_all() { [ -x "$1/kube-apiserver" ] && [ -x "$1/etcd" ] && [ -x "$1/kubectl" ]; }
+have_all() {
+  [ -x "$1/kube-apiserver" ] && [ -x "$1/kube-controller-manager" ] && [ -x "$1/etcd" ] && [ -x "$1/kubectl" ]
+}
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 link_from_env() {
   mkdir -p "$ASSETS.env"
   local src
-  for bin in kube-apiserver etcd kubectl; do
+  for bin in kube-apiserver kube-controller-manager etcd kubectl; do
     case $bin in
       kube-apiserver) src="${TEST_ASSET_KUBE_APISERVER:-${KUBEBUILDER_ASSETS:+$KUBEBUILDER_ASSETS/kube-apiserver}}" ;;
+      kube-controller-manager) src="${TEST_ASSET_KUBE_CONTROLLER_MANAGER:-${KUBEBUILDER_ASSETS:+$KUBEBUILDER_ASSETS/kube-controller-manager}}" ;;
       etcd) src="${TEST_ASSET_ETCD:-${KUBEBUILDER_ASSETS:+$KUBEBUILDER_ASSETS/etcd}}" ;;
       kubectl) src="${TEST_ASSET_KUBECTL:-${KUBEBUILDER_ASSETS:+$KUBEBUILDER_ASSETS/kubectl}}" ;;
     esac
@@ -120,14 +126,14 @@ build_kubernetes() {
     tar -xf "$orig" -C "$src/kubernetes" --strip-components=1
     touch "$src/kubernetes/.unpacked"
   fi
-  log "building kube-apiserver and kubectl $K8S_VERSION with Go 1.15 (about 10 minutes on 2 cores)"
+  log "building kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION with Go 1.15 (about 10 minutes on 2 cores)"
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=20 -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=20"
   (
     cd "$src/kubernetes"
     export PATH="/usr/lib/go-1.15/bin:$PATH" GOFLAGS=-mod=vendor GO111MODULE=on GOCACHE="$CACHE/envtest/gocache" GOPATH="$CACHE/envtest/gopath"
     [ -f pkg/generated/openapi/zz_generated.openapi.go ] || make generated_files >&2
     # Build next to the target and rename, so an interrupted build never leaves a broken binary.
-    for cmd in kube-apiserver kubectl; do
+    for cmd in kube-apiserver kube-controller-manager kubectl; do
       [ -x "$ASSETS/$cmd" ] && continue
       go build -ldflags "$ldflags" -o "$ASSETS/.$cmd.partial" "./cmd/$cmd" >&2
       mv "$ASSETS/.$cmd.partial" "$ASSETS/$cmd"
@@ -154,7 +160,7 @@ provide_cache() {
   have_all "$ASSETS" || { log "could not provide kube-apiserver, etcd and kubectl in $ASSETS"; exit 1; }
 }
 
-if [ -n "${TEST_ASSET_KUBE_APISERVER:-}${TEST_ASSET_ETCD:-}${KUBEBUILDER_ASSETS:-}" ]; then
+if [ -n "${TEST_ASSET_KUBE_APISERVER:-}${TEST_ASSET_KUBE_CONTROLLER_MANAGER:-}${TEST_ASSET_ETCD:-}${KUBEBUILDER_ASSETS:-}" ]; then
   # Given binaries win; what they lack (often kubectl) comes from the cache, built if needed.
   if ! link_from_env; then
     provide_cache
