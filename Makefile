@@ -14,13 +14,14 @@ all: test
 assets:
 	@scripts/envtest-assets.sh
 
-## test: formatting, lints and the whole test suite against a real control plane
+## test: formatting, lints and the whole test suite against a real control plane (test binaries
+## run TEST_JOBS at a time, default 3; see scripts/run-tests.sh)
 test:
 	@assets="$$(scripts/envtest-assets.sh)"; \
 	echo "KUBEBUILDER_ASSETS=$$assets"; \
 	$(CARGO) fmt --check; \
 	$(CARGO) clippy --all-targets -- -D warnings; \
-	KUBEBUILDER_ASSETS="$$assets" $(CARGO) test
+	KUBEBUILDER_ASSETS="$$assets" CARGO="$(CARGO)" scripts/run-tests.sh
 
 ## dev: the whole product locally: control plane, operator, the example Machines (Ctrl-C stops it)
 dev:
