@@ -7,12 +7,18 @@ use kubevirt_operator::commands::{self, validate::Checked};
 use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::{api, telemetry, tls};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::logging::init(cli.log_format);
     tls::install_crypto_provider();
-    match run(cli.command).await {
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -20,6 +26,21 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+/// At least two async workers, whatever the CPU quota: tokio sizes its pool from
+/// `available_parallelism`, which a `500m` limit turns into one, and one worker lets any slow
+/// task hold up probes, the Lease renewal and the webhooks alike. `TOKIO_WORKER_THREADS`, when
+/// set, is tokio's own override and wins.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder.worker_threads(cpus.max(MIN_WORKERS));
+    }
+    builder.enable_all().build()
+}
+
+const MIN_WORKERS: usize = 2;
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {

@@ -1,15 +1,19 @@
 //! The admission decisions, as plain functions of the request: the HTTP layer only decodes,
 //! calls [`Admission::mutate`] or [`Admission::validate`], and encodes.
 
+use std::collections::HashSet;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 use serde_json::Value;
 
 use crate::api::MachineSpec;
-use crate::machine::field_error::join;
 use crate::machine::update_rules::validate_update;
 use crate::machine::validation::{validate, validate_name};
 use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FINALIZER, FieldError, FieldPath, resolve};
 
+use super::limits::{
+    Exceeded, MAX_CAUSE_BYTES, MAX_CAUSES, MAX_MESSAGE_BYTES, shape_errors, truncate,
+};
 use super::review::{Request, Verdict};
 use super::schema::{SchemaCheck, SchemaError, prune_nulls};
 
@@ -176,6 +180,23 @@ impl Admission {
         let Some(raw) = &req.object else {
             return Err(deny("AdmissionReview request has no object".to_owned()));
         };
+        let name = raw
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(&req.name)
+            .to_owned();
+        // Bounded sizes first, before anything is copied or checked item by item.
+        if let Some(spec) = raw.get("spec") {
+            let oversized = shape_errors(spec);
+            let same_as_stored = || {
+                req.old_object
+                    .as_ref()
+                    .is_some_and(|old| old.get("spec") == Some(spec))
+            };
+            if !oversized.is_empty() && !same_as_stored() {
+                return Err(Box::new(Verdict::deny(invalid(&name, &oversized))));
+            }
+        }
         // What the checks read: the spec with nulls pruned (the API server drops them), every
         // spec field being optional so no spec means all defaults. Status is dropped by the API
         // server on writes to the main resource, and metadata is its to check.
@@ -185,11 +206,6 @@ impl Admission {
             .unwrap_or_else(|| Value::Object(Default::default()));
         prune_nulls(&mut spec);
         let object = serde_json::json!({ "spec": spec });
-        let name = raw
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or(&req.name)
-            .to_owned();
         let unchanged = req.operation == "UPDATE"
             && req.old_object.as_ref().is_some_and(|old| {
                 let mut old_spec = old
@@ -250,11 +266,13 @@ impl Admission {
     }
 }
 
-/// The rules' errors, plus the schema's on fields the rules did not already report.
+/// The rules' errors, plus the schema's on fields the rules did not already report. Linear: a
+/// set of the rules' fields, not a comparison of every pair.
 fn combine(schema: Vec<FieldError>, rules: Vec<FieldError>) -> Vec<FieldError> {
+    let reported: HashSet<String> = rules.iter().map(|r| r.field.clone()).collect();
     let extra: Vec<FieldError> = schema
         .into_iter()
-        .filter(|s| !rules.iter().any(|r| r.field == s.field))
+        .filter(|s| !reported.contains(&s.field))
         .collect();
     rules.into_iter().chain(extra).collect()
 }
@@ -353,16 +371,39 @@ fn failure(code: i32, reason: &str, message: String, details: Option<StatusDetai
     }
 }
 
-/// 422 Invalid with one cause per field error, like `apierrors.NewInvalid`.
+/// 422 Invalid with one cause per field error, like `apierrors.NewInvalid`: the first
+/// [`MAX_CAUSES`], then one cause counting the rest; every cause and the message bounded.
 pub fn invalid(name: &str, errors: &[FieldError]) -> Status {
-    let causes = errors
+    let shown = &errors[..errors.len().min(MAX_CAUSES)];
+    let hidden = errors.len() - shown.len();
+    let mut causes: Vec<StatusCause> = shown
         .iter()
         .map(|e| StatusCause {
             field: Some(e.field.clone()),
-            message: Some(e.body()),
+            message: Some(truncate(&e.body(), MAX_CAUSE_BYTES).into_owned()),
             reason: Some(e.kind.cause_reason().to_owned()),
         })
         .collect();
+    let more = (hidden > 0).then(|| format!("and {hidden} more errors not shown"));
+    if let Some(more) = &more {
+        causes.push(StatusCause {
+            field: Some("spec".to_owned()),
+            message: Some(more.clone()),
+            reason: Some("FieldValueInvalid".to_owned()),
+        });
+    }
+    let listed = shown
+        .iter()
+        .map(|e| {
+            let body = e.body();
+            format!("{}: {}", e.field, truncate(&body, MAX_CAUSE_BYTES))
+        })
+        .chain(more)
+        .collect::<Vec<_>>();
+    let joined = match listed.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
     let details = StatusDetails {
         name: (!name.is_empty()).then(|| name.to_owned()),
         group: Some(GROUP.to_owned()),
@@ -373,8 +414,22 @@ pub fn invalid(name: &str, errors: &[FieldError]) -> Status {
     failure(
         422,
         "Invalid",
-        format!("{KIND}.{GROUP} {name:?} is invalid: {}", join(errors)),
+        truncate(
+            &format!("{KIND}.{GROUP} {name:?} is invalid: {joined}"),
+            MAX_MESSAGE_BYTES,
+        )
+        .into_owned(),
         Some(details),
+    )
+}
+
+/// 413 for a review over [`super::limits`]: refused before it is decoded.
+pub fn too_large(exceeded: Exceeded) -> Status {
+    failure(
+        413,
+        "RequestEntityTooLarge",
+        format!("{KIND}.{GROUP} is too large to admit: {exceeded}"),
+        None,
     )
 }
 

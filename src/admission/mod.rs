@@ -2,6 +2,8 @@
 //! decisions, and the HTTP routes that serve them.
 
 pub mod decide;
+pub mod lanes;
+pub mod limits;
 pub mod review;
 pub mod routes;
 pub mod schema;

@@ -9,6 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::limits::{Exceeded, within_limits};
+
 pub const V1: &str = "admission.k8s.io/v1";
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
 
@@ -24,6 +26,8 @@ pub enum DecodeError {
     NoRequest,
     #[error("AdmissionReview request has no uid")]
     NoUid,
+    #[error("{0}")]
+    Exceeded(Exceeded),
 }
 
 #[derive(Deserialize)]
@@ -80,6 +84,7 @@ pub struct Review {
 /// Decodes a review. Errors that still carry a uid come back with it, so they can be denied
 /// in an AdmissionReview rather than with a bare HTTP error.
 pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
+    within_limits(body).map_err(DecodeError::Exceeded)?;
     let wire: WireReview =
         serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
     if wire.kind != "AdmissionReview" {
@@ -96,6 +101,27 @@ pub fn decode(body: &[u8]) -> Result<Review, DecodeError> {
         api_version: wire.api_version,
         request,
     })
+}
+
+/// The version and uid of a review too large to decode, read without building its object, so
+/// the refusal can be an AdmissionReview the user sees rather than a failed call.
+pub fn identify(body: &[u8]) -> Option<(String, String)> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Skeleton {
+        #[serde(default)]
+        api_version: String,
+        request: Option<Uid>,
+    }
+    #[derive(Deserialize)]
+    struct Uid {
+        #[serde(default)]
+        uid: String,
+    }
+    let skeleton: Skeleton = serde_json::from_slice(body).ok()?;
+    let uid = skeleton.request?.uid;
+    let known = skeleton.api_version == V1 || skeleton.api_version == V1BETA1;
+    (known && !uid.is_empty()).then_some((skeleton.api_version, uid))
 }
 
 /// What the webhook decided.

@@ -5,8 +5,7 @@ use std::time::Instant;
 
 use axum::{
     Router,
-    body::Bytes,
-    extract::{DefaultBodyLimit, State},
+    extract::State,
     http::{StatusCode, header},
     response::{IntoResponse, Response},
     routing::post,
@@ -16,17 +15,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{Webhook, WebhookResult};
 
-use super::decide::bad_request;
-use super::review::{self, Request, Verdict};
+use super::decide::{bad_request, too_large};
+use super::lanes::{self, Lanes};
+use super::limits::{MAX_LOGGED_BYTES, truncate};
+use super::review::{self, DecodeError, Request, Verdict};
 use super::{Admission, MUTATE_PATH, VALIDATE_PATH};
-
-/// kube-apiserver's own limit for a request body.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 #[derive(Clone)]
 struct Shared {
     admission: Arc<Admission>,
     metrics: Arc<Metrics>,
+    lanes: Lanes,
 }
 
 /// The webhook routes, with metrics of their own (for tests and the standalone server's
@@ -36,25 +35,54 @@ pub fn router(admission: Arc<Admission>) -> Router {
 }
 
 pub fn router_with_metrics(admission: Arc<Admission>, metrics: Arc<Metrics>) -> Router {
+    router_with(admission, metrics, Lanes::default())
+}
+
+pub fn router_with(admission: Arc<Admission>, metrics: Arc<Metrics>, lanes: Lanes) -> Router {
     Router::new()
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Shared { admission, metrics })
+        .with_state(Shared {
+            admission,
+            metrics,
+            lanes,
+        })
 }
 
-async fn mutate(State(shared): State<Shared>, body: Bytes) -> Response {
-    measured(&shared.metrics, "mutate", || {
-        answer(&body, |req| shared.admission.mutate(req))
-    })
+async fn mutate(State(shared): State<Shared>, request: axum::extract::Request) -> Response {
+    serve(shared, "mutate", request, Admission::mutate).await
 }
 
-async fn validate(State(shared): State<Shared>, body: Bytes) -> Response {
-    measured(&shared.metrics, "validate", || {
-        answer(&body, |req| shared.admission.validate(req))
-    })
+async fn validate(State(shared): State<Shared>, request: axum::extract::Request) -> Response {
+    serve(shared, "validate", request, Admission::validate).await
+}
+
+/// One review through its lane: read, decode, decide and encode on a blocking thread.
+async fn serve(
+    shared: Shared,
+    webhook: &'static str,
+    request: axum::extract::Request,
+    decide: fn(&Admission, &Request) -> Verdict,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    let Shared {
+        admission,
+        metrics,
+        lanes,
+    } = shared;
+    lanes
+        .run(declared, request.into_body(), move |body| {
+            measured(&metrics, webhook, || {
+                answer(&body, |req| decide(&admission, req))
+            })
+        })
+        .await
 }
 
 fn measured(
@@ -81,6 +109,19 @@ fn measured(
 pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Response, &'static str) {
     let review = match review::decode(body) {
         Ok(r) => r,
+        Err(DecodeError::Exceeded(exceeded)) => {
+            tracing::warn!(%exceeded, bytes = body.len(), "refused an AdmissionReview over the limits");
+            let status = too_large(exceeded);
+            return match review::identify(body) {
+                Some((api_version, uid)) => {
+                    encoded(&api_version, &uid, &Verdict::deny(status), "denied")
+                }
+                None => (
+                    status_response(StatusCode::PAYLOAD_TOO_LARGE, &status),
+                    "error",
+                ),
+            };
+        }
         Err(e) => {
             tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
             return (
@@ -96,10 +137,20 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
             .as_ref()
             .and_then(|s| s.message.as_deref())
             .unwrap_or_default();
-        tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %message, "denied");
+        let reason = truncate(message, MAX_LOGGED_BYTES);
+        tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %reason, "denied");
     }
     let result = if verdict.allowed { "allowed" } else { "denied" };
-    match review::encode(&review.api_version, &review.request.uid, &verdict) {
+    encoded(&review.api_version, &review.request.uid, &verdict, result)
+}
+
+fn encoded(
+    api_version: &str,
+    uid: &str,
+    verdict: &Verdict,
+    result: &'static str,
+) -> (Response, &'static str) {
+    match review::encode(api_version, uid, verdict) {
         Ok(bytes) => (
             ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
             result,
@@ -112,20 +163,11 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
 }
 
 fn status_response(code: StatusCode, status: &Status) -> Response {
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": status.message,
-        "reason": status.reason,
-        "code": code.as_u16(),
-    });
-    (
+    lanes::status(
         code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        status.reason.as_deref().unwrap_or_default(),
+        status.message.as_deref().unwrap_or_default(),
     )
-        .into_response()
 }
 
 async fn method_not_allowed() -> Response {

@@ -13,6 +13,7 @@ pub enum ErrorType {
     NotSupported,
     Forbidden,
     TooLong,
+    TooMany,
     TypeInvalid,
 }
 
@@ -25,6 +26,7 @@ impl ErrorType {
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
         }
     }
 
@@ -37,6 +39,7 @@ impl ErrorType {
             ErrorType::NotSupported => "FieldValueNotSupported",
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
             ErrorType::TypeInvalid => "FieldValueTypeInvalid",
         }
     }
@@ -98,6 +101,16 @@ impl FieldError {
             field,
             Value::Null,
             format!("may not be more than {max} bytes"),
+        )
+    }
+
+    /// `Too many: 300: must have at most 256 items`, as `field.TooMany` says it.
+    pub fn too_many(field: &FieldPath, actual: usize, max: usize) -> Self {
+        Self::new(
+            ErrorType::TooMany,
+            field,
+            Value::from(actual),
+            format!("must have at most {max} items"),
         )
     }
 

@@ -378,6 +378,12 @@ pub struct WebhookProcess {
 
 impl WebhookProcess {
     pub fn start(ca: &TestCa) -> WebhookProcess {
+        Self::start_with(ca, &[])
+    }
+
+    /// [`WebhookProcess::start`] with more arguments; an address flag among them replaces the
+    /// default ephemeral one.
+    pub fn start_with(ca: &TestCa, extra: &[&str]) -> WebhookProcess {
         use std::io::{BufRead, BufReader};
         let pair = ca.issue("webhook process");
         let dir = tempfile::tempdir().expect("temp dir");
@@ -389,9 +395,17 @@ impl WebhookProcess {
             .arg(&cert)
             .arg("--key-file")
             .arg(&key)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(["--metrics-bind-address", "127.0.0.1:0"])
-            .args(["--health-probe-bind-address", "127.0.0.1:0"])
+            .args(
+                [
+                    "--listen",
+                    "--metrics-bind-address",
+                    "--health-probe-bind-address",
+                ]
+                .into_iter()
+                .filter(|flag| !extra.contains(flag))
+                .flat_map(|flag| [flag, "127.0.0.1:0"]),
+            )
+            .args(extra)
             .env("LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())
