@@ -130,6 +130,11 @@ pub struct RunArgs {
     #[arg(long, env = "KUBE_API_BURST", value_name = "KUBE_API_BURST", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub kube_api_burst: u32,
+    /// How long a request to the API server may go without an answer (response headers, or the
+    /// next part of its body) before it fails and is retried. Watches are exempt; Lease requests
+    /// use a fifth of the Lease duration.
+    #[arg(long, env = "KUBE_API_TIMEOUT", value_name = "KUBE_API_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub kube_api_timeout: Duration,
     /// PEM certificate chain to serve instead of self-managed certificates (e.g. from
     /// cert-manager; reloaded when it changes). Needs --key-file (checked by `run`, so that the
     /// error names the value given).

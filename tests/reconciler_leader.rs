@@ -3,6 +3,7 @@
 //! (15s after its last renewal); when it shuts down cleanly, it releases the Lease and exits.
 
 mod operator;
+mod stalling_proxy;
 mod support;
 
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use kubevirt_operator::api::Machine;
 use kubevirt_operator::leader::LEASE_DURATION;
 use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
 use operator::{Operator, eventually, install_crds, lease_holder, operator_user};
+use stalling_proxy::StallingProxy;
 use support::ControlPlane;
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -195,5 +197,68 @@ async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
         a.log_tail()
     );
     assert_eq!(lease_holder(&client).await.as_deref(), Some("replica-b"));
+    assert!(a.proc.exited().is_none(), "replica-a keeps running");
+}
+
+/// A leader whose API server accepts its connections and then never answers (a hung server, a
+/// black-holed path: no refusal, no reset) stops reconciling before a replica, which reaches the
+/// API server, can take the Lease over. Its Lease reads and renewals time out instead of waiting
+/// forever.
+#[tokio::test]
+async fn a_leader_on_a_hung_connection_steps_down_before_its_lease_can_be_taken() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    install_crds(&cp).await;
+    let client = cp.client().await.expect("client");
+    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let ns = cp.namespace("hung").await.expect("namespace");
+    let upstream = cp
+        .server_url()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the API server's address");
+    let proxy = StallingProxy::start(upstream).await;
+    let proxied = cp.dir().join("proxied.kubeconfig");
+    let yaml = cp
+        .kubeconfig_yaml(&user, None)
+        .expect("kubeconfig")
+        .replace(cp.server_url(), &proxy.url());
+    std::fs::write(&proxied, yaml).expect("write kubeconfig");
+
+    let mut a = Operator::launch(&cp, &proxied, "replica-a", &[], &[]);
+    eventually(WAIT, "replica-a to lead", || async {
+        (lease_holder(&client).await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    create_machine(&client, &ns, "before").await;
+    wait_vm(&client, &ns, "before").await;
+    let b = Operator::start(&cp, &user, "replica-b", &[]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!started_controller(&b), "replica-b must wait");
+
+    proxy.stall();
+    let cut = Instant::now();
+    eventually(WAIT, "replica-b to take the Lease", || async {
+        (lease_holder(&client).await.as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let takeover = cut.elapsed();
+    create_machine(&client, &ns, "after").await;
+    wait_vm(&client, &ns, "after").await;
+
+    let stepped_down = logged_at(&a, "cannot confirm the Lease").unwrap_or_else(|| {
+        panic!(
+            "replica-a never stepped down after {takeover:?}:\n{}",
+            a.log_tail()
+        )
+    });
+    let took_over = logged_at(&b, "became leader").expect("replica-b's leadership in its log");
+    assert!(
+        stepped_down < took_over,
+        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
+    );
+    eprintln!(
+        "takeover {takeover:?} after the stall; replica-a stepped down {} before replica-b led",
+        took_over.duration_since(stepped_down)
+    );
     assert!(a.proc.exited().is_none(), "replica-a keeps running");
 }

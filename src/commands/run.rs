@@ -53,11 +53,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
     let config = kube_config(args.kubeconfig.as_deref()).await?;
-    let limited = |config| limited_client(config, args.kube_api_qps, args.kube_api_burst);
+    let limited =
+        |config, timeout| limited_client(config, args.kube_api_qps, args.kube_api_burst, timeout);
     let clients = Clients {
-        api: limited(config.clone())?,
-        events: limited(config.clone())?,
-        lease: limited(config)?,
+        api: limited(config.clone(), args.kube_api_timeout)?,
+        events: limited(config.clone(), args.kube_api_timeout)?,
+        lease: limited(
+            config,
+            leader::request_timeout(args.leader_election_lease_duration),
+        )?,
     };
     let metrics = Arc::new(Metrics::new());
     let settings = Settings {

@@ -31,6 +31,13 @@ pub fn lease_grace(duration: u64) -> u64 {
     duration / 2
 }
 
+/// How long one Lease request (read, renewal, release) may take: a fifth of the duration (3s of
+/// 15s), so a renewal made at half the duration that hangs is given up and retried while the
+/// Lease still holds, and the guard's own reads come at least every `CHECK_EVERY` + this.
+pub fn request_timeout(duration: Duration) -> Duration {
+    (duration / 5).max(Duration::from_secs(1))
+}
+
 /// What `/readyz` and tests ask: is this replica leading (running the leader's work)?
 #[derive(Debug, Default)]
 pub struct State {
@@ -49,7 +56,8 @@ impl State {
 /// Where and as whom the Lease is held.
 #[derive(Clone)]
 pub struct Election {
-    /// The client for the Lease alone, so renewals never queue behind other work.
+    /// The client for the Lease alone, so renewals never queue behind other work. Its requests
+    /// should time out after [`request_timeout`] (kube-lease-manager sets no timeout of its own).
     pub client: Client,
     pub namespace: String,
     /// This replica's holder identity (the pod name in a cluster).
@@ -92,6 +100,7 @@ where
         source,
     };
     let seconds = election.duration.as_secs();
+    let timeout = request_timeout(election.duration);
     let manager = LeaseManagerBuilder::new(election.client.clone(), LEASE_NAME)
         .with_namespace(namespace)
         .with_identity(identity)
@@ -120,7 +129,7 @@ where
         }
         // The manager says so; the Lease itself must too, with time left (see lease_guard).
         let held = tokio::select! {
-            held = lease_guard::confirmed(&leases, identity) => held,
+            held = lease_guard::confirmed(&leases, identity, timeout) => held,
             changed = leading.changed() => {
                 if changed.is_err() { break Err(LeaderError::ManagerStopped); }
                 continue;
@@ -138,7 +147,7 @@ where
         let outcome = tokio::select! {
             () = &mut ctrl => Leading::ControllerEnded,
             lost = wait_lost(&mut leading) => lost,
-            () = lease_guard::lapsed(&leases, identity, held) => Leading::Lapsed,
+            () = lease_guard::lapsed(&leases, identity, held, timeout) => Leading::Lapsed,
             () = &mut shutdown => Leading::Shutdown,
         };
         state.set_leader(false);
@@ -164,12 +173,18 @@ where
             }
         }
     };
-    // Closing the channel makes the manager release the Lease and stop.
+    // Closing the channel makes the manager release the Lease and stop; an unreachable API
+    // server must not keep the process from exiting (the Lease then simply expires).
     drop(leading);
-    match task.await {
-        Ok(Ok(_)) => tracing::info!("Lease released"),
-        Ok(Err(e)) => tracing::warn!(error = %e, "could not release the Lease"),
-        Err(e) => tracing::warn!(error = %e, "Lease manager task failed"),
+    let abort = task.abort_handle();
+    match tokio::time::timeout(election.duration, task).await {
+        Ok(Ok(Ok(_))) => tracing::info!("Lease released"),
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "could not release the Lease"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "Lease manager task failed"),
+        Err(_) => {
+            abort.abort();
+            tracing::warn!("could not release the Lease in time; it will expire");
+        }
     }
     result
 }
