@@ -43,7 +43,7 @@ pub enum Command {
     /// Show the webhook certificates, or ask the leader to rotate them now.
     Certs(crate::commands::certs::CertsArgs),
     /// Run the operator: the admission webhooks and the leader-elected reconciler.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -37,7 +37,8 @@ fn identity(given: Option<String>) -> String {
     })
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
+    let args = *args;
     match (&args.cert_file, &args.key_file) {
         (Some(cert), None) => anyhow::bail!(
             "CERT_FILE / --cert-file {} needs KEY_FILE / --key-file (or neither, for self-managed certificates)",
