@@ -68,6 +68,8 @@ pub struct WebhookArgs {
     pub templates: TemplateArgs,
     #[command(flatten)]
     pub endpoints: EndpointArgs,
+    #[command(flatten)]
+    pub drain: DrainArgs,
 }
 
 /// The plain-HTTP endpoints for Prometheus and the kubelet's probes.
@@ -79,6 +81,16 @@ pub struct EndpointArgs {
     /// Address of `/healthz` and `/readyz`.
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
     pub health_probe_bind_address: SocketAddr,
+}
+
+/// The webhook server's stop sequence on SIGTERM.
+#[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    /// How long the webhook server keeps answering after SIGTERM (with `/readyz` failing), so
+    /// kube-apiserver stops routing here before the listener closes. Keep it plus 10s (the
+    /// longest a request may take) under the pod's terminationGracePeriodSeconds (30s).
+    #[arg(long, env = "DRAIN_PERIOD", value_name = "DRAIN_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    pub drain_period: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -154,6 +166,8 @@ pub struct RunArgs {
     pub templates: TemplateArgs,
     #[command(flatten)]
     pub endpoints: EndpointArgs,
+    #[command(flatten)]
+    pub drain: DrainArgs,
     #[command(flatten)]
     pub certs: crate::certs::CertificateArgs,
 }

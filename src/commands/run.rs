@@ -20,6 +20,7 @@ use crate::reconciler::{FIELD_MANAGER, Settings, readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
+use crate::tls::listener::{Drain, Draining, Limits};
 use crate::tls::{CertSlot, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -76,9 +77,14 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let slot = CertSlot::new();
     let leadership = Arc::new(leader::State::default());
     let state = Arc::new(readiness::State::default());
+    let drain = Drain {
+        period: args.drain.drain_period,
+        draining: Draining::default(),
+    };
     let readiness = {
         let (slot, leadership, state) = (slot.clone(), leadership.clone(), state.clone());
         Readiness::new()
+            .require("not shutting down", drain.draining.not_draining())
             .require("serving certificate loaded", move || slot.is_loaded())
             .require("caches synced (leader)", move || {
                 !leadership.is_leader() || state.caches_synced()
@@ -129,7 +135,14 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let shutdown = shutdown_signal().shared();
     let app = routes::router_with_metrics(admission, metrics.clone());
-    let webhooks = server::serve(listener, slot, app, shutdown.clone());
+    let webhooks = server::serve_with(
+        listener,
+        slot,
+        app,
+        shutdown.clone(),
+        Limits::WEBHOOK,
+        drain,
+    );
 
     // The leader's work: the reconciler and, when self-managed, the certificate manager.
     let cert_settings = match &certificates {
