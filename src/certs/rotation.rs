@@ -9,7 +9,8 @@
 //! 3. both webhook configurations carry exactly that bundle (else: rewrite them);
 //! 4. the serving certificate is signed by the current CA, names the right hosts and is not due
 //!    (else: issue one — but from a new CA only once steps 2 and 3 hold for it, and, while the
-//!    current certificate still works, only after the publish grace).
+//!    current certificate still works, only after the publish grace, counted from when both
+//!    webhook configurations were written as recorded on them: see [`super::published`]).
 
 use std::fmt;
 
@@ -20,6 +21,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 
 use super::config::Settings;
 use super::observed::{Observed, Stored, StoredCa};
+use super::published::{self, Published};
 use super::x509::Cert;
 use super::{bundle, issue, trust, webhook_config};
 
@@ -61,6 +63,8 @@ pub enum Reason {
     NamesChanged,
     NotTrusted(String),
     Outdated,
+    /// Right, but without the record of when its caBundle was written.
+    Unrecorded,
 }
 
 impl Reason {
@@ -76,6 +80,7 @@ impl Reason {
             Reason::NamesChanged => "names_changed",
             Reason::NotTrusted(_) => "not_trusted",
             Reason::Outdated => "outdated",
+            Reason::Unrecorded => "unrecorded",
         }
     }
 }
@@ -92,6 +97,7 @@ impl fmt::Display for Reason {
             Reason::NamesChanged => f.write_str("names differ from the configured ones"),
             Reason::NotTrusted(why) => write!(f, "would not be trusted: {why}"),
             Reason::Outdated => f.write_str("out of date"),
+            Reason::Unrecorded => f.write_str("no record of when its caBundle was written"),
         }
     }
 }
@@ -270,14 +276,24 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
     }
 
     // 3. The webhook configurations carry the published bundle.
+    // Each write records when its caBundle was written (see `published`).
     let pem = bundle::encode(published);
-    let mutating = webhook_config::mutating(settings, pem.as_bytes());
-    let validating = webhook_config::validating(settings, pem.as_bytes());
+    let mut mutating = webhook_config::mutating(settings, pem.as_bytes());
+    let mut validating = webhook_config::validating(settings, pem.as_bytes());
+    published::stamp_mutating(&mut mutating, observed.mutating.ok(), now);
+    published::stamp_validating(&mut validating, observed.validating.ok(), now);
     match &observed.mutating {
         Stored::Foreign => plan
             .problems
             .push(Problem::Foreign(Target::MutatingWebhook)),
-        Stored::Ok(live) if webhook_config::mutating_matches(live, &mutating) => {}
+        Stored::Ok(live) if webhook_config::mutating_matches(live, &mutating) => {
+            if published::unstamped(&live.metadata) {
+                plan.actions.push(Action::WriteMutating {
+                    desired: Box::new(mutating),
+                    reason: Reason::Unrecorded,
+                });
+            }
+        }
         other => plan.actions.push(Action::WriteMutating {
             desired: Box::new(mutating),
             reason: stale_reason(other),
@@ -287,7 +303,14 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         Stored::Foreign => plan
             .problems
             .push(Problem::Foreign(Target::ValidatingWebhook)),
-        Stored::Ok(live) if webhook_config::validating_matches(live, &validating) => {}
+        Stored::Ok(live) if webhook_config::validating_matches(live, &validating) => {
+            if published::unstamped(&live.metadata) {
+                plan.actions.push(Action::WriteValidating {
+                    desired: Box::new(validating),
+                    reason: Reason::Unrecorded,
+                });
+            }
+        }
         other => plan.actions.push(Action::WriteValidating {
             desired: Box::new(validating),
             reason: stale_reason(other),
@@ -357,16 +380,32 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         return plan;
     }
     // Moving to a new CA while the current certificate still works waits until every API
-    // server has had time to see that CA; a certificate that does not work has nothing to
-    // protect, and a new one from the same CA is trusted wherever the current one is.
-    // The wait never outlasts the current certificate: it ends a moment before that expires.
+    // server has had time to see that CA: the grace counts from when both webhook
+    // configurations were written, as recorded on them (so a new leader waits it out too). A
+    // certificate that does not work has nothing to protect, and a new one from the same CA is
+    // trusted wherever the current one is. The wait never outlasts the current certificate: it
+    // ends a moment before that expires.
+    let since = match published::published(observed) {
+        Published::At(at) => Some(at),
+        Published::NotOurs => Some(ca.cert.issued_at()),
+        Published::Unrecorded => None,
+    };
     let hold_until = observed.serving.ok().and_then(|s| {
         let works = trust::verify(&s.cert, published, &names.verify_as, now).is_ok();
         let moves_to_new_ca = !trust::signed_by(&s.cert, &ca.cert);
+        let last_moment = s.cert.not_after - SWAP_MARGIN;
         (works && moves_to_new_ca).then(|| {
-            (ca.cert.issued_at() + settings.publish_grace).min(s.cert.not_after - SWAP_MARGIN)
+            since.map_or(last_moment, |at| {
+                (at + settings.publish_grace).min(last_moment)
+            })
         })
     });
+    if since.is_none() && hold_until.is_some_and(|at| now < at) {
+        plan.waiting = Some(format!(
+            "serving certificate ({reason}) waits until the webhook configurations record when they received the CA"
+        ));
+        return plan;
+    }
     if let Some(at) = hold_until.filter(|at| now < *at) {
         plan.waiting = Some(format!(
             "serving certificate ({reason}) waits until {at} for the new CA to reach every API server"
