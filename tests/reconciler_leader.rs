@@ -133,6 +133,41 @@ fn logged_at(op: &Operator, needle: &str) -> Option<Timestamp> {
     line["timestamp"].as_str()?.parse().ok()
 }
 
+/// Once replica-a has lost its API server: replica-b (reached through `client`) takes the Lease
+/// and reconciles, and replica-a's log shows it stopped leading before replica-b began.
+async fn b_takes_over_after_a_stepped_down(
+    client: &Client,
+    ns: &str,
+    a: &Operator,
+    b: &Operator,
+    event: &str,
+) {
+    let cut = Instant::now();
+    eventually(WAIT, "replica-b to take the Lease", || async {
+        (lease_holder(client).await.as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let takeover = cut.elapsed();
+    create_machine(client, ns, "after").await;
+    wait_vm(client, ns, "after").await;
+
+    let stepped_down = logged_at(a, "cannot confirm the Lease").unwrap_or_else(|| {
+        panic!(
+            "replica-a never stepped down after {takeover:?}:\n{}",
+            a.log_tail()
+        )
+    });
+    let took_over = logged_at(b, "became leader").expect("replica-b's leadership in its log");
+    assert!(
+        stepped_down < took_over,
+        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
+    );
+    eprintln!(
+        "takeover {takeover:?} after {event}; replica-a stepped down {} before replica-b led",
+        took_over.duration_since(stepped_down)
+    );
+}
+
 /// A leader cut off from its API server, while a replica reaches another API server of the same
 /// cluster, stops reconciling before the replica can take the Lease over: never two leaders.
 /// Once its API server is back, it finds the Lease taken and stays a follower.
@@ -161,30 +196,7 @@ async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
 
     cp.stop_apiserver()
         .expect("stop replica-a's kube-apiserver");
-    let cut = Instant::now();
-    eventually(WAIT, "replica-b to take the Lease", || async {
-        (lease_holder(&other).await.as_deref() == Some("replica-b")).then_some(())
-    })
-    .await;
-    let takeover = cut.elapsed();
-    create_machine(&other, &ns, "after").await;
-    wait_vm(&other, &ns, "after").await;
-
-    let stepped_down = logged_at(&a, "cannot confirm the Lease").unwrap_or_else(|| {
-        panic!(
-            "replica-a never stepped down after {takeover:?}:\n{}",
-            a.log_tail()
-        )
-    });
-    let took_over = logged_at(&b, "became leader").expect("replica-b's leadership in its log");
-    assert!(
-        stepped_down < took_over,
-        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
-    );
-    eprintln!(
-        "takeover {takeover:?} after the cut; replica-a stepped down {} before replica-b led",
-        took_over.duration_since(stepped_down)
-    );
+    b_takes_over_after_a_stepped_down(&other, &ns, &a, &b, "the cut").await;
 
     // Back in touch, replica-a sees the Lease is replica-b's and does not lead again.
     cp.start_apiserver().await.expect("restart kube-apiserver");
@@ -236,29 +248,6 @@ async fn a_leader_on_a_hung_connection_steps_down_before_its_lease_can_be_taken(
     assert!(!started_controller(&b), "replica-b must wait");
 
     proxy.stall();
-    let cut = Instant::now();
-    eventually(WAIT, "replica-b to take the Lease", || async {
-        (lease_holder(&client).await.as_deref() == Some("replica-b")).then_some(())
-    })
-    .await;
-    let takeover = cut.elapsed();
-    create_machine(&client, &ns, "after").await;
-    wait_vm(&client, &ns, "after").await;
-
-    let stepped_down = logged_at(&a, "cannot confirm the Lease").unwrap_or_else(|| {
-        panic!(
-            "replica-a never stepped down after {takeover:?}:\n{}",
-            a.log_tail()
-        )
-    });
-    let took_over = logged_at(&b, "became leader").expect("replica-b's leadership in its log");
-    assert!(
-        stepped_down < took_over,
-        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
-    );
-    eprintln!(
-        "takeover {takeover:?} after the stall; replica-a stepped down {} before replica-b led",
-        took_over.duration_since(stepped_down)
-    );
+    b_takes_over_after_a_stepped_down(&client, &ns, &a, &b, "the stall").await;
     assert!(a.proc.exited().is_none(), "replica-a keeps running");
 }
