@@ -43,7 +43,7 @@ pub enum Command {
     /// Show the webhook certificates, or ask the leader to rotate them now.
     Certs(crate::commands::certs::CertsArgs),
     /// Run the operator: the admission webhooks and the leader-elected reconciler.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -68,6 +68,8 @@ pub struct WebhookArgs {
     pub templates: TemplateArgs,
     #[command(flatten)]
     pub endpoints: EndpointArgs,
+    #[command(flatten)]
+    pub drain: DrainArgs,
 }
 
 /// The plain-HTTP endpoints for Prometheus and the kubelet's probes.
@@ -79,6 +81,16 @@ pub struct EndpointArgs {
     /// Address of `/healthz` and `/readyz`.
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
     pub health_probe_bind_address: SocketAddr,
+}
+
+/// The webhook server's stop sequence on SIGTERM.
+#[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    /// How long the webhook server keeps answering after SIGTERM (with `/readyz` failing), so
+    /// kube-apiserver stops routing here before the listener closes. Keep it plus 10s (the
+    /// longest a request may take) under the pod's terminationGracePeriodSeconds (30s).
+    #[arg(long, env = "DRAIN_PERIOD", value_name = "DRAIN_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    pub drain_period: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -130,6 +142,11 @@ pub struct RunArgs {
     #[arg(long, env = "KUBE_API_BURST", value_name = "KUBE_API_BURST", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub kube_api_burst: u32,
+    /// How long a request to the API server may go without an answer (response headers, or the
+    /// next part of its body) before it fails and is retried. Watches are exempt; Lease requests
+    /// use a fifth of the Lease duration.
+    #[arg(long, env = "KUBE_API_TIMEOUT", value_name = "KUBE_API_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub kube_api_timeout: Duration,
     /// PEM certificate chain to serve instead of self-managed certificates (e.g. from
     /// cert-manager; reloaded when it changes). Needs --key-file (checked by `run`, so that the
     /// error names the value given).
@@ -149,6 +166,8 @@ pub struct RunArgs {
     pub templates: TemplateArgs,
     #[command(flatten)]
     pub endpoints: EndpointArgs,
+    #[command(flatten)]
+    pub drain: DrainArgs,
     #[command(flatten)]
     pub certs: crate::certs::CertificateArgs,
 }

@@ -1,5 +1,7 @@
-//! The Kubernetes client the operator runs with: its configuration, and client-go's QPS/burst
-//! limit as a token bucket in front of every request.
+//! The Kubernetes client the operator runs with: its configuration, client-go's QPS/burst limit
+//! as a token bucket in front of every request, and a read timeout on every request but watches
+//! (kube sets none: a request to an API server that accepted the connection and then went
+//! silent would wait forever).
 
 use std::future::Future;
 use std::path::Path;
@@ -9,11 +11,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::future::BoxFuture;
+use http_body_util::Either;
+use hyper::http;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::time::{Instant, Sleep};
-use tower::{Layer, Service};
+use tower::{BoxError, Layer, Service};
+use tower_http::timeout::TimeoutBody;
 
 /// The configuration from `kubeconfig`, else inferred (in-cluster, `KUBECONFIG`, ~/.kube/config).
 pub async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
@@ -31,17 +37,99 @@ pub async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
     }
 }
 
-/// A client whose requests wait for a token: `burst` at once, refilled at `qps` per second.
-pub fn limited_client(config: Config, qps: f64, burst: u32) -> anyhow::Result<Client> {
+/// The read timeout of tools' clients (`certs`), and the default of `KUBE_API_TIMEOUT`.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client whose requests wait for a token (`burst` at once, refilled at `qps` per second) and
+/// whose non-watch requests fail once the API server has sent nothing for `read_timeout`.
+pub fn limited_client(
+    config: Config,
+    qps: f64,
+    burst: u32,
+    read_timeout: Duration,
+) -> anyhow::Result<Client> {
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
     Ok(builder
+        .with_layer(&ReadTimeoutLayer(read_timeout))
         .with_layer(&TokenBucketLayer::new(qps, burst))
         .build())
 }
 
 /// A rate-limited client from `kubeconfig` or the inferred configuration.
 pub async fn client(kubeconfig: Option<&Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {
-    limited_client(kube_config(kubeconfig).await?, qps, burst)
+    limited_client(
+        kube_config(kubeconfig).await?,
+        qps,
+        burst,
+        DEFAULT_READ_TIMEOUT,
+    )
+}
+
+/// Whether a request is a watch (`?watch=true`), which may rightly stay silent for minutes;
+/// kube's watcher guards those with its own idle timeout.
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
+    })
+}
+
+/// Fails a non-watch request when its response headers, or any next piece of its body, take
+/// longer than the timeout: a socket read timeout that spares watches.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadTimeoutLayer(pub Duration);
+
+impl<S> Layer<S> for ReadTimeoutLayer {
+    type Service = ReadTimeout<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ReadTimeout {
+            inner,
+            timeout: self.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ReadTimeout<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the Kubernetes API server sent no response within {0:?}")]
+pub struct NoResponse(Duration);
+
+impl<S, Req, B> Service<http::Request<Req>> for ReadTimeout<S>
+where
+    S: Service<http::Request<Req>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Either<TimeoutBody<B>, B>>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<Req>) -> Self::Future {
+        let watch = is_watch(request.uri());
+        let timeout = self.timeout;
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            if watch {
+                return Ok(response.await.map_err(Into::into)?.map(Either::Right));
+            }
+            match tokio::time::timeout(timeout, response).await {
+                Ok(response) => Ok(response
+                    .map_err(Into::into)?
+                    .map(|body| Either::Left(TimeoutBody::new(timeout, body)))),
+                Err(_) => Err(NoResponse(timeout).into()),
+            }
+        })
+    }
 }
 
 /// client-go's `flowcontrol` token bucket: up to `burst` tokens, refilled at `qps` per second;
@@ -145,6 +233,45 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_watches_are_spared() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        assert!(is_watch(&uri("/api/v1/pods?watch=true&resourceVersion=1")));
+        assert!(is_watch(&uri("/api/v1/pods?resourceVersion=1&watch=1")));
+        assert!(!is_watch(&uri("/api/v1/pods?resourceVersion=1")));
+        assert!(!is_watch(&uri("/api/v1/pods?watch=false")));
+        assert!(!is_watch(&uri(
+            "/apis/coordination.k8s.io/v1/namespaces/a/leases/watch"
+        )));
+        assert!(!is_watch(&uri("/api/v1/pods")));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_server_fails_a_request_but_not_a_watch() {
+        use tower::ServiceExt;
+        let silent = tower::service_fn(|_: http::Request<()>| {
+            std::future::pending::<Result<http::Response<String>, BoxError>>()
+        });
+        let mut svc = ReadTimeoutLayer(Duration::from_secs(3)).layer(silent);
+        let get = http::Request::get("/api/v1/namespaces/a/leases/l")
+            .body(())
+            .unwrap();
+        let t0 = Instant::now();
+        let err = svc.ready().await.unwrap().call(get).await.err().unwrap();
+        assert_eq!(Instant::now() - t0, Duration::from_secs(3));
+        assert!(err.to_string().contains("no response within 3s"), "{err}");
+
+        let watch = http::Request::get("/api/v1/pods?watch=true")
+            .body(())
+            .unwrap();
+        let waited = tokio::time::timeout(
+            Duration::from_secs(600),
+            svc.ready().await.unwrap().call(watch),
+        )
+        .await;
+        assert!(waited.is_err(), "a watch is not cut by the read timeout");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn burst_then_qps() {

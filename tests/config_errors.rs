@@ -56,6 +56,21 @@ fn unparsable_duration() {
 }
 
 #[test]
+fn bad_drain_period_and_api_timeout() {
+    for (setting, value) in [
+        ("DRAIN_PERIOD", "a while"),
+        ("DRAIN_PERIOD", "-5s"),
+        ("KUBE_API_TIMEOUT", "0s"),
+    ] {
+        let line = start_up_error(&[(setting, value)], &["run"]);
+        assert_names(&line, setting, value);
+    }
+    let files = ["webhook", "--cert-file", "tls.crt", "--key-file", "tls.key"];
+    let line = start_up_error(&[("DRAIN_PERIOD", "soon")], &files);
+    assert_names(&line, "DRAIN_PERIOD", "soon");
+}
+
+#[test]
 fn lease_shorter_than_ten_seconds() {
     let line = start_up_error(&[("LEADER_ELECTION_LEASE_DURATION", "5s")], &["run"]);
     assert_names(&line, "LEADER_ELECTION_LEASE_DURATION", "5s");

@@ -3,6 +3,7 @@
 //! (15s after its last renewal); when it shuts down cleanly, it releases the Lease and exits.
 
 mod operator;
+mod stalling_proxy;
 mod support;
 
 use std::time::{Duration, Instant};
@@ -13,9 +14,10 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
 
 use kubevirt_operator::api::Machine;
+use kubevirt_operator::leader::LEASE_DURATION;
 use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
-use kubevirt_operator::reconciler::leader::LEASE_DURATION;
 use operator::{Operator, eventually, install_crds, lease_holder, operator_user};
+use stalling_proxy::StallingProxy;
 use support::ControlPlane;
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -131,6 +133,41 @@ fn logged_at(op: &Operator, needle: &str) -> Option<Timestamp> {
     line["timestamp"].as_str()?.parse().ok()
 }
 
+/// Once replica-a has lost its API server: replica-b (reached through `client`) takes the Lease
+/// and reconciles, and replica-a's log shows it stopped leading before replica-b began.
+async fn b_takes_over_after_a_stepped_down(
+    client: &Client,
+    ns: &str,
+    a: &Operator,
+    b: &Operator,
+    event: &str,
+) {
+    let cut = Instant::now();
+    eventually(WAIT, "replica-b to take the Lease", || async {
+        (lease_holder(client).await.as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let takeover = cut.elapsed();
+    create_machine(client, ns, "after").await;
+    wait_vm(client, ns, "after").await;
+
+    let stepped_down = logged_at(a, "cannot confirm the Lease").unwrap_or_else(|| {
+        panic!(
+            "replica-a never stepped down after {takeover:?}:\n{}",
+            a.log_tail()
+        )
+    });
+    let took_over = logged_at(b, "became leader").expect("replica-b's leadership in its log");
+    assert!(
+        stepped_down < took_over,
+        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
+    );
+    eprintln!(
+        "takeover {takeover:?} after {event}; replica-a stepped down {} before replica-b led",
+        took_over.duration_since(stepped_down)
+    );
+}
+
 /// A leader cut off from its API server, while a replica reaches another API server of the same
 /// cluster, stops reconciling before the replica can take the Lease over: never two leaders.
 /// Once its API server is back, it finds the Lease taken and stays a follower.
@@ -159,30 +196,7 @@ async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
 
     cp.stop_apiserver()
         .expect("stop replica-a's kube-apiserver");
-    let cut = Instant::now();
-    eventually(WAIT, "replica-b to take the Lease", || async {
-        (lease_holder(&other).await.as_deref() == Some("replica-b")).then_some(())
-    })
-    .await;
-    let takeover = cut.elapsed();
-    create_machine(&other, &ns, "after").await;
-    wait_vm(&other, &ns, "after").await;
-
-    let stepped_down = logged_at(&a, "cannot confirm the Lease").unwrap_or_else(|| {
-        panic!(
-            "replica-a never stepped down after {takeover:?}:\n{}",
-            a.log_tail()
-        )
-    });
-    let took_over = logged_at(&b, "became leader").expect("replica-b's leadership in its log");
-    assert!(
-        stepped_down < took_over,
-        "replica-a stopped at {stepped_down}, after replica-b began leading at {took_over}"
-    );
-    eprintln!(
-        "takeover {takeover:?} after the cut; replica-a stepped down {} before replica-b led",
-        took_over.duration_since(stepped_down)
-    );
+    b_takes_over_after_a_stepped_down(&other, &ns, &a, &b, "the cut").await;
 
     // Back in touch, replica-a sees the Lease is replica-b's and does not lead again.
     cp.start_apiserver().await.expect("restart kube-apiserver");
@@ -195,5 +209,45 @@ async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
         a.log_tail()
     );
     assert_eq!(lease_holder(&client).await.as_deref(), Some("replica-b"));
+    assert!(a.proc.exited().is_none(), "replica-a keeps running");
+}
+
+/// A leader whose API server accepts its connections and then never answers (a hung server, a
+/// black-holed path: no refusal, no reset) stops reconciling before a replica, which reaches the
+/// API server, can take the Lease over. Its Lease reads and renewals time out instead of waiting
+/// forever.
+#[tokio::test]
+async fn a_leader_on_a_hung_connection_steps_down_before_its_lease_can_be_taken() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    install_crds(&cp).await;
+    let client = cp.client().await.expect("client");
+    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let ns = cp.namespace("hung").await.expect("namespace");
+    let upstream = cp
+        .server_url()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the API server's address");
+    let proxy = StallingProxy::start(upstream).await;
+    let proxied = cp.dir().join("proxied.kubeconfig");
+    let yaml = cp
+        .kubeconfig_yaml(&user, None)
+        .expect("kubeconfig")
+        .replace(cp.server_url(), &proxy.url());
+    std::fs::write(&proxied, yaml).expect("write kubeconfig");
+
+    let mut a = Operator::launch(&cp, &proxied, "replica-a", &[], &[]);
+    eventually(WAIT, "replica-a to lead", || async {
+        (lease_holder(&client).await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    create_machine(&client, &ns, "before").await;
+    wait_vm(&client, &ns, "before").await;
+    let b = Operator::start(&cp, &user, "replica-b", &[]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!started_controller(&b), "replica-b must wait");
+
+    proxy.stall();
+    b_takes_over_after_a_stepped_down(&client, &ns, &a, &b, "the stall").await;
     assert!(a.proc.exited().is_none(), "replica-a keeps running");
 }

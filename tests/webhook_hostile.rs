@@ -90,13 +90,6 @@ fn client(ca: &TestCa) -> reqwest::Client {
     ca.reqwest_client()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 fn peak_rss_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
@@ -211,10 +204,8 @@ async fn hostile_bodies_get_bounded_answers_in_bounded_time_and_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn normal_admissions_and_probes_are_answered_under_a_stream_of_hostile_bodies() {
     let ca = TestCa::new("hostile stream CA");
-    let probes = free_port();
-    let probe_addr = format!("127.0.0.1:{probes}");
-    let mut process =
-        WebhookProcess::start_with(&ca, &["--health-probe-bind-address", &probe_addr]);
+    let mut process = WebhookProcess::start(&ca);
+    let probe_addr = process.probes;
     let client = client(&ca);
     let base = format!("https://{}", process.addr);
     let stop = Arc::new(AtomicBool::new(false));

@@ -5,6 +5,7 @@
 //! - [`config`]: lifetimes and renew-before from flags and the environment, checked at start-up.
 //! - [`x509`], [`trust`], [`bundle`], [`issue`]: parsing, verification, bundle merge and issuance.
 //! - [`observed`]: stored objects classified into what the decisions need (pure).
+//! - [`published`]: when the webhook configurations received their caBundle, recorded on them.
 //! - [`rotation`]: the decisions — observed state + settings + now in, a list of actions out.
 //! - [`webhook_config`]: the desired webhook configurations (pure) and their comparison.
 //! - [`store`]: reading and conditionally writing the Secrets, ConfigMap and webhook configurations.
@@ -18,6 +19,7 @@ pub mod issue;
 pub mod manager;
 pub mod metrics;
 pub mod observed;
+pub mod published;
 pub mod rotation;
 pub mod store;
 pub mod trust;
@@ -52,6 +54,11 @@ pub const OPERATOR_NAME: &str = "kubevirt-operator";
 /// Set (to any value, by convention an RFC 3339 time) on the CA or serving Secret to ask the
 /// leader to renew that certificate now; the leader's write of the new certificate removes it.
 pub const ROTATE_ANNOTATION: &str = "vitistack.io/rotate-requested-at";
+
+/// On each webhook configuration: when its caBundle was last written (RFC 3339), recorded in the
+/// same write. A serving certificate from a new CA waits until the CA has been in both
+/// configurations for the publish grace, counted from here, so a new leader honours the wait.
+pub const CA_BUNDLE_WRITTEN_ANNOTATION: &str = "vitistack.io/ca-bundle-written-at";
 
 /// Labels on every object this module creates; their absence marks an object as not ours.
 pub fn managed_labels() -> std::collections::BTreeMap<String, String> {

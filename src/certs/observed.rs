@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -11,7 +14,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
 use super::issue::PemPair;
 use super::x509::Cert;
-use super::{BUNDLE_KEY, CA_CERT_KEY, ROTATE_ANNOTATION, TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY};
+use super::{
+    BUNDLE_KEY, CA_BUNDLE_WRITTEN_ANNOTATION, CA_CERT_KEY, ROTATE_ANNOTATION, TLS_CERT_KEY,
+    TLS_PRIVATE_KEY_KEY,
+};
 use crate::tls::keypair::certified_key;
 
 /// The objects as read from the API (None: not found).
@@ -81,6 +87,18 @@ pub fn observe(s: &Snapshot) -> Observed {
         mutating: classify(s.mutating.as_ref(), |o| &o.metadata, |o| Ok(o.clone())),
         validating: classify(s.validating.as_ref(), |o| &o.metadata, |o| Ok(o.clone())),
     }
+}
+
+/// When a webhook configuration's caBundle was written, as recorded on it (None: not recorded,
+/// or not a time).
+pub fn ca_bundle_written_at(meta: &ObjectMeta) -> Option<DateTime<Utc>> {
+    let value = meta
+        .annotations
+        .as_ref()?
+        .get(CA_BUNDLE_WRITTEN_ANNOTATION)?;
+    DateTime::parse_from_rfc3339(value)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 fn classify<O, T>(

@@ -9,181 +9,23 @@
 //! 3. both webhook configurations carry exactly that bundle (else: rewrite them);
 //! 4. the serving certificate is signed by the current CA, names the right hosts and is not due
 //!    (else: issue one — but from a new CA only once steps 2 and 3 hold for it, and, while the
-//!    current certificate still works, only after the publish grace).
-
-use std::fmt;
+//!    current certificate still works, only after the publish grace, counted from when both
+//!    webhook configurations were written as recorded on them: see [`super::published`]).
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 
 use super::config::Settings;
 use super::observed::{Observed, Stored, StoredCa};
+use super::published::{self, Published};
 use super::x509::Cert;
 use super::{bundle, issue, trust, webhook_config};
+
+mod plan;
+pub use plan::{Action, Plan, Problem, Reason, Target};
 
 /// How long before the current serving certificate expires a held-back replacement is issued
 /// anyway: time for the write, the watch and the swap in every replica.
 pub const SWAP_MARGIN: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
-
-/// The object a decision or a problem is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    Ca,
-    Serving,
-    Bundle,
-    MutatingWebhook,
-    ValidatingWebhook,
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Target::Ca => "Secret kubevirt-operator-ca",
-            Target::Serving => "Secret kubevirt-operator-webhook-tls",
-            Target::Bundle => "ConfigMap kubevirt-operator-ca-bundle",
-            Target::MutatingWebhook => "MutatingWebhookConfiguration kubevirt-operator",
-            Target::ValidatingWebhook => "ValidatingWebhookConfiguration kubevirt-operator",
-        })
-    }
-}
-
-/// Why something is (re)written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reason {
-    Missing,
-    Unreadable(String),
-    Expired,
-    RenewalDue,
-    Requested,
-    SignedByOtherCa,
-    NamesChanged,
-    NotTrusted(String),
-    Outdated,
-}
-
-impl Reason {
-    /// Short, bounded form for metric labels.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Reason::Missing => "missing",
-            Reason::Unreadable(_) => "unreadable",
-            Reason::Expired => "expired",
-            Reason::RenewalDue => "renewal_due",
-            Reason::Requested => "requested",
-            Reason::SignedByOtherCa => "ca_rotated",
-            Reason::NamesChanged => "names_changed",
-            Reason::NotTrusted(_) => "not_trusted",
-            Reason::Outdated => "outdated",
-        }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Reason::Missing => f.write_str("missing"),
-            Reason::Unreadable(why) => write!(f, "unreadable: {why}"),
-            Reason::Expired => f.write_str("expired"),
-            Reason::RenewalDue => f.write_str("renewal due"),
-            Reason::Requested => f.write_str("rotation requested"),
-            Reason::SignedByOtherCa => f.write_str("not signed by the current CA"),
-            Reason::NamesChanged => f.write_str("names differ from the configured ones"),
-            Reason::NotTrusted(why) => write!(f, "would not be trusted: {why}"),
-            Reason::Outdated => f.write_str("out of date"),
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// Generate a CA and store it in the CA Secret.
-    IssueCa { reason: Reason },
-    /// Store this bundle (PEM) in the bundle ConfigMap.
-    WriteBundle { pem: String, reason: Reason },
-    WriteMutating {
-        desired: Box<MutatingWebhookConfiguration>,
-        reason: Reason,
-    },
-    WriteValidating {
-        desired: Box<ValidatingWebhookConfiguration>,
-        reason: Reason,
-    },
-    /// Issue a serving certificate from the CA in the CA Secret and store it.
-    IssueServing { reason: Reason },
-}
-
-impl Action {
-    pub fn target(&self) -> Target {
-        match self {
-            Action::IssueCa { .. } => Target::Ca,
-            Action::WriteBundle { .. } => Target::Bundle,
-            Action::WriteMutating { .. } => Target::MutatingWebhook,
-            Action::WriteValidating { .. } => Target::ValidatingWebhook,
-            Action::IssueServing { .. } => Target::Serving,
-        }
-    }
-
-    pub fn reason(&self) -> &Reason {
-        match self {
-            Action::IssueCa { reason }
-            | Action::WriteBundle { reason, .. }
-            | Action::WriteMutating { reason, .. }
-            | Action::WriteValidating { reason, .. }
-            | Action::IssueServing { reason } => reason,
-        }
-    }
-}
-
-/// Something only a person can fix; reported, never acted on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Problem {
-    /// An object with our name exists without our label: it is not overwritten.
-    Foreign(Target),
-    /// The CA is not valid yet: the clocks of this leader and the one that issued it disagree.
-    CaNotYetValid { not_before: DateTime<Utc> },
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::Foreign(t) => write!(
-                f,
-                "{t} exists but is not managed by kubevirt-operator (no label {}={}); it is left untouched. Delete it, or label it, to let the operator manage it",
-                super::MANAGED_BY_LABEL,
-                super::OPERATOR_NAME
-            ),
-            Problem::CaNotYetValid { not_before } => write!(
-                f,
-                "{} is not valid before {not_before}; check this node's clock",
-                Target::Ca
-            ),
-        }
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Plan {
-    /// In order; each may depend on the ones before having been done.
-    pub actions: Vec<Action>,
-    pub problems: Vec<Problem>,
-    /// Why a needed serving certificate is held back, when it is.
-    pub waiting: Option<String>,
-    /// The earliest time the decision may change without any object changing.
-    pub wake_at: Option<DateTime<Utc>>,
-}
-
-impl Plan {
-    fn wake(&mut self, at: DateTime<Utc>) {
-        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
-    }
-
-    fn act(mut self, action: Action) -> Plan {
-        self.actions.push(action);
-        self
-    }
-}
 
 /// Decides what to do about the certificates now.
 pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> Plan {
@@ -270,14 +112,24 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
     }
 
     // 3. The webhook configurations carry the published bundle.
+    // Each write records when its caBundle was written (see `published`).
     let pem = bundle::encode(published);
-    let mutating = webhook_config::mutating(settings, pem.as_bytes());
-    let validating = webhook_config::validating(settings, pem.as_bytes());
+    let mut mutating = webhook_config::mutating(settings, pem.as_bytes());
+    let mut validating = webhook_config::validating(settings, pem.as_bytes());
+    published::stamp_mutating(&mut mutating, observed.mutating.ok(), now);
+    published::stamp_validating(&mut validating, observed.validating.ok(), now);
     match &observed.mutating {
         Stored::Foreign => plan
             .problems
             .push(Problem::Foreign(Target::MutatingWebhook)),
-        Stored::Ok(live) if webhook_config::mutating_matches(live, &mutating) => {}
+        Stored::Ok(live) if webhook_config::mutating_matches(live, &mutating) => {
+            if published::unstamped(&live.metadata) {
+                plan.actions.push(Action::WriteMutating {
+                    desired: Box::new(mutating),
+                    reason: Reason::Unrecorded,
+                });
+            }
+        }
         other => plan.actions.push(Action::WriteMutating {
             desired: Box::new(mutating),
             reason: stale_reason(other),
@@ -287,7 +139,14 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         Stored::Foreign => plan
             .problems
             .push(Problem::Foreign(Target::ValidatingWebhook)),
-        Stored::Ok(live) if webhook_config::validating_matches(live, &validating) => {}
+        Stored::Ok(live) if webhook_config::validating_matches(live, &validating) => {
+            if published::unstamped(&live.metadata) {
+                plan.actions.push(Action::WriteValidating {
+                    desired: Box::new(validating),
+                    reason: Reason::Unrecorded,
+                });
+            }
+        }
         other => plan.actions.push(Action::WriteValidating {
             desired: Box::new(validating),
             reason: stale_reason(other),
@@ -357,16 +216,32 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         return plan;
     }
     // Moving to a new CA while the current certificate still works waits until every API
-    // server has had time to see that CA; a certificate that does not work has nothing to
-    // protect, and a new one from the same CA is trusted wherever the current one is.
-    // The wait never outlasts the current certificate: it ends a moment before that expires.
+    // server has had time to see that CA: the grace counts from when both webhook
+    // configurations were written, as recorded on them (so a new leader waits it out too). A
+    // certificate that does not work has nothing to protect, and a new one from the same CA is
+    // trusted wherever the current one is. The wait never outlasts the current certificate: it
+    // ends a moment before that expires.
+    let since = match published::published(observed) {
+        Published::At(at) => Some(at),
+        Published::NotOurs => Some(ca.cert.issued_at()),
+        Published::Unrecorded => None,
+    };
     let hold_until = observed.serving.ok().and_then(|s| {
         let works = trust::verify(&s.cert, published, &names.verify_as, now).is_ok();
         let moves_to_new_ca = !trust::signed_by(&s.cert, &ca.cert);
+        let last_moment = s.cert.not_after - SWAP_MARGIN;
         (works && moves_to_new_ca).then(|| {
-            (ca.cert.issued_at() + settings.publish_grace).min(s.cert.not_after - SWAP_MARGIN)
+            since.map_or(last_moment, |at| {
+                (at + settings.publish_grace).min(last_moment)
+            })
         })
     });
+    if since.is_none() && hold_until.is_some_and(|at| now < at) {
+        plan.waiting = Some(format!(
+            "serving certificate ({reason}) waits until the webhook configurations record when they received the CA"
+        ));
+        return plan;
+    }
     if let Some(at) = hold_until.filter(|at| now < *at) {
         plan.waiting = Some(format!(
             "serving certificate ({reason}) waits until {at} for the new CA to reach every API server"

@@ -67,6 +67,15 @@ fn post() -> PostParams {
 }
 
 /// Our labels on top of whatever labels the object already carries.
+/// Sets the desired annotations (the caBundle stamp), keeping any others.
+fn merge_annotations(meta: &mut ObjectMeta, desired: &ObjectMeta) {
+    if let Some(wanted) = &desired.annotations {
+        meta.annotations
+            .get_or_insert_default()
+            .extend(wanted.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+}
+
 fn with_labels(meta: &mut ObjectMeta) {
     meta.labels
         .get_or_insert_with(BTreeMap::new)
@@ -235,6 +244,7 @@ impl Store {
         with_labels(&mut obj.metadata);
         obj.metadata.managed_fields = None;
         obj.webhooks.clone_from(&desired.webhooks);
+        merge_annotations(&mut obj.metadata, &desired.metadata);
         self.put(&self.mutating, WEBHOOK_CONFIGURATION, live, obj)
             .await
     }
@@ -248,6 +258,7 @@ impl Store {
         with_labels(&mut obj.metadata);
         obj.metadata.managed_fields = None;
         obj.webhooks.clone_from(&desired.webhooks);
+        merge_annotations(&mut obj.metadata, &desired.metadata);
         self.put(&self.validating, WEBHOOK_CONFIGURATION, live, obj)
             .await
     }

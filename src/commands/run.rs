@@ -13,13 +13,14 @@ use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
+use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
-use crate::reconciler::Settings;
 use crate::reconciler::controller::{self, Clients};
-use crate::reconciler::leader::{self, State, Stop};
+use crate::reconciler::{FIELD_MANAGER, Settings, readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
+use crate::tls::listener::{Drain, Draining, Limits};
 use crate::tls::{CertSlot, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -37,7 +38,8 @@ fn identity(given: Option<String>) -> String {
     })
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
+    let args = *args;
     match (&args.cert_file, &args.key_file) {
         (Some(cert), None) => anyhow::bail!(
             "CERT_FILE / --cert-file {} needs KEY_FILE / --key-file (or neither, for self-managed certificates)",
@@ -53,11 +55,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
     let config = kube_config(args.kubeconfig.as_deref()).await?;
-    let limited = |config| limited_client(config, args.kube_api_qps, args.kube_api_burst);
+    let limited =
+        |config, timeout| limited_client(config, args.kube_api_qps, args.kube_api_burst, timeout);
     let clients = Clients {
-        api: limited(config.clone())?,
-        events: limited(config.clone())?,
-        lease: limited(config)?,
+        api: limited(config.clone(), args.kube_api_timeout)?,
+        events: limited(config.clone(), args.kube_api_timeout)?,
+        lease: limited(
+            config,
+            leader::request_timeout(args.leader_election_lease_duration),
+        )?,
     };
     let metrics = Arc::new(Metrics::new());
     let settings = Settings {
@@ -69,14 +75,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
 
     let slot = CertSlot::new();
-    let state = Arc::new(State::default());
+    let leadership = Arc::new(leader::State::default());
+    let state = Arc::new(readiness::State::default());
+    let drain = Drain {
+        period: args.drain.drain_period,
+        draining: Draining::default(),
+    };
     let readiness = {
-        let (slot, state) = (slot.clone(), state.clone());
-        let leader_state = state.clone();
+        let (slot, leadership, state) = (slot.clone(), leadership.clone(), state.clone());
         Readiness::new()
+            .require("not shutting down", drain.draining.not_draining())
             .require("serving certificate loaded", move || slot.is_loaded())
             .require("caches synced (leader)", move || {
-                !leader_state.is_leader() || state.caches_synced()
+                !leadership.is_leader() || state.caches_synced()
             })
     };
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
@@ -124,7 +135,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let shutdown = shutdown_signal().shared();
     let app = routes::router_with_metrics(admission, metrics.clone());
-    let webhooks = server::serve(listener, slot, app, shutdown.clone());
+    let webhooks = server::serve_with(
+        listener,
+        slot,
+        app,
+        shutdown.clone(),
+        Limits::WEBHOOK,
+        drain,
+    );
 
     // The leader's work: the reconciler and, when self-managed, the certificate manager.
     let cert_settings = match &certificates {
@@ -158,24 +176,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let leading = async {
         if !args.leader_election {
             tracing::info!("leader election off: this process reconciles");
-            state.set_leader(true);
+            leadership.set_leader(true);
             work(Box::pin(shutdown.clone())).await;
             return Ok::<(), anyhow::Error>(());
         }
         // A Lease that cannot be set up (namespace missing, RBAC not applied yet) is retried,
         // loudly: the webhooks keep serving meanwhile, and /readyz names what is missing.
+        let election = Election {
+            client: clients.lease.clone(),
+            namespace: args.namespace.clone(),
+            identity: settings.instance.clone(),
+            duration: args.leader_election_lease_duration,
+            field_manager: format!("{FIELD_MANAGER}-{}", settings.instance),
+        };
         let mut backoff = Duration::from_secs(1);
         loop {
-            let attempt = leader::run(
-                clients.clone(),
-                &args.namespace,
-                args.leader_election_lease_duration,
-                settings.clone(),
-                state.clone(),
-                shutdown.clone(),
-                &mut work,
-            )
-            .await;
+            let attempt =
+                leader::run(&election, leadership.clone(), shutdown.clone(), &mut work).await;
             match attempt {
                 Ok(()) => return Ok(()),
                 Err(e) => {

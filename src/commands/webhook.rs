@@ -12,6 +12,7 @@ use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
+use crate::tls::listener::{Drain, Draining, Limits};
 use crate::tls::{CertSlot, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -37,13 +38,26 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     })?;
     let metrics = Arc::new(Metrics::new());
     let ready_slot = slot.clone();
-    let readiness =
-        Readiness::new().require("serving certificate loaded", move || ready_slot.is_loaded());
+    let drain = Drain {
+        period: args.drain.drain_period,
+        draining: Draining::default(),
+    };
+    let readiness = Readiness::new()
+        .require("serving certificate loaded", move || ready_slot.is_loaded())
+        .require("not shutting down", drain.draining.not_draining());
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
     let app = routes::router_with_metrics(admission, metrics);
-    server::serve(listener, slot, app, shutdown_signal()).await?;
+    server::serve_with(
+        listener,
+        slot,
+        app,
+        shutdown_signal(),
+        Limits::WEBHOOK,
+        drain,
+    )
+    .await?;
     reloader.abort();
     endpoints.abort();
     tracing::info!("webhook server stopped");

@@ -7,8 +7,11 @@ use axum::{
     Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get,
 };
 
+use tokio::net::TcpListener;
+
 use super::Metrics;
 use crate::cli::EndpointArgs;
+use crate::tls::listener::{self, Drain, Limits};
 
 type Check = Box<dyn Fn() -> bool + Send + Sync>;
 
@@ -78,7 +81,8 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
 }
 
 /// Binds the metrics and probe endpoints (start-up fails, naming the setting, when an address is
-/// taken) and serves them in the background.
+/// taken) and serves them in the background, each within its limits, until aborted (after the
+/// webhooks have drained: `/readyz` must keep saying "not ready" meanwhile).
 pub async fn serve_endpoints(
     args: &EndpointArgs,
     metrics: Arc<Metrics>,
@@ -100,13 +104,31 @@ pub async fn serve_endpoints(
                 args.health_probe_bind_address
             )
         })?;
+    tracing::info!(
+        metrics = %metrics_listener.local_addr()?,
+        probes = %probes_listener.local_addr()?,
+        "serving metrics and probes over HTTP"
+    );
     Ok(tokio::spawn(async move {
-        let metrics = axum::serve(metrics_listener, metrics_router(metrics));
-        let probes = axum::serve(probes_listener, probes_router(readiness));
-        if let Err(e) = tokio::try_join!(metrics.into_future(), probes.into_future()) {
-            tracing::error!(error = %e, "metrics or probe endpoint stopped");
-        }
+        tokio::join!(
+            serve_plain(metrics_listener, Limits::METRICS, metrics_router(metrics)),
+            serve_plain(probes_listener, Limits::PROBES, probes_router(readiness)),
+        );
     }))
+}
+
+/// Plain HTTP within `limits`, until the task is aborted.
+pub async fn serve_plain(listener: TcpListener, limits: Limits, app: Router) {
+    let forever = std::future::pending();
+    listener::serve(
+        listener,
+        limits,
+        app,
+        forever,
+        Drain::default(),
+        |tcp, _| std::future::ready(Some(tcp)),
+    )
+    .await;
 }
 
 #[cfg(test)]

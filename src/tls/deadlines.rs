@@ -43,9 +43,30 @@ impl<IO> Deadlines<IO> {
     }
 
     fn answered(&mut self) {
-        // A response is going out: the request is done and the connection is idle again.
+        // A final response is going out: the request is done and the connection idle again.
         self.in_request = false;
         self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+}
+
+/// Whether a write begins a final response (`HTTP/1.x` and a status of 200 or more). An interim
+/// `100 Continue` is not one: the request it invites must still finish within its deadline.
+fn is_final_response(written: &[u8]) -> bool {
+    match written {
+        [
+            b'H',
+            b'T',
+            b'T',
+            b'P',
+            b'/',
+            b'1',
+            b'.',
+            _,
+            b' ',
+            status,
+            ..,
+        ] => *status != b'1',
+        _ => false,
     }
 }
 
@@ -91,7 +112,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Deadlines<IO> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let written = ready!(Pin::new(&mut self.io).poll_write(cx, data))?;
-        if written > 0 {
+        if written > 0 && is_final_response(data) {
             self.answered();
         }
         Poll::Ready(Ok(written))
@@ -103,7 +124,11 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Deadlines<IO> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let written = ready!(Pin::new(&mut self.io).poll_write_vectored(cx, bufs))?;
-        if written > 0 {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        if written > 0 && is_final_response(first) {
             self.answered();
         }
         Poll::Ready(Ok(written))
@@ -162,20 +187,54 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_answered_connection_may_idle_longer_than_a_request_takes() {
-        let (mut client, server) = duplex(64);
+        let (mut client, server) = duplex(256);
         let mut conn = Deadlines::new(server, REQ, IDLE);
         client.write_all(b"GET").await.unwrap();
         let mut buf = [0u8; 8];
         assert_eq!(conn.read(&mut buf).await.unwrap(), 3);
-        conn.write_all(b"200").await.unwrap();
+        conn.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
         // Idle for longer than a request may take, then a new request arrives in time.
         tokio::time::sleep(REQ * 3).await;
         client.write_all(b"GET").await.unwrap();
         assert_eq!(conn.read(&mut buf).await.unwrap(), 3);
-        conn.write_all(b"200").await.unwrap();
+        conn.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
         let start = Instant::now();
         let err = conn.read(&mut buf).await.expect_err("idle limit");
         assert_eq!(err.to_string(), "connection idle too long");
         assert_eq!(start.elapsed(), IDLE);
+    }
+
+    /// `Expect: 100-continue`: the interim answer does not end the request, so the body must
+    /// still arrive within the deadline counted from the request's first byte.
+    #[tokio::test(start_paused = true)]
+    async fn an_interim_100_continue_does_not_restart_the_deadline() {
+        let (mut client, server) = duplex(256);
+        let mut conn = Deadlines::new(server, REQ, IDLE);
+        client
+            .write_all(b"POST / HTTP/1.1\r\nExpect: 100-continue\r\n")
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let mut buf = [0u8; 256];
+        assert!(conn.read(&mut buf).await.unwrap() > 0);
+        tokio::time::sleep(REQ / 2).await;
+        conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .unwrap();
+        let err = conn.read(&mut buf).await.expect_err("the body is late");
+        assert_eq!(err.to_string(), "request not completed in time");
+        assert_eq!(start.elapsed(), REQ);
+    }
+
+    #[test]
+    fn only_a_final_status_line_answers_a_request() {
+        assert!(is_final_response(b"HTTP/1.1 200 OK\r\n"));
+        assert!(is_final_response(b"HTTP/1.1 400 Bad Request\r\n"));
+        assert!(is_final_response(b"HTTP/1.0 200 OK\r\n"));
+        assert!(!is_final_response(b"HTTP/1.1 100 Continue\r\n\r\n"));
+        assert!(!is_final_response(b"HTTP/1.1 103 Early Hints\r\n"));
+        // The rest of a response, or a body, is no new answer.
+        assert!(!is_final_response(b"{\"response\":{}}"));
+        assert!(!is_final_response(b"HTTP/1."));
     }
 }

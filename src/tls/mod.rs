@@ -1,9 +1,10 @@
-//! TLS for the webhook server: PEM parsing, the swappable certificate, file reloading and the
-//! HTTPS accept loop.
+//! TLS for the webhook server: PEM parsing, the swappable certificate, file reloading, the
+//! HTTPS server and the accept loop (limits, drain) every listener shares.
 
 pub mod deadlines;
 pub mod file_reload;
 pub mod keypair;
+pub mod listener;
 pub mod resolver;
 pub mod server;
 

@@ -1,25 +1,20 @@
-//! The HTTPS server: TLS 1.2+ with the swappable certificate, HTTP/1.1 keep-alive, bounded time
-//! for slow clients, a plain 400 for plain-HTTP clients, and graceful shutdown.
+//! The HTTPS server: TLS 1.2+ with the swappable certificate, HTTP/1.1 keep-alive, a plain 400
+//! for plain-HTTP clients; limits and the stop sequence are [`super::listener`]'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use super::deadlines::{Deadlines, IDLE_TIMEOUT, REQUEST_TIMEOUT};
+use super::listener::{self, Drain, Limits};
 use super::resolver::CertSlot;
 
 /// Time a client has to finish the TLS handshake (requests have theirs in [`super::deadlines`]).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long in-flight requests may take to finish once shutdown starts.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
@@ -36,59 +31,41 @@ pub fn server_config(slot: Arc<CertSlot>) -> Result<Arc<rustls::ServerConfig>, r
     Ok(Arc::new(config))
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` resolves, then drains connections.
+/// Serves `app` over TLS on `listener` with the webhook limits until `shutdown` resolves, then
+/// lets in-flight requests finish (no drain: see [`serve_with`]).
 pub async fn serve(
     listener: TcpListener,
     slot: Arc<CertSlot>,
     app: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), rustls::Error> {
+    serve_with(
+        listener,
+        slot,
+        app,
+        shutdown,
+        Limits::WEBHOOK,
+        Drain::default(),
+    )
+    .await
+}
+
+/// Serves `app` over TLS on `listener` within `limits`; once `shutdown` resolves, answers on for
+/// the drain period, then closes (see [`super::listener`]).
+pub async fn serve_with(
+    listener: TcpListener,
+    slot: Arc<CertSlot>,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()>,
+    limits: Limits,
+    drain: Drain,
+) -> Result<(), rustls::Error> {
     let acceptor = TlsAcceptor::from(server_config(slot)?);
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Out of file descriptors and similar: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = tcp.set_nodelay(true);
+    listener::serve(listener, limits, app, shutdown, drain, move |tcp, peer| {
         let acceptor = acceptor.clone();
-        let app = app.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let Some(tls) = handshake(&acceptor, tcp, peer).await else {
-                return;
-            };
-            let service = TowerToHyperService::new(app);
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(None)
-                .keep_alive(true);
-            let io = Deadlines::new(tls, REQUEST_TIMEOUT, IDLE_TIMEOUT);
-            let conn = builder.serve_connection(TokioIo::new(io), service);
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "in-flight admission requests did not finish within the shutdown grace period"
-        );
-    }
+        async move { handshake(&acceptor, tcp, peer).await }
+    })
+    .await;
     Ok(())
 }
 

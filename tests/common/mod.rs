@@ -373,6 +373,8 @@ pub async fn assert_serves(client: &reqwest::Client, server: &Server, uid: &str)
 pub struct WebhookProcess {
     pub child: std::process::Child,
     pub addr: SocketAddr,
+    /// Where `/healthz` and `/readyz` answer (plain HTTP).
+    pub probes: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -381,8 +383,7 @@ impl WebhookProcess {
         Self::start_with(ca, &[])
     }
 
-    /// [`WebhookProcess::start`] with more arguments; an address flag among them replaces the
-    /// default ephemeral one.
+    /// With `extra` arguments after the defaults (e.g. `--drain-period 2s`).
     pub fn start_with(ca: &TestCa, extra: &[&str]) -> WebhookProcess {
         use std::io::{BufRead, BufReader};
         let pair = ca.issue("webhook process");
@@ -395,16 +396,9 @@ impl WebhookProcess {
             .arg(&cert)
             .arg("--key-file")
             .arg(&key)
-            .args(
-                [
-                    "--listen",
-                    "--metrics-bind-address",
-                    "--health-probe-bind-address",
-                ]
-                .into_iter()
-                .filter(|flag| !extra.contains(flag))
-                .flat_map(|flag| [flag, "127.0.0.1:0"]),
-            )
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .args(["--health-probe-bind-address", "127.0.0.1:0"])
             .args(extra)
             .env("LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
@@ -414,24 +408,31 @@ impl WebhookProcess {
             .expect("webhook starts");
         let stderr = child.stderr.take().expect("stderr");
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (probes_tx, probes_rx) = std::sync::mpsc::channel();
         // Keep draining the log so the server never blocks on a full pipe.
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(log) = serde_json::from_str::<serde_json::Value>(&line)
-                    && log["message"] == "serving admission webhooks over HTTPS"
-                {
-                    let _ = addr_tx.send(log["address"].as_str().unwrap_or_default().to_owned());
+                let Ok(log) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                let field = |name: &str| log[name].as_str().unwrap_or_default().to_owned();
+                if log["message"] == "serving admission webhooks over HTTPS" {
+                    let _ = addr_tx.send(field("address"));
+                } else if log["message"] == "serving metrics and probes over HTTP" {
+                    let _ = probes_tx.send(field("probes"));
                 }
             }
         });
-        let addr = addr_rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the webhook logs the address it serves on")
-            .parse()
-            .expect("a socket address");
+        let logged = |rx: std::sync::mpsc::Receiver<String>, what: &str| -> SocketAddr {
+            rx.recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("the webhook logs the address of its {what}"))
+                .parse()
+                .expect("a socket address")
+        };
         WebhookProcess {
             child,
-            addr,
+            addr: logged(addr_rx, "webhooks"),
+            probes: logged(probes_rx, "probes"),
             _dir: dir,
         }
     }

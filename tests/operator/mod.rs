@@ -187,7 +187,7 @@ impl Operator {
 /// The Lease's current holder.
 pub async fn lease_holder(client: &Client) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), OPERATOR_NAMESPACE)
-        .get_opt(kubevirt_operator::reconciler::LEASE_NAME)
+        .get_opt(kubevirt_operator::leader::LEASE_NAME)
         .await
         .ok()
         .flatten()

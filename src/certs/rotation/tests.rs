@@ -48,15 +48,20 @@ fn new_serving(s: &Settings, ca: &StoredCa, at: DateTime<Utc>) -> StoredServing 
     }
 }
 
-/// Bundle ConfigMap and both webhook configurations as the operator writes them for `cas`.
-fn publish(o: &mut Observed, s: &Settings, cas: &[Cert]) {
+/// Bundle ConfigMap and both webhook configurations as the operator writes them for `cas` at
+/// `at` (which their stamps record).
+fn publish(o: &mut Observed, s: &Settings, cas: &[Cert], at: DateTime<Utc>) {
     let pem = bundle::encode(cas);
     o.bundle = Stored::Ok(StoredBundle {
         cas: cas.to_vec(),
         malformed: 0,
     });
-    o.mutating = Stored::Ok(webhook_config::mutating(s, pem.as_bytes()));
-    o.validating = Stored::Ok(webhook_config::validating(s, pem.as_bytes()));
+    let mut mutating = webhook_config::mutating(s, pem.as_bytes());
+    let mut validating = webhook_config::validating(s, pem.as_bytes());
+    published::stamp_mutating(&mut mutating, None, at);
+    published::stamp_validating(&mut validating, None, at);
+    o.mutating = Stored::Ok(mutating);
+    o.validating = Stored::Ok(validating);
 }
 
 /// Everything in place: CA and serving certificate issued at `at`, bundle published.
@@ -70,7 +75,7 @@ fn steady(s: &Settings, at: DateTime<Utc>) -> (Observed, StoredCa) {
         mutating: Stored::Missing,
         validating: Stored::Missing,
     };
-    publish(&mut o, s, std::slice::from_ref(&ca.cert));
+    publish(&mut o, s, std::slice::from_ref(&ca.cert), at);
     (o, ca)
 }
 
@@ -263,7 +268,7 @@ fn a_ca_expiring_before_its_leaf_is_renewed_first() {
         }),
         ..empty()
     };
-    publish(&mut o, &s, std::slice::from_ref(&ca.cert));
+    publish(&mut o, &s, std::slice::from_ref(&ca.cert), t0());
     // The leaf's own 80% point is past the CA's; the CA's renewal is what wakes us.
     let plan = decide(&o, &s, t0() + TimeDelta::hours(1));
     assert!(plan.actions.is_empty());
@@ -367,7 +372,12 @@ fn serving_is_not_issued_from_an_unpublished_ca_even_when_missing() {
         Target::Bundle,
         "outdated",
     );
-    publish(&mut o, &s, &[old.cert.clone(), new.cert.clone()]);
+    publish(
+        &mut o,
+        &s,
+        &[old.cert.clone(), new.cert.clone()],
+        t0() + TimeDelta::hours(1),
+    );
     o.mutating = Stored::Missing;
     let plan = decide(&o, &s, t0() + TimeDelta::hours(1));
     one(&plan, Target::MutatingWebhook, "missing");
@@ -699,7 +709,7 @@ fn holding_back_never_outlasts_the_current_certificate() {
     let expires = o.serving.ok().unwrap().cert.not_after;
     let new = new_ca(&s, now);
     o.ca = Stored::Ok(new.clone());
-    publish(&mut o, &s, &[old.cert.clone(), new.cert.clone()]);
+    publish(&mut o, &s, &[old.cert.clone(), new.cert.clone()], now);
     let plan = decide(&o, &s, now);
     assert!(plan.actions.is_empty());
     assert_eq!(plan.wake_at, Some(expires - SWAP_MARGIN));
@@ -723,5 +733,106 @@ fn renewal_from_the_same_ca_needs_no_grace() {
         &decide(&o, &s, t0() + TimeDelta::seconds(1)),
         Target::Serving,
         "requested",
+    );
+}
+
+/// The grace counts from when both webhook configurations were written, as recorded on them,
+/// not from the CA's issue time: a CA issued long ago (say, by a leader that died before it
+/// published it) still waits the full grace after it reaches the webhooks, and a new leader
+/// reading the stamps waits out what is left.
+#[test]
+fn the_grace_counts_from_the_recorded_webhook_writes() {
+    let s = settings();
+    let (mut o, old) = steady(&s, t0());
+    let issued = t0() + TimeDelta::hours(100);
+    // A serving certificate from the old CA that works throughout.
+    o.serving = Stored::Ok(new_serving(&s, &old, issued - TimeDelta::hours(1)));
+    let new = new_ca(&s, issued);
+    o.ca = Stored::Ok(new.clone());
+    let both = [old.cert.clone(), new.cert.clone()];
+    let cases = [
+        // (webhooks written, now, serving issued?)
+        (
+            issued + TimeDelta::hours(1),
+            issued + TimeDelta::hours(1),
+            false,
+        ),
+        (
+            issued + TimeDelta::hours(1),
+            issued + TimeDelta::hours(1) + s.publish_grace - TimeDelta::seconds(1),
+            false,
+        ),
+        (
+            issued + TimeDelta::hours(1),
+            issued + TimeDelta::hours(1) + s.publish_grace,
+            true,
+        ),
+        (issued, issued + s.publish_grace, true),
+    ];
+    for (written, now, issues) in cases {
+        let mut o = o.clone();
+        publish(&mut o, &s, &both, written);
+        let plan = decide(&o, &s, now);
+        if issues {
+            one(&plan, Target::Serving, "ca_rotated");
+        } else {
+            assert!(plan.actions.is_empty(), "{plan:#?}");
+            assert_eq!(plan.wake_at, Some(written + s.publish_grace), "{plan:#?}");
+        }
+    }
+    // Mutating written first, validating later: the later write counts.
+    publish(&mut o, &s, &both, issued);
+    let later = issued + TimeDelta::minutes(5);
+    let mut validating = o.validating.ok().unwrap().clone();
+    published::stamp_validating(&mut validating, None, later);
+    o.validating = Stored::Ok(validating);
+    assert_eq!(
+        decide(&o, &s, issued + s.publish_grace).wake_at,
+        Some(later + s.publish_grace)
+    );
+}
+
+/// Configurations that trust the new CA but carry no stamp (written by an older version, or
+/// edited): they are stamped now, and the serving certificate waits the grace from then.
+#[test]
+fn unrecorded_webhook_writes_are_stamped_before_the_wait_begins() {
+    let s = settings();
+    let (mut o, old) = steady(&s, t0());
+    let now = t0() + TimeDelta::hours(100);
+    o.serving = Stored::Ok(new_serving(&s, &old, now - TimeDelta::hours(1)));
+    let new = new_ca(&s, t0() + TimeDelta::hours(50));
+    o.ca = Stored::Ok(new.clone());
+    publish(&mut o, &s, &[old.cert.clone(), new.cert.clone()], now);
+    for o_meta in [
+        o.mutating.ok().map(|c| c.metadata.clone()),
+        o.validating.ok().map(|c| c.metadata.clone()),
+    ] {
+        assert!(!published::unstamped(&o_meta.unwrap()));
+    }
+    if let Stored::Ok(m) = &mut o.mutating {
+        m.metadata.annotations = None;
+    }
+    if let Stored::Ok(v) = &mut o.validating {
+        v.metadata.annotations = None;
+    }
+    let plan = decide(&o, &s, now);
+    assert_eq!(
+        kinds(&plan),
+        [
+            (Target::MutatingWebhook, "unrecorded".to_owned()),
+            (Target::ValidatingWebhook, "unrecorded".to_owned())
+        ]
+    );
+    assert!(
+        plan.waiting.as_deref().unwrap().contains("record"),
+        "{plan:#?}"
+    );
+    let (done, plan) = settle(&mut o, &s, now);
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert_eq!(plan.wake_at, Some(now + s.publish_grace));
+    one(
+        &decide(&o, &s, now + s.publish_grace),
+        Target::Serving,
+        "ca_rotated",
     );
 }

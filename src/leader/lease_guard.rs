@@ -35,14 +35,21 @@ pub fn held_until(lease: &Lease, identity: &str) -> Option<Timestamp> {
 
 /// Whether work may go on at `now`, given the hold last confirmed.
 pub fn may_lead(held_until: Option<Timestamp>, now: Timestamp) -> bool {
+    held_until.is_some_and(|until| !time_left(until, now).is_zero())
+}
+
+/// How long work may go on after `now` under a hold until `until`: up to `MARGIN` before it.
+pub fn time_left(until: Timestamp, now: Timestamp) -> Duration {
     let margin = SignedDuration::try_from(MARGIN).unwrap_or(SignedDuration::ZERO);
-    held_until.is_some_and(|until| now.checked_add(margin).is_ok_and(|t| t < until))
+    let left = until.duration_since(now).saturating_sub(margin);
+    Duration::try_from(left).unwrap_or(Duration::ZERO)
 }
 
 /// Reads the Lease until it shows a hold by `identity` that leaves time to work; returns it.
-pub async fn confirmed(leases: &Api<Lease>, identity: &str) -> Timestamp {
+/// Each read gives up after `timeout`.
+pub async fn confirmed(leases: &Api<Lease>, identity: &str, timeout: Duration) -> Timestamp {
     loop {
-        match read(leases, identity).await {
+        match read(leases, identity, timeout).await {
             Ok(Some(until)) if may_lead(Some(until), Timestamp::now()) => return until,
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "cannot read the Lease"),
@@ -52,25 +59,44 @@ pub async fn confirmed(leases: &Api<Lease>, identity: &str) -> Timestamp {
 }
 
 /// Resolves when the hold can no longer be confirmed in time: the Lease names someone else, or
-/// no renewal has been seen by `MARGIN` before the last one runs out.
-pub async fn lapsed(leases: &Api<Lease>, identity: &str, mut until: Timestamp) {
+/// no renewal has been seen by `MARGIN` before the last one runs out. The deadline runs apart
+/// from the reads, so a read that never returns cannot keep work going.
+pub async fn lapsed(leases: &Api<Lease>, identity: &str, mut until: Timestamp, timeout: Duration) {
     loop {
-        tokio::time::sleep(CHECK_EVERY).await;
-        match read(leases, identity).await {
-            Ok(Some(renewed)) => until = until.max(renewed),
-            Ok(None) => return,
-            // Unreachable: the last confirmed hold stands until it runs out.
-            Err(e) => tracing::debug!(error = %e, "cannot read the Lease"),
-        }
-        if !may_lead(Some(until), Timestamp::now()) {
-            return;
+        let deadline = tokio::time::sleep(time_left(until, Timestamp::now()));
+        let next_read = async {
+            tokio::time::sleep(CHECK_EVERY).await;
+            read(leases, identity, timeout).await
+        };
+        tokio::select! {
+            () = deadline => return,
+            seen = next_read => match seen {
+                Ok(Some(renewed)) => until = until.max(renewed),
+                Ok(None) => return,
+                // Unreachable: the last confirmed hold stands until it runs out.
+                Err(e) => tracing::debug!(error = %e, "cannot read the Lease"),
+            },
         }
     }
 }
 
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+}
+
 /// The hold the Lease shows for `identity` (None: absent, or someone else's).
-async fn read(leases: &Api<Lease>, identity: &str) -> Result<Option<Timestamp>, kube::Error> {
-    let lease = leases.get_opt(LEASE_NAME).await?;
+async fn read(
+    leases: &Api<Lease>,
+    identity: &str,
+    timeout: Duration,
+) -> Result<Option<Timestamp>, ReadError> {
+    let lease = tokio::time::timeout(timeout, leases.get_opt(LEASE_NAME))
+        .await
+        .map_err(|_| ReadError::TimedOut(timeout))??;
     Ok(lease.and_then(|l| held_until(&l, identity)))
 }
 
@@ -120,5 +146,12 @@ mod tests {
         assert!(!may_lead(until, t(25)));
         assert!(!may_lead(until, t(40)));
         assert!(!may_lead(None, t(0)));
+    }
+
+    #[test]
+    fn time_left_ends_a_margin_before_the_hold() {
+        assert_eq!(time_left(t(25), t(10)), Duration::from_secs(12));
+        assert_eq!(time_left(t(25), t(22)), Duration::ZERO);
+        assert_eq!(time_left(t(25), t(30)), Duration::ZERO);
     }
 }

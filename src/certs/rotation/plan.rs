@@ -1,0 +1,171 @@
+//! What the rotation decisions say: the targets, the actions and why, the problems only a
+//! person can fix, and the plan that carries them.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+
+/// The object a decision or a problem is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Ca,
+    Serving,
+    Bundle,
+    MutatingWebhook,
+    ValidatingWebhook,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Target::Ca => "Secret kubevirt-operator-ca",
+            Target::Serving => "Secret kubevirt-operator-webhook-tls",
+            Target::Bundle => "ConfigMap kubevirt-operator-ca-bundle",
+            Target::MutatingWebhook => "MutatingWebhookConfiguration kubevirt-operator",
+            Target::ValidatingWebhook => "ValidatingWebhookConfiguration kubevirt-operator",
+        })
+    }
+}
+
+/// Why something is (re)written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Missing,
+    Unreadable(String),
+    Expired,
+    RenewalDue,
+    Requested,
+    SignedByOtherCa,
+    NamesChanged,
+    NotTrusted(String),
+    Outdated,
+    /// Right, but without the record of when its caBundle was written.
+    Unrecorded,
+}
+
+impl Reason {
+    /// Short, bounded form for metric labels.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Reason::Missing => "missing",
+            Reason::Unreadable(_) => "unreadable",
+            Reason::Expired => "expired",
+            Reason::RenewalDue => "renewal_due",
+            Reason::Requested => "requested",
+            Reason::SignedByOtherCa => "ca_rotated",
+            Reason::NamesChanged => "names_changed",
+            Reason::NotTrusted(_) => "not_trusted",
+            Reason::Outdated => "outdated",
+            Reason::Unrecorded => "unrecorded",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Missing => f.write_str("missing"),
+            Reason::Unreadable(why) => write!(f, "unreadable: {why}"),
+            Reason::Expired => f.write_str("expired"),
+            Reason::RenewalDue => f.write_str("renewal due"),
+            Reason::Requested => f.write_str("rotation requested"),
+            Reason::SignedByOtherCa => f.write_str("not signed by the current CA"),
+            Reason::NamesChanged => f.write_str("names differ from the configured ones"),
+            Reason::NotTrusted(why) => write!(f, "would not be trusted: {why}"),
+            Reason::Outdated => f.write_str("out of date"),
+            Reason::Unrecorded => f.write_str("no record of when its caBundle was written"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Generate a CA and store it in the CA Secret.
+    IssueCa { reason: Reason },
+    /// Store this bundle (PEM) in the bundle ConfigMap.
+    WriteBundle { pem: String, reason: Reason },
+    WriteMutating {
+        desired: Box<MutatingWebhookConfiguration>,
+        reason: Reason,
+    },
+    WriteValidating {
+        desired: Box<ValidatingWebhookConfiguration>,
+        reason: Reason,
+    },
+    /// Issue a serving certificate from the CA in the CA Secret and store it.
+    IssueServing { reason: Reason },
+}
+
+impl Action {
+    pub fn target(&self) -> Target {
+        match self {
+            Action::IssueCa { .. } => Target::Ca,
+            Action::WriteBundle { .. } => Target::Bundle,
+            Action::WriteMutating { .. } => Target::MutatingWebhook,
+            Action::WriteValidating { .. } => Target::ValidatingWebhook,
+            Action::IssueServing { .. } => Target::Serving,
+        }
+    }
+
+    pub fn reason(&self) -> &Reason {
+        match self {
+            Action::IssueCa { reason }
+            | Action::WriteBundle { reason, .. }
+            | Action::WriteMutating { reason, .. }
+            | Action::WriteValidating { reason, .. }
+            | Action::IssueServing { reason } => reason,
+        }
+    }
+}
+
+/// Something only a person can fix; reported, never acted on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// An object with our name exists without our label: it is not overwritten.
+    Foreign(Target),
+    /// The CA is not valid yet: the clocks of this leader and the one that issued it disagree.
+    CaNotYetValid { not_before: DateTime<Utc> },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Foreign(t) => write!(
+                f,
+                "{t} exists but is not managed by kubevirt-operator (no label {}={}); it is left untouched. Delete it, or label it, to let the operator manage it",
+                crate::certs::MANAGED_BY_LABEL,
+                crate::certs::OPERATOR_NAME
+            ),
+            Problem::CaNotYetValid { not_before } => write!(
+                f,
+                "{} is not valid before {not_before}; check this node's clock",
+                Target::Ca
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// In order; each may depend on the ones before having been done.
+    pub actions: Vec<Action>,
+    pub problems: Vec<Problem>,
+    /// Why a needed serving certificate is held back, when it is.
+    pub waiting: Option<String>,
+    /// The earliest time the decision may change without any object changing.
+    pub wake_at: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    pub(super) fn wake(&mut self, at: DateTime<Utc>) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+
+    pub(super) fn act(mut self, action: Action) -> Plan {
+        self.actions.push(action);
+        self
+    }
+}
