@@ -4,9 +4,12 @@
 //! probes, the leader's Lease renewal and the reconciler with them, so every decision runs on a
 //! blocking thread. Requests wait for a permit in one of two lanes chosen by their declared
 //! size: Machines are small, so large bodies (hostile ones among them) queue among themselves
-//! and cannot take the small lane's permits. A request that cannot get a permit, or whose body
-//! or decision runs past its deadline, is answered 503 at once: kube-apiserver reports that to
-//! the user instead of waiting out its own timeout.
+//! and cannot take the small lane's permits. A small body is read before its permit is taken,
+//! so a slow sender holds no permit; a large one only once it holds the large lane's permit, so
+//! at most that many large bodies are in memory. How long a body may take is the server's
+//! per-request deadline. A request that cannot get a permit in time, or whose decision runs past
+//! its deadline, is answered 503 at once: kube-apiserver reports that to the user instead of
+//! waiting out its own timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +20,9 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
 /// Bodies up to this size take the small lane. A Machine at every array's limit, with its
-/// oldObject and managedFields, stays well below it.
-pub const SMALL_BODY_BYTES: usize = 256 * 1024;
+/// oldObject and managedFields, stays below it; the webhook listener's connection cap times this
+/// bounds the memory of small bodies being read.
+pub const SMALL_BODY_BYTES: usize = 128 * 1024;
 /// kube-apiserver's own limit for a request body.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
@@ -31,8 +35,6 @@ pub struct LaneSettings {
     pub large: usize,
     /// How long a request waits for a permit.
     pub wait: Duration,
-    /// How long a body may take to arrive once a permit is held.
-    pub read: Duration,
     /// How long a decision may take before the caller is told to retry (under the webhooks'
     /// 5 s `timeoutSeconds`, so the user sees our message rather than a timeout).
     pub decide: Duration,
@@ -44,7 +46,6 @@ impl Default for LaneSettings {
             small: 8,
             large: 1,
             wait: Duration::from_secs(2),
-            read: Duration::from_secs(2),
             decide: Duration::from_secs(4),
         }
     }
@@ -78,24 +79,28 @@ impl Lanes {
     where
         F: FnOnce(Bytes) -> Response + Send + 'static,
     {
-        let (lane, limit) = match declared {
-            Some(n) if n <= SMALL_BODY_BYTES => (&self.small, SMALL_BODY_BYTES),
-            _ => (&self.large, MAX_BODY_BYTES),
-        };
         let s = &self.settings;
-        let permit = match tokio::time::timeout(s.wait, lane.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => permit,
-            _ => {
-                return busy(&format!(
-                    "no admission capacity free within {}s",
-                    s.wait.as_secs_f32()
-                ));
+        let wait =
+            |lane: &Arc<Semaphore>| tokio::time::timeout(s.wait, lane.clone().acquire_owned());
+        let (permit, bytes) = match declared {
+            Some(n) if n <= SMALL_BODY_BYTES => {
+                let Ok(bytes) = axum::body::to_bytes(body, SMALL_BODY_BYTES).await else {
+                    return too_large(SMALL_BODY_BYTES);
+                };
+                let Ok(Ok(permit)) = wait(&self.small).await else {
+                    return busy(s.wait);
+                };
+                (permit, bytes)
             }
-        };
-        let bytes = match tokio::time::timeout(s.read, axum::body::to_bytes(body, limit)).await {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(_)) => return too_large(limit),
-            Err(_) => return busy("the request body did not arrive in time"),
+            _ => {
+                let Ok(Ok(permit)) = wait(&self.large).await else {
+                    return busy(s.wait);
+                };
+                let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+                    return too_large(MAX_BODY_BYTES);
+                };
+                (permit, bytes)
+            }
         };
         // The permit goes with the work: a decision past its deadline still holds it until it
         // ends, so the number of decisions running never exceeds the permits.
@@ -110,12 +115,19 @@ impl Lanes {
                 tracing::error!(error = %e, "admission decision failed");
                 StatusCode::INTERNAL_SERVER_ERROR.into_response()
             }
-            Err(_) => busy("the decision did not finish in time"),
+            Err(_) => unavailable("the decision did not finish in time"),
         }
     }
 }
 
-fn busy(why: &str) -> Response {
+fn busy(wait: Duration) -> Response {
+    unavailable(&format!(
+        "no admission capacity free within {}s",
+        wait.as_secs_f32()
+    ))
+}
+
+fn unavailable(why: &str) -> Response {
     status(
         StatusCode::SERVICE_UNAVAILABLE,
         "ServiceUnavailable",
@@ -127,7 +139,10 @@ fn too_large(limit: usize) -> Response {
     status(
         StatusCode::PAYLOAD_TOO_LARGE,
         "RequestEntityTooLarge",
-        &format!("request body is larger than {limit} bytes (or than its Content-Length)"),
+        &format!(
+            "request body could not be read in full: larger than {limit} bytes, or the \
+             connection failed"
+        ),
     )
 }
 
