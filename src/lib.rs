@@ -6,6 +6,7 @@
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
 //! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
+//! - [`listen`]: dual-stack listeners.
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod admission;
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod config;
+pub mod listen;
 pub mod machine;
 pub mod reconciler;
 pub mod telemetry;

@@ -27,7 +27,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", api::crd::to_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run(args) => commands::run::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Run(args) => commands::run::run(*args).await.map(|()| ExitCode::SUCCESS),
         Command::Webhook(args) => commands::webhook::run(args)
             .await
             .map(|()| ExitCode::SUCCESS),

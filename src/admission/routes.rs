@@ -96,7 +96,8 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
             .as_ref()
             .and_then(|s| s.message.as_deref())
             .unwrap_or_default();
-        tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %message, "denied");
+        // `message` is the log line's own key: the denial reason goes under `reason`.
+        tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, reason = %message, "denied");
     }
     let result = if verdict.allowed { "allowed" } else { "denied" };
     match review::encode(&review.api_version, &review.request.uid, &verdict) {

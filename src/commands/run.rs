@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures::FutureExt;
-use tokio::net::TcpListener;
 
 use crate::admission::{Admission, routes};
 use crate::certs::{self, CertManager};
@@ -49,6 +48,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
         _ => {}
     }
+    // INTEGRATION(issue11): pass `args.watch_namespaces` to the reconciler's scope-taking watch
+    // builder once it has one. Until then a namespace list is refused rather than ignored: the
+    // cluster-wide watches would fail under namespace-scoped RBAC.
+    if let crate::config::WatchScope::Namespaces(namespaces) = &args.watch_namespaces {
+        anyhow::bail!(
+            "WATCH_NAMESPACES / --watch-namespaces {}: this build's reconciler watches every namespace only",
+            namespaces.join(",")
+        );
+    }
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
@@ -59,7 +67,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         events: limited(config.clone())?,
         lease: limited(config)?,
     };
-    let metrics = Arc::new(Metrics::new());
+    let state = Arc::new(State::default());
+    let metrics = {
+        let mut metrics = Metrics::new();
+        let state = state.clone();
+        metrics.register_leader(move || state.is_leader());
+        Arc::new(metrics)
+    };
     let settings = Settings {
         reconcile_interval: args.reconcile_interval,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
@@ -69,7 +83,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
 
     let slot = CertSlot::new();
-    let state = Arc::new(State::default());
     let readiness = {
         let (slot, state) = (slot.clone(), state.clone());
         let leader_state = state.clone();
@@ -83,7 +96,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Webhooks, on every replica.
     let admission = Arc::new(Admission::new(catalog)?);
-    let listener = TcpListener::bind(args.listen).await.with_context(|| {
+    let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
             args.listen
@@ -99,15 +112,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .await
                 .context("--cert-file/--key-file")?;
             tracing::info!("serving the certificate from --cert-file/--key-file");
-            Certificates::Files(tokio::spawn(files.watch(
+            let expiry = tokio::spawn(certs::metrics::follow_served(
                 slot.clone(),
-                loaded,
+                metrics.certs.clone(),
                 RELOAD_EVERY,
-            )))
+            ));
+            let reload = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
+            Certificates::Files([reload, expiry])
         }
         _ => {
             let cert_settings =
-                certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?;
+                certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?
+                    .with_service(&args.webhook_service_name)?;
             let watcher = tokio::spawn(certs::watch::serve_from_secret(
                 clients.api.clone(),
                 args.namespace.clone(),
@@ -191,7 +207,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let (served, led) = tokio::join!(webhooks, leading);
     match certificates {
-        Certificates::Files(reloader) => reloader.abort(),
+        Certificates::Files(tasks) => tasks.iter().for_each(|t| t.abort()),
         Certificates::SelfManaged { watcher, .. } => watcher.abort(),
     }
     endpoints.abort();
@@ -202,8 +218,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 enum Certificates {
-    /// `--cert-file/--key-file`, reloaded when they change.
-    Files(tokio::task::JoinHandle<()>),
+    /// `--cert-file/--key-file`, reloaded when they change, and the served-expiry follower.
+    Files([tokio::task::JoinHandle<()>; 2]),
     /// Issued and rotated by the leader; every replica serves it from its Secret.
     SelfManaged {
         settings: certs::Settings,

@@ -207,9 +207,11 @@ impl ControlPlane {
         };
         let server = format!("https://127.0.0.1:{}", ports.apiserver);
         let admin_kubeconfig = dir_path.join("admin.kubeconfig");
-        std::fs::write(
-            &admin_kubeconfig,
-            kubeconfig_yaml(&server, &pki.ca_pem, &admin, None)?,
+        // Client keys inside: owner-only, like every private key here.
+        super::pki::write_private(
+            &dir_path,
+            "admin.kubeconfig",
+            &kubeconfig_yaml(&server, &pki.ca_pem, &admin, None)?,
         )
         .context("writing the admin kubeconfig")?;
 
@@ -318,8 +320,16 @@ impl ControlPlane {
         let path = self
             .dir_path
             .join(format!("{}-{n}.kubeconfig", sanitize(&user.name)));
-        std::fs::write(&path, self.kubeconfig_yaml(user, namespace)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        super::pki::write_private(
+            &self.dir_path,
+            name,
+            &self.kubeconfig_yaml(user, namespace)?,
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
         Ok(path)
     }
 

@@ -22,7 +22,7 @@ pub use control_plane::{
 };
 pub use crds::crd_fixtures;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
-pub use pki::User;
+pub use pki::{User, write_private};
 pub use ports::free_port;
 pub use process::{Proc, process_alive};
 pub use wait::{eventually, eventually_with};
