@@ -55,7 +55,8 @@ pub fn text(out: &Output) -> String {
 }
 
 /// Runs `cmd`, panics with its output unless it succeeds, returns stdout.
-pub fn run(mut cmd: Command) -> String {
+pub fn run(mut cmd: impl std::borrow::BorrowMut<Command>) -> String {
+    let cmd = cmd.borrow_mut();
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(out.status.success(), "{cmd:?}: {}", text(&out));
     String::from_utf8(out.stdout).expect("utf-8")
