@@ -26,7 +26,7 @@ pub use crds::crd_fixtures;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::User;
 pub use ports::free_port;
-pub use process::{Proc, process_alive};
+pub use process::{Proc, log_tail, process_alive};
 pub use wait::{eventually, eventually_with};
 
 /// Installs ring as the process-wide rustls provider (the only one this project links).
