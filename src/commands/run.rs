@@ -9,14 +9,14 @@ use futures::FutureExt;
 use tokio::net::TcpListener;
 
 use crate::admission::{Admission, routes};
+use crate::api::names::FIELD_MANAGER;
 use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
 use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
-use crate::reconciler::controller::{self, Clients};
-use crate::reconciler::{FIELD_MANAGER, Settings, readiness};
+use crate::reconciler::{self, Clients, Settings, readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
@@ -66,6 +66,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         catalog: catalog.clone(),
         instance: identity(args.identity),
         metrics: metrics.clone(),
+        scope: reconciler::watches::Scope::All,
     };
 
     let slot = CertSlot::new();
@@ -136,7 +137,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let cert_metrics = metrics.certs.clone();
         move |stop: Stop| {
             let stop = stop.shared();
-            let reconciler = controller::run(
+            let reconciler = reconciler::run(
                 clients.clone(),
                 settings.clone(),
                 state.clone(),

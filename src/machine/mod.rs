@@ -15,4 +15,4 @@ pub use templates::Catalog;
 /// Lets the reconciler clean up before a Machine goes. The mutating webhook adds it on CREATE,
 /// so a new Machine costs the reconciler no extra write; the reconciler still adds it to
 /// Machines stored without it (created before the webhook was installed, or bypassing it).
-pub const FINALIZER: &str = "machine.vitistack.io/cleanup";
+pub use crate::api::names::FINALIZER;
