@@ -234,7 +234,7 @@ mod tests {
             r#"kubevirt_operator_reconciliation_errors_total{controller="machine",error_type="StorageClassNotFound"} 1"#,
             r#"kubevirt_operator_virtual_machines_total{status="Running"} 1"#,
             r#"kubevirt_operator_storage_provisioning_duration_seconds_count{storage_class="fast"} 1"#,
-            r#"kubevirt_operator_network_configuration_errors_total{network_name="prod"} 1"#,
+            r#"kubevirt_operator_network_configuration_errors_total{error_type="NetworkConfigurationNotFound"} 1"#,
             r#"kubevirt_operator_admission_requests_total{webhook="mutate",result="allowed"} 1"#,
             r#"kubevirt_operator_admission_duration_seconds_count{webhook="mutate"} 1"#,
             r#"kubevirt_operator_certificate_expiry_timestamp_seconds{certificate="ca"} 1800000000"#,
