@@ -166,7 +166,7 @@ fn grants_on_the_operators_own_objects_name_them() {
         Some(OPERATOR_NAMESPACE),
         lease_role.rules.as_deref().unwrap_or_default(),
     ) {
-        named(&g, &[kubevirt_operator::reconciler::LEASE_NAME]);
+        named(&g, &[kubevirt_operator::leader::LEASE_NAME]);
         checked += 1;
     }
     for g in grants(

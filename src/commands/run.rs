@@ -8,14 +8,15 @@ use anyhow::Context;
 use futures::FutureExt;
 
 use crate::admission::{Admission, routes};
+use crate::api::names::FIELD_MANAGER;
 use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
+use crate::config::WatchScope;
+use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
-use crate::reconciler::Settings;
-use crate::reconciler::controller::{self, Clients};
-use crate::reconciler::leader::{self, State, Stop};
+use crate::reconciler::{self, Clients, Settings, readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
@@ -36,6 +37,21 @@ fn identity(given: Option<String>) -> String {
     })
 }
 
+/// The reconciler's watch scope from `--watch-namespaces`. Its watches take all namespaces or
+/// one; a longer list is refused rather than half served.
+fn watch_scope(given: &WatchScope) -> anyhow::Result<reconciler::watches::Scope> {
+    match given {
+        WatchScope::All => Ok(reconciler::watches::Scope::All),
+        WatchScope::Namespaces(list) => match list.as_slice() {
+            [one] => Ok(reconciler::watches::Scope::Namespace(one.clone())),
+            _ => anyhow::bail!(
+                "WATCH_NAMESPACES / --watch-namespaces {}: the reconciler watches every namespace or one",
+                list.join(",")
+            ),
+        },
+    }
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     match (&args.cert_file, &args.key_file) {
         (Some(cert), None) => anyhow::bail!(
@@ -48,15 +64,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
         _ => {}
     }
-    // INTEGRATION(issue11): pass `args.watch_namespaces` to the reconciler's scope-taking watch
-    // builder once it has one. Until then a namespace list is refused rather than ignored: the
-    // cluster-wide watches would fail under namespace-scoped RBAC.
-    if let crate::config::WatchScope::Namespaces(namespaces) = &args.watch_namespaces {
-        anyhow::bail!(
-            "WATCH_NAMESPACES / --watch-namespaces {}: this build's reconciler watches every namespace only",
-            namespaces.join(",")
-        );
-    }
+    let scope = watch_scope(&args.watch_namespaces)?;
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
@@ -67,11 +75,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         events: limited(config.clone())?,
         lease: limited(config)?,
     };
-    let state = Arc::new(State::default());
+    let leadership = Arc::new(leader::State::default());
     let metrics = {
         let mut metrics = Metrics::new();
-        let state = state.clone();
-        metrics.register_leader(move || state.is_leader());
+        let leadership = leadership.clone();
+        metrics.register_leader(move || leadership.is_leader());
         Arc::new(metrics)
     };
     let settings = Settings {
@@ -80,16 +88,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         catalog: catalog.clone(),
         instance: identity(args.identity),
         metrics: metrics.clone(),
+        scope,
     };
 
     let slot = CertSlot::new();
+    let state = Arc::new(readiness::State::default());
     let readiness = {
-        let (slot, state) = (slot.clone(), state.clone());
-        let leader_state = state.clone();
+        let (slot, leadership, state) = (slot.clone(), leadership.clone(), state.clone());
         Readiness::new()
             .require("serving certificate loaded", move || slot.is_loaded())
             .require("caches synced (leader)", move || {
-                !leader_state.is_leader() || state.caches_synced()
+                !leadership.is_leader() || state.caches_synced()
             })
     };
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
@@ -152,7 +161,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let cert_metrics = metrics.certs.clone();
         move |stop: Stop| {
             let stop = stop.shared();
-            let reconciler = controller::run(
+            let reconciler = reconciler::run(
                 clients.clone(),
                 settings.clone(),
                 state.clone(),
@@ -174,24 +183,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let leading = async {
         if !args.leader_election {
             tracing::info!("leader election off: this process reconciles");
-            state.set_leader(true);
+            leadership.set_leader(true);
             work(Box::pin(shutdown.clone())).await;
             return Ok::<(), anyhow::Error>(());
         }
         // A Lease that cannot be set up (namespace missing, RBAC not applied yet) is retried,
         // loudly: the webhooks keep serving meanwhile, and /readyz names what is missing.
+        let election = Election {
+            client: clients.lease.clone(),
+            namespace: args.namespace.clone(),
+            identity: settings.instance.clone(),
+            duration: args.leader_election_lease_duration,
+            field_manager: format!("{FIELD_MANAGER}-{}", settings.instance),
+        };
         let mut backoff = Duration::from_secs(1);
         loop {
-            let attempt = leader::run(
-                clients.clone(),
-                &args.namespace,
-                args.leader_election_lease_duration,
-                settings.clone(),
-                state.clone(),
-                shutdown.clone(),
-                &mut work,
-            )
-            .await;
+            let attempt =
+                leader::run(&election, leadership.clone(), shutdown.clone(), &mut work).await;
             match attempt {
                 Ok(()) => return Ok(()),
                 Err(e) => {

@@ -36,8 +36,8 @@ pub struct StorageClass {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct NetworkName {
-    pub network_name: String,
+pub struct NetworkError {
+    pub error_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,7 +79,7 @@ pub struct Metrics {
     pub reconcile_errors: Family<ControllerError, Counter>,
     pub virtual_machines: Family<VmStatus, Gauge>,
     pub storage_provisioning: Family<StorageClass, Histogram, Buckets>,
-    pub network_configuration_errors: Family<NetworkName, Counter>,
+    pub network_configuration_errors: Family<NetworkError, Counter>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
     /// Certificate expiry, rotations and reloads (`certs::metrics`).
@@ -234,8 +234,8 @@ mod tests {
             })
             .observe(1.0);
         m.network_configuration_errors
-            .get_or_create(&NetworkName {
-                network_name: "prod".into(),
+            .get_or_create(&NetworkError {
+                error_type: "NetworkConfigurationNotFound".into(),
             })
             .inc();
         m.admission_requests
@@ -258,7 +258,7 @@ mod tests {
             r#"kubevirt_operator_reconciliation_errors_total{controller="machine",error_type="StorageClassNotFound"} 1"#,
             r#"kubevirt_operator_virtual_machines_total{status="Running"} 1"#,
             r#"kubevirt_operator_storage_provisioning_duration_seconds_count{storage_class="fast"} 1"#,
-            r#"kubevirt_operator_network_configuration_errors_total{network_name="prod"} 1"#,
+            r#"kubevirt_operator_network_configuration_errors_total{error_type="NetworkConfigurationNotFound"} 1"#,
             r#"kubevirt_operator_admission_requests_total{webhook="mutate",result="allowed"} 1"#,
             r#"kubevirt_operator_admission_duration_seconds_count{webhook="mutate"} 1"#,
             r#"kubevirt_operator_certificate_expiry_timestamp_seconds{certificate="ca"} 1800000000"#,

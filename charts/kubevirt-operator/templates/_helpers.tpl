@@ -95,7 +95,7 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["k8s.cni.cncf.io"]
   resources: ["network-attachment-definitions"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
