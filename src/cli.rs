@@ -154,9 +154,10 @@ pub struct RunArgs {
     #[arg(long, env = "WEBHOOK_SERVICE_NAME", value_name = "WEBHOOK_SERVICE_NAME",
           default_value = crate::certs::WEBHOOK_SERVICE, value_parser = parse_dns_label)]
     pub webhook_service_name: String,
-    /// Namespaces whose Machines are reconciled, comma-separated (e.g. `team-a,team-b`); unset
-    /// or empty: every namespace. With a list, the operator needs Roles in those namespaces
-    /// only, instead of cluster-wide rights on Secrets, claims and VMs.
+    /// The namespace whose Machines are reconciled (e.g. `team-a`); unset or empty: every
+    /// namespace. With one, the operator needs a Role in that namespace only, instead of
+    /// cluster-wide rights on Secrets, claims and VMs. Written as a comma-separated list; the
+    /// reconciler watches all namespaces or one, so `run` refuses a longer list.
     #[arg(long, env = "WATCH_NAMESPACES", value_name = "WATCH_NAMESPACES", default_value = "",
           value_parser = parse_watch_namespaces)]
     pub watch_namespaces: WatchScope,

@@ -84,7 +84,7 @@ certificates: {mode: cert-manager}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
 prometheusRule: {enabled: true}
 networkPolicy: {enabled: true, apiServerCIDRs: [192.0.2.0/24, "2001:db8::/64"]}
-watchNamespaces: [team-a, team-b]
+watchNamespaces: [team-a]
 extraLabels: {team: platform}
 extraAnnotations: {owner: platform@example.com}
 podAnnotations: {example.com/scrape: "false"}

@@ -56,6 +56,9 @@ annotations:
 {{- if not (has .Values.log.format (list "json" "text")) -}}
 {{- fail (printf "log.format %q: expected json or text" .Values.log.format) -}}
 {{- end -}}
+{{- if gt (len .Values.watchNamespaces) 1 -}}
+{{- fail (printf "watchNamespaces %v: the operator watches every namespace or one" .Values.watchNamespaces) -}}
+{{- end -}}
 {{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.apiServerCIDRs) -}}
 {{- fail "networkPolicy.apiServerCIDRs: required when networkPolicy.enabled (the addresses kube-apiserver calls the webhooks from)" -}}
 {{- end -}}
