@@ -259,6 +259,52 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
         "refused with the chart's RBAC:\n{}",
         refused.join("\n")
     );
+
+    // Every toggle on, as a second release in its own namespace (last: its cert-manager webhook
+    // configurations point at a Service no pod serves here). The API server validates every
+    // object, webhook configurations included; the foreign kinds install against stand-in CRDs.
+    cp.install_crds(&[support::fixture("chart/foreign-crds.yaml")])
+        .await
+        .expect("stand-in CRDs");
+    let all = chart::values_file("all-toggles", chart::ALL_TOGGLES);
+    let mut install = tool("helm");
+    install
+        .args(["install", "edge"])
+        .arg(chart_dir())
+        .arg("-f")
+        .arg(&all)
+        .args(["--namespace", "edge-system", "--create-namespace"])
+        .arg("--kubeconfig")
+        .arg(cp.admin_kubeconfig());
+    run(install);
+    let kinds = [
+        ("monitoring.coreos.com", "v1", "ServiceMonitor"),
+        ("monitoring.coreos.com", "v1", "PrometheusRule"),
+        ("cert-manager.io", "v1", "Certificate"),
+        ("cert-manager.io", "v1", "Issuer"),
+        ("networking.k8s.io", "v1", "NetworkPolicy"),
+    ];
+    for (group, version, kind) in kinds {
+        let api = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "edge-system",
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)),
+        );
+        let listed = api.list(&Default::default()).await.expect("list");
+        assert!(!listed.items.is_empty(), "{kind} installed");
+    }
+    let hooks = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get("edge-kubevirt-operator")
+        .await
+        .expect("the chart's ValidatingWebhookConfiguration");
+    assert_eq!(
+        hooks
+            .metadata
+            .annotations
+            .and_then(|a| a.get("cert-manager.io/inject-ca-from").cloned())
+            .as_deref(),
+        Some("edge-system/edge-kubevirt-operator-webhook-cert")
+    );
 }
 
 /// Runs the operator as the chart's ServiceAccount until it is ready, its webhook configurations
