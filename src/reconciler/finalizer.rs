@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::api::Machine;
 
 use super::act::delete_exact;
-use super::context::{Context, resolved_spec};
+use super::context::Context;
 use super::decide::retains_disks;
 use super::desired::meta::{derived_secret_name, pvc_name};
 use super::error::{Error, is_not_found};
@@ -25,6 +25,7 @@ use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::multus::NetworkAttachmentDefinition;
 use super::observe::unused_in;
 use super::ownership::{self, Ownership};
+use super::spec::resolved_spec;
 use super::{FIELD_MANAGER, FINALIZER};
 
 pub fn has_finalizer(machine: &Machine) -> bool {

@@ -14,13 +14,14 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
-use super::context::{Context, resolved_spec};
-use super::decide::references_secret;
+use super::context::Context;
 use super::desired::cloud_init::secret_source;
 use super::desired::meta::{derived_secret_name, pvc_name};
+use super::desired::vm::references_secret;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::multus::NetworkAttachmentDefinition;
+use super::spec::resolved_spec;
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.

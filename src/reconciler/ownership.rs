@@ -115,6 +115,10 @@ mod tests {
         }
     }
 
+    /// A controller (or plain) owner reference: (uid, is controller).
+    type Owner = Option<(&'static str, bool)>;
+    type Labels = &'static [(&'static str, &'static str)];
+
     const OURS: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY), (MACHINE_LABEL, "m")];
     const OTHER_MACHINE: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY), (MACHINE_LABEL, "a")];
     const SOMEONE: &[(&str, &str)] = &[(MANAGED_BY_LABEL, "helm"), (MACHINE_LABEL, "m")];
@@ -123,7 +127,7 @@ mod tests {
     fn machine_objects() {
         use Ownership::*;
         // (controller owner, labels, expected, adoptable claim writable, VM/Secret writable)
-        let cases: &[(Option<(&str, bool)>, &[(&str, &str)], Ownership, bool, bool)] = &[
+        let cases: &[(Owner, Labels, Ownership, bool, bool)] = &[
             (Some(("uid-m", true)), OURS, Ours, true, true),
             // Ours even without labels (someone stripped them): the uid decides.
             (Some(("uid-m", true)), &[], Ours, true, true),
@@ -157,7 +161,7 @@ mod tests {
     fn attachments() {
         use Ownership::*;
         let managed: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY)];
-        let cases: &[(Option<(&str, bool)>, &[(&str, &str)], Ownership)] = &[
+        let cases: &[(Owner, Labels, Ownership)] = &[
             (Some(("uid-nc", true)), managed, Ours),
             (Some(("uid-nc", true)), &[], Foreign),
             (Some(("uid-other", true)), managed, Foreign),
