@@ -70,14 +70,28 @@ pub fn of_machine_object(
     }
 }
 
-/// Ownership of a NetworkAttachmentDefinition made for a NetworkConfiguration (uid `nc_uid`).
+/// Ownership of a NetworkAttachmentDefinition made for a NetworkConfiguration (uid `nc_uid`,
+/// `None` once the NetworkConfiguration is gone: then a controller reference to a
+/// NetworkConfiguration of the attachment's name is enough).
 pub fn of_attachment(meta: Option<&ObjectMeta>, nc_uid: Option<&str>) -> Ownership {
     let Some(meta) = meta else {
         return Ownership::Absent;
     };
-    let managed = label(meta, MANAGED_BY_LABEL) == Some(MANAGED_BY);
-    match controller_uid(meta) {
-        Some(c) if managed && Some(c) == nc_uid => Ownership::Ours,
+    if label(meta, MANAGED_BY_LABEL) != Some(MANAGED_BY) {
+        return Ownership::Foreign;
+    }
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true));
+    match (controller, nc_uid) {
+        (Some(c), Some(uid)) if c.uid == uid => Ownership::Ours,
+        (Some(c), None)
+            if c.kind == "NetworkConfiguration" && meta.name.as_ref() == Some(&c.name) =>
+        {
+            Ownership::Ours
+        }
         _ => Ownership::Foreign,
     }
 }
@@ -173,6 +187,21 @@ mod tests {
             assert_eq!(of_attachment(Some(&m), Some("uid-nc")), *want, "case {i}");
         }
         assert_eq!(of_attachment(None, Some("uid-nc")), Absent);
+        // The NetworkConfiguration is gone: a reference to one of the attachment's name is ours.
+        let mut m = meta(Some(("uid-gone", true)), managed);
+        m.name = Some("lan".into());
+        assert_eq!(
+            of_attachment(Some(&m), None),
+            Foreign,
+            "not a NetworkConfiguration"
+        );
+        if let Some(r) = m.owner_references.as_mut().and_then(|r| r.first_mut()) {
+            r.kind = "NetworkConfiguration".into();
+            r.name = "lan".into();
+        }
+        assert_eq!(of_attachment(Some(&m), None), Ours);
+        m.labels = None;
+        assert_eq!(of_attachment(Some(&m), None), Foreign, "not labelled ours");
     }
 
     #[test]
