@@ -82,6 +82,8 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     // 1. The VM, then wait for KubeVirt to take down the VMI it controls.
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = vms.get_metadata_opt(&name).await?;
+    // A VM of that name that is not ours (a conflict) is left alone, and so is its VMI.
+    let foreign_vm = vm.as_ref().is_some_and(|v| !ours(&v.metadata, machine));
     let vm_uid = vm.as_ref().and_then(|v| v.metadata.uid.clone());
     if let Some(vm) = vm.filter(|v| ours(&v.metadata, machine))
         && vm.metadata.deletion_timestamp.is_none()
@@ -91,7 +93,8 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         tracing::info!("deleted VirtualMachine");
     }
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
-    if let Some(vmi) = vmis.get_metadata_opt(&name).await?
+    if !foreign_vm
+        && let Some(vmi) = vmis.get_metadata_opt(&name).await?
         && held_by_vm(&vmi.metadata, &name, vm_uid.as_deref())
     {
         return Err(Error::VmiStillRunning(format!("{ns}/{name}")));
@@ -187,4 +190,42 @@ async fn release(
         .await?;
     tracing::info!(pvc = %claim, "retained disk, released from the Machine");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn vmi(owner: Option<(&str, &str, &str)>) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: owner.map(|(kind, name, uid)| {
+                vec![OwnerReference {
+                    kind: kind.into(),
+                    name: name.into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn only_a_vmi_of_the_machines_vm_holds_its_deletion() {
+        let ours = vmi(Some(("VirtualMachine", "m", "uid-vm")));
+        assert!(held_by_vm(&ours, "m", Some("uid-vm")));
+        // The VM is already gone: its VMI still holds until KubeVirt removes it.
+        assert!(held_by_vm(&ours, "m", None));
+        assert!(!held_by_vm(&ours, "m", Some("uid-other-vm")));
+        assert!(!held_by_vm(&vmi(None), "m", None), "forged: no owner");
+        assert!(!held_by_vm(&vmi(Some(("ReplicaSet", "m", "x"))), "m", None));
+        assert!(!held_by_vm(
+            &vmi(Some(("VirtualMachine", "n", "x"))),
+            "m",
+            None
+        ));
+    }
 }
