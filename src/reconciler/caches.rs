@@ -53,6 +53,14 @@ impl Stores {
                     }
                 },
                 async { self.storage_classes.wait_until_ready().await.map_err(drop) },
+                async { self.vm_names.wait_until_ready().await.map_err(drop) },
+                async { self.pvc_names.wait_until_ready().await.map_err(drop) },
+                async {
+                    match multus {
+                        true => self.nad_names.wait_until_ready().await.map_err(drop),
+                        false => Ok(()),
+                    }
+                },
             )
             .map(drop)
         };
@@ -101,6 +109,9 @@ mod tests {
         let (ncs, mut ncs_w) = reflector::store::<NetworkConfiguration>();
         let (nads, mut nads_w) = reflector::store::<NetworkAttachmentDefinition>();
         let (scs, mut scs_w) = reflector::store::<StorageClass>();
+        let (vm_names, mut vm_names_w) = reflector::store();
+        let (pvc_names, mut pvc_names_w) = reflector::store();
+        let (nad_names, mut nad_names_w) = reflector::store();
         let stores = Stores {
             machines: machines.clone(),
             vms,
@@ -109,6 +120,9 @@ mod tests {
             network_configurations: ncs,
             nads,
             storage_classes: scs,
+            vm_names,
+            pvc_names,
+            nad_names,
         };
         let (listed_tx, listed) = watch::channel(false);
         let (ready_tx, mut ready) = watch::channel(false);
@@ -125,6 +139,9 @@ mod tests {
         ncs_w.apply_watcher_event(&watcher::Event::InitDone);
         nads_w.apply_watcher_event(&watcher::Event::InitDone);
         scs_w.apply_watcher_event(&watcher::Event::InitDone);
+        vm_names_w.apply_watcher_event(&watcher::Event::InitDone);
+        pvc_names_w.apply_watcher_event(&watcher::Event::InitDone);
+        nad_names_w.apply_watcher_event(&watcher::Event::InitDone);
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The Machine list, the largest, completes last: nothing else wakes the tracker.
         machines_w.apply_watcher_event(&watcher::Event::InitDone);

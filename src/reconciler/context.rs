@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
@@ -70,6 +71,10 @@ pub struct Stores {
     /// Empty (never filled) when Multus is not installed.
     pub nads: Store<NetworkAttachmentDefinition>,
     pub storage_classes: Store<StorageClass>,
+    /// Every VM, claim and attachment in scope by name (metadata only), ours or not.
+    pub vm_names: Store<PartialObjectMeta<VirtualMachine>>,
+    pub pvc_names: Store<PartialObjectMeta<PersistentVolumeClaim>>,
+    pub nad_names: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
 }
 
 /// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).

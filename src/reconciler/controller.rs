@@ -82,6 +82,9 @@ pub async fn run(
     let (ncs, ncs_w) = reflector::store::<NetworkConfiguration>();
     let (nads, nads_w) = reflector::store::<NetworkAttachmentDefinition>();
     let (scs, scs_w) = reflector::store::<StorageClass>();
+    let (vm_names, vm_names_w) = reflector::store();
+    let (pvc_names, pvc_names_w) = reflector::store();
+    let (nad_names, nad_names_w) = reflector::store();
 
     let written = Arc::new(Written::default());
     let w = written.clone();
@@ -138,6 +141,9 @@ pub async fn run(
             network_configurations: ncs,
             nads,
             storage_classes: scs,
+            vm_names,
+            pvc_names,
+            nad_names,
         },
         state,
         written,
@@ -146,6 +152,20 @@ pub async fn run(
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
     });
+    // The names caches only fill stores; nothing is triggered by them.
+    let names = {
+        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, vm_names_w);
+        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, pvc_names_w);
+        let nad = multus_installed.then(|| {
+            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, nad_names_w)
+        });
+        tokio::spawn(async move {
+            let nad = futures::stream::iter(nad).flatten();
+            futures::stream::select(vm, futures::stream::select(pvc, nad))
+                .for_each(|()| async {})
+                .await;
+        })
+    };
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
     let caches = {
         let ctx = ctx.clone();
@@ -236,6 +256,7 @@ pub async fn run(
         .await;
     gauges.abort();
     caches.abort();
+    names.abort();
     tracing::info!("Machine controller stopped");
 }
 

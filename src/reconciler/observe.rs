@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -50,10 +51,11 @@ pub struct Observed {
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
 }
 
-/// The cached copy, else our own recent write, else the API's (a GET by name).
+/// The cached copy, else our own recent write, else, when the names cache knows an object of
+/// that name (someone else's, or ours without our labels) or is not filled yet, the API's.
 async fn lookup<K>(
-    store: &Store<K>,
-    written: &LastWrite<K>,
+    ctx: &Context,
+    (store, names, written): (&Store<K>, &Store<PartialObjectMeta<K>>, &LastWrite<K>),
     api: &Api<K>,
     ns: &str,
     name: &str,
@@ -67,9 +69,14 @@ where
     if let Some(ours) = written.newer_than(&key, cached_version.as_deref()) {
         return Ok(Some(ours));
     }
-    match cached {
-        Some(c) => Ok(Some(c.as_ref().clone())),
-        None => api.get_opt(name).await,
+    if let Some(c) = cached {
+        return Ok(Some(c.as_ref().clone()));
+    }
+    let named = names.get(&ObjectRef::new(name).within(ns)).is_some();
+    if named || !ctx.state.caches_synced() {
+        api.get_opt(name).await
+    } else {
+        Ok(None)
     }
 }
 
@@ -106,12 +113,27 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     let mut claims = BTreeMap::new();
     for disk in &spec.disks {
         let claim = pvc_name(&name, &disk.name);
-        if let Some(p) = lookup(&stores.pvcs, &ctx.written.pvcs, &pvcs, &ns, &claim).await? {
+        if let Some(p) = lookup(
+            ctx,
+            (&stores.pvcs, &stores.pvc_names, &ctx.written.pvcs),
+            &pvcs,
+            &ns,
+            &claim,
+        )
+        .await?
+        {
             claims.insert(claim, p);
         }
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
-    let vm = lookup(&stores.vms, &ctx.written.vms, &vms, &ns, &name).await?;
+    let vm = lookup(
+        ctx,
+        (&stores.vms, &stores.vm_names, &ctx.written.vms),
+        &vms,
+        &ns,
+        &name,
+    )
+    .await?;
     let derived = derived_secret_name(&name);
     let derived_secret = if source_secret.is_some()
         || vm
@@ -139,7 +161,13 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
             if attachments.contains_key(&n.network_name) {
                 continue;
             }
-            let found = lookup(&stores.nads, &ctx.written.nads, &nads, &ns, &n.network_name);
+            let found = lookup(
+                ctx,
+                (&stores.nads, &stores.nad_names, &ctx.written.nads),
+                &nads,
+                &ns,
+                &n.network_name,
+            );
             if let Some(nad) = found.await? {
                 attachments.insert(n.network_name.clone(), nad);
             }
