@@ -10,8 +10,11 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeSet;
+
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::api::Machine;
@@ -23,7 +26,7 @@ use super::desired::meta::{derived_secret_name, pvc_name};
 use super::error::{Error, is_not_found};
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::multus::NetworkAttachmentDefinition;
-use super::observe::unused_in;
+use super::observe::unused_networks as unused_in;
 use super::ownership::{self, Ownership};
 use super::spec::resolved_spec;
 use super::{FIELD_MANAGER, FINALIZER};
@@ -130,20 +133,29 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         delete_exact(&secrets, &derived, uid).await?;
     }
 
-    // 4. Our attachments no other Machine in the namespace uses any more.
+    // 4. Its attachments, read by name, that are ours and no other Machine there uses.
     if ctx.multus_installed {
         let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
-        for nad in unused_in(ctx, &ns) {
+        let unused: BTreeSet<String> = unused_in(ctx, &ns, &name);
+        let mine: BTreeSet<&str> = spec
+            .networks
+            .iter()
+            .map(|n| n.network_name.as_str())
+            .collect();
+        for network in mine.into_iter().filter(|n| unused.contains(*n)) {
+            let Some(nad) = nads.get_metadata_opt(network).await? else {
+                continue;
+            };
             let nc_uid = ctx
                 .stores
                 .network_configurations
-                .get(&kube::runtime::reflector::ObjectRef::new(&nad.name_any()).within(&ns))
+                .get(&ObjectRef::new(network).within(&ns))
                 .and_then(|nc| nc.uid());
-            if ownership::of_attachment(Some(nad.meta()), nc_uid.as_deref()) == Ownership::Ours
-                && let Some(uid) = nad.uid()
+            if ownership::of_attachment(Some(&nad.metadata), nc_uid.as_deref()) == Ownership::Ours
+                && let Some(uid) = nad.metadata.uid.clone()
             {
-                delete_exact(&nads, &nad.name_any(), uid).await?;
-                tracing::info!(network = %nad.name_any(), "deleted unused NetworkAttachmentDefinition");
+                delete_exact(&nads, network, uid).await?;
+                tracing::info!(network, "deleted unused NetworkAttachmentDefinition");
             }
         }
     }

@@ -172,7 +172,8 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
                 attachments.insert(n.network_name.clone(), nad);
             }
         }
-        unused_attachments = unused_in(ctx, &ns);
+        // This Machine is live, so its own networks count as used.
+        unused_attachments = unused_in(ctx, &ns, "");
         for nad in &unused_attachments {
             if let Some(nc) = stores
                 .network_configurations
@@ -199,20 +200,34 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     })
 }
 
-/// Our attachments in `ns` whose network no Machine there (other than deleting ones) names.
-pub fn unused_in(ctx: &Context, ns: &str) -> Vec<NetworkAttachmentDefinition> {
-    let ours = ctx.stores.nads.state_filter(|n| {
-        n.namespace().as_deref() == Some(ns)
-            && n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-    });
-    if ours.is_empty() {
-        return Vec::new();
-    }
-    let used: BTreeSet<String> = ctx
-        .stores
+/// Network names in `ns` that no Machine there names, other than deleting ones and `except`.
+/// Only those of our cached attachments are computed (none: no work).
+pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    unused_in(ctx, ns, except)
+        .into_iter()
+        .map(|n| n.name_any())
+        .chain(
+            // The leaving Machine's own networks, whether or not the cache holds their attachment.
+            ctx.stores
+                .machines
+                .get(&ObjectRef::new(except).within(ns))
+                .map(|m| resolved_spec(&m, &ctx.settings.catalog).networks)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.network_name)
+                .filter(|name| !used_in(ctx, ns, except).contains(name)),
+        )
+        .collect()
+}
+
+/// Network names that live Machines in `ns` (other than `except`) name.
+fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    ctx.stores
         .machines
         .state_filter(|m| {
-            m.namespace().as_deref() == Some(ns) && m.meta().deletion_timestamp.is_none()
+            m.namespace().as_deref() == Some(ns)
+                && m.meta().deletion_timestamp.is_none()
+                && m.name_any() != except
         })
         .iter()
         .flat_map(|m| {
@@ -221,7 +236,19 @@ pub fn unused_in(ctx: &Context, ns: &str) -> Vec<NetworkAttachmentDefinition> {
                 .into_iter()
                 .map(|n| n.network_name)
         })
-        .collect();
+        .collect()
+}
+
+/// Our cached attachments in `ns` whose network no live Machine there (but `except`) names.
+pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachmentDefinition> {
+    let ours = ctx.stores.nads.state_filter(|n| {
+        n.namespace().as_deref() == Some(ns)
+            && n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+    });
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let used = used_in(ctx, ns, except);
     ours.into_iter()
         .filter(|n| !used.contains(&n.name_any()))
         .map(|n| n.as_ref().clone())
