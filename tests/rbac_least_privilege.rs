@@ -458,11 +458,20 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
         &ns,
         &ApiResource::erase::<VirtualMachineInstance>(&()),
     );
+    // KubeVirt's VMIs are controlled by their VM; only such a VMI feeds the Machine's status.
+    let vm_uid = dynamic(&admin, &ns, &ApiResource::erase::<VirtualMachine>(&()))
+        .get("alpha")
+        .await
+        .expect("alpha's VM")
+        .metadata
+        .uid;
     for _ in 0..2 {
         let vmi: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
             "metadata": {"name": "alpha", "labels": {
-                "vitistack.io/machine": "alpha", "vitistack.io/managed-by": "kubevirt-operator"}},
+                "vitistack.io/machine": "alpha", "vitistack.io/managed-by": "kubevirt-operator"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "alpha", "uid": vm_uid, "controller": true}]},
             "spec": {"domain": {"devices": {}}}
         }))
         .expect("VMI");

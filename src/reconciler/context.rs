@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
-use crate::api::{Machine, MachineSpec, MachineStatus, NetworkConfiguration};
-use crate::machine::{Catalog, DEFAULTS_ANNOTATION, resolve};
+use crate::api::{Machine, MachineStatus, NetworkConfiguration};
+use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
@@ -70,6 +71,10 @@ pub struct Stores {
     /// Empty (never filled) when Multus is not installed.
     pub nads: Store<NetworkAttachmentDefinition>,
     pub storage_classes: Store<StorageClass>,
+    /// Every VM, claim and attachment in scope by name (metadata only), ours or not.
+    pub vm_names: Store<PartialObjectMeta<VirtualMachine>>,
+    pub pvc_names: Store<PartialObjectMeta<PersistentVolumeClaim>>,
+    pub nad_names: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
 }
 
 /// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).
@@ -119,14 +124,4 @@ impl Context {
         let exp = FIRST_RETRY.saturating_mul(1u32 << (n - 1).min(16));
         exp.min(self.settings.reconcile_interval.max(FIRST_RETRY))
     }
-}
-
-/// The spec the reconciler works from: resolved like the webhook would, so a Machine that
-/// bypassed admission is treated the same as one that went through it.
-pub fn resolved_spec(machine: &Machine, catalog: &Catalog) -> MachineSpec {
-    let recorded = machine
-        .annotations()
-        .get(DEFAULTS_ANNOTATION)
-        .and_then(|s| serde_json::from_str::<MachineSpec>(s).ok());
-    resolve(&machine.spec, recorded.as_ref(), catalog).spec
 }

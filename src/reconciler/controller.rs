@@ -36,75 +36,6 @@ use super::readiness::State;
 use super::watches::{self, ignore, machines_using, managed};
 use super::{FIELD_MANAGER, MACHINE_LABEL, act, decide, finalizer, observe};
 
-/// How long a reconcile waits for the caches before it works with what they hold.
-const CACHE_WAIT: Duration = Duration::from_secs(10);
-
-impl Stores {
-    /// Waits for every cache's first list and then opens `ready` (and marks `state` synced).
-    /// kube's `Store::wait_until_ready` wakes only one of several waiters (the last to poll), so
-    /// each store has one caller: this task, except for the Machine store, whose caller is the
-    /// `Controller` itself; its first list is reported through `machines_listed` instead.
-    /// Reconciles wait on `ready`. A cache whose API is absent (KubeVirt or Multus not
-    /// installed) never fills: after [`CACHE_WAIT`] the reconciles go on with what the caches
-    /// hold, and writing to that API fails with a message in the Machine's status instead of
-    /// hanging; `state` says synced only once every cache has filled.
-    async fn track_readiness(
-        self,
-        mut machines_listed: watch::Receiver<bool>,
-        state: Arc<State>,
-        ready: watch::Sender<bool>,
-        multus: bool,
-    ) {
-        let all = async {
-            futures::try_join!(
-                async {
-                    machines_listed
-                        .wait_for(|l| *l)
-                        .await
-                        .map(drop)
-                        .map_err(drop)
-                },
-                async { self.vms.wait_until_ready().await.map_err(drop) },
-                async { self.vmis.wait_until_ready().await.map_err(drop) },
-                async { self.pvcs.wait_until_ready().await.map_err(drop) },
-                async {
-                    self.network_configurations
-                        .wait_until_ready()
-                        .await
-                        .map_err(drop)
-                },
-                async {
-                    match multus {
-                        true => self.nads.wait_until_ready().await.map_err(drop),
-                        false => Ok(()),
-                    }
-                },
-                async { self.storage_classes.wait_until_ready().await.map_err(drop) },
-            )
-            .map(drop)
-        };
-        tokio::pin!(all);
-        match tokio::time::timeout(CACHE_WAIT, &mut all).await {
-            Ok(Ok(())) => {
-                state.set_caches_synced(true);
-                ready.send_replace(true);
-                return;
-            }
-            Ok(Err(_)) => return, // The controller is stopping.
-            Err(_) => {
-                tracing::warn!(
-                    "some watch caches are not filled yet; reconciling with what they hold"
-                );
-                ready.send_replace(true);
-            }
-        }
-        if all.await.is_ok() {
-            state.set_caches_synced(true);
-            tracing::info!("all watch caches filled");
-        }
-    }
-}
-
 const GAUGE_REFRESH: Duration = Duration::from_secs(5);
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
@@ -151,6 +82,9 @@ pub async fn run(
     let (ncs, ncs_w) = reflector::store::<NetworkConfiguration>();
     let (nads, nads_w) = reflector::store::<NetworkAttachmentDefinition>();
     let (scs, scs_w) = reflector::store::<StorageClass>();
+    let (vm_names, vm_names_w) = reflector::store();
+    let (pvc_names, pvc_names_w) = reflector::store();
+    let (nad_names, nad_names_w) = reflector::store();
 
     let written = Arc::new(Written::default());
     let w = written.clone();
@@ -207,6 +141,9 @@ pub async fn run(
             network_configurations: ncs,
             nads,
             storage_classes: scs,
+            vm_names,
+            pvc_names,
+            nad_names,
         },
         state,
         written,
@@ -215,6 +152,20 @@ pub async fn run(
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
     });
+    // The names caches only fill stores; nothing is triggered by them.
+    let names = {
+        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, vm_names_w);
+        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, pvc_names_w);
+        let nad = multus_installed.then(|| {
+            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, nad_names_w)
+        });
+        tokio::spawn(async move {
+            let nad = futures::stream::iter(nad).flatten();
+            futures::stream::select(vm, futures::stream::select(pvc, nad))
+                .for_each(|()| async {})
+                .await;
+        })
+    };
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
     let caches = {
         let ctx = ctx.clone();
@@ -305,6 +256,7 @@ pub async fn run(
         .await;
     gauges.abort();
     caches.abort();
+    names.abort();
     tracing::info!("Machine controller stopped");
 }
 
@@ -401,68 +353,4 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     } else {
         Reconciled::Done
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// kube's `Store::wait_until_ready` wakes only the last of several waiters. The Controller
-    /// waits on the Machine store itself; readiness must not be a second waiter there, or
-    /// every reconcile stalls for `CACHE_WAIT` at start-up when the Controller polls last.
-    #[tokio::test]
-    async fn caches_open_while_the_controller_waits_on_the_machine_store() {
-        let (machines, mut machines_w) = reflector::store::<Machine>();
-        let (vms, mut vms_w) = reflector::store::<VirtualMachine>();
-        let (vmis, mut vmis_w) = reflector::store::<VirtualMachineInstance>();
-        let (pvcs, mut pvcs_w) = reflector::store::<PersistentVolumeClaim>();
-        let (ncs, mut ncs_w) = reflector::store::<NetworkConfiguration>();
-        let (nads, mut nads_w) = reflector::store::<NetworkAttachmentDefinition>();
-        let (scs, mut scs_w) = reflector::store::<StorageClass>();
-        let stores = Stores {
-            machines: machines.clone(),
-            vms,
-            vmis,
-            pvcs,
-            network_configurations: ncs,
-            nads,
-            storage_classes: scs,
-        };
-        let (listed_tx, listed) = watch::channel(false);
-        let (ready_tx, mut ready) = watch::channel(false);
-        let state = Arc::new(State::default());
-        let tracker = tokio::spawn(stores.track_readiness(listed, state.clone(), ready_tx, true));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        // The Controller's own wait, polled after the tracker's.
-        let controller = tokio::spawn(async move { machines.wait_until_ready().await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-
-        vms_w.apply_watcher_event(&watcher::Event::InitDone);
-        vmis_w.apply_watcher_event(&watcher::Event::InitDone);
-        pvcs_w.apply_watcher_event(&watcher::Event::InitDone);
-        ncs_w.apply_watcher_event(&watcher::Event::InitDone);
-        nads_w.apply_watcher_event(&watcher::Event::InitDone);
-        scs_w.apply_watcher_event(&watcher::Event::InitDone);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        // The Machine list, the largest, completes last: nothing else wakes the tracker.
-        machines_w.apply_watcher_event(&watcher::Event::InitDone);
-        listed_tx.send_replace(true); // as the Machine stream reports it
-
-        let soon = Duration::from_secs(2);
-        assert!(soon < CACHE_WAIT);
-        tokio::time::timeout(soon, ready.wait_for(|r| *r))
-            .await
-            .expect("reconciles released well before CACHE_WAIT")
-            .expect("ready channel open");
-        tokio::time::timeout(soon, controller)
-            .await
-            .expect("the Controller's wait is woken too")
-            .expect("task")
-            .expect("store ready");
-        tokio::time::timeout(soon, tracker)
-            .await
-            .expect("tracker finished")
-            .expect("task");
-        assert!(state.caches_synced());
-    }
 }

@@ -14,6 +14,7 @@ use crate::machine::Catalog;
 use crate::machine::validation::{validate, validate_name};
 
 use super::desired::meta::derived_secret_name;
+use super::desired::vm::references_secret;
 use super::desired::{self, Inputs, SecretData};
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::multus::NetworkAttachmentDefinition;
@@ -181,15 +182,6 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
 
 fn conflict(kind: Kind, name: String) -> Problem {
     Problem::Conflict { kind, name }
-}
-
-pub fn references_secret(vm: &VirtualMachine, secret: &str) -> bool {
-    vm.spec.template.spec.volumes.iter().any(|v| {
-        v.cloud_init_no_cloud
-            .as_ref()
-            .and_then(|c| c.user_data_secret_ref.as_ref())
-            .is_some_and(|r| r.name == secret)
-    })
 }
 
 /// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries

@@ -10,21 +10,25 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeSet;
+
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::api::Machine;
 
 use super::act::delete_exact;
-use super::context::{Context, resolved_spec};
+use super::context::Context;
 use super::decide::retains_disks;
 use super::desired::meta::{derived_secret_name, pvc_name};
 use super::error::{Error, is_not_found};
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::multus::NetworkAttachmentDefinition;
-use super::observe::unused_in;
+use super::observe::unused_networks as unused_in;
 use super::ownership::{self, Ownership};
+use super::spec::resolved_spec;
 use super::{FIELD_MANAGER, FINALIZER};
 
 pub fn has_finalizer(machine: &Machine) -> bool {
@@ -81,6 +85,8 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     // 1. The VM, then wait for KubeVirt to take down the VMI it controls.
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = vms.get_metadata_opt(&name).await?;
+    // A VM of that name that is not ours (a conflict) is left alone, and so is its VMI.
+    let foreign_vm = vm.as_ref().is_some_and(|v| !ours(&v.metadata, machine));
     let vm_uid = vm.as_ref().and_then(|v| v.metadata.uid.clone());
     if let Some(vm) = vm.filter(|v| ours(&v.metadata, machine))
         && vm.metadata.deletion_timestamp.is_none()
@@ -90,7 +96,8 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         tracing::info!("deleted VirtualMachine");
     }
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
-    if let Some(vmi) = vmis.get_metadata_opt(&name).await?
+    if !foreign_vm
+        && let Some(vmi) = vmis.get_metadata_opt(&name).await?
         && held_by_vm(&vmi.metadata, &name, vm_uid.as_deref())
     {
         return Err(Error::VmiStillRunning(format!("{ns}/{name}")));
@@ -126,20 +133,29 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         delete_exact(&secrets, &derived, uid).await?;
     }
 
-    // 4. Our attachments no other Machine in the namespace uses any more.
+    // 4. Its attachments, read by name, that are ours and no other Machine there uses.
     if ctx.multus_installed {
         let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
-        for nad in unused_in(ctx, &ns) {
+        let unused: BTreeSet<String> = unused_in(ctx, &ns, &name);
+        let mine: BTreeSet<&str> = spec
+            .networks
+            .iter()
+            .map(|n| n.network_name.as_str())
+            .collect();
+        for network in mine.into_iter().filter(|n| unused.contains(*n)) {
+            let Some(nad) = nads.get_metadata_opt(network).await? else {
+                continue;
+            };
             let nc_uid = ctx
                 .stores
                 .network_configurations
-                .get(&kube::runtime::reflector::ObjectRef::new(&nad.name_any()).within(&ns))
+                .get(&ObjectRef::new(network).within(&ns))
                 .and_then(|nc| nc.uid());
-            if ownership::of_attachment(Some(nad.meta()), nc_uid.as_deref()) == Ownership::Ours
-                && let Some(uid) = nad.uid()
+            if ownership::of_attachment(Some(&nad.metadata), nc_uid.as_deref()) == Ownership::Ours
+                && let Some(uid) = nad.metadata.uid.clone()
             {
-                delete_exact(&nads, &nad.name_any(), uid).await?;
-                tracing::info!(network = %nad.name_any(), "deleted unused NetworkAttachmentDefinition");
+                delete_exact(&nads, network, uid).await?;
+                tracing::info!(network, "deleted unused NetworkAttachmentDefinition");
             }
         }
     }
@@ -186,4 +202,42 @@ async fn release(
         .await?;
     tracing::info!(pvc = %claim, "retained disk, released from the Machine");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn vmi(owner: Option<(&str, &str, &str)>) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: owner.map(|(kind, name, uid)| {
+                vec![OwnerReference {
+                    kind: kind.into(),
+                    name: name.into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn only_a_vmi_of_the_machines_vm_holds_its_deletion() {
+        let ours = vmi(Some(("VirtualMachine", "m", "uid-vm")));
+        assert!(held_by_vm(&ours, "m", Some("uid-vm")));
+        // The VM is already gone: its VMI still holds until KubeVirt removes it.
+        assert!(held_by_vm(&ours, "m", None));
+        assert!(!held_by_vm(&ours, "m", Some("uid-other-vm")));
+        assert!(!held_by_vm(&vmi(None), "m", None), "forged: no owner");
+        assert!(!held_by_vm(&vmi(Some(("ReplicaSet", "m", "x"))), "m", None));
+        assert!(!held_by_vm(
+            &vmi(Some(("VirtualMachine", "n", "x"))),
+            "m",
+            None
+        ));
+    }
 }

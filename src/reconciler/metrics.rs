@@ -15,9 +15,9 @@ use crate::telemetry::metrics::{
     ControllerError, NetworkError, PhaseTemplate, StorageClass, VmStatus,
 };
 
-use super::context::resolved_spec;
 use super::kubevirt::VirtualMachine;
 use super::problem::Problem;
+use super::spec::resolved_spec;
 
 pub const CONTROLLER: &str = "machine";
 

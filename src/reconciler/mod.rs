@@ -9,6 +9,7 @@
 
 pub mod act;
 pub mod apply;
+pub mod caches;
 pub mod context;
 pub mod controller;
 pub mod decide;
@@ -25,6 +26,7 @@ pub mod observe;
 pub mod ownership;
 pub mod problem;
 pub mod readiness;
+pub mod spec;
 pub mod status;
 pub mod watches;
 

@@ -8,19 +8,21 @@ use std::fmt::Debug;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
-use super::context::{Context, resolved_spec};
-use super::decide::references_secret;
+use super::context::Context;
 use super::desired::cloud_init::secret_source;
 use super::desired::meta::{derived_secret_name, pvc_name};
+use super::desired::vm::references_secret;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::multus::NetworkAttachmentDefinition;
+use super::spec::resolved_spec;
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.
@@ -49,10 +51,11 @@ pub struct Observed {
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
 }
 
-/// The cached copy, else our own recent write, else the API's (a GET by name).
+/// The cached copy, else our own recent write, else, when the names cache knows an object of
+/// that name (someone else's, or ours without our labels) or is not filled yet, the API's.
 async fn lookup<K>(
-    store: &Store<K>,
-    written: &LastWrite<K>,
+    ctx: &Context,
+    (store, names, written): (&Store<K>, &Store<PartialObjectMeta<K>>, &LastWrite<K>),
     api: &Api<K>,
     ns: &str,
     name: &str,
@@ -66,9 +69,14 @@ where
     if let Some(ours) = written.newer_than(&key, cached_version.as_deref()) {
         return Ok(Some(ours));
     }
-    match cached {
-        Some(c) => Ok(Some(c.as_ref().clone())),
-        None => api.get_opt(name).await,
+    if let Some(c) = cached {
+        return Ok(Some(c.as_ref().clone()));
+    }
+    let named = names.get(&ObjectRef::new(name).within(ns)).is_some();
+    if named || !ctx.state.caches_synced() {
+        api.get_opt(name).await
+    } else {
+        Ok(None)
     }
 }
 
@@ -105,12 +113,27 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     let mut claims = BTreeMap::new();
     for disk in &spec.disks {
         let claim = pvc_name(&name, &disk.name);
-        if let Some(p) = lookup(&stores.pvcs, &ctx.written.pvcs, &pvcs, &ns, &claim).await? {
+        if let Some(p) = lookup(
+            ctx,
+            (&stores.pvcs, &stores.pvc_names, &ctx.written.pvcs),
+            &pvcs,
+            &ns,
+            &claim,
+        )
+        .await?
+        {
             claims.insert(claim, p);
         }
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
-    let vm = lookup(&stores.vms, &ctx.written.vms, &vms, &ns, &name).await?;
+    let vm = lookup(
+        ctx,
+        (&stores.vms, &stores.vm_names, &ctx.written.vms),
+        &vms,
+        &ns,
+        &name,
+    )
+    .await?;
     let derived = derived_secret_name(&name);
     let derived_secret = if source_secret.is_some()
         || vm
@@ -138,12 +161,19 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
             if attachments.contains_key(&n.network_name) {
                 continue;
             }
-            let found = lookup(&stores.nads, &ctx.written.nads, &nads, &ns, &n.network_name);
+            let found = lookup(
+                ctx,
+                (&stores.nads, &stores.nad_names, &ctx.written.nads),
+                &nads,
+                &ns,
+                &n.network_name,
+            );
             if let Some(nad) = found.await? {
                 attachments.insert(n.network_name.clone(), nad);
             }
         }
-        unused_attachments = unused_in(ctx, &ns);
+        // This Machine is live, so its own networks count as used.
+        unused_attachments = unused_in(ctx, &ns, "");
         for nad in &unused_attachments {
             if let Some(nc) = stores
                 .network_configurations
@@ -170,20 +200,34 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     })
 }
 
-/// Our attachments in `ns` whose network no Machine there (other than deleting ones) names.
-pub fn unused_in(ctx: &Context, ns: &str) -> Vec<NetworkAttachmentDefinition> {
-    let ours = ctx.stores.nads.state_filter(|n| {
-        n.namespace().as_deref() == Some(ns)
-            && n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-    });
-    if ours.is_empty() {
-        return Vec::new();
-    }
-    let used: BTreeSet<String> = ctx
-        .stores
+/// Network names in `ns` that no Machine there names, other than deleting ones and `except`.
+/// Only those of our cached attachments are computed (none: no work).
+pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    unused_in(ctx, ns, except)
+        .into_iter()
+        .map(|n| n.name_any())
+        .chain(
+            // The leaving Machine's own networks, whether or not the cache holds their attachment.
+            ctx.stores
+                .machines
+                .get(&ObjectRef::new(except).within(ns))
+                .map(|m| resolved_spec(&m, &ctx.settings.catalog).networks)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.network_name)
+                .filter(|name| !used_in(ctx, ns, except).contains(name)),
+        )
+        .collect()
+}
+
+/// Network names that live Machines in `ns` (other than `except`) name.
+fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    ctx.stores
         .machines
         .state_filter(|m| {
-            m.namespace().as_deref() == Some(ns) && m.meta().deletion_timestamp.is_none()
+            m.namespace().as_deref() == Some(ns)
+                && m.meta().deletion_timestamp.is_none()
+                && m.name_any() != except
         })
         .iter()
         .flat_map(|m| {
@@ -192,7 +236,19 @@ pub fn unused_in(ctx: &Context, ns: &str) -> Vec<NetworkAttachmentDefinition> {
                 .into_iter()
                 .map(|n| n.network_name)
         })
-        .collect();
+        .collect()
+}
+
+/// Our cached attachments in `ns` whose network no live Machine there (but `except`) names.
+pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachmentDefinition> {
+    let ours = ctx.stores.nads.state_filter(|n| {
+        n.namespace().as_deref() == Some(ns)
+            && n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+    });
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let used = used_in(ctx, ns, except);
     ours.into_iter()
         .filter(|n| !used.contains(&n.name_any()))
         .map(|n| n.as_ref().clone())

@@ -70,14 +70,28 @@ pub fn of_machine_object(
     }
 }
 
-/// Ownership of a NetworkAttachmentDefinition made for a NetworkConfiguration (uid `nc_uid`).
+/// Ownership of a NetworkAttachmentDefinition made for a NetworkConfiguration (uid `nc_uid`,
+/// `None` once the NetworkConfiguration is gone: then a controller reference to a
+/// NetworkConfiguration of the attachment's name is enough).
 pub fn of_attachment(meta: Option<&ObjectMeta>, nc_uid: Option<&str>) -> Ownership {
     let Some(meta) = meta else {
         return Ownership::Absent;
     };
-    let managed = label(meta, MANAGED_BY_LABEL) == Some(MANAGED_BY);
-    match controller_uid(meta) {
-        Some(c) if managed && Some(c) == nc_uid => Ownership::Ours,
+    if label(meta, MANAGED_BY_LABEL) != Some(MANAGED_BY) {
+        return Ownership::Foreign;
+    }
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true));
+    match (controller, nc_uid) {
+        (Some(c), Some(uid)) if c.uid == uid => Ownership::Ours,
+        (Some(c), None)
+            if c.kind == "NetworkConfiguration" && meta.name.as_ref() == Some(&c.name) =>
+        {
+            Ownership::Ours
+        }
         _ => Ownership::Foreign,
     }
 }
@@ -115,6 +129,10 @@ mod tests {
         }
     }
 
+    /// A controller (or plain) owner reference: (uid, is controller).
+    type Owner = Option<(&'static str, bool)>;
+    type Labels = &'static [(&'static str, &'static str)];
+
     const OURS: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY), (MACHINE_LABEL, "m")];
     const OTHER_MACHINE: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY), (MACHINE_LABEL, "a")];
     const SOMEONE: &[(&str, &str)] = &[(MANAGED_BY_LABEL, "helm"), (MACHINE_LABEL, "m")];
@@ -123,7 +141,7 @@ mod tests {
     fn machine_objects() {
         use Ownership::*;
         // (controller owner, labels, expected, adoptable claim writable, VM/Secret writable)
-        let cases: &[(Option<(&str, bool)>, &[(&str, &str)], Ownership, bool, bool)] = &[
+        let cases: &[(Owner, Labels, Ownership, bool, bool)] = &[
             (Some(("uid-m", true)), OURS, Ours, true, true),
             // Ours even without labels (someone stripped them): the uid decides.
             (Some(("uid-m", true)), &[], Ours, true, true),
@@ -157,7 +175,7 @@ mod tests {
     fn attachments() {
         use Ownership::*;
         let managed: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY)];
-        let cases: &[(Option<(&str, bool)>, &[(&str, &str)], Ownership)] = &[
+        let cases: &[(Owner, Labels, Ownership)] = &[
             (Some(("uid-nc", true)), managed, Ours),
             (Some(("uid-nc", true)), &[], Foreign),
             (Some(("uid-other", true)), managed, Foreign),
@@ -169,6 +187,21 @@ mod tests {
             assert_eq!(of_attachment(Some(&m), Some("uid-nc")), *want, "case {i}");
         }
         assert_eq!(of_attachment(None, Some("uid-nc")), Absent);
+        // The NetworkConfiguration is gone: a reference to one of the attachment's name is ours.
+        let mut m = meta(Some(("uid-gone", true)), managed);
+        m.name = Some("lan".into());
+        assert_eq!(
+            of_attachment(Some(&m), None),
+            Foreign,
+            "not a NetworkConfiguration"
+        );
+        if let Some(r) = m.owner_references.as_mut().and_then(|r| r.first_mut()) {
+            r.kind = "NetworkConfiguration".into();
+            r.name = "lan".into();
+        }
+        assert_eq!(of_attachment(Some(&m), None), Ours);
+        m.labels = None;
+        assert_eq!(of_attachment(Some(&m), None), Foreign, "not labelled ours");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::hash::Hash;
 
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -137,6 +138,37 @@ where
                 seen(&key_of(o), o.meta().resource_version.as_deref());
             }
         })
+}
+
+/// The names (metadata only, slimmed) of every `K` in `scope`, whoever made it: how a
+/// reconcile tells "absent" from "made by someone else" without a GET, since the full caches
+/// select by the operator's label.
+pub fn names<K>(
+    client: &Client,
+    scope: &Scope,
+    writer: reflector::store::Writer<PartialObjectMeta<K>>,
+) -> impl Stream<Item = ()> + Send + 'static
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<PartialObjectMeta<K>> = match scope {
+        Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        Scope::All => Api::all(client.clone()),
+    };
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|m: &mut PartialObjectMeta<K>| {
+            m.metadata.managed_fields = None;
+            m.metadata.annotations = None;
+        })
+        .reflect(writer)
+        .map(drop)
 }
 
 pub fn key_of<K: Resource>(o: &K) -> String {

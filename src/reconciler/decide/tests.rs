@@ -207,7 +207,9 @@ fn virtual_machines() {
 
 #[test]
 fn attachments() {
-    let cases: [(Option<(Option<&str>, bool)>, bool); 5] = [
+    // (existing attachment: (controller uid, labelled managed-by), writable)
+    type Live = Option<(Option<&'static str>, bool)>;
+    let cases: [(Live, bool); 5] = [
         (None, true),
         (Some((Some("uid-nc"), true)), true),
         (Some((Some("uid-nc"), false)), false), // controlled by the NC, not labelled ours
