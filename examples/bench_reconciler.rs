@@ -37,7 +37,7 @@ use kubevirt_operator::reconciler::apply;
 use kubevirt_operator::reconciler::desired::{self, Inputs};
 use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::last_write::LastWrite;
-use kubevirt_operator::reconciler::status::{self, Observation, Reconciled};
+use kubevirt_operator::reconciler::status::{self, Reconciled};
 use support::ControlPlane;
 
 struct Args {
@@ -300,10 +300,9 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     }
                 };
                 let (claims, vm) = futures::try_join!(claims_written, vm_written)?;
-                let obs = Observation::Reconciled(Reconciled {
+                let obs = Reconciled {
                     running: true,
                     problems: &[],
-                    failures: &[],
                     vm: vm.as_ref(),
                     vmi: None,
                     claims: claims
@@ -311,7 +310,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                         .map(|(n, p)| (n.clone(), p.as_ref()))
                         .collect(),
                     networks: 0,
-                });
+                };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)
                     .await?;

@@ -62,7 +62,9 @@ async fn main() -> Result<()> {
     crds.push(root.join("manifests/crds.yaml"));
     cp.install_crds(&crds).await?;
     let kubeconfig = dev.join("kubeconfig");
-    std::fs::copy(cp.admin_kubeconfig(), &kubeconfig).context("writing .dev/kubeconfig")?;
+    // cluster-admin of the dev control plane: readable by its owner only.
+    let admin = std::fs::read_to_string(cp.admin_kubeconfig()).context("reading the kubeconfig")?;
+    support::write_private(&dev, "kubeconfig", &admin).context("writing .dev/kubeconfig")?;
     eprintln!(
         "control plane up in {:.1?} at {}",
         cp.startup().total,

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{parse_bind_address, parse_duration, parse_lease_duration, parse_positive_f64};
+use crate::config::{
+    WatchScope, parse_bind_address, parse_dns_label, parse_duration, parse_lease_duration,
+    parse_qps, parse_watch_namespaces,
+};
 use crate::machine::templates::DEFAULT_TEMPLATE;
 use crate::telemetry::logging::LogFormat;
 
@@ -136,7 +139,7 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAME", value_name = "POD_NAME")]
     pub identity: Option<String>,
     /// Sustained rate of requests to the API server, per second.
-    #[arg(long, env = "KUBE_API_QPS", value_name = "KUBE_API_QPS", default_value = "50", value_parser = parse_positive_f64)]
+    #[arg(long, env = "KUBE_API_QPS", value_name = "KUBE_API_QPS", default_value = "50", value_parser = parse_qps)]
     pub kube_api_qps: f64,
     /// Requests allowed in a burst above the sustained rate.
     #[arg(long, env = "KUBE_API_BURST", value_name = "KUBE_API_BURST", default_value_t = 100,
@@ -162,6 +165,19 @@ pub struct RunArgs {
     /// Address of the HTTPS webhook server.
     #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
+    /// The Service in front of the webhook server, in the operator's namespace: the webhook
+    /// configurations call it and the serving certificate names it. Deployments pass the name
+    /// of the Service they ship (so a kustomize namePrefix or a Helm release name carries over).
+    #[arg(long, env = "WEBHOOK_SERVICE_NAME", value_name = "WEBHOOK_SERVICE_NAME",
+          default_value = crate::certs::WEBHOOK_SERVICE, value_parser = parse_dns_label)]
+    pub webhook_service_name: String,
+    /// The namespace whose Machines are reconciled (e.g. `team-a`); unset or empty: every
+    /// namespace. With one, the operator needs a Role in that namespace only, instead of
+    /// cluster-wide rights on Secrets, claims and VMs. Written as a comma-separated list; the
+    /// reconciler watches all namespaces or one, so `run` refuses a longer list.
+    #[arg(long, env = "WATCH_NAMESPACES", value_name = "WATCH_NAMESPACES", default_value = "",
+          value_parser = parse_watch_namespaces)]
+    pub watch_namespaces: WatchScope,
     #[command(flatten)]
     pub templates: TemplateArgs,
     #[command(flatten)]

@@ -7,6 +7,7 @@
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
 //! - [`leader`]: leader election on a Lease; the leader runs the reconciler and certificate manager.
 //! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
+//! - [`listen`]: dual-stack listeners.
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod admission;
@@ -17,6 +18,7 @@ pub mod client;
 pub mod commands;
 pub mod config;
 pub mod leader;
+pub mod listen;
 pub mod machine;
 pub mod reconciler;
 pub mod telemetry;

@@ -161,3 +161,23 @@ async fn metrics_port_in_use() {
     );
     assert!(line.contains("METRICS_BIND_ADDRESS"), "{line}");
 }
+
+/// Accepted once, then a panic in the rate limiter (a wait longer than any Duration).
+#[test]
+fn a_request_rate_near_zero() {
+    let line = start_up_error(&[("KUBE_API_QPS", "1e-20")], &["run"]);
+    assert_names(&line, "KUBE_API_QPS", "1e-20");
+    assert!(line.contains("slowest rate"), "{line}");
+}
+
+#[test]
+fn a_webhook_service_name_that_is_no_service_name() {
+    let line = start_up_error(&[("WEBHOOK_SERVICE_NAME", "Hooks.example")], &["run"]);
+    assert_names(&line, "WEBHOOK_SERVICE_NAME", "Hooks.example");
+}
+
+#[test]
+fn more_than_one_watched_namespace() {
+    let line = start_up_error(&[("WATCH_NAMESPACES", "team-a,team-b")], &["run"]);
+    assert_names(&line, "WATCH_NAMESPACES", "team-a,team-b");
+}

@@ -245,8 +245,8 @@ async fn metrics_and_probes() {
         ),
         (
             "kubevirt_operator_network_configuration_errors_total",
-            &["network_name"],
-            Some("network_name=\"missing-net\""),
+            &["error_type"],
+            Some("error_type=\"NetworkConfigurationNotFound\""),
         ),
         (
             "kubevirt_operator_admission_requests_total",

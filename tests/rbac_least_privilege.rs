@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 use kubevirt_operator::api::{Machine, NetworkConfiguration};
 use kubevirt_operator::certs::{
-    BUNDLE_CONFIGMAP, BUNDLE_KEY, SERVING_SECRET, WEBHOOK_CONFIGURATION,
+    BUNDLE_CONFIGMAP, BUNDLE_KEY, CA_SECRET, SERVING_SECRET, WEBHOOK_CONFIGURATION,
 };
 use kubevirt_operator::reconciler::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::multus::NetworkAttachmentDefinition;
@@ -76,6 +76,8 @@ struct Grant {
     group: String,
     resource: String,
     verb: String,
+    /// resourceNames; empty: any name.
+    names: Vec<String>,
 }
 
 fn grants(source: &'static str, namespace: Option<&str>, rules: &[PolicyRule]) -> Vec<Grant> {
@@ -83,10 +85,7 @@ fn grants(source: &'static str, namespace: Option<&str>, rules: &[PolicyRule]) -
     for rule in rules {
         let groups = rule.api_groups.clone().unwrap_or_default();
         let resources = rule.resources.clone().unwrap_or_default();
-        assert!(
-            rule.resource_names.is_none(),
-            "{source}: resourceNames are not handled by this test"
-        );
+        let names = rule.resource_names.clone().unwrap_or_default();
         for g in &groups {
             for r in &resources {
                 for v in &rule.verbs {
@@ -97,6 +96,7 @@ fn grants(source: &'static str, namespace: Option<&str>, rules: &[PolicyRule]) -
                         group: g.clone(),
                         resource: r.clone(),
                         verb: v.clone(),
+                        names: names.clone(),
                     });
                 }
             }
@@ -127,6 +127,67 @@ fn allows(g: &Grant, r: &AuditedRequest) -> bool {
         && g.resource == resource_of(r)
         && verbs_of(r).contains(&g.verb.as_str())
         && g.namespace.as_ref().is_none_or(|ns| *ns == r.namespace)
+        && (g.names.is_empty() || g.names.contains(&r.name))
+}
+
+/// Scope as well as verbs: in the operator's namespace and on the cluster-scoped webhook
+/// configurations, every right but `create` names the objects the operator owns (create cannot
+/// be limited by name: the name is in the body).
+#[test]
+fn grants_on_the_operators_own_objects_name_them() {
+    let cluster_role: ClusterRole = yaml("manifests/rbac/cluster_role.yaml");
+    let lease_role: Role = yaml("manifests/rbac/leader_election_role.yaml");
+    let certs_role: Role = yaml("manifests/rbac/certificates_role.yaml");
+    let mut checked = 0;
+    let named = |g: &Grant, expected: &[&str]| {
+        if g.verb == "create" {
+            assert!(g.names.is_empty(), "{g:?}");
+        } else {
+            assert_eq!(
+                g.names, expected,
+                "{g:?}: limited to the operator's own objects"
+            );
+        }
+    };
+    for g in grants(
+        "cluster_role.yaml",
+        None,
+        cluster_role.rules.as_deref().unwrap_or_default(),
+    ) {
+        if g.group == "admissionregistration.k8s.io" {
+            named(&g, &[WEBHOOK_CONFIGURATION]);
+            checked += 1;
+        } else {
+            assert!(g.names.is_empty(), "{g:?}");
+        }
+    }
+    for g in grants(
+        "leader_election_role.yaml",
+        Some(OPERATOR_NAMESPACE),
+        lease_role.rules.as_deref().unwrap_or_default(),
+    ) {
+        named(&g, &[kubevirt_operator::leader::LEASE_NAME]);
+        checked += 1;
+    }
+    for g in grants(
+        "certificates_role.yaml",
+        Some(OPERATOR_NAMESPACE),
+        certs_role.rules.as_deref().unwrap_or_default(),
+    ) {
+        match g.resource.as_str() {
+            "secrets" => named(&g, &[CA_SECRET, SERVING_SECRET]),
+            "configmaps" => named(&g, &[BUNDLE_CONFIGMAP]),
+            other => panic!("certificates_role.yaml grants {other}"),
+        }
+        checked += 1;
+    }
+    // Webhook configurations: 2 kinds x (get, list, watch, update, create); the Lease: get,
+    // patch, create; Secrets: get, list, watch, update, delete, create; the ConfigMap: 5.
+    assert_eq!(
+        checked,
+        10 + 3 + 6 + 5,
+        "every grant on the operator's own objects was checked"
+    );
 }
 
 async fn create<K>(api: &Api<K>, obj: &K)
@@ -397,11 +458,20 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
         &ns,
         &ApiResource::erase::<VirtualMachineInstance>(&()),
     );
+    // KubeVirt's VMIs are controlled by their VM; only such a VMI feeds the Machine's status.
+    let vm_uid = dynamic(&admin, &ns, &ApiResource::erase::<VirtualMachine>(&()))
+        .get("alpha")
+        .await
+        .expect("alpha's VM")
+        .metadata
+        .uid;
     for _ in 0..2 {
         let vmi: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
             "metadata": {"name": "alpha", "labels": {
-                "vitistack.io/machine": "alpha", "vitistack.io/managed-by": "kubevirt-operator"}},
+                "vitistack.io/machine": "alpha", "vitistack.io/managed-by": "kubevirt-operator"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "alpha", "uid": vm_uid, "controller": true}]},
             "spec": {"domain": {"devices": {}}}
         }))
         .expect("VMI");
@@ -582,11 +652,12 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
             .filter(|r| r.code != 403 && allows(g, r))
             .count();
         usage.push(format!(
-            "{:28} {:>24} {:45} {:7} {count}",
+            "{:28} {:>24} {:45} {:7} {:?} {count}",
             g.source,
             g.namespace.as_deref().unwrap_or("*"),
             format!("{}/{}", g.group, g.resource),
-            g.verb
+            g.verb,
+            g.names
         ));
         if used(g) {
             continue;

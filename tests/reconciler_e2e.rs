@@ -178,14 +178,23 @@ impl Env {
     }
 
     /// Plays KubeVirt: the VMI of Machine `name`, labelled as KubeVirt copies the VM template's
-    /// labels, with `status`.
+    /// labels and controlled by the Machine's VM (only such a VMI feeds the status), with
+    /// `status`.
     async fn vmi(&self, name: &str, status: Value) {
         let api = self.vmis();
         if api.get_opt(name).await.expect("get VMI").is_none() {
+            let vm = self
+                .dynamic(&ApiResource::erase::<VirtualMachine>(&()))
+                .get(name)
+                .await
+                .expect("the Machine's VM, which owns its VMI");
             let obj: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
                 "metadata": {"name": name, "labels": {
-                    "vitistack.io/machine": name, "vitistack.io/managed-by": "kubevirt-operator"}},
+                    "vitistack.io/machine": name, "vitistack.io/managed-by": "kubevirt-operator"},
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                        "name": name, "uid": vm.metadata.uid, "controller": true,
+                        "blockOwnerDeletion": true}]},
                 "spec": {"domain": {"devices": {}}}
             }))
             .expect("VMI object");
@@ -711,7 +720,7 @@ async fn missing_storage_class_then_created() {
             condition(s, "StorageReady").1 == "StorageClassNotFound"
         })
         .await;
-    assert_eq!(s.phase.as_deref(), Some("Pending"));
+    assert_eq!(s.phase.as_deref(), Some("Creating"));
     assert_eq!(
         condition(&s, "Ready"),
         cond("False", "StorageClassNotFound")
@@ -800,7 +809,8 @@ async fn cloud_init_secrets() {
             condition(s, "VirtualMachineReady").1 == "SecretNotFound"
         })
         .await;
-    assert_eq!(s.phase.as_deref(), Some("Pending"));
+    // Reconciled, held back: Pending is only a Machine never reconciled.
+    assert_eq!(s.phase.as_deref(), Some("Creating"));
     env.wait_event("booty", "SecretNotFound").await;
 
     let secrets = env.api::<Secret>();

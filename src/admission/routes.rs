@@ -137,6 +137,8 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
             .as_ref()
             .and_then(|s| s.message.as_deref())
             .unwrap_or_default();
+        // `message` is the log line's own key: the denial reason goes under `reason`, cut to a
+        // bounded length.
         let reason = truncate(message, MAX_LOGGED_BYTES);
         tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %reason, "denied");
     }

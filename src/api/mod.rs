@@ -2,6 +2,7 @@
 
 pub mod crd;
 pub mod machine;
+pub mod names;
 pub mod network_configuration;
 pub mod quantity;
 

@@ -1,8 +1,7 @@
 //! Certificate settings: lifetimes, when to renew, and the names the serving certificate must
-//! carry. Durations are written the Go way (`168h`, `90m`, `1h30m`, `45s`), as KubeVirt's
-//! `caRotateInterval`/`certRotateInterval` are. Parsed with `humantime` (chronotope), which reads
-//! Go's unit letters, compound forms and fractions (`1.5h`); it also accepts a few longer unit
-//! names Go does not (`2days`), which does no harm.
+//! carry. Durations are written the Go way (`168h`, `90m`, `1h30m`, `45s`, `1.5h`), as
+//! KubeVirt's `caRotateInterval`/`certRotateInterval` are, with [`crate::config::parse_duration`],
+//! the parser every duration setting uses.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -62,21 +61,8 @@ impl RenewBefore {
     }
 }
 
-/// Parses a Go-style duration: `168h`, `90m`, `1h30m`, `45s`, `1.5h`. Zero is refused: every
-/// lifetime and renewal window here must be positive.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration such as 168h, 90m, 1h30m or 45s ({e})"))?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be longer than zero"));
-    }
-    if TimeDelta::from_std(d).is_err() || d > MAX_DURATION {
-        return Err(format!("{s:?} is longer than 100 years"));
-    }
-    Ok(d)
-}
-
-const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// Lifetimes and renewal windows take the one duration syntax of every setting.
+pub use crate::config::parse_duration;
 
 /// Formats like Go's `time.Duration.String` for whole seconds: `168h0m0s` reads as `168h`.
 pub fn format_duration(d: Duration) -> String {
@@ -140,6 +126,8 @@ pub enum ConfigError {
     WebhookUrl { url: String, reason: &'static str },
     #[error("NAMESPACE / --namespace {0:?} is not a valid namespace name")]
     Namespace(String),
+    #[error("WEBHOOK_SERVICE_NAME / --webhook-service-name {0:?} is not a valid Service name")]
+    Service(String),
 }
 
 /// Checked lifetimes: the serving certificate never outlives its CA and neither is renewed as
@@ -286,6 +274,17 @@ impl Settings {
         })
     }
 
+    /// The webhook Service (`--webhook-service-name`): the webhook configurations' clientConfig
+    /// and the serving certificate's names follow it, so a kustomize `namePrefix` or a Helm
+    /// release name that renames the Service keeps the webhooks reachable.
+    pub fn with_service(mut self, service: &str) -> Result<Self, ConfigError> {
+        if !is_dns_label(service) {
+            return Err(ConfigError::Service(service.to_owned()));
+        }
+        self.service = service.to_owned();
+        Ok(self)
+    }
+
     /// The names the serving certificate carries, the name kube-apiserver checks first.
     pub fn serving_names(&self) -> ServingNames {
         let (svc, ns) = (&self.service, &self.namespace);
@@ -323,12 +322,7 @@ pub struct ServingNames {
 }
 
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    crate::config::parse_dns_label(s).is_ok()
 }
 
 #[cfg(test)]

@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures::FutureExt;
-use tokio::net::TcpListener;
 
 use crate::admission::{Admission, routes};
+use crate::api::names::FIELD_MANAGER;
 use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
+use crate::config::WatchScope;
 use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
-use crate::reconciler::controller::{self, Clients};
-use crate::reconciler::{FIELD_MANAGER, Settings, readiness};
+use crate::reconciler::{self, Clients, Settings, readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
@@ -38,6 +38,21 @@ fn identity(given: Option<String>) -> String {
     })
 }
 
+/// The reconciler's watch scope from `--watch-namespaces`. Its watches take all namespaces or
+/// one; a longer list is refused rather than half served.
+fn watch_scope(given: &WatchScope) -> anyhow::Result<reconciler::watches::Scope> {
+    match given {
+        WatchScope::All => Ok(reconciler::watches::Scope::All),
+        WatchScope::Namespaces(list) => match list.as_slice() {
+            [one] => Ok(reconciler::watches::Scope::Namespace(one.clone())),
+            _ => anyhow::bail!(
+                "WATCH_NAMESPACES / --watch-namespaces {}: the reconciler watches every namespace or one",
+                list.join(",")
+            ),
+        },
+    }
+}
+
 pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let args = *args;
     match (&args.cert_file, &args.key_file) {
@@ -51,6 +66,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         ),
         _ => {}
     }
+    let scope = watch_scope(&args.watch_namespaces)?;
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
@@ -65,17 +81,23 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
             leader::request_timeout(args.leader_election_lease_duration),
         )?,
     };
-    let metrics = Arc::new(Metrics::new());
+    let leadership = Arc::new(leader::State::default());
+    let metrics = {
+        let mut metrics = Metrics::new();
+        let leadership = leadership.clone();
+        metrics.register_leader(move || leadership.is_leader());
+        Arc::new(metrics)
+    };
     let settings = Settings {
         reconcile_interval: args.reconcile_interval,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
         catalog: catalog.clone(),
         instance: identity(args.identity),
         metrics: metrics.clone(),
+        scope,
     };
 
     let slot = CertSlot::new();
-    let leadership = Arc::new(leader::State::default());
     let state = Arc::new(readiness::State::default());
     let drain = Drain {
         period: args.drain.drain_period,
@@ -94,7 +116,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 
     // Webhooks, on every replica.
     let admission = Arc::new(Admission::new(catalog)?);
-    let listener = TcpListener::bind(args.listen).await.with_context(|| {
+    let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
             args.listen
@@ -110,15 +132,18 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 .await
                 .context("--cert-file/--key-file")?;
             tracing::info!("serving the certificate from --cert-file/--key-file");
-            Certificates::Files(tokio::spawn(files.watch(
+            let expiry = tokio::spawn(certs::metrics::follow_served(
                 slot.clone(),
-                loaded,
+                metrics.certs.clone(),
                 RELOAD_EVERY,
-            )))
+            ));
+            let reload = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
+            Certificates::Files([reload, expiry])
         }
         _ => {
             let cert_settings =
-                certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?;
+                certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?
+                    .with_service(&args.webhook_service_name)?;
             let watcher = tokio::spawn(certs::watch::serve_from_secret(
                 clients.api.clone(),
                 args.namespace.clone(),
@@ -154,7 +179,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         let cert_metrics = metrics.certs.clone();
         move |stop: Stop| {
             let stop = stop.shared();
-            let reconciler = controller::run(
+            let reconciler = reconciler::run(
                 clients.clone(),
                 settings.clone(),
                 state.clone(),
@@ -208,7 +233,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     };
     let (served, led) = tokio::join!(webhooks, leading);
     match certificates {
-        Certificates::Files(reloader) => reloader.abort(),
+        Certificates::Files(tasks) => tasks.iter().for_each(|t| t.abort()),
         Certificates::SelfManaged { watcher, .. } => watcher.abort(),
     }
     endpoints.abort();
@@ -219,8 +244,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 }
 
 enum Certificates {
-    /// `--cert-file/--key-file`, reloaded when they change.
-    Files(tokio::task::JoinHandle<()>),
+    /// `--cert-file/--key-file`, reloaded when they change, and the served-expiry follower.
+    Files([tokio::task::JoinHandle<()>; 2]),
     /// Issued and rotated by the leader; every replica serves it from its Secret.
     SelfManaged {
         settings: certs::Settings,

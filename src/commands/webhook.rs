@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::net::TcpListener;
 
 use crate::admission::{Admission, routes};
 use crate::cli::WebhookArgs;
@@ -30,7 +29,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
         .load_into(&slot)
         .await
         .context("--cert-file/--key-file")?;
-    let listener = TcpListener::bind(args.listen).await.with_context(|| {
+    let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
             args.listen

@@ -13,6 +13,7 @@ pub use resolve::{DEFAULTS_ANNOTATION, Resolved, resolve};
 pub use templates::Catalog;
 
 /// Lets the reconciler clean up before a Machine goes. The mutating webhook adds it on CREATE,
-/// so a new Machine costs the reconciler no extra write; the reconciler still adds it to
-/// Machines stored without it (created before the webhook was installed, or bypassing it).
-pub const FINALIZER: &str = "machine.vitistack.io/cleanup";
+/// so a new Machine costs the reconciler no extra write; the reconciler adds it only to a
+/// never-reconciled Machine stored without it (created before the webhook was installed, or
+/// bypassing it), so one removed later stays removed.
+pub use crate::api::names::FINALIZER;

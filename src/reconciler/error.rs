@@ -1,12 +1,11 @@
-//! Why a reconcile did not finish. Every variant is retried with backoff by the controller.
+//! Why a reconcile failed. Every variant is retried with backoff by the controller. Problems a
+//! user can fix are not errors: they are `Problem`s, shown in the status, and the Machine is
+//! requeued with the same backoff.
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// Problems the user can fix (recorded in the status, announced in an Event).
-    #[error("waiting for the user: {0}")]
-    Blocked(String),
     /// The Machine is being deleted and its VirtualMachineInstance has not gone yet.
     #[error("waiting for VirtualMachineInstance {0} to go")]
     VmiStillRunning(String),
@@ -22,7 +21,6 @@ impl Error {
         match self {
             Error::Kube(kube::Error::Api(_)) => "api",
             Error::Kube(_) => "client",
-            Error::Blocked(_) => "blocked",
             Error::VmiStillRunning(_) => "deleting",
             Error::NoNamespace => "invalid",
             Error::CachesGone => "shutdown",

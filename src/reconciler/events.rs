@@ -57,6 +57,22 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
     out
 }
 
+/// The API server refuses Event notes over 1 KiB; longer messages are cut (at a character
+/// boundary) and marked, so a long problem is still announced.
+pub const MAX_NOTE: usize = 1024;
+const ELLIPSIS: &str = "…";
+
+pub fn truncate_note(note: &str) -> String {
+    if note.len() <= MAX_NOTE {
+        return note.to_owned();
+    }
+    let mut end = MAX_NOTE - ELLIPSIS.len();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ELLIPSIS}", &note[..end])
+}
+
 /// Publishes `notices` on the Machine. A failure to publish is logged, never fatal.
 pub async fn publish(recorder: &Recorder, machine: &Machine, notices: Vec<Notice>) {
     let reference = machine.object_ref(&());
@@ -64,7 +80,7 @@ pub async fn publish(recorder: &Recorder, machine: &Machine, notices: Vec<Notice
         let event = Event {
             type_: n.type_,
             reason: n.reason,
-            note: Some(n.note),
+            note: Some(truncate_note(&n.note)),
             action: "Reconcile".to_owned(),
             secondary: None,
         };
@@ -105,6 +121,18 @@ mod tests {
 
     fn reasons(n: &[Notice]) -> Vec<(EventType, &str)> {
         n.iter().map(|n| (n.type_, n.reason.as_str())).collect()
+    }
+
+    #[test]
+    fn long_notes_are_cut_under_the_api_limit() {
+        assert_eq!(truncate_note("short"), "short");
+        let exact = "x".repeat(MAX_NOTE);
+        assert_eq!(truncate_note(&exact), exact);
+        // Multi-byte characters straddling the limit are not split.
+        let long = "é".repeat(MAX_NOTE);
+        let cut = truncate_note(&long);
+        assert!(cut.len() <= MAX_NOTE, "{}", cut.len());
+        assert!(cut.ends_with(ELLIPSIS) && cut.starts_with("éé"));
     }
 
     #[test]

@@ -1,28 +1,35 @@
-//! The `machine.vitistack.io/cleanup` finalizer: present before anything is created for a
-//! Machine (the mutating webhook adds it on CREATE; [`ensure`] adds it to Machines stored
-//! without it), removed once everything made for it is gone.
+//! The `machine.vitistack.io/cleanup` finalizer: present before anything is made for a Machine
+//! (the mutating webhook adds it on CREATE; the reconciler adds it only to a never-reconciled
+//! Machine stored without it), removed once everything made for it is gone. A finalizer you
+//! remove stays removed.
 //!
 //! Cleanup deletes explicitly rather than relying on owner-reference garbage collection, so it
-//! also works where no garbage collector runs, and so that retained disks are really released.
+//! also works where no garbage collector runs, and under orphan deletion. It reads every object
+//! by name from the API (the caches may not hold it yet), and touches only what is ours (see
+//! `ownership`): controlled by this Machine, or released with this Machine's labels.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::controller::Action;
+use std::collections::BTreeSet;
+
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::{Machine, MachineSpec};
+use crate::api::Machine;
 
-use super::controller::Context;
+use super::act::delete_exact;
+use super::context::Context;
+use super::decide::retains_disks;
 use super::desired::meta::{derived_secret_name, pvc_name};
 use super::error::{Error, is_not_found};
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::multus::NetworkAttachmentDefinition;
-use super::{
-    FIELD_MANAGER, FINALIZER, MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION,
-};
+use super::observe::unused_networks as unused_in;
+use super::ownership::{self, Ownership};
+use super::spec::resolved_spec;
+use super::{FIELD_MANAGER, FINALIZER};
 
 pub fn has_finalizer(machine: &Machine) -> bool {
     machine.finalizers().iter().any(|f| f == FINALIZER)
@@ -35,34 +42,6 @@ fn patch_params() -> PatchParams {
     }
 }
 
-/// A merge patch of the finalizer list, guarded by the resourceVersion it was computed from, so
-/// that a concurrent change of the list is a conflict (retried) rather than lost.
-fn finalizers_patch(machine: &Machine, finalizers: Vec<String>) -> serde_json::Value {
-    json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": machine.resource_version(),
-        }
-    })
-}
-
-/// Adds the finalizer when missing. Machines admitted by the webhook already carry it, so
-/// this writes nothing for them.
-pub async fn ensure(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
-    if has_finalizer(machine) {
-        return Ok(());
-    }
-    let mut list = machine.finalizers().to_vec();
-    list.push(FINALIZER.to_owned());
-    api.patch(
-        &machine.name_any(),
-        &patch_params(),
-        &Patch::Merge(finalizers_patch(machine, list)),
-    )
-    .await
-    .map(drop)
-}
-
 async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
     let list: Vec<String> = machine
         .finalizers()
@@ -70,12 +49,14 @@ async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error
         .filter(|f| *f != FINALIZER)
         .cloned()
         .collect();
+    // Guarded by the resourceVersion it was computed from: a concurrent change is a conflict
+    // (retried) rather than lost.
+    let patch = json!({"metadata": {
+        "finalizers": list,
+        "resourceVersion": machine.resource_version(),
+    }});
     match api
-        .patch(
-            &machine.name_any(),
-            &patch_params(),
-            &Patch::Merge(finalizers_patch(machine, list)),
-        )
+        .patch(&machine.name_any(), &patch_params(), &Patch::Merge(patch))
         .await
     {
         Err(e) if is_not_found(&e) => Ok(()),
@@ -83,122 +64,62 @@ async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error
     }
 }
 
-fn retains_disks(machine: &Machine) -> bool {
-    machine
-        .annotations()
-        .get(RETAIN_DISKS_ANNOTATION)
-        .is_some_and(|v| v == "true")
-}
-
-fn is_ours(meta: &ObjectMeta, machine: &str) -> bool {
-    let labels = meta.labels.as_ref();
-    labels
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .map(String::as_str)
-        == Some(MANAGED_BY)
-        && labels
-            .and_then(|l| l.get(MACHINE_LABEL))
-            .map(String::as_str)
-            == Some(machine)
-}
-
-fn owned_by(meta: &ObjectMeta, uid: Option<&str>) -> bool {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .any(|o| Some(o.uid.as_str()) == uid)
-}
-
-async fn delete_ignoring_absent<K>(
-    api: &Api<K>,
-    name: &str,
-    dp: &DeleteParams,
-) -> Result<(), kube::Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(name, dp).await {
-        Err(e) if is_not_found(&e) => Ok(()),
-        other => other.map(drop),
-    }
+fn ours(meta: &ObjectMeta, machine: &Machine) -> bool {
+    matches!(
+        ownership::of_machine_object(Some(meta), &machine.name_any(), machine.uid().as_deref()),
+        Ownership::Ours | Ownership::Released
+    )
 }
 
 /// Runs the cleanup steps in order; returns once the finalizer is removed, or an error while a
 /// step is waiting (the controller retries with backoff, and the VMI's deletion triggers a run).
-pub async fn cleanup(
-    machine: &Machine,
-    spec: &MachineSpec,
-    ctx: &Context,
-) -> Result<Action, Error> {
+pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     if !has_finalizer(machine) {
-        return Ok(Action::await_change());
+        return Ok(());
     }
     let ns = machine.namespace().ok_or(Error::NoNamespace)?;
     let name = machine.name_any();
     let client = ctx.client.clone();
-    let uid = machine.uid();
+    let spec = resolved_spec(machine, &ctx.settings.catalog);
 
-    // 1. The VM, then wait for KubeVirt to take its VMI down. Read from the API, not the cache:
-    //    a VM written just before the deletion must not be missed.
+    // 1. The VM, then wait for KubeVirt to take down the VMI it controls.
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
-    if let Some(vm) = vms.get_metadata_opt(&name).await?
-        && owned_by(&vm.metadata, uid.as_deref())
+    let vm = vms.get_metadata_opt(&name).await?;
+    // A VM of that name that is not ours (a conflict) is left alone, and so is its VMI.
+    let foreign_vm = vm.as_ref().is_some_and(|v| !ours(&v.metadata, machine));
+    let vm_uid = vm.as_ref().and_then(|v| v.metadata.uid.clone());
+    if let Some(vm) = vm.filter(|v| ours(&v.metadata, machine))
         && vm.metadata.deletion_timestamp.is_none()
+        && let Some(uid) = vm.metadata.uid.clone()
     {
-        let dp = DeleteParams::default().preconditions(Preconditions {
-            uid: vm.metadata.uid.clone(),
-            resource_version: None,
-        });
-        delete_ignoring_absent(&vms, &name, &dp).await?;
-        tracing::info!(machine = %name, namespace = %ns, "deleted VirtualMachine");
+        delete_exact(&vms, &name, uid).await?;
+        tracing::info!("deleted VirtualMachine");
     }
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
-    if let Some(vmi) = vmis.get_metadata_opt(&name).await?
-        && is_ours(&vmi.metadata, &name)
+    if !foreign_vm
+        && let Some(vmi) = vmis.get_metadata_opt(&name).await?
+        && held_by_vm(&vmi.metadata, &name, vm_uid.as_deref())
     {
         return Err(Error::VmiStillRunning(format!("{ns}/{name}")));
     }
 
-    // 2. The disks: deleted, or kept and released from the Machine.
+    // 2. The disks, by name: deleted, or kept, released and labelled for re-adoption.
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let retain = retains_disks(machine);
-    let claims = ctx.stores.pvcs.state_filter(|p| {
-        p.namespace().as_deref() == Some(ns.as_str())
-            && is_ours(p.meta(), &name)
-            && owned_by(p.meta(), uid.as_deref())
-    });
-    for claim in claims {
-        let claim_name = claim.name_any();
-        if retain {
-            let owners: Vec<_> = claim
-                .owner_references()
-                .iter()
-                .filter(|o| Some(&o.uid) != uid.as_ref())
-                .cloned()
-                .collect();
-            let patch = json!({"metadata": {
-                "ownerReferences": owners,
-                "resourceVersion": claim.resource_version(),
-            }});
-            pvcs.patch(&claim_name, &patch_params(), &Patch::Merge(patch))
-                .await?;
-            tracing::info!(machine = %name, namespace = %ns, pvc = %claim_name, "retained disk, released from the Machine");
-        } else if claim.meta().deletion_timestamp.is_none() {
-            delete_ignoring_absent(&pvcs, &claim_name, &DeleteParams::default()).await?;
-            tracing::info!(machine = %name, namespace = %ns, pvc = %claim_name, "deleted disk");
+    for disk in &spec.disks {
+        let claim_name = pvc_name(&name, &disk.name);
+        let Some(claim) = pvcs.get_metadata_opt(&claim_name).await? else {
+            continue;
+        };
+        let m = &claim.metadata;
+        if !ours(m, machine) || m.deletion_timestamp.is_some() {
+            continue;
         }
-    }
-    // Claims the cache may not hold yet (written just before deletion) are found by name.
-    if !retain {
-        for disk in &spec.disks {
-            let claim_name = pvc_name(&name, &disk.name);
-            if let Some(p) = pvcs.get_opt(&claim_name).await?
-                && is_ours(p.meta(), &name)
-                && p.meta().deletion_timestamp.is_none()
-                && owned_by(p.meta(), uid.as_deref())
-            {
-                delete_ignoring_absent(&pvcs, &claim_name, &DeleteParams::default()).await?;
-            }
+        if retain {
+            release(&pvcs, &claim_name, m, machine).await?;
+        } else if let Some(uid) = m.uid.clone() {
+            delete_exact(&pvcs, &claim_name, uid).await?;
+            tracing::info!(pvc = %claim_name, "deleted disk");
         }
     }
 
@@ -206,44 +127,117 @@ pub async fn cleanup(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let derived = derived_secret_name(&name);
     if let Some(s) = secrets.get_metadata_opt(&derived).await?
-        && is_ours(&s.metadata, &name)
+        && ours(&s.metadata, machine)
+        && let Some(uid) = s.metadata.uid.clone()
     {
-        let dp = DeleteParams::default().preconditions(Preconditions {
-            uid: s.metadata.uid.clone(),
-            resource_version: None,
-        });
-        delete_ignoring_absent(&secrets, &derived, &dp).await?;
+        delete_exact(&secrets, &derived, uid).await?;
     }
 
-    // 4. Network attachments no other Machine in the namespace uses any more.
-    let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
-    for network_name in spec.networks.iter().map(|n| n.network_name.as_str()) {
-        let in_use = ctx.stores.machines.find(|m| {
-            m.namespace().as_deref() == Some(ns.as_str())
-                && m.uid() != uid
-                && m.meta().deletion_timestamp.is_none()
-                && m.spec
-                    .networks
-                    .iter()
-                    .any(|n| n.network_name == network_name)
-        });
-        if in_use.is_some() {
-            continue;
-        }
-        let nad = ctx
-            .stores
-            .nads
-            .get(&ObjectRef::new(network_name).within(&ns));
-        if let Some(nad) = nad
-            && nad.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-        {
-            delete_ignoring_absent(&nads, network_name, &DeleteParams::default()).await?;
-            tracing::info!(machine = %name, namespace = %ns, network = %network_name, "deleted unused NetworkAttachmentDefinition");
+    // 4. Its attachments, read by name, that are ours and no other Machine there uses.
+    if ctx.multus_installed {
+        let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
+        let unused: BTreeSet<String> = unused_in(ctx, &ns, &name);
+        let mine: BTreeSet<&str> = spec
+            .networks
+            .iter()
+            .map(|n| n.network_name.as_str())
+            .collect();
+        for network in mine.into_iter().filter(|n| unused.contains(*n)) {
+            let Some(nad) = nads.get_metadata_opt(network).await? else {
+                continue;
+            };
+            let nc_uid = ctx
+                .stores
+                .network_configurations
+                .get(&ObjectRef::new(network).within(&ns))
+                .and_then(|nc| nc.uid());
+            if ownership::of_attachment(Some(&nad.metadata), nc_uid.as_deref()) == Ownership::Ours
+                && let Some(uid) = nad.metadata.uid.clone()
+            {
+                delete_exact(&nads, network, uid).await?;
+                tracing::info!(network, "deleted unused NetworkAttachmentDefinition");
+            }
         }
     }
 
     // 5. Let the Machine go.
-    remove(&ctx.api_machines(&ns), machine).await?;
-    tracing::info!(machine = %name, namespace = %ns, "cleanup finished, finalizer removed");
-    Ok(Action::await_change())
+    remove(&Api::namespaced(client, &ns), machine).await?;
+    tracing::info!("cleanup finished, finalizer removed");
+    Ok(())
+}
+
+/// A VMI holds the deletion only if a VirtualMachine of the Machine's name controls it (the
+/// VM's uid when it is still there): a VMI that merely carries the labels does not.
+fn held_by_vm(meta: &ObjectMeta, machine: &str, vm_uid: Option<&str>) -> bool {
+    meta.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && r.kind == "VirtualMachine"
+            && r.name == machine
+            && vm_uid.is_none_or(|u| u == r.uid)
+    })
+}
+
+/// Drops every owner reference to the Machine and keeps the labels, so the claim outlives it
+/// and a Machine of the same name may adopt it.
+async fn release(
+    pvcs: &Api<PersistentVolumeClaim>,
+    claim: &str,
+    meta: &ObjectMeta,
+    machine: &Machine,
+) -> Result<(), kube::Error> {
+    let uid = machine.uid();
+    let refs = meta.owner_references.clone().unwrap_or_default();
+    if !refs.iter().any(|o| Some(&o.uid) == uid.as_ref()) {
+        return Ok(()); // A retain-disks Machine's claims carry none.
+    }
+    let owners: Vec<_> = refs
+        .into_iter()
+        .filter(|o| Some(&o.uid) != uid.as_ref())
+        .collect();
+    let patch = json!({"metadata": {
+        "ownerReferences": owners,
+        "resourceVersion": meta.resource_version,
+    }});
+    pvcs.patch(claim, &patch_params(), &Patch::Merge(patch))
+        .await?;
+    tracing::info!(pvc = %claim, "retained disk, released from the Machine");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn vmi(owner: Option<(&str, &str, &str)>) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: owner.map(|(kind, name, uid)| {
+                vec![OwnerReference {
+                    kind: kind.into(),
+                    name: name.into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn only_a_vmi_of_the_machines_vm_holds_its_deletion() {
+        let ours = vmi(Some(("VirtualMachine", "m", "uid-vm")));
+        assert!(held_by_vm(&ours, "m", Some("uid-vm")));
+        // The VM is already gone: its VMI still holds until KubeVirt removes it.
+        assert!(held_by_vm(&ours, "m", None));
+        assert!(!held_by_vm(&ours, "m", Some("uid-other-vm")));
+        assert!(!held_by_vm(&vmi(None), "m", None), "forged: no owner");
+        assert!(!held_by_vm(&vmi(Some(("ReplicaSet", "m", "x"))), "m", None));
+        assert!(!held_by_vm(
+            &vmi(Some(("VirtualMachine", "n", "x"))),
+            "m",
+            None
+        ));
+    }
 }

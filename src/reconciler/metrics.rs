@@ -12,33 +12,28 @@ use crate::api::Machine;
 use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::{
-    ControllerError, NetworkName, PhaseTemplate, StorageClass, VmStatus,
+    ControllerError, NetworkError, PhaseTemplate, StorageClass, VmStatus,
 };
 
-use super::controller::resolved_spec;
-use super::desired::Problem;
 use super::kubevirt::VirtualMachine;
+use super::problem::Problem;
+use super::spec::resolved_spec;
 
 pub const CONTROLLER: &str = "machine";
 
-/// One count per problem found, by its reason; NetworkConfiguration problems also by network.
+/// One count per problem, by its reason (the condition's and the Event's); NetworkConfiguration
+/// problems also in `network_configuration_errors_total`, by reason too: a label bounded by
+/// the reasons, never a user-chosen name.
 pub fn record_problems(metrics: &Metrics, problems: &[Problem]) {
     for problem in problems {
-        let error_type = match problem {
-            Problem::StorageClassNotFound { .. } => "StorageClassNotFound",
-            Problem::NetworkConfigurationNotFound { .. } => "NetworkConfigurationNotFound",
-            Problem::NetworkInvalid { .. } => "NetworkInvalid",
-            Problem::SecretNotFound { .. } => "SecretNotFound",
-            Problem::SecretKeyNotFound { .. } => "SecretKeyNotFound",
-        };
-        record_error(metrics, error_type);
-        if let Problem::NetworkConfigurationNotFound { network_name, .. }
-        | Problem::NetworkInvalid { network_name, .. } = problem
+        record_error(metrics, problem.reason());
+        if let Problem::NetworkConfigurationNotFound { .. } | Problem::NetworkInvalid { .. } =
+            problem
         {
             metrics
                 .network_configuration_errors
-                .get_or_create(&NetworkName {
-                    network_name: network_name.clone(),
+                .get_or_create(&NetworkError {
+                    error_type: problem.reason().to_owned(),
                 })
                 .inc();
         }

@@ -2,12 +2,17 @@
 //! Multus attachments and status, on the leader only.
 //!
 //! Pure core, thin I/O shell: [`desired`] and [`status`] are plain functions of what was observed
-//! (unit-tested exhaustively); [`controller`] watches and writes; [`apply`], [`finalizer`],
-//! [`events`] and [`readiness`] are its small I/O helpers. It runs on the leader only
+//! (unit-tested exhaustively); [`controller`] wires the watches ([`watches`]) to observe ->
+//! decide -> act ([`observe`], [`decide`], [`act`]); [`ownership`] and [`problem`] are the
+//! shared vocabulary. It runs on the leader only
 //! (`crate::leader` starts and stops it).
 
+pub mod act;
 pub mod apply;
+pub mod caches;
+pub mod context;
 pub mod controller;
+pub mod decide;
 pub mod desired;
 pub mod drift;
 pub mod error;
@@ -17,24 +22,25 @@ pub mod kubevirt;
 pub mod last_write;
 pub mod metrics;
 pub mod multus;
+pub mod observe;
+pub mod ownership;
+pub mod problem;
 pub mod readiness;
+pub mod spec;
 pub mod status;
+pub mod watches;
 
-pub use controller::{Settings, run};
+pub use context::{Clients, Settings};
+pub use controller::run;
 pub use error::Error;
+pub use problem::Problem;
 
-/// Field manager of every server-side apply.
-pub const FIELD_MANAGER: &str = "kubevirt-operator";
-pub const MANAGED_BY_LABEL: &str = "vitistack.io/managed-by";
-pub const MANAGED_BY: &str = "kubevirt-operator";
-pub const MACHINE_LABEL: &str = "vitistack.io/machine";
-/// On NetworkAttachmentDefinitions, which serve every Machine on a NetworkConfiguration.
-pub const NETWORK_LABEL: &str = "vitistack.io/network-configuration";
-pub use crate::machine::FINALIZER;
-/// `"true"` keeps a deleted Machine's PVCs (released from its ownership).
-pub const RETAIN_DISKS_ANNOTATION: &str = "vitistack.io/retain-disks";
-/// Hash of what was last applied to an object (see [`drift`]).
-pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
+// SPEC's names live in `crate::api::names`; the children use them through here.
+use crate::api::names::{
+    APPLIED_HASH_ANNOTATION, FIELD_MANAGER, FINALIZER, MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
+    RETAIN_DISKS_ANNOTATION,
+};
+
 pub const CLOUD_INIT_VOLUME: &str = "cloudinitdisk";
 /// The Secret key KubeVirt reads cloud-init user data from.
 pub const USERDATA_KEY: &str = "userdata";

@@ -11,8 +11,8 @@ use kube::ResourceExt;
 
 use crate::api::MachineStatus;
 
-use super::desired::Problem;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
+use super::problem::Problem;
 
 pub mod phase {
     pub const PENDING: &str = "Pending";
@@ -22,76 +22,32 @@ pub mod phase {
     pub const FAILED: &str = "Failed";
 }
 
-pub mod condition {
-    pub const READY: &str = "Ready";
-    pub const VIRTUAL_MACHINE_READY: &str = "VirtualMachineReady";
-    pub const STORAGE_READY: &str = "StorageReady";
-    pub const NETWORK_READY: &str = "NetworkReady";
-}
+pub use super::problem::condition;
 
-/// Condition reasons. The first group is the seed's; the rest name cases it leaves open.
+/// Condition reasons that are not problems (a [`Problem`]'s reason is its own).
 pub mod reason {
     pub const VM_CREATED: &str = "VMCreated";
     pub const VM_FAILED: &str = "VMFailed";
     pub const PVC_BOUND: &str = "PVCBound";
     pub const PVC_PENDING: &str = "PVCPending";
     pub const NETWORK_CONFIGURED: &str = "NetworkConfigured";
-    pub const NETWORK_FAILED: &str = "NetworkFailed";
-    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
-    pub const STORAGE_CLASS_NOT_FOUND: &str = "StorageClassNotFound";
-    pub const NETWORK_CONFIGURATION_NOT_FOUND: &str = "NetworkConfigurationNotFound";
     pub const INSUFFICIENT_RESOURCES: &str = "InsufficientResources";
-    pub const KUBEVIRT_API_ERROR: &str = "KubeVirtApiError";
-
-    /// A spec that bypassed admission breaks a rule other than the template name.
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
-    pub const SECRET_KEY_NOT_FOUND: &str = "SecretKeyNotFound";
-    /// The VM is held back until its dependencies exist.
+    /// The VM is held back until its dependencies are in place.
     pub const VM_PENDING: &str = "VMPending";
-    /// Writing a claim failed for a reason other than a missing StorageClass.
-    pub const PVC_FAILED: &str = "PVCFailed";
-    /// Writing the derived cloud-init Secret failed.
-    pub const SECRET_FAILED: &str = "SecretFailed";
     pub const RUNNING: &str = "Running";
     pub const CREATING: &str = "Creating";
     pub const STOPPED: &str = "Stopped";
-    pub const PENDING: &str = "Pending";
-}
-
-/// Which object a failed API call was about.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    Pvc(String),
-    Attachment(String),
-    Secret(String),
-    VirtualMachine(String),
-}
-
-/// An API call that failed, with the API server's message (never object contents).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApiFailure {
-    pub target: Target,
-    pub message: String,
 }
 
 /// What the reconciler saw and did for one Machine.
-pub enum Observation<'a> {
-    /// The stored spec breaks the rules (it bypassed admission); nothing was created.
-    Invalid {
-        reason: &'static str,
-        message: String,
-    },
-    Reconciled(Reconciled<'a>),
-}
-
 pub struct Reconciled<'a> {
     /// Whether the Machine asks for a running VM (`spec.running`, default true).
     pub running: bool,
+    /// Everything that blocks it, including refused writes and conflicts.
     pub problems: &'a [Problem],
-    pub failures: &'a [ApiFailure],
-    /// The VM as last written or observed; `None` when it does not exist.
+    /// The VM as last written or observed, when it is ours; `None` otherwise.
     pub vm: Option<&'a VirtualMachine>,
+    /// The VMI, only when the Machine's VM controls it.
     pub vmi: Option<&'a VirtualMachineInstance>,
     /// Each disk's claim name and the claim, if it exists.
     pub claims: Vec<(String, Option<&'a PersistentVolumeClaim>)>,
@@ -103,42 +59,40 @@ pub struct Reconciled<'a> {
 pub fn compute(
     previous: Option<&MachineStatus>,
     generation: Option<i64>,
-    observation: &Observation,
+    r: &Reconciled,
     now: Timestamp,
 ) -> MachineStatus {
-    let (phase, conds, vm_name, vmi) = match observation {
-        Observation::Invalid { reason, message } => {
-            let unknown = |type_| Cond::new(type_, "Unknown", reason, message.clone());
-            (
-                phase::FAILED,
-                vec![
-                    Cond::new(condition::READY, "False", reason, message.clone()),
-                    Cond::new(
-                        condition::VIRTUAL_MACHINE_READY,
-                        "False",
-                        reason,
-                        message.clone(),
-                    ),
-                    unknown(condition::STORAGE_READY),
-                    unknown(condition::NETWORK_READY),
-                ],
-                None,
-                None,
-            )
-        }
-        Observation::Reconciled(r) => {
-            let storage = storage_condition(r);
-            let network = network_condition(r);
-            let vm = vm_condition(r);
-            let phase = machine_phase(r);
-            let ready = ready_condition(phase, [&vm, &storage, &network]);
-            (
-                phase,
-                vec![ready, vm, storage, network],
-                r.vm.map(|vm| vm.name_any()),
-                r.vmi,
-            )
-        }
+    let (phase, conds, vm_name, vmi) = if let Some(invalid) = invalid_spec(r) {
+        let (reason, message) = (invalid.reason(), invalid.to_string());
+        let unknown = |type_| Cond::new(type_, "Unknown", reason, message.clone());
+        (
+            phase::FAILED,
+            vec![
+                Cond::new(condition::READY, "False", reason, message.clone()),
+                Cond::new(
+                    condition::VIRTUAL_MACHINE_READY,
+                    "False",
+                    reason,
+                    message.clone(),
+                ),
+                unknown(condition::STORAGE_READY),
+                unknown(condition::NETWORK_READY),
+            ],
+            None,
+            None,
+        )
+    } else {
+        let storage = storage_condition(r);
+        let network = network_condition(r);
+        let vm = vm_condition(r);
+        let phase = machine_phase(r);
+        let ready = ready_condition(phase, [&vm, &storage, &network]);
+        (
+            phase,
+            vec![ready, vm, storage, network],
+            r.vm.map(|vm| vm.name_any()),
+            r.vmi,
+        )
     };
 
     let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
@@ -223,25 +177,30 @@ fn truncate_to_seconds(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
 
+fn invalid_spec<'a>(r: &Reconciled<'a>) -> Option<&'a Problem> {
+    r.problems
+        .iter()
+        .find(|p| matches!(p, Problem::InvalidSpec { .. }))
+}
+
+/// The problems on condition `type_`: False with the first one's reason, and every message of
+/// that reason (a second kind of problem shows once the first is fixed).
+fn problem_condition(r: &Reconciled, type_: &'static str) -> Option<Cond> {
+    let mut on = r.problems.iter().filter(|p| p.condition() == type_);
+    let first = on.next()?;
+    let reason = first.reason();
+    let message = std::iter::once(first)
+        .chain(on.filter(|p| p.reason() == reason))
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(Cond::new(type_, "False", reason, message))
+}
+
 fn storage_condition(r: &Reconciled) -> Cond {
     let t = condition::STORAGE_READY;
-    let missing: Vec<String> = r
-        .problems
-        .iter()
-        .filter(|p| matches!(p, Problem::StorageClassNotFound { .. }))
-        .map(ToString::to_string)
-        .collect();
-    if !missing.is_empty() {
-        return Cond::new(
-            t,
-            "False",
-            reason::STORAGE_CLASS_NOT_FOUND,
-            missing.join("; "),
-        );
-    }
-    let failed = failures(r, |t| matches!(t, Target::Pvc(_)));
-    if !failed.is_empty() {
-        return Cond::new(t, "False", reason::PVC_FAILED, failed);
+    if let Some(c) = problem_condition(r, t) {
+        return c;
     }
     if r.claims.is_empty() {
         return Cond::new(
@@ -288,27 +247,8 @@ fn storage_condition(r: &Reconciled) -> Cond {
 
 fn network_condition(r: &Reconciled) -> Cond {
     let t = condition::NETWORK_READY;
-    let mut not_found = Vec::new();
-    let mut invalid = Vec::new();
-    for p in r.problems {
-        match p {
-            Problem::NetworkConfigurationNotFound { .. } => not_found.push(p.to_string()),
-            Problem::NetworkInvalid { .. } => invalid.push(p.to_string()),
-            _ => {}
-        }
-    }
-    if !not_found.is_empty() {
-        return Cond::new(
-            t,
-            "False",
-            reason::NETWORK_CONFIGURATION_NOT_FOUND,
-            not_found.join("; "),
-        );
-    }
-    let failed = failures(r, |t| matches!(t, Target::Attachment(_)));
-    if !invalid.is_empty() || !failed.is_empty() {
-        invalid.extend((!failed.is_empty()).then_some(failed));
-        return Cond::new(t, "False", reason::NETWORK_FAILED, invalid.join("; "));
+    if let Some(c) = problem_condition(r, t) {
+        return c;
     }
     let message = match r.networks {
         0 => "Pod network".to_owned(),
@@ -320,21 +260,8 @@ fn network_condition(r: &Reconciled) -> Cond {
 
 fn vm_condition(r: &Reconciled) -> Cond {
     let t = condition::VIRTUAL_MACHINE_READY;
-    for p in r.problems {
-        let reason = match p {
-            Problem::SecretNotFound { .. } => reason::SECRET_NOT_FOUND,
-            Problem::SecretKeyNotFound { .. } => reason::SECRET_KEY_NOT_FOUND,
-            _ => continue,
-        };
-        return Cond::new(t, "False", reason, p.to_string());
-    }
-    let failed = failures(r, |t| matches!(t, Target::VirtualMachine(_)));
-    if !failed.is_empty() {
-        return Cond::new(t, "False", reason::KUBEVIRT_API_ERROR, failed);
-    }
-    let failed = failures(r, |t| matches!(t, Target::Secret(_)));
-    if !failed.is_empty() {
-        return Cond::new(t, "False", reason::SECRET_FAILED, failed);
+    if let Some(c) = problem_condition(r, t) {
+        return c;
     }
     let Some(vm) = r.vm else {
         return Cond::new(
@@ -393,10 +320,9 @@ fn unschedulable(r: &Reconciled) -> Option<String> {
     })
 }
 
+/// Pending is never written: it means "accepted, not reconciled yet", which a Machine without
+/// a status is. Once reconciled, a Machine whose VM is held back is Creating.
 fn machine_phase(r: &Reconciled) -> &'static str {
-    if r.vm.is_none() {
-        return phase::PENDING;
-    }
     let vmi_phase = r
         .vmi
         .and_then(|v| v.status.as_ref())
@@ -424,7 +350,6 @@ fn ready_condition(phase: &str, others: [&Cond; 3]) -> Cond {
     match phase {
         phase::RUNNING => Cond::new(t, "True", reason::RUNNING, "The VM is running".into()),
         phase::STOPPED => Cond::new(t, "False", reason::STOPPED, "The VM is stopped".into()),
-        phase::PENDING => Cond::new(t, "False", reason::PENDING, "Not reconciled yet".into()),
         _ => Cond::new(
             t,
             "False",
@@ -432,15 +357,6 @@ fn ready_condition(phase: &str, others: [&Cond; 3]) -> Cond {
             "Waiting for the VirtualMachineInstance to run".into(),
         ),
     }
-}
-
-fn failures(r: &Reconciled, pick: impl Fn(&Target) -> bool) -> String {
-    r.failures
-        .iter()
-        .filter(|f| pick(&f.target))
-        .map(|f| f.message.clone())
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Guest addresses from every interface, in interface order, without repeats.

@@ -88,7 +88,7 @@ pub async fn serve_endpoints(
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
+    let metrics_listener = crate::listen::bind(args.metrics_bind_address)
         .await
         .with_context(|| {
             format!(
@@ -96,7 +96,7 @@ pub async fn serve_endpoints(
                 args.metrics_bind_address
             )
         })?;
-    let probes_listener = tokio::net::TcpListener::bind(args.health_probe_bind_address)
+    let probes_listener = crate::listen::bind(args.health_probe_bind_address)
         .await
         .with_context(|| {
             format!(

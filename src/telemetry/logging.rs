@@ -38,10 +38,13 @@ where
     let mut layer = json_subscriber::JsonLayer::new(writer);
     layer
         .with_timer("timestamp", UtcTime::rfc_3339())
-        .with_level("level")
         .with_target("target")
         .with_flattened_event()
         .with_top_level_flattened_span_list();
+    // Lower case, as the Go operators (and SPEC's examples) write it: "info", not "INFO".
+    layer.add_dynamic_field("level", |event, _| {
+        Some(event.metadata().level().as_str().to_ascii_lowercase())
+    });
     layer
 }
 
@@ -102,7 +105,7 @@ mod tests {
         let bytes = buffer.0.lock().unwrap().clone();
         let line: serde_json::Value =
             serde_json::from_slice(bytes.trim_ascii()).expect("one JSON line");
-        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["level"], "info");
         assert_eq!(line["controller"], "Machine");
         assert_eq!(line["machine"], "test-vm");
         assert_eq!(line["namespace"], "default");

@@ -36,8 +36,8 @@ pub struct StorageClass {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct NetworkName {
-    pub network_name: String,
+pub struct NetworkError {
+    pub error_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,7 +79,7 @@ pub struct Metrics {
     pub reconcile_errors: Family<ControllerError, Counter>,
     pub virtual_machines: Family<VmStatus, Gauge>,
     pub storage_provisioning: Family<StorageClass, Histogram, Buckets>,
-    pub network_configuration_errors: Family<NetworkName, Counter>,
+    pub network_configuration_errors: Family<NetworkError, Counter>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
     /// Certificate expiry, rotations and reloads (`certs::metrics`).
@@ -101,6 +101,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
+        registry.register_collector(Box::new(super::process::ProcessCollector));
         let certs = crate::certs::Metrics::new();
         certs.register(&mut registry);
         let machines = Family::default();
@@ -166,6 +167,14 @@ impl Metrics {
         }
     }
 
+    /// Adds `kubevirt_operator_leader`, read from `is_leader` at every scrape.
+    pub fn register_leader(&mut self, is_leader: impl Fn() -> bool + Send + Sync + 'static) {
+        self.registry
+            .register_collector(Box::new(super::process::LeaderCollector(Box::new(
+                is_leader,
+            ))));
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -178,6 +187,21 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_leader_gauge_is_read_at_scrape_time() {
+        let leading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut m = Metrics::new();
+        let flag = leading.clone();
+        m.register_leader(move || flag.load(std::sync::atomic::Ordering::Relaxed));
+        assert!(
+            m.encode().contains("\nkubevirt_operator_leader 0\n"),
+            "{}",
+            m.encode()
+        );
+        leading.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(m.encode().contains("\nkubevirt_operator_leader 1\n"));
+    }
 
     #[test]
     fn every_contracted_metric_is_exposed_with_its_labels() {
@@ -210,8 +234,8 @@ mod tests {
             })
             .observe(1.0);
         m.network_configuration_errors
-            .get_or_create(&NetworkName {
-                network_name: "prod".into(),
+            .get_or_create(&NetworkError {
+                error_type: "NetworkConfigurationNotFound".into(),
             })
             .inc();
         m.admission_requests
@@ -234,10 +258,14 @@ mod tests {
             r#"kubevirt_operator_reconciliation_errors_total{controller="machine",error_type="StorageClassNotFound"} 1"#,
             r#"kubevirt_operator_virtual_machines_total{status="Running"} 1"#,
             r#"kubevirt_operator_storage_provisioning_duration_seconds_count{storage_class="fast"} 1"#,
-            r#"kubevirt_operator_network_configuration_errors_total{network_name="prod"} 1"#,
+            r#"kubevirt_operator_network_configuration_errors_total{error_type="NetworkConfigurationNotFound"} 1"#,
             r#"kubevirt_operator_admission_requests_total{webhook="mutate",result="allowed"} 1"#,
             r#"kubevirt_operator_admission_duration_seconds_count{webhook="mutate"} 1"#,
             r#"kubevirt_operator_certificate_expiry_timestamp_seconds{certificate="ca"} 1800000000"#,
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_start_time_seconds ",
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }

@@ -3,5 +3,6 @@
 pub mod health;
 pub mod logging;
 pub mod metrics;
+pub mod process;
 
 pub use metrics::Metrics;

@@ -65,6 +65,25 @@ fn write(dir: &Path, name: &str, contents: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// A private key, readable by its owner only (0600), as kube-apiserver's own keys are.
+pub fn write_private(dir: &Path, name: &str, contents: &str) -> Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let path = dir.join(name);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    // `mode` applies to new files only; an older file keeps its bits unless set here.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(contents.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
 impl Pki {
     pub fn generate(dir: &Path) -> Result<Pki> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -105,10 +124,10 @@ impl Pki {
         Ok(Pki {
             ca_pem: ca_cert.pem(),
             serving_cert: write(dir, "apiserver.crt", &serving_cert.pem())?,
-            serving_key: write(dir, "apiserver.key", &serving_key.serialize_pem())?,
+            serving_key: write_private(dir, "apiserver.key", &serving_key.serialize_pem())?,
             client_ca_cert: write(dir, "client-ca.crt", &client_ca_cert)?,
             sa_public: write(dir, "sa.pub", &sa_key.public_key_pem())?,
-            sa_private: write(dir, "sa.key", &sa_key.serialize_pem())?,
+            sa_private: write_private(dir, "sa.key", &sa_key.serialize_pem())?,
             client_ca_pem: client_ca_cert,
             client_ca_key_pem: client_ca_key.serialize_pem(),
         })

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 
 use crate::api::Machine;
-use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::api::names::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 /// Labels on every object made for `machine`.
 pub fn machine_labels(machine: &str) -> BTreeMap<String, String> {

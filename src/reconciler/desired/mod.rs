@@ -19,52 +19,7 @@ use super::kubevirt::VirtualMachine;
 use super::multus::NetworkAttachmentDefinition;
 pub use cloud_init::SecretData;
 
-/// A dependency the user has to fix; each maps to a condition reason (see `status`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Problem {
-    StorageClassNotFound {
-        disk: String,
-        storage_class: String,
-    },
-    NetworkConfigurationNotFound {
-        network: String,
-        network_name: String,
-    },
-    NetworkInvalid {
-        network_name: String,
-        message: String,
-    },
-    SecretNotFound {
-        name: String,
-    },
-    SecretKeyNotFound {
-        name: String,
-        key: String,
-    },
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Problem::StorageClassNotFound {
-                disk,
-                storage_class,
-            } => write!(f, "disk {disk:?}: StorageClass {storage_class:?} not found"),
-            Problem::NetworkConfigurationNotFound {
-                network,
-                network_name,
-            } => write!(
-                f,
-                "network {network:?}: NetworkConfiguration {network_name:?} not found"
-            ),
-            Problem::NetworkInvalid { message, .. } => f.write_str(message),
-            Problem::SecretNotFound { name } => write!(f, "cloud-init Secret {name:?} not found"),
-            Problem::SecretKeyNotFound { name, key } => {
-                write!(f, "cloud-init Secret {name:?} has no key {key:?}")
-            }
-        }
-    }
-}
+pub use super::problem::Problem;
 
 /// Observed dependencies of one Machine.
 pub struct Inputs<'a> {

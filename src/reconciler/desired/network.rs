@@ -8,11 +8,11 @@ use kube::ResourceExt;
 
 use crate::api::NetworkConfiguration;
 use crate::api::machine::Network;
+use crate::api::names::{MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL};
 use crate::reconciler::kubevirt::{self, Empty, Interface, MultusNetwork};
 use crate::reconciler::multus::{
     BridgeCniConfig, CNI_VERSION, NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec,
 };
-use crate::reconciler::{MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL};
 
 use super::meta::controller_ref;
 

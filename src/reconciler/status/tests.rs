@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::*;
 use crate::reconciler::kubevirt::VirtualMachineSpec;
+use crate::reconciler::problem::Kind;
 
 fn t(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
@@ -40,7 +41,6 @@ fn pvc(phase: Option<&str>) -> PersistentVolumeClaim {
 struct Case<'a> {
     running: bool,
     problems: Vec<Problem>,
-    failures: Vec<ApiFailure>,
     vm: Option<&'a VirtualMachine>,
     vmi: Option<&'a VirtualMachineInstance>,
     claims: Vec<(String, Option<&'a PersistentVolumeClaim>)>,
@@ -52,7 +52,6 @@ impl<'a> Case<'a> {
         Case {
             running: true,
             problems: vec![],
-            failures: vec![],
             vm: None,
             vmi: None,
             claims: vec![],
@@ -61,15 +60,14 @@ impl<'a> Case<'a> {
     }
 
     fn status(&self, previous: Option<&MachineStatus>, now: Timestamp) -> MachineStatus {
-        let obs = Observation::Reconciled(Reconciled {
+        let obs = Reconciled {
             running: self.running,
             problems: &self.problems,
-            failures: &self.failures,
             vm: self.vm,
             vmi: self.vmi,
             claims: self.claims.clone(),
             networks: self.networks,
-        });
+        };
         compute(previous, Some(3), &obs, now)
     }
 }
@@ -91,11 +89,12 @@ fn row(type_: &str, status: &str, reason: &str) -> (String, String, String) {
 
 #[test]
 fn invalid_spec_is_failed_with_the_reason() {
-    let obs = Observation::Invalid {
-        reason: reason::TEMPLATE_NOT_FOUND,
+    let mut c = Case::new();
+    c.problems = vec![Problem::InvalidSpec {
+        template_not_found: true,
         message: "spec.template: Unsupported value: \"huge\"".into(),
-    };
-    let s = compute(None, Some(1), &obs, t(0));
+    }];
+    let s = c.status(None, t(0));
     assert_eq!(s.phase.as_deref(), Some("Failed"));
     assert_eq!(
         summary(&s),
@@ -111,14 +110,14 @@ fn invalid_spec_is_failed_with_the_reason() {
 }
 
 #[test]
-fn a_missing_storage_class_is_pending_and_ready_names_the_cause() {
+fn a_missing_storage_class_is_creating_and_ready_names_the_cause() {
     let mut c = Case::new();
     c.problems = vec![Problem::StorageClassNotFound {
         disk: "data".into(),
         storage_class: "gold".into(),
     }];
     let s = c.status(None, t(0));
-    assert_eq!(s.phase.as_deref(), Some("Pending"));
+    assert_eq!(s.phase.as_deref(), Some("Creating"));
     assert_eq!(
         summary(&s),
         [
@@ -156,7 +155,7 @@ fn missing_network_configuration_and_invalid_network() {
         message: "NetworkConfiguration \"prod\" has no bridge".into(),
     }];
     let s = c.status(None, t(0));
-    assert_eq!(cond(&s, "NetworkReady").reason, "NetworkFailed");
+    assert_eq!(cond(&s, "NetworkReady").reason, "NetworkInvalid");
     assert!(cond(&s, "NetworkReady").message.contains("no bridge"));
 }
 
@@ -169,7 +168,7 @@ fn missing_secret_and_key() {
     let s = c.status(None, t(0));
     assert_eq!(cond(&s, "VirtualMachineReady").reason, "SecretNotFound");
     assert_eq!(cond(&s, "Ready").reason, "SecretNotFound");
-    assert_eq!(s.phase.as_deref(), Some("Pending"));
+    assert_eq!(s.phase.as_deref(), Some("Creating"));
     c.problems = vec![Problem::SecretKeyNotFound {
         name: "boot".into(),
         key: "cfg".into(),
@@ -337,31 +336,32 @@ fn stopped_and_stopping() {
 #[test]
 fn api_failures_land_on_their_condition() {
     let v = vm(None);
-    let fail = |target| ApiFailure {
-        target,
+    let fail = |kind, name: &str| Problem::WriteFailed {
+        kind,
+        name: name.into(),
         message: "Forbidden (403): nope".into(),
     };
     let mut c = Case::new();
     c.vm = Some(&v);
-    c.failures = vec![fail(Target::VirtualMachine("m".into()))];
+    c.problems = vec![fail(Kind::VirtualMachine, "m")];
     let s = c.status(None, t(0));
     assert_eq!(cond(&s, "VirtualMachineReady").reason, "KubeVirtApiError");
     assert_eq!(
         cond(&s, "VirtualMachineReady").message,
-        "Forbidden (403): nope"
+        "VirtualMachine m: Forbidden (403): nope"
     );
     assert_eq!(cond(&s, "Ready").reason, "KubeVirtApiError");
-    c.failures = vec![fail(Target::Pvc("m-root".into()))];
+    c.problems = vec![fail(Kind::Claim, "m-root")];
     assert_eq!(
         cond(&c.status(None, t(0)), "StorageReady").reason,
         "PVCFailed"
     );
-    c.failures = vec![fail(Target::Attachment("prod".into()))];
+    c.problems = vec![fail(Kind::Attachment, "prod")];
     assert_eq!(
         cond(&c.status(None, t(0)), "NetworkReady").reason,
         "NetworkFailed"
     );
-    c.failures = vec![fail(Target::Secret("m-cloudinit".into()))];
+    c.problems = vec![fail(Kind::Secret, "m-cloudinit")];
     assert_eq!(
         cond(&c.status(None, t(0)), "VirtualMachineReady").reason,
         "SecretFailed"

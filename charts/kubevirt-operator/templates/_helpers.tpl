@@ -1,0 +1,121 @@
+{{/* Names: with the release named kubevirt-operator every object is named as in manifests/. */}}
+{{- define "kubevirt-operator.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kubevirt-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubevirt-operator.controllerName" -}}
+{{- printf "%s-controller-manager" (include "kubevirt-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kubevirt-operator.webhookServiceName" -}}
+{{- default (printf "%s-webhook" (include "kubevirt-operator.fullname" .)) .Values.webhook.serviceName | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kubevirt-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubevirt-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kubevirt-operator.labels" -}}
+{{ include "kubevirt-operator.selectorLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.extraLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* metadata.labels and, when set, metadata.annotations of every object. */}}
+{{- define "kubevirt-operator.meta" -}}
+labels:
+  {{- include "kubevirt-operator.labels" . | nindent 2 }}
+{{- with .Values.extraAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "kubevirt-operator.certManager" -}}
+{{- eq .Values.certificates.mode "cert-manager" -}}
+{{- end -}}
+
+{{/* Checks the values once, with a message naming the value. */}}
+{{- define "kubevirt-operator.validate" -}}
+{{- if not (has .Values.certificates.mode (list "self-managed" "cert-manager")) -}}
+{{- fail (printf "certificates.mode %q: expected self-managed or cert-manager" .Values.certificates.mode) -}}
+{{- end -}}
+{{- if not (has .Values.log.format (list "json" "text")) -}}
+{{- fail (printf "log.format %q: expected json or text" .Values.log.format) -}}
+{{- end -}}
+{{- if gt (len .Values.watchNamespaces) 1 -}}
+{{- fail (printf "watchNamespaces %v: the operator watches every namespace or one" .Values.watchNamespaces) -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.apiServerCIDRs) -}}
+{{- fail "networkPolicy.apiServerCIDRs: required when networkPolicy.enabled (the addresses kube-apiserver calls the webhooks from)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Rules on namespaced objects: in a ClusterRole (every namespace) or, with watchNamespaces, in a
+Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (a test compares).
+*/}}
+{{- define "kubevirt-operator.namespacedRules" -}}
+# Machines: watched; the finalizer is added and removed with a merge patch.
+- apiGroups: ["vitistack.io"]
+  resources: ["machines"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["vitistack.io"]
+  resources: ["machines/status"]
+  verbs: ["patch"]
+# Owner references with blockOwnerDeletion (OwnerReferencesPermissionEnforcement).
+- apiGroups: ["vitistack.io"]
+  resources: ["machines/finalizers", "networkconfigurations/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["vitistack.io"]
+  resources: ["networkconfigurations"]
+  verbs: ["list", "watch"]
+- apiGroups: ["kubevirt.io"]
+  resources: ["virtualmachines"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["kubevirt.io"]
+  resources: ["virtualmachineinstances"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Cloud-init Secrets are read one by one (never listed); the derived Secret is applied and deleted.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["k8s.cni.cncf.io"]
+  resources: ["network-attachment-definitions"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{- define "kubevirt-operator.clusterRules" -}}
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["list", "watch"]
+{{- if ne (include "kubevirt-operator.certManager" .) "true" }}
+# Only the operator's own webhook configurations, by name; create cannot be limited by name.
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+  resourceNames: ["kubevirt-operator"]
+  verbs: ["get", "list", "watch", "update"]
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+  verbs: ["create"]
+{{- end }}
+{{- end -}}

@@ -1,0 +1,22 @@
+//! SPEC's names, defined once: labels, annotations, the finalizer and the field manager. Every
+//! module (admission, reconciler, tests) imports them from here; this module imports nothing.
+
+/// Field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "kubevirt-operator";
+/// On every object the operator makes, with the value [`MANAGED_BY`].
+pub const MANAGED_BY_LABEL: &str = "vitistack.io/managed-by";
+pub const MANAGED_BY: &str = "kubevirt-operator";
+/// On every object made for a Machine: the Machine's name.
+pub const MACHINE_LABEL: &str = "vitistack.io/machine";
+/// On NetworkAttachmentDefinitions, which serve every Machine on a NetworkConfiguration.
+pub const NETWORK_LABEL: &str = "vitistack.io/network-configuration";
+/// The Machine finalizer: cleanup before the Machine goes.
+pub const FINALIZER: &str = "machine.vitistack.io/cleanup";
+/// `"true"` keeps a Machine's PVCs when it is deleted (released, labelled for re-adoption).
+pub const RETAIN_DISKS_ANNOTATION: &str = "vitistack.io/retain-disks";
+/// Hash of what was last applied to an object (see `reconciler::drift`).
+pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
+/// The Machine kind and its API group/version.
+pub const GROUP: &str = "vitistack.io";
+pub const VERSION: &str = "v1alpha1";
+pub const MACHINE_KIND: &str = "Machine";

@@ -1,0 +1,243 @@
+//! Act: carry out a [`Decision`]: the claims, attachments and derived Secret at once, then the
+//! VM only if all of those were written, then the deletions; then the status and its Events.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::{Machine, MachineStatus};
+
+use super::FIELD_MANAGER;
+use super::apply;
+use super::context::Context;
+use super::decide::{Decision, own_vmi};
+use super::error::{Error, api_message, is_not_found};
+use super::events;
+use super::kubevirt::VirtualMachine;
+use super::multus::NetworkAttachmentDefinition;
+use super::observe::Observed;
+use super::ownership::{self, Ownership};
+use super::problem::{Kind, Problem};
+use super::status::{self, Reconciled};
+
+fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
+    Problem::WriteFailed {
+        kind,
+        name,
+        message: api_message(e),
+    }
+}
+
+/// Carries out `decision`; returns the status written (or kept) and whether it is blocked.
+pub async fn act(
+    ctx: &Context,
+    o: &Observed,
+    decision: Decision,
+) -> Result<(MachineStatus, bool), Error> {
+    let machine = &o.machine;
+    let ns = machine.namespace().unwrap_or_default();
+    let client = &ctx.client;
+    let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+    if decision.add_finalizer {
+        add_finalizer(&machines, machine).await?;
+    }
+
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let claim_writes = decision.claims.into_iter().map(|claim| {
+        let pvcs = pvcs.clone();
+        async move {
+            let claim_name = claim.name_any();
+            let live = o.claims.get(&claim_name).cloned();
+            apply::ensure(&pvcs, claim, live, &ctx.written.pvcs)
+                .await
+                .map_err(|e| failed(Kind::Claim, claim_name, &e))
+        }
+    });
+    let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
+    let nad_writes = decision.attachments.into_iter().map(|nad| {
+        let nads = nads.clone();
+        async move {
+            let nad_name = nad.name_any();
+            let live = o.attachments.get(&nad_name).cloned();
+            apply::ensure(&nads, nad, live, &ctx.written.nads)
+                .await
+                .map(drop)
+                .map_err(|e| failed(Kind::Attachment, nad_name, &e))
+        }
+    });
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret_write = async {
+        match decision.secret {
+            None => Ok(()),
+            Some(secret) => {
+                let secret_name = secret.name_any();
+                let live = secrets
+                    .get_opt(&secret_name)
+                    .await
+                    .map_err(|e| failed(Kind::Secret, secret_name.clone(), &e))?;
+                apply::ensure(&secrets, secret, live, &ctx.written.secrets)
+                    .await
+                    .map(drop)
+                    .map_err(|e| failed(Kind::Secret, secret_name, &e))
+            }
+        }
+    };
+    let (claims, attachments, secret) = futures::join!(
+        futures::future::join_all(claim_writes),
+        futures::future::join_all(nad_writes),
+        secret_write
+    );
+    let mut problems = decision.problems;
+    let mut written_claims = Vec::new();
+    for c in claims {
+        match c {
+            Ok(p) => {
+                ctx.bind_times
+                    .observe(&ctx.settings.metrics, &p, Timestamp::now());
+                written_claims.push(p);
+            }
+            Err(p) => problems.push(p),
+        }
+    }
+    problems.extend(attachments.into_iter().filter_map(Result::err));
+    problems.extend(secret.err());
+
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
+    let mut vm = o.vm.clone().filter(|vm| {
+        ownership::of_machine_object(
+            Some(vm.meta()),
+            &machine.name_any(),
+            machine.uid().as_deref(),
+        ) == Ownership::Ours
+    });
+    match decision.vm {
+        // Every claim it mounts, attachment and Secret it names is now in place, and ours.
+        Some(desired) if problems.is_empty() => {
+            let vm_name = desired.name_any();
+            match apply::ensure(&vms, desired, vm.clone(), &ctx.written.vms).await {
+                Ok(applied) => {
+                    vm = Some(applied);
+                    if let Some(uid) = decision.delete_derived_secret {
+                        let derived =
+                            super::desired::meta::derived_secret_name(&machine.name_any());
+                        delete_exact(&secrets, &derived, uid).await?;
+                    }
+                }
+                Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
+            }
+        }
+        _ => {}
+    }
+    for nad in decision.delete_attachments {
+        if let Some(uid) = nad.uid() {
+            delete_exact(&nads, &nad.name_any(), uid).await?;
+            tracing::info!(attachment = %nad.name_any(), "deleted an attachment no Machine uses");
+        }
+    }
+
+    let claim_view: Vec<(String, Option<&PersistentVolumeClaim>)> = o
+        .spec
+        .disks
+        .iter()
+        .map(|d| {
+            let n = super::desired::meta::pvc_name(&machine.name_any(), &d.name);
+            let p = written_claims.iter().find(|p| p.name_any() == n);
+            (n, p)
+        })
+        .collect();
+    let reconciled = Reconciled {
+        running: o.spec.running.unwrap_or(true),
+        problems: &problems,
+        vm: vm.as_ref(),
+        vmi: own_vmi(vm.as_ref(), o.vmi.as_ref()),
+        claims: claim_view,
+        networks: o.spec.networks.len(),
+    };
+    let status = update_status(machine, &machines, &reconciled, ctx).await?;
+    super::metrics::record_problems(&ctx.settings.metrics, &problems);
+    Ok((status, !problems.is_empty()))
+}
+
+/// Deletes `name` if it is still the object with `uid` (never a namesake made since).
+pub async fn delete_exact<K>(api: &Api<K>, name: &str, uid: String) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let dp = DeleteParams::default().preconditions(Preconditions {
+        uid: Some(uid),
+        resource_version: None,
+    });
+    match api.delete(name, &dp).await {
+        Err(e) if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => Ok(()),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Adds the finalizer, guarded by the resourceVersion it was computed from.
+async fn add_finalizer(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
+    let mut list = machine.finalizers().to_vec();
+    list.push(super::FINALIZER.to_owned());
+    let patch = json!({"metadata": {
+        "finalizers": list,
+        "resourceVersion": machine.resource_version(),
+    }});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch(&machine.name_any(), &params, &Patch::Merge(patch))
+        .await
+        .map(drop)
+}
+
+/// Computes the status; writes it and publishes Events only when it changed.
+async fn update_status(
+    machine: &Machine,
+    api: &Api<Machine>,
+    reconciled: &Reconciled<'_>,
+    ctx: &Context,
+) -> Result<MachineStatus, Error> {
+    let key = format!(
+        "{}/{}",
+        machine.namespace().unwrap_or_default(),
+        machine.name_any()
+    );
+    let ours = ctx
+        .written
+        .statuses
+        .newer_than(&key, machine.resource_version().as_deref());
+    let old = ours.as_ref().or(machine.status.as_ref());
+    let new = status::compute(
+        old,
+        machine.metadata.generation,
+        reconciled,
+        Timestamp::now(),
+    );
+    if !status::differs(old, &new) {
+        return Ok(new);
+    }
+    let version = apply::write_status(api, &machine.name_any(), &new).await?;
+    ctx.written
+        .statuses
+        .record(key, version.as_deref(), new.clone());
+    tracing::info!(
+        new_phase = new.phase.as_deref().unwrap_or_default(),
+        resource_version = version.as_deref().unwrap_or_default(),
+        "status updated"
+    );
+    // Published in the background: an Event never holds up the next Machine.
+    let notices = events::notices(old, &new);
+    if !notices.is_empty() {
+        let recorder = ctx.recorder.clone();
+        let machine = machine.clone();
+        let span = tracing::Span::current();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move { events::publish(&recorder, &machine, notices).await },
+            span,
+        ));
+    }
+    Ok(new)
+}

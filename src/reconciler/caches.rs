@@ -1,0 +1,167 @@
+//! When the reconciler's watch caches are filled: reconciles wait for it (bounded), and the
+//! leader's `/readyz` reports it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::context::Stores;
+use super::readiness::State;
+
+/// How long a reconcile waits for the caches before it works with what they hold.
+pub const CACHE_WAIT: Duration = Duration::from_secs(10);
+
+impl Stores {
+    /// Waits for every cache's first list and then opens `ready` (and marks `state` synced).
+    /// kube's `Store::wait_until_ready` wakes only one of several waiters (the last to poll), so
+    /// each store has one caller: this task, except for the Machine store, whose caller is the
+    /// `Controller` itself; its first list is reported through `machines_listed` instead.
+    /// Reconciles wait on `ready`. A cache whose API is absent (KubeVirt or Multus not
+    /// installed) never fills: after [`CACHE_WAIT`] the reconciles go on with what the caches
+    /// hold, and writing to that API fails with a message in the Machine's status instead of
+    /// hanging; `state` says synced only once every cache has filled.
+    pub async fn track_readiness(
+        self,
+        mut machines_listed: watch::Receiver<bool>,
+        state: Arc<State>,
+        ready: watch::Sender<bool>,
+        multus: bool,
+    ) {
+        let all = async {
+            futures::try_join!(
+                async {
+                    machines_listed
+                        .wait_for(|l| *l)
+                        .await
+                        .map(drop)
+                        .map_err(drop)
+                },
+                async { self.vms.wait_until_ready().await.map_err(drop) },
+                async { self.vmis.wait_until_ready().await.map_err(drop) },
+                async { self.pvcs.wait_until_ready().await.map_err(drop) },
+                async {
+                    self.network_configurations
+                        .wait_until_ready()
+                        .await
+                        .map_err(drop)
+                },
+                async {
+                    match multus {
+                        true => self.nads.wait_until_ready().await.map_err(drop),
+                        false => Ok(()),
+                    }
+                },
+                async { self.storage_classes.wait_until_ready().await.map_err(drop) },
+                async { self.vm_names.wait_until_ready().await.map_err(drop) },
+                async { self.pvc_names.wait_until_ready().await.map_err(drop) },
+                async {
+                    match multus {
+                        true => self.nad_names.wait_until_ready().await.map_err(drop),
+                        false => Ok(()),
+                    }
+                },
+            )
+            .map(drop)
+        };
+        tokio::pin!(all);
+        match tokio::time::timeout(CACHE_WAIT, &mut all).await {
+            Ok(Ok(())) => {
+                state.set_caches_synced(true);
+                ready.send_replace(true);
+                return;
+            }
+            Ok(Err(_)) => return, // The controller is stopping.
+            Err(_) => {
+                tracing::warn!(
+                    "some watch caches are not filled yet; reconciling with what they hold"
+                );
+                ready.send_replace(true);
+            }
+        }
+        if all.await.is_ok() {
+            state.set_caches_synced(true);
+            tracing::info!("all watch caches filled");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use kube::runtime::{reflector, watcher};
+
+    use crate::api::{Machine, NetworkConfiguration};
+    use crate::reconciler::kubevirt::{VirtualMachine, VirtualMachineInstance};
+    use crate::reconciler::multus::NetworkAttachmentDefinition;
+
+    /// kube's `Store::wait_until_ready` wakes only the last of several waiters. The Controller
+    /// waits on the Machine store itself; readiness must not be a second waiter there, or
+    /// every reconcile stalls for `CACHE_WAIT` at start-up when the Controller polls last.
+    #[tokio::test]
+    async fn caches_open_while_the_controller_waits_on_the_machine_store() {
+        let (machines, mut machines_w) = reflector::store::<Machine>();
+        let (vms, mut vms_w) = reflector::store::<VirtualMachine>();
+        let (vmis, mut vmis_w) = reflector::store::<VirtualMachineInstance>();
+        let (pvcs, mut pvcs_w) = reflector::store::<PersistentVolumeClaim>();
+        let (ncs, mut ncs_w) = reflector::store::<NetworkConfiguration>();
+        let (nads, mut nads_w) = reflector::store::<NetworkAttachmentDefinition>();
+        let (scs, mut scs_w) = reflector::store::<StorageClass>();
+        let (vm_names, mut vm_names_w) = reflector::store();
+        let (pvc_names, mut pvc_names_w) = reflector::store();
+        let (nad_names, mut nad_names_w) = reflector::store();
+        let stores = Stores {
+            machines: machines.clone(),
+            vms,
+            vmis,
+            pvcs,
+            network_configurations: ncs,
+            nads,
+            storage_classes: scs,
+            vm_names,
+            pvc_names,
+            nad_names,
+        };
+        let (listed_tx, listed) = watch::channel(false);
+        let (ready_tx, mut ready) = watch::channel(false);
+        let state = Arc::new(State::default());
+        let tracker = tokio::spawn(stores.track_readiness(listed, state.clone(), ready_tx, true));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The Controller's own wait, polled after the tracker's.
+        let controller = tokio::spawn(async move { machines.wait_until_ready().await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        vms_w.apply_watcher_event(&watcher::Event::InitDone);
+        vmis_w.apply_watcher_event(&watcher::Event::InitDone);
+        pvcs_w.apply_watcher_event(&watcher::Event::InitDone);
+        ncs_w.apply_watcher_event(&watcher::Event::InitDone);
+        nads_w.apply_watcher_event(&watcher::Event::InitDone);
+        scs_w.apply_watcher_event(&watcher::Event::InitDone);
+        vm_names_w.apply_watcher_event(&watcher::Event::InitDone);
+        pvc_names_w.apply_watcher_event(&watcher::Event::InitDone);
+        nad_names_w.apply_watcher_event(&watcher::Event::InitDone);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The Machine list, the largest, completes last: nothing else wakes the tracker.
+        machines_w.apply_watcher_event(&watcher::Event::InitDone);
+        listed_tx.send_replace(true); // as the Machine stream reports it
+
+        let soon = Duration::from_secs(2);
+        assert!(soon < CACHE_WAIT);
+        tokio::time::timeout(soon, ready.wait_for(|r| *r))
+            .await
+            .expect("reconciles released well before CACHE_WAIT")
+            .expect("ready channel open");
+        tokio::time::timeout(soon, controller)
+            .await
+            .expect("the Controller's wait is woken too")
+            .expect("task")
+            .expect("store ready");
+        tokio::time::timeout(soon, tracker)
+            .await
+            .expect("tracker finished")
+            .expect("task");
+        assert!(state.caches_synced());
+    }
+}

@@ -1,0 +1,127 @@
+//! What every reconcile shares: settings, clients, the watch caches and our recent writes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::core::PartialObjectMeta;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+
+use crate::api::{Machine, MachineStatus, NetworkConfiguration};
+use crate::machine::Catalog;
+use crate::telemetry::Metrics;
+
+use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::last_write::LastWrite;
+use super::metrics::BindTimes;
+use super::multus::NetworkAttachmentDefinition;
+use super::readiness::State;
+use super::watches::Scope;
+
+/// How the reconciler runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Resync period of every Machine (`RECONCILE_INTERVAL`), also the cap of error backoff.
+    pub reconcile_interval: Duration,
+    /// Machines reconciled at once (`MAX_CONCURRENT_RECONCILES`).
+    pub max_concurrent_reconciles: u16,
+    pub catalog: Catalog,
+    /// This replica's name in Events (and the Lease); the pod name in a cluster.
+    pub instance: String,
+    /// Where reconcile counts, durations and gauges go.
+    pub metrics: Arc<Metrics>,
+    /// The namespaces watched.
+    pub scope: Scope,
+}
+
+/// The reconciler's API clients, each with its own rate limiter: Events go through their own
+/// client, as controller-runtime's recorder does, so announcing a problem never delays the work;
+/// the Lease has its own, so renewals never queue behind a backlog of reconcile writes.
+#[derive(Clone)]
+pub struct Clients {
+    pub api: Client,
+    pub events: Client,
+    pub lease: Client,
+}
+
+impl From<Client> for Clients {
+    /// One client for everything (tests, tools).
+    fn from(client: Client) -> Self {
+        Clients {
+            api: client.clone(),
+            events: client.clone(),
+            lease: client,
+        }
+    }
+}
+
+/// The watch caches the reconcile reads.
+#[derive(Clone)]
+pub struct Stores {
+    pub machines: Store<Machine>,
+    pub vms: Store<VirtualMachine>,
+    pub vmis: Store<VirtualMachineInstance>,
+    pub pvcs: Store<PersistentVolumeClaim>,
+    pub network_configurations: Store<NetworkConfiguration>,
+    /// Empty (never filled) when Multus is not installed.
+    pub nads: Store<NetworkAttachmentDefinition>,
+    pub storage_classes: Store<StorageClass>,
+    /// Every VM, claim and attachment in scope by name (metadata only), ours or not.
+    pub vm_names: Store<PartialObjectMeta<VirtualMachine>>,
+    pub pvc_names: Store<PartialObjectMeta<PersistentVolumeClaim>>,
+    pub nad_names: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
+}
+
+/// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).
+#[derive(Default)]
+pub struct Written {
+    pub statuses: LastWrite<MachineStatus>,
+    pub vms: LastWrite<VirtualMachine>,
+    pub pvcs: LastWrite<PersistentVolumeClaim>,
+    pub nads: LastWrite<NetworkAttachmentDefinition>,
+    pub secrets: LastWrite<Secret>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub recorder: Recorder,
+    pub stores: Stores,
+    pub state: Arc<State>,
+    pub written: Arc<Written>,
+    /// Whether the NetworkAttachmentDefinition API was served when the controller started.
+    pub multus_installed: bool,
+    /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
+    pub caches_ready: watch::Sender<bool>,
+    pub failures: Mutex<HashMap<ObjectRef<Machine>, u32>>,
+    pub bind_times: BindTimes,
+}
+
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+
+impl Context {
+    pub fn forget_failures(&self, machine: &Machine) {
+        if let Ok(mut f) = self.failures.lock() {
+            f.remove(&ObjectRef::from_obj(machine));
+        }
+    }
+
+    /// 1s, 2s, 4s, ... up to the resync interval.
+    pub fn next_retry(&self, machine: &Machine) -> Duration {
+        let n = match self.failures.lock() {
+            Ok(mut f) => {
+                let n = f.entry(ObjectRef::from_obj(machine)).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+            Err(_) => 1,
+        };
+        let exp = FIRST_RETRY.saturating_mul(1u32 << (n - 1).min(16));
+        exp.min(self.settings.reconcile_interval.max(FIRST_RETRY))
+    }
+}

@@ -1,0 +1,198 @@
+//! Decide: a pure function of what was observed. It says what to write and delete, and which
+//! problems block what; nothing here talks to the API (table tests in `decide/tests.rs`).
+//!
+//! Ownership gates every write (see [`ownership`](super::ownership)): an object with a name we
+//! want that is not ours (and, for a claim, not a released one of this Machine) is a conflict,
+//! never written. The VM is decided only when every claim it mounts, every attachment and the
+//! derived Secret it names may be written by us; `act` then writes it only after those writes
+//! succeeded, so it never mounts a claim another Machine controls.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::{Resource, ResourceExt};
+
+use crate::machine::Catalog;
+use crate::machine::validation::{validate, validate_name};
+
+use super::desired::meta::derived_secret_name;
+use super::desired::vm::references_secret;
+use super::desired::{self, Inputs, SecretData};
+use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::multus::NetworkAttachmentDefinition;
+use super::observe::Observed;
+use super::ownership::{self, Ownership};
+use super::problem::{Kind, Problem};
+use super::{FINALIZER, RETAIN_DISKS_ANNOTATION};
+
+#[derive(Debug, Default)]
+pub struct Decision {
+    /// The Machine has never been reconciled and carries no finalizer (it bypassed the
+    /// webhook): add it. A finalizer removed later stays removed (README, "Admission").
+    pub add_finalizer: bool,
+    pub claims: Vec<PersistentVolumeClaim>,
+    pub attachments: Vec<NetworkAttachmentDefinition>,
+    pub secret: Option<Secret>,
+    /// Written last, and only if every write above succeeded.
+    pub vm: Option<VirtualMachine>,
+    /// Our attachments that no Machine uses any more.
+    pub delete_attachments: Vec<NetworkAttachmentDefinition>,
+    /// Our derived Secret, once the VM written no longer names it (its uid, as a precondition).
+    pub delete_derived_secret: Option<String>,
+    pub problems: Vec<Problem>,
+}
+
+pub fn retains_disks(machine: &impl Resource) -> bool {
+    machine
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RETAIN_DISKS_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
+
+pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
+    let machine = &o.machine;
+    let name = machine.name_any();
+    let uid = machine.uid();
+    let mut out = Decision {
+        add_finalizer: machine.status.is_none()
+            && !machine.finalizers().iter().any(|f| f == FINALIZER),
+        ..Decision::default()
+    };
+
+    let mut outcome = validate(&o.spec, catalog);
+    outcome.errors.extend(validate_name(&name));
+    if !outcome.errors.is_empty() {
+        // It bypassed admission: report, make nothing, and wait for the user to fix it.
+        out.add_finalizer = false;
+        out.problems.push(Problem::InvalidSpec {
+            template_not_found: outcome.errors.iter().any(|e| e.field == "spec.template"),
+            message: outcome
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+        return out;
+    }
+
+    let secret_data =
+        desired::cloud_init::secret_source(o.spec.cloud_init.as_ref()).map(|(_, key)| {
+            match o.source_secret.as_ref() {
+                None => SecretData::Missing,
+                Some(s) => s
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(key))
+                    .map_or(SecretData::KeyMissing, |b| SecretData::Present(&b.0)),
+            }
+        });
+    // Without the NetworkAttachmentDefinition API no attachment can be made: say so instead.
+    let no_networks = Default::default();
+    let network_configurations = if o.multus_installed || o.spec.networks.is_empty() {
+        &o.network_configurations
+    } else {
+        out.problems.push(Problem::MultusNotInstalled);
+        &no_networks
+    };
+    let mut desired = desired::derive(&Inputs {
+        machine,
+        spec: &o.spec,
+        network_configurations,
+        storage_classes: &o.storage_classes,
+        cloud_init_secret: secret_data,
+    });
+    if !o.multus_installed && !o.spec.networks.is_empty() {
+        // derive() reported every network as missing; the one problem above says why.
+        desired
+            .problems
+            .retain(|p| !matches!(p, Problem::NetworkConfigurationNotFound { .. }));
+        desired.vm = None;
+    }
+    out.problems.append(&mut desired.problems);
+
+    let retain = retains_disks(machine);
+    for mut claim in desired.pvcs {
+        let claim_name = claim.name_any();
+        let live = o.claims.get(&claim_name).map(|c| c.meta());
+        if !ownership::of_machine_object(live, &name, uid.as_deref()).writable(true) {
+            out.problems.push(conflict(Kind::Claim, claim_name));
+            continue;
+        }
+        if retain {
+            // No reference the garbage collector acts on: no deletion path can take the claim.
+            claim.metadata.owner_references = None;
+        }
+        out.claims.push(claim);
+    }
+    for nad in desired.attachments {
+        let nad_name = nad.name_any();
+        let nc_uid = o
+            .network_configurations
+            .get(&nad_name)
+            .and_then(|nc| nc.uid());
+        let live = o.attachments.get(&nad_name).map(|n| n.meta());
+        if ownership::of_attachment(live, nc_uid.as_deref()).writable(false) {
+            out.attachments.push(nad);
+        } else {
+            out.problems.push(conflict(Kind::Attachment, nad_name));
+        }
+    }
+    let derived = derived_secret_name(&name);
+    let secret_ownership =
+        ownership::of_machine_object(o.derived_secret.as_ref(), &name, uid.as_deref());
+    if let Some(secret) = desired.secret {
+        if secret_ownership.writable(false) {
+            out.secret = Some(secret);
+        } else {
+            out.problems.push(conflict(Kind::Secret, derived.clone()));
+        }
+    }
+    if let Some(vm) = desired.vm {
+        let live = o.vm.as_ref().map(|v| v.meta());
+        let vm_ours = ownership::of_machine_object(live, &name, uid.as_deref()).writable(false);
+        if !vm_ours {
+            out.problems
+                .push(conflict(Kind::VirtualMachine, name.clone()));
+        }
+        // Every dependency must be ours to write: a conflict anywhere holds the VM back.
+        if vm_ours && out.problems.is_empty() {
+            let names_derived = references_secret(&vm, &derived);
+            if !names_derived && secret_ownership == Ownership::Ours {
+                out.delete_derived_secret = o.derived_secret.as_ref().and_then(|m| m.uid.clone());
+            }
+            out.vm = Some(vm);
+        }
+    }
+
+    out.delete_attachments = o
+        .unused_attachments
+        .iter()
+        .filter(|nad| {
+            let nc_uid = o
+                .network_configurations
+                .get(&nad.name_any())
+                .and_then(|nc| nc.uid());
+            ownership::of_attachment(Some(nad.meta()), nc_uid.as_deref()) == Ownership::Ours
+        })
+        .cloned()
+        .collect();
+    out
+}
+
+fn conflict(kind: Kind, name: String) -> Problem {
+    Problem::Conflict { kind, name }
+}
+
+/// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries
+/// the Machine's labels, or its name, says nothing about it).
+pub fn own_vmi<'a>(
+    vm: Option<&VirtualMachine>,
+    vmi: Option<&'a VirtualMachineInstance>,
+) -> Option<&'a VirtualMachineInstance> {
+    let vm_uid = vm.and_then(|v| v.meta().uid.as_deref());
+    vmi.filter(|i| ownership::controlled_by(i.meta(), vm_uid))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,350 @@
+//! Every ownership case of every kind the reconciler writes, through `decide`: what is written,
+//! what is a conflict, and when the VM is held back.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
+use crate::machine::{Catalog, resolve};
+use crate::reconciler::multus::NetworkAttachmentDefinitionSpec;
+use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+
+const UID: &str = "uid-m";
+
+fn machine(name: &str, spec: Value) -> Machine {
+    let mut m = Machine::new(name, serde_json::from_value(spec).expect("spec"));
+    m.metadata.namespace = Some("ns".into());
+    m.metadata.uid = Some(UID.into());
+    m.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    m
+}
+
+fn observed(m: Machine) -> Observed {
+    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    let mut ncs = BTreeMap::new();
+    let mut nc = NetworkConfiguration::new(
+        "lan",
+        NetworkConfigurationSpec {
+            vlan: Some(10),
+            bridge: Some("br0".into()),
+        },
+    );
+    nc.metadata.namespace = Some("ns".into());
+    nc.metadata.uid = Some("uid-nc".into());
+    ncs.insert("lan".to_owned(), nc);
+    Observed {
+        machine: m,
+        spec,
+        network_configurations: ncs,
+        storage_classes: BTreeSet::new(),
+        source_secret: None,
+        claims: BTreeMap::new(),
+        vm: None,
+        vmi: None,
+        attachments: BTreeMap::new(),
+        derived_secret: None,
+        multus_installed: true,
+        unused_attachments: vec![],
+    }
+}
+
+/// Metadata of an existing object: controller owner uid (if any) and labels for `machine`.
+fn meta(name: &str, controller: Option<&str>, labelled_for: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("ns".into()),
+        uid: Some(format!("uid-{name}")),
+        owner_references: controller.map(|uid| {
+            vec![OwnerReference {
+                uid: uid.into(),
+                controller: Some(true),
+                kind: "Machine".into(),
+                name: "x".into(),
+                api_version: "vitistack.io/v1alpha1".into(),
+                ..OwnerReference::default()
+            }]
+        }),
+        labels: labelled_for.map(|m| {
+            BTreeMap::from([
+                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+                (MACHINE_LABEL.to_owned(), m.to_owned()),
+            ])
+        }),
+        ..ObjectMeta::default()
+    }
+}
+
+fn claim(
+    name: &str,
+    controller: Option<&str>,
+    labelled_for: Option<&str>,
+) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: meta(name, controller, labelled_for),
+        ..PersistentVolumeClaim::default()
+    }
+}
+
+fn reasons(d: &Decision) -> Vec<&'static str> {
+    d.problems.iter().map(Problem::reason).collect()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Existing {
+    Absent,
+    Ours,
+    ReleasedForThisMachine,
+    ReleasedForAnother,
+    AnotherOwner,
+    Unlabelled,
+}
+
+use Existing::*;
+
+const ALL: [Existing; 6] = [
+    Absent,
+    Ours,
+    ReleasedForThisMachine,
+    ReleasedForAnother,
+    AnotherOwner,
+    Unlabelled,
+];
+
+fn existing(e: Existing) -> Option<(Option<&'static str>, Option<&'static str>)> {
+    match e {
+        Absent => None,
+        Ours => Some((Some(UID), Some("m"))),
+        ReleasedForThisMachine => Some((None, Some("m"))),
+        ReleasedForAnother => Some((None, Some("a"))),
+        AnotherOwner => Some((Some("uid-a"), Some("a"))),
+        Unlabelled => Some((None, None)),
+    }
+}
+
+#[test]
+fn claims() {
+    for e in ALL {
+        let mut o = observed(machine("m", json!({"template": "small"})));
+        if let Some((c, l)) = existing(e) {
+            o.claims.insert("m-root".into(), claim("m-root", c, l));
+        }
+        let d = decide(&o, &Catalog::default());
+        let writable = matches!(e, Absent | Ours | ReleasedForThisMachine);
+        assert_eq!(d.claims.len(), usize::from(writable), "{e:?}");
+        assert_eq!(d.vm.is_some(), writable, "{e:?}: VM only with its claim");
+        if writable {
+            assert!(d.problems.is_empty(), "{e:?}: {:?}", d.problems);
+            // Adopted or ours: the claim is written with this Machine as controller.
+            let refs = d.claims[0].metadata.owner_references.as_ref().unwrap();
+            assert_eq!(refs[0].uid, UID);
+        } else {
+            assert_eq!(reasons(&d), ["ClaimConflict"], "{e:?}");
+            assert!(d.problems[0].to_string().contains("m-root"));
+        }
+    }
+}
+
+#[test]
+fn colliding_claim_names_block_the_second_machine() {
+    // `a` + disk `b-root` made `a-b-root`; `a-b` + disk `root` wants the same name.
+    let mut o = observed(machine("a-b", json!({"template": "small"})));
+    o.claims.insert(
+        "a-b-root".into(),
+        claim("a-b-root", Some("uid-a"), Some("a")),
+    );
+    let d = decide(&o, &Catalog::default());
+    assert!(d.claims.is_empty() && d.vm.is_none());
+    assert_eq!(
+        d.problems[0].to_string(),
+        "PersistentVolumeClaim a-b-root exists and is not controlled by this Machine"
+    );
+}
+
+#[test]
+fn retain_disks_claims_carry_no_owner_reference() {
+    let mut m = machine("m", json!({"template": "small"}));
+    m.metadata.annotations = Some(BTreeMap::from([(
+        RETAIN_DISKS_ANNOTATION.to_owned(),
+        "true".to_owned(),
+    )]));
+    for e in [Absent, Ours, ReleasedForThisMachine] {
+        let mut o = observed(m.clone());
+        if let Some((c, l)) = existing(e) {
+            o.claims.insert("m-root".into(), claim("m-root", c, l));
+        }
+        let d = decide(&o, &Catalog::default());
+        assert_eq!(d.claims.len(), 1, "{e:?}");
+        assert_eq!(d.claims[0].metadata.owner_references, None, "{e:?}");
+        assert!(d.vm.is_some(), "{e:?}");
+    }
+}
+
+#[test]
+fn virtual_machines() {
+    for e in ALL {
+        let mut o = observed(machine("m", json!({"template": "small"})));
+        if let Some((c, l)) = existing(e) {
+            let mut vm = VirtualMachine::new("m", Default::default());
+            vm.metadata = meta("m", c, l);
+            o.vm = Some(vm);
+        }
+        let d = decide(&o, &Catalog::default());
+        // A released VM is not adopted: only claims are.
+        let writable = matches!(e, Absent | Ours);
+        assert_eq!(d.vm.is_some(), writable, "{e:?}");
+        if !writable {
+            assert_eq!(reasons(&d), ["VirtualMachineConflict"], "{e:?}");
+        }
+        // The claims are still ours to write.
+        assert_eq!(d.claims.len(), 1, "{e:?}");
+    }
+}
+
+#[test]
+fn attachments() {
+    // (existing attachment: (controller uid, labelled managed-by), writable)
+    type Live = Option<(Option<&'static str>, bool)>;
+    let cases: [(Live, bool); 5] = [
+        (None, true),
+        (Some((Some("uid-nc"), true)), true),
+        (Some((Some("uid-nc"), false)), false), // controlled by the NC, not labelled ours
+        (Some((Some("uid-other"), true)), false),
+        (Some((None, false)), false), // made by someone else
+    ];
+    for (i, (live, writable)) in cases.into_iter().enumerate() {
+        let mut o = observed(machine(
+            "m",
+            json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lan"}]}),
+        ));
+        if let Some((controller, managed)) = live {
+            let mut m = meta("lan", controller, None);
+            if managed {
+                m.labels = Some(BTreeMap::from([(
+                    MANAGED_BY_LABEL.to_owned(),
+                    MANAGED_BY.to_owned(),
+                )]));
+            }
+            o.attachments.insert(
+                "lan".into(),
+                NetworkAttachmentDefinition {
+                    metadata: m,
+                    spec: NetworkAttachmentDefinitionSpec::default(),
+                },
+            );
+        }
+        let d = decide(&o, &Catalog::default());
+        assert_eq!(d.attachments.len(), usize::from(writable), "case {i}");
+        assert_eq!(d.vm.is_some(), writable, "case {i}");
+        if !writable {
+            assert_eq!(reasons(&d), ["NetworkAttachmentConflict"], "case {i}");
+        }
+    }
+}
+
+#[test]
+fn derived_secrets() {
+    for e in ALL {
+        let mut o = observed(machine(
+            "m",
+            json!({"template": "small", "cloudInit": {"secretRef": {"name": "src", "key": "ud"}}}),
+        ));
+        o.source_secret = Some(Secret {
+            data: Some(BTreeMap::from([(
+                "ud".to_owned(),
+                ByteString(b"#cloud-config".to_vec()),
+            )])),
+            ..Secret::default()
+        });
+        if let Some((c, l)) = existing(e) {
+            o.derived_secret = Some(meta("m-cloudinit", c, l));
+        }
+        let d = decide(&o, &Catalog::default());
+        let writable = matches!(e, Absent | Ours);
+        assert_eq!(d.secret.is_some(), writable, "{e:?}");
+        assert_eq!(d.vm.is_some(), writable, "{e:?}");
+        if !writable {
+            assert_eq!(reasons(&d), ["SecretConflict"], "{e:?}");
+        }
+    }
+}
+
+#[test]
+fn without_multus_only_machines_with_networks_wait() {
+    let mut o = observed(machine(
+        "m",
+        json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lan"}]}),
+    ));
+    o.multus_installed = false;
+    let d = decide(&o, &Catalog::default());
+    assert_eq!(reasons(&d), ["MultusNotInstalled"]);
+    assert!(d.vm.is_none() && d.attachments.is_empty());
+
+    let mut plain = observed(machine("p", json!({"template": "small"})));
+    plain.multus_installed = false;
+    let d = decide(&plain, &Catalog::default());
+    assert!(d.problems.is_empty() && d.vm.is_some());
+}
+
+#[test]
+fn only_our_unused_attachments_are_deleted() {
+    let mut o = observed(machine("m", json!({"template": "small"})));
+    let nad = |name: &str, controller: Option<&str>| {
+        let mut m = meta(name, controller, None);
+        m.labels = Some(BTreeMap::from([(
+            MANAGED_BY_LABEL.to_owned(),
+            MANAGED_BY.to_owned(),
+        )]));
+        NetworkAttachmentDefinition {
+            metadata: m,
+            spec: NetworkAttachmentDefinitionSpec::default(),
+        }
+    };
+    // `lan` is controlled by its NetworkConfiguration; `other` by something else.
+    o.unused_attachments = vec![nad("lan", Some("uid-nc")), nad("other", Some("uid-x"))];
+    let d = decide(&o, &Catalog::default());
+    let deleted: Vec<String> = d.delete_attachments.iter().map(|n| n.name_any()).collect();
+    assert_eq!(deleted, ["lan"]);
+}
+
+#[test]
+fn the_finalizer_is_added_only_before_the_first_reconcile() {
+    let mut m = machine("m", json!({"template": "small"}));
+    m.metadata.finalizers = None;
+    assert!(decide(&observed(m.clone()), &Catalog::default()).add_finalizer);
+    // Reconciled before: a finalizer someone removed stays removed.
+    m.status = Some(MachineStatus::default());
+    assert!(!decide(&observed(m), &Catalog::default()).add_finalizer);
+}
+
+#[test]
+fn a_vmi_reports_only_when_its_vm_controls_it() {
+    let mut vm = VirtualMachine::new("m", Default::default());
+    vm.metadata.uid = Some("uid-vm".into());
+    let mut vmi: VirtualMachineInstance = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "m", "namespace": "ns",
+                     "labels": {MACHINE_LABEL: "m", MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {}
+    }))
+    .unwrap();
+    assert!(
+        own_vmi(Some(&vm), Some(&vmi)).is_none(),
+        "forged: labels only"
+    );
+    vmi.metadata.owner_references = meta("m", Some("uid-vm"), None).owner_references;
+    assert!(own_vmi(Some(&vm), Some(&vmi)).is_some());
+    assert!(own_vmi(None, Some(&vmi)).is_none());
+}
+
+#[test]
+fn an_invalid_spec_makes_nothing() {
+    let o = observed(machine("m", json!({"template": "huge"})));
+    let d = decide(&o, &Catalog::default());
+    assert_eq!(reasons(&d), ["TemplateNotFound"]);
+    assert!(d.claims.is_empty() && d.vm.is_none() && !d.add_finalizer);
+}

@@ -1,0 +1,256 @@
+//! Observe: everything `decide` needs about one Machine, gathered from the watch caches, our own
+//! recent writes, and by-name GETs where a label-selected cache cannot hold the object (one
+//! made by someone else, without our labels, under a name we want).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::api::{Machine, MachineSpec, NetworkConfiguration};
+
+use super::context::Context;
+use super::desired::cloud_init::secret_source;
+use super::desired::meta::{derived_secret_name, pvc_name};
+use super::desired::vm::references_secret;
+use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::last_write::LastWrite;
+use super::multus::NetworkAttachmentDefinition;
+use super::spec::resolved_spec;
+use super::{MANAGED_BY, MANAGED_BY_LABEL};
+
+/// What was observed of one Machine and its surroundings.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub machine: Machine,
+    /// The resolved spec (template, overrides and defaults applied, as the webhook would).
+    pub spec: MachineSpec,
+    /// NetworkConfigurations in the Machine's namespace that exist, by name: those the Machine
+    /// names, and those of [`Observed::unused_attachments`].
+    pub network_configurations: BTreeMap<String, NetworkConfiguration>,
+    /// Names of the StorageClasses the disks name that exist.
+    pub storage_classes: BTreeSet<String>,
+    /// The user's cloud-init Secret, when the spec takes user data from one.
+    pub source_secret: Option<Secret>,
+    /// Objects with the names we want, by name, whoever made them.
+    pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    pub vm: Option<VirtualMachine>,
+    /// The VMI named like the Machine, if any (whether its VM controls it is decided later).
+    pub vmi: Option<VirtualMachineInstance>,
+    pub attachments: BTreeMap<String, NetworkAttachmentDefinition>,
+    pub derived_secret: Option<ObjectMeta>,
+    /// Whether the NetworkAttachmentDefinition API is served.
+    pub multus_installed: bool,
+    /// Our attachments in the namespace that no live Machine names any more.
+    pub unused_attachments: Vec<NetworkAttachmentDefinition>,
+}
+
+/// The cached copy, else our own recent write, else, when the names cache knows an object of
+/// that name (someone else's, or ours without our labels) or is not filled yet, the API's.
+async fn lookup<K>(
+    ctx: &Context,
+    (store, names, written): (&Store<K>, &Store<PartialObjectMeta<K>>, &LastWrite<K>),
+    api: &Api<K>,
+    ns: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let cached = store.get(&ObjectRef::new(name).within(ns));
+    let key = format!("{ns}/{name}");
+    let cached_version = cached.as_ref().and_then(|c| c.resource_version());
+    if let Some(ours) = written.newer_than(&key, cached_version.as_deref()) {
+        return Ok(Some(ours));
+    }
+    if let Some(c) = cached {
+        return Ok(Some(c.as_ref().clone()));
+    }
+    let named = names.get(&ObjectRef::new(name).within(ns)).is_some();
+    if named || !ctx.state.caches_synced() {
+        api.get_opt(name).await
+    } else {
+        Ok(None)
+    }
+}
+
+pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube::Error> {
+    let ns = machine.namespace().unwrap_or_default();
+    let name = machine.name_any();
+    let spec = resolved_spec(machine, &ctx.settings.catalog);
+    let stores = &ctx.stores;
+    let client = &ctx.client;
+
+    let mut network_configurations = BTreeMap::new();
+    for n in &spec.networks {
+        if let Some(nc) = stores
+            .network_configurations
+            .get(&ObjectRef::new(&n.network_name).within(&ns))
+        {
+            network_configurations.insert(n.network_name.clone(), nc.as_ref().clone());
+        }
+    }
+    let storage_classes = spec
+        .disks
+        .iter()
+        .filter_map(|d| d.storage_class.clone())
+        .filter(|sc| stores.storage_classes.get(&ObjectRef::new(sc)).is_some())
+        .collect();
+    // Secrets are read one at a time, in the Machine's own namespace only, and never cached.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let source_secret = match secret_source(spec.cloud_init.as_ref()) {
+        Some((secret_name, _)) => secrets.get_opt(secret_name).await?,
+        None => None,
+    };
+
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let mut claims = BTreeMap::new();
+    for disk in &spec.disks {
+        let claim = pvc_name(&name, &disk.name);
+        if let Some(p) = lookup(
+            ctx,
+            (&stores.pvcs, &stores.pvc_names, &ctx.written.pvcs),
+            &pvcs,
+            &ns,
+            &claim,
+        )
+        .await?
+        {
+            claims.insert(claim, p);
+        }
+    }
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
+    let vm = lookup(
+        ctx,
+        (&stores.vms, &stores.vm_names, &ctx.written.vms),
+        &vms,
+        &ns,
+        &name,
+    )
+    .await?;
+    let derived = derived_secret_name(&name);
+    let derived_secret = if source_secret.is_some()
+        || vm
+            .as_ref()
+            .is_some_and(|vm| references_secret(vm, &derived))
+    {
+        secrets
+            .get_metadata_opt(&derived)
+            .await?
+            .map(|m| m.metadata)
+    } else {
+        None
+    };
+    let vmi = stores
+        .vmis
+        .get(&ObjectRef::new(&name).within(&ns))
+        .map(|v| v.as_ref().clone());
+
+    let multus_installed = ctx.multus_installed;
+    let mut attachments = BTreeMap::new();
+    let mut unused_attachments = Vec::new();
+    if multus_installed {
+        let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
+        for n in &spec.networks {
+            if attachments.contains_key(&n.network_name) {
+                continue;
+            }
+            let found = lookup(
+                ctx,
+                (&stores.nads, &stores.nad_names, &ctx.written.nads),
+                &nads,
+                &ns,
+                &n.network_name,
+            );
+            if let Some(nad) = found.await? {
+                attachments.insert(n.network_name.clone(), nad);
+            }
+        }
+        // This Machine is live, so its own networks count as used.
+        unused_attachments = unused_in(ctx, &ns, "");
+        for nad in &unused_attachments {
+            if let Some(nc) = stores
+                .network_configurations
+                .get(&ObjectRef::new(&nad.name_any()).within(&ns))
+            {
+                network_configurations.insert(nad.name_any(), nc.as_ref().clone());
+            }
+        }
+    }
+
+    Ok(Observed {
+        machine: machine.clone(),
+        spec,
+        network_configurations,
+        storage_classes,
+        source_secret,
+        claims,
+        vm,
+        vmi,
+        attachments,
+        derived_secret,
+        multus_installed,
+        unused_attachments,
+    })
+}
+
+/// Network names in `ns` that no Machine there names, other than deleting ones and `except`.
+/// Only those of our cached attachments are computed (none: no work).
+pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    unused_in(ctx, ns, except)
+        .into_iter()
+        .map(|n| n.name_any())
+        .chain(
+            // The leaving Machine's own networks, whether or not the cache holds their attachment.
+            ctx.stores
+                .machines
+                .get(&ObjectRef::new(except).within(ns))
+                .map(|m| resolved_spec(&m, &ctx.settings.catalog).networks)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.network_name)
+                .filter(|name| !used_in(ctx, ns, except).contains(name)),
+        )
+        .collect()
+}
+
+/// Network names that live Machines in `ns` (other than `except`) name.
+fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    ctx.stores
+        .machines
+        .state_filter(|m| {
+            m.namespace().as_deref() == Some(ns)
+                && m.meta().deletion_timestamp.is_none()
+                && m.name_any() != except
+        })
+        .iter()
+        .flat_map(|m| {
+            resolved_spec(m, &ctx.settings.catalog)
+                .networks
+                .into_iter()
+                .map(|n| n.network_name)
+        })
+        .collect()
+}
+
+/// Our cached attachments in `ns` whose network no live Machine there (but `except`) names.
+pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachmentDefinition> {
+    let ours = ctx.stores.nads.state_filter(|n| {
+        n.namespace().as_deref() == Some(ns)
+            && n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+    });
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let used = used_in(ctx, ns, except);
+    ours.into_iter()
+        .filter(|n| !used.contains(&n.name_any()))
+        .map(|n| n.as_ref().clone())
+        .collect()
+}

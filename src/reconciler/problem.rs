@@ -1,0 +1,279 @@
+//! One vocabulary for what stops a Machine from converging. A [`Problem`]'s [`reason`]
+//! is the same word in the condition it sets, the Warning Event that announces it and the
+//! `error_type` label of `reconcile_errors_total`, so the three can never disagree.
+//!
+//! [`reason`]: Problem::reason
+
+use std::fmt;
+
+/// The condition types of SPEC's Machine status.
+pub mod condition {
+    pub const READY: &str = "Ready";
+    pub const VIRTUAL_MACHINE_READY: &str = "VirtualMachineReady";
+    pub const STORAGE_READY: &str = "StorageReady";
+    pub const NETWORK_READY: &str = "NetworkReady";
+}
+
+/// The kinds of object the reconciler makes (named in conflict and write-failure messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Claim,
+    VirtualMachine,
+    Attachment,
+    Secret,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Claim => "PersistentVolumeClaim",
+            Kind::VirtualMachine => "VirtualMachine",
+            Kind::Attachment => "NetworkAttachmentDefinition",
+            Kind::Secret => "Secret",
+        }
+    }
+}
+
+/// Something the user (or an administrator) has to fix, or a write that failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The stored spec breaks a rule (it bypassed admission); nothing is made.
+    InvalidSpec {
+        template_not_found: bool,
+        message: String,
+    },
+    StorageClassNotFound {
+        disk: String,
+        storage_class: String,
+    },
+    NetworkConfigurationNotFound {
+        network: String,
+        network_name: String,
+    },
+    NetworkInvalid {
+        network_name: String,
+        message: String,
+    },
+    /// The Machine names networks, and the NetworkAttachmentDefinition API is not served.
+    MultusNotInstalled,
+    SecretNotFound {
+        name: String,
+    },
+    SecretKeyNotFound {
+        name: String,
+        key: String,
+    },
+    /// An object with the name we want exists and is neither ours nor adoptable.
+    Conflict {
+        kind: Kind,
+        name: String,
+    },
+    /// The API server refused a write (its message, never object contents).
+    WriteFailed {
+        kind: Kind,
+        name: String,
+        message: String,
+    },
+}
+
+impl Problem {
+    /// The condition reason, Event reason and metric `error_type`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Problem::InvalidSpec {
+                template_not_found: true,
+                ..
+            } => "TemplateNotFound",
+            Problem::InvalidSpec { .. } => "InvalidSpec",
+            Problem::StorageClassNotFound { .. } => "StorageClassNotFound",
+            Problem::NetworkConfigurationNotFound { .. } => "NetworkConfigurationNotFound",
+            Problem::NetworkInvalid { .. } => "NetworkInvalid",
+            Problem::MultusNotInstalled => "MultusNotInstalled",
+            Problem::SecretNotFound { .. } => "SecretNotFound",
+            Problem::SecretKeyNotFound { .. } => "SecretKeyNotFound",
+            Problem::Conflict { kind, .. } => match kind {
+                Kind::Claim => "ClaimConflict",
+                Kind::VirtualMachine => "VirtualMachineConflict",
+                Kind::Attachment => "NetworkAttachmentConflict",
+                Kind::Secret => "SecretConflict",
+            },
+            Problem::WriteFailed { kind, .. } => match kind {
+                Kind::Claim => "PVCFailed",
+                Kind::VirtualMachine => "KubeVirtApiError",
+                Kind::Attachment => "NetworkFailed",
+                Kind::Secret => "SecretFailed",
+            },
+        }
+    }
+
+    /// The condition this problem sets False.
+    pub fn condition(&self) -> &'static str {
+        use condition::*;
+        match self {
+            Problem::InvalidSpec { .. } => VIRTUAL_MACHINE_READY,
+            Problem::StorageClassNotFound { .. } => STORAGE_READY,
+            Problem::NetworkConfigurationNotFound { .. }
+            | Problem::NetworkInvalid { .. }
+            | Problem::MultusNotInstalled => NETWORK_READY,
+            Problem::SecretNotFound { .. } | Problem::SecretKeyNotFound { .. } => {
+                VIRTUAL_MACHINE_READY
+            }
+            Problem::Conflict { kind, .. } | Problem::WriteFailed { kind, .. } => match kind {
+                Kind::Claim => STORAGE_READY,
+                Kind::Attachment => NETWORK_READY,
+                Kind::VirtualMachine | Kind::Secret => VIRTUAL_MACHINE_READY,
+            },
+        }
+    }
+
+    /// Every reason a problem can have, for documentation and tests.
+    pub const REASONS: &'static [&'static str] = &[
+        "TemplateNotFound",
+        "InvalidSpec",
+        "StorageClassNotFound",
+        "NetworkConfigurationNotFound",
+        "NetworkInvalid",
+        "MultusNotInstalled",
+        "SecretNotFound",
+        "SecretKeyNotFound",
+        "ClaimConflict",
+        "VirtualMachineConflict",
+        "NetworkAttachmentConflict",
+        "SecretConflict",
+        "PVCFailed",
+        "KubeVirtApiError",
+        "NetworkFailed",
+        "SecretFailed",
+    ];
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::InvalidSpec { message, .. } => f.write_str(message),
+            Problem::StorageClassNotFound {
+                disk,
+                storage_class,
+            } => write!(f, "disk {disk:?}: StorageClass {storage_class:?} not found"),
+            Problem::NetworkConfigurationNotFound {
+                network,
+                network_name,
+            } => write!(
+                f,
+                "network {network:?}: NetworkConfiguration {network_name:?} not found"
+            ),
+            Problem::NetworkInvalid { message, .. } => f.write_str(message),
+            Problem::MultusNotInstalled => f.write_str(
+                "the Machine names networks, and Multus (the NetworkAttachmentDefinition API k8s.cni.cncf.io/v1) is not installed",
+            ),
+            Problem::SecretNotFound { name } => write!(f, "cloud-init Secret {name:?} not found"),
+            Problem::SecretKeyNotFound { name, key } => {
+                write!(f, "cloud-init Secret {name:?} has no key {key:?}")
+            }
+            Problem::Conflict { kind, name } => write!(
+                f,
+                "{} {name} exists and is not controlled by this Machine",
+                kind.as_str()
+            ),
+            Problem::WriteFailed {
+                kind,
+                name,
+                message,
+            } => write!(f, "{} {name}: {message}", kind.as_str()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Vec<Problem> {
+        let kinds = [
+            Kind::Claim,
+            Kind::VirtualMachine,
+            Kind::Attachment,
+            Kind::Secret,
+        ];
+        let mut v = vec![
+            Problem::InvalidSpec {
+                template_not_found: true,
+                message: "m".into(),
+            },
+            Problem::InvalidSpec {
+                template_not_found: false,
+                message: "m".into(),
+            },
+            Problem::StorageClassNotFound {
+                disk: "d".into(),
+                storage_class: "s".into(),
+            },
+            Problem::NetworkConfigurationNotFound {
+                network: "n".into(),
+                network_name: "nn".into(),
+            },
+            Problem::NetworkInvalid {
+                network_name: "n".into(),
+                message: "m".into(),
+            },
+            Problem::MultusNotInstalled,
+            Problem::SecretNotFound { name: "s".into() },
+            Problem::SecretKeyNotFound {
+                name: "s".into(),
+                key: "k".into(),
+            },
+        ];
+        for kind in kinds {
+            v.push(Problem::Conflict {
+                kind,
+                name: "x".into(),
+            });
+        }
+        for kind in kinds {
+            v.push(Problem::WriteFailed {
+                kind,
+                name: "x".into(),
+                message: "m".into(),
+            });
+        }
+        v
+    }
+
+    #[test]
+    fn every_reason_is_listed_once() {
+        let reasons: Vec<&str> = all().iter().map(Problem::reason).collect();
+        assert_eq!(reasons, Problem::REASONS);
+    }
+
+    #[test]
+    fn conflicts_follow_the_shared_vocabulary() {
+        let c = |kind| Problem::Conflict {
+            kind,
+            name: "a-b-root".into(),
+        };
+        let claim = c(Kind::Claim);
+        assert_eq!(
+            (claim.reason(), claim.condition()),
+            ("ClaimConflict", condition::STORAGE_READY)
+        );
+        assert_eq!(
+            claim.to_string(),
+            "PersistentVolumeClaim a-b-root exists and is not controlled by this Machine"
+        );
+        let vm = c(Kind::VirtualMachine);
+        assert_eq!(
+            (vm.reason(), vm.condition()),
+            ("VirtualMachineConflict", condition::VIRTUAL_MACHINE_READY)
+        );
+        let nad = c(Kind::Attachment);
+        assert_eq!(
+            (nad.reason(), nad.condition()),
+            ("NetworkAttachmentConflict", condition::NETWORK_READY)
+        );
+        let secret = c(Kind::Secret);
+        assert_eq!(
+            (secret.reason(), secret.condition()),
+            ("SecretConflict", condition::VIRTUAL_MACHINE_READY)
+        );
+    }
+}

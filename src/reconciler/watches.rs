@@ -1,0 +1,234 @@
+//! The watches that fill the reconciler's caches, all built by [`watch`] from one [`Scope`].
+//!
+//! Each watch lists and decodes objects one by one: an object whose optional fields have a shape
+//! our types do not expect (KubeVirt allows `memory.guest` as a number) is logged and left out
+//! of its cache instead of failing the whole list. Every cached object is stripped of what the
+//! reconcile never reads (`managedFields`, kubectl's last-applied annotation).
+
+use std::fmt::Debug;
+use std::hash::Hash;
+
+use futures::{Stream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::api::Machine;
+
+use super::{MANAGED_BY, MANAGED_BY_LABEL};
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Which namespaces the reconciler watches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    All,
+    /// One namespace (Machines, VMs, claims and attachments there; StorageClasses are
+    /// cluster-wide and always watched whole).
+    Namespace(String),
+}
+
+fn api<K>(client: &Client, scope: &Scope, namespaced: bool) -> Api<DynamicObject>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let ar = ApiResource::erase::<K>(&());
+    match scope {
+        Scope::Namespace(ns) if namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Only objects labelled as the operator's.
+pub fn managed() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
+}
+
+/// Drops what the reconcile never reads, to keep the caches small.
+fn slim<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+        if a.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
+
+/// Decodes `obj` as `K`; an object that does not decode is logged (with the field at fault)
+/// and skipped.
+fn decode<K: DeserializeOwned>(obj: DynamicObject) -> Option<K> {
+    let name = obj.name_any();
+    let ns = obj.namespace().unwrap_or_default();
+    let value = serde_json::to_value(obj).ok()?;
+    match serde_path_to_error::deserialize::<_, K>(value) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            tracing::warn!(
+                object = %name,
+                object_namespace = %ns,
+                field = %e.path(),
+                error = %e.inner(),
+                "object left out of the cache: a field has an unexpected shape"
+            );
+            None
+        }
+    }
+}
+
+fn decode_event<K: DeserializeOwned>(
+    e: watcher::Event<DynamicObject>,
+) -> Option<watcher::Event<K>> {
+    Some(match e {
+        watcher::Event::Apply(o) => watcher::Event::Apply(decode(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(decode(o)?),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(decode(o)?),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    })
+}
+
+/// The watch events of `K` in `scope`, decoded one object at a time, slimmed, with backoff.
+pub fn events<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::Scope: 'static,
+{
+    let namespaced = std::any::TypeId::of::<K::Scope>()
+        != std::any::TypeId::of::<k8s_openapi::ClusterResourceScope>();
+    watcher(api::<K>(client, scope, namespaced), config)
+        .default_backoff()
+        .filter_map(|r| async move {
+            match r {
+                Ok(e) => decode_event::<K>(e).map(Ok),
+                Err(e) => Some(Err(e)),
+            }
+        })
+        .modify(slim::<K>)
+}
+
+/// A watch that fills `writer` and yields every object it sees change (including deletions),
+/// telling `seen` the key and resourceVersion of each.
+pub fn watch<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+    K::Scope: 'static,
+{
+    events::<K>(client, scope, config)
+        .reflect(writer)
+        .touched_objects()
+        .inspect(move |r| {
+            if let Ok(o) = r {
+                seen(&key_of(o), o.meta().resource_version.as_deref());
+            }
+        })
+}
+
+/// The names (metadata only, slimmed) of every `K` in `scope`, whoever made it: how a
+/// reconcile tells "absent" from "made by someone else" without a GET, since the full caches
+/// select by the operator's label.
+pub fn names<K>(
+    client: &Client,
+    scope: &Scope,
+    writer: reflector::store::Writer<PartialObjectMeta<K>>,
+) -> impl Stream<Item = ()> + Send + 'static
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<PartialObjectMeta<K>> = match scope {
+        Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        Scope::All => Api::all(client.clone()),
+    };
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|m: &mut PartialObjectMeta<K>| {
+            m.metadata.managed_fields = None;
+            m.metadata.annotations = None;
+        })
+        .reflect(writer)
+        .map(drop)
+}
+
+pub fn key_of<K: Resource>(o: &K) -> String {
+    format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
+}
+
+pub fn ignore(_: &str, _: Option<&str>) {}
+
+/// Machines in `ns` for which `uses` holds (to trigger them on a dependency's change).
+pub fn machines_using(
+    machines: &Store<Machine>,
+    ns: Option<String>,
+    uses: impl Fn(&Machine) -> bool,
+) -> Vec<ObjectRef<Machine>> {
+    machines
+        .state_filter(|m| (ns.is_none() || m.namespace() == ns) && uses(m))
+        .iter()
+        .map(|m| ObjectRef::from_obj(m.as_ref()))
+        .collect()
+}
+
+/// Whether the API server serves `group/version` `plural` (an optional API such as Multus').
+pub async fn serves(client: &Client, group_version: &str, plural: &str) -> bool {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == plural),
+        Err(e) => {
+            tracing::debug!(api = group_version, error = %e, "API not served");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconciler::kubevirt::VirtualMachine;
+    use serde_json::json;
+
+    #[test]
+    fn an_object_of_unexpected_shape_is_skipped_not_fatal() {
+        let odd: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "odd", "namespace": "ns"},
+            "spec": {"template": {"spec": {"domain": {"memory": {"guest": 1073741824_u64}, "devices": {}}}}}
+        }))
+        .unwrap();
+        assert!(decode_event::<VirtualMachine>(watcher::Event::InitApply(odd)).is_none());
+        let fine: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "fine", "namespace": "ns"},
+            "spec": {"template": {"spec": {"domain": {"memory": {"guest": "1Gi"}, "devices": {}}}}}
+        }))
+        .unwrap();
+        assert!(matches!(
+            decode_event::<VirtualMachine>(watcher::Event::InitApply(fine)),
+            Some(watcher::Event::InitApply(vm)) if vm.name_any() == "fine"
+        ));
+        assert!(matches!(
+            decode_event::<VirtualMachine>(watcher::Event::InitDone),
+            Some(watcher::Event::InitDone)
+        ));
+    }
+}

@@ -1,0 +1,145 @@
+//! The packaging tools (helm v4, a kubectl with kustomize components, kubernetes-validate) from
+//! `scripts/test-tools.sh`, and the chart and kustomize renderings the packaging tests compare.
+//! `make test` passes the tools' directory in `KUBEVIRT_OPERATOR_TOOLS`; without it the script
+//! runs here (it is cached, so only the first run fetches anything).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+pub const RELEASE: &str = "kubevirt-operator";
+pub const NAMESPACE: &str = "kubevirt-operator-system";
+
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+pub fn chart_dir() -> PathBuf {
+    repo("charts/kubevirt-operator")
+}
+
+pub fn tools() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("KUBEVIRT_OPERATOR_TOOLS") {
+            return PathBuf::from(dir);
+        }
+        let out = Command::new(repo("scripts/test-tools.sh"))
+            .output()
+            .expect("run scripts/test-tools.sh");
+        assert!(
+            out.status.success(),
+            "scripts/test-tools.sh: {}",
+            text(&out)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+pub fn tool(name: &str) -> Command {
+    Command::new(tools().join(name))
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "exit {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `cmd`, panics with its output unless it succeeds, returns stdout.
+pub fn run(mut cmd: impl std::borrow::BorrowMut<Command>) -> String {
+    let cmd = cmd.borrow_mut();
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+pub fn docs(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).expect("YAML document"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Writes `values` (YAML) to a file under target/ and returns its path.
+pub fn values_file(name: &str, values: &str) -> PathBuf {
+    let dir = repo("target/chart-test-values");
+    std::fs::create_dir_all(&dir).expect("values dir");
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, values).expect("values file");
+    path
+}
+
+/// Every value switched on (and the optional ones set), for lint, template and validation.
+pub const ALL_TOGGLES: &str = r#"
+certificates: {mode: cert-manager}
+serviceMonitor: {enabled: true, labels: {release: prometheus}}
+prometheusRule: {enabled: true}
+networkPolicy: {enabled: true, apiServerCIDRs: [192.0.2.0/24, "2001:db8::/64"]}
+watchNamespaces: [team-a]
+extraLabels: {team: platform}
+extraAnnotations: {owner: platform@example.com}
+podAnnotations: {example.com/scrape: "false"}
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]}]}}}
+imagePullSecrets: [{name: regcred}]
+webhook: {serviceName: custom-webhook}
+drainPeriodSeconds: 15
+log: {format: text, level: debug}
+leaderElection: {leaseDuration: 20s}
+reconcileInterval: 1m
+"#;
+
+/// The toggles that have a kustomize counterpart (components), set to the components' values.
+pub const COMPONENTS: &str = r#"
+serviceMonitor: {enabled: true}
+prometheusRule: {enabled: true}
+networkPolicy: {enabled: true, apiServerCIDRs: [192.0.2.0/24]}
+"#;
+
+/// `helm template` of the chart as release kubevirt-operator, CRDs included.
+pub fn helm_template(values: &[&Path], extra: &[&str]) -> String {
+    let mut cmd = tool("helm");
+    cmd.args(["template", RELEASE]).arg(chart_dir()).args([
+        "--namespace",
+        NAMESPACE,
+        "--include-crds",
+    ]);
+    for v in values {
+        cmd.arg("-f").arg(v);
+    }
+    cmd.args(extra);
+    run(cmd)
+}
+
+/// `kubectl kustomize` of `dir` (relative to the repository).
+pub fn kustomize(dir: &Path) -> String {
+    let mut cmd = tool("kubectl");
+    cmd.arg("kustomize").arg(dir);
+    run(cmd)
+}
+
+/// An overlay under target/ with `body` (paths in it relative to the repository root).
+pub fn overlay(name: &str, body: &str) -> PathBuf {
+    let dir = repo("target/kustomize-overlays").join(name);
+    std::fs::create_dir_all(&dir).expect("overlay dir");
+    std::fs::write(dir.join("kustomization.yaml"), body).expect("overlay");
+    dir
+}
+
+/// The base with both components, as an admin's overlay would include them.
+pub fn kustomize_with_components() -> String {
+    kustomize(&overlay(
+        "components",
+        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy]\n",
+    ))
+}

@@ -1,0 +1,393 @@
+//! The chart on a real control plane: `helm install` and `helm upgrade` (changed values roll the
+//! objects), then `kubevirt-operator run` out of cluster with exactly the chart's RBAC, by
+//! impersonating the chart's ServiceAccount: it must lead, publish its webhook configurations,
+//! admit a Machine and create its VirtualMachine without a single request refused.
+
+mod chart;
+mod support;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use chart::{NAMESPACE, RELEASE, chart_dir, run, tool};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::{Value, json};
+use support::{ControlPlane, OPERATOR_NAMESPACE, Proc, eventually_with};
+
+const WAIT: Duration = Duration::from_secs(60);
+const SERVICE_ACCOUNT: &str = "kubevirt-operator-controller-manager";
+
+fn helm(cp: &ControlPlane, args: &[&str]) -> Command {
+    let mut cmd = tool("helm");
+    cmd.args(args)
+        .arg("--kubeconfig")
+        .arg(cp.admin_kubeconfig())
+        .args(["--namespace", NAMESPACE]);
+    // Helm keeps its caches and repository config out of $HOME.
+    let home = cp.dir().join("helm");
+    cmd.env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    cmd
+}
+
+fn env_of(d: &Deployment, name: &str) -> Option<String> {
+    d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}
+
+/// The admin's kubeconfig, impersonating the chart's ServiceAccount: every request is authorized
+/// as that ServiceAccount, so the operator holds exactly the chart's RBAC.
+fn impersonating_kubeconfig(cp: &ControlPlane) -> PathBuf {
+    let admin = std::fs::read_to_string(cp.admin_kubeconfig()).expect("admin kubeconfig");
+    let mut config: Value = serde_yaml::from_str(&admin).expect("kubeconfig YAML");
+    for user in config["users"].as_array_mut().expect("users") {
+        user["user"]["as"] = json!(format!(
+            "system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+        ));
+        user["user"]["as-groups"] = json!([
+            "system:serviceaccounts",
+            format!("system:serviceaccounts:{NAMESPACE}"),
+            "system:authenticated"
+        ]);
+    }
+    support::write_private(
+        cp.dir(),
+        "chart-serviceaccount.kubeconfig",
+        &serde_yaml::to_string(&config).expect("YAML"),
+    )
+    .expect("write kubeconfig")
+}
+
+/// Requests made as the ServiceAccount that kube-apiserver refused (from its audit log).
+fn refused(cp: &ControlPlane) -> Vec<String> {
+    let log = std::fs::read_to_string(cp.dir().join("audit.log")).expect("audit log");
+    let user = format!("system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}");
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["impersonatedUser"]["username"] == user)
+        .filter(|e| e["responseStatus"]["code"] == 403)
+        .map(|e| {
+            format!(
+                "{} {}/{} ns={} name={}",
+                e["verb"],
+                e["objectRef"]["apiGroup"],
+                e["objectRef"]["resource"],
+                e["objectRef"]["namespace"],
+                e["objectRef"]["name"]
+            )
+        })
+        .collect()
+}
+
+fn requests_as_service_account(cp: &ControlPlane) -> usize {
+    let log = std::fs::read_to_string(cp.dir().join("audit.log")).expect("audit log");
+    let user = format!("system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}");
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["impersonatedUser"]["username"] == user)
+        .count()
+}
+
+fn launch_operator(cp: &ControlPlane, kubeconfig: &Path, extra: &[&str]) -> (Proc, u16) {
+    let webhook = support::free_port().expect("port");
+    let probes = support::free_port().expect("port");
+    let dir = cp.dir().join("chart-operator");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let args: Vec<OsString> = [
+        "--log-format",
+        "json",
+        "run",
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "--namespace",
+        NAMESPACE,
+        "--webhook-url",
+        &format!("https://127.0.0.1:{webhook}"),
+        "--listen",
+        &format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-probe-bind-address",
+        &format!("127.0.0.1:{probes}"),
+        "--reconcile-interval",
+        "2s",
+    ]
+    .iter()
+    .chain(extra)
+    .map(OsString::from)
+    .collect();
+    let proc = Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args,
+        dir.join("operator.log"),
+    )
+    .expect("spawn operator");
+    (proc, probes)
+}
+
+async fn ready(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    if s.write_all(b"GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200")
+}
+
+#[tokio::test]
+async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
+    assert_eq!(NAMESPACE, OPERATOR_NAMESPACE);
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    cp.install_crds(&support::crd_fixtures().expect("fixture CRDs"))
+        .await
+        .expect("KubeVirt and Multus CRDs");
+
+    // Install: CRDs from the chart's crds/, every template object.
+    run(helm(&cp, &["install", RELEASE]).arg(chart_dir()));
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let d = deployments.get(SERVICE_ACCOUNT).await.expect("Deployment");
+    assert_eq!(env_of(&d, "RUST_LOG").as_deref(), Some("info"));
+    let generation = d.metadata.generation.expect("generation");
+
+    // Upgrade with changed values: the Deployment rolls and namespace-scoped RBAC replaces the
+    // cluster-wide rules.
+    let mut team = k8s_openapi::api::core::v1::Namespace::default();
+    team.metadata.name = Some("team-a".to_owned());
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &team)
+        .await
+        .expect("namespace team-a");
+    run(helm(
+        &cp,
+        &[
+            "upgrade",
+            RELEASE,
+            "--set",
+            "log.level=debug",
+            "--set",
+            "replicaCount=3",
+            "--set",
+            "watchNamespaces={team-a}",
+        ],
+    )
+    .arg(chart_dir()));
+    let d = deployments.get(SERVICE_ACCOUNT).await.expect("Deployment");
+    assert!(
+        d.metadata.generation.expect("generation") > generation,
+        "the Deployment rolled"
+    );
+    assert_eq!(env_of(&d, "RUST_LOG").as_deref(), Some("debug"));
+    assert_eq!(env_of(&d, "WATCH_NAMESPACES").as_deref(), Some("team-a"));
+    assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(3));
+    Api::<Role>::namespaced(client.clone(), "team-a")
+        .get(RELEASE)
+        .await
+        .expect("the Role in team-a");
+    let cluster_role = Api::<ClusterRole>::all(client.clone())
+        .get(RELEASE)
+        .await
+        .expect("ClusterRole");
+    assert!(
+        !cluster_role.rules.iter().flatten().any(|r| r
+            .resources
+            .iter()
+            .flatten()
+            .any(|x| x == "secrets")),
+        "no cluster-wide Secret rights in namespace-scoped mode"
+    );
+
+    // Back to cluster-wide with the defaults: the per-namespace Roles go away.
+    run(helm(&cp, &["upgrade", RELEASE, "--reset-values"]).arg(chart_dir()));
+    assert!(
+        Api::<Role>::namespaced(client.clone(), "team-a")
+            .get_opt(RELEASE)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let history = run(helm(&cp, &["history", RELEASE, "-o", "json"]));
+    let history: Value = serde_json::from_str(&history).expect("history JSON");
+    assert_eq!(history.as_array().map(Vec::len), Some(3), "{history}");
+
+    // The operator with exactly the chart's RBAC, cluster-wide.
+    let kubeconfig = impersonating_kubeconfig(&cp);
+    operator_admits_and_reconciles(&cp, &client, &kubeconfig, "default", &[]).await;
+
+    // Namespace-scoped: a Role in team-a and cluster-wide rules on cluster-scoped objects only.
+    run(helm(
+        &cp,
+        &["upgrade", RELEASE, "--set", "watchNamespaces={team-a}"],
+    )
+    .arg(chart_dir()));
+    operator_admits_and_reconciles(
+        &cp,
+        &client,
+        &kubeconfig,
+        "team-a",
+        &["--watch-namespaces", "team-a"],
+    )
+    .await;
+    assert!(
+        requests_as_service_account(&cp) > 0,
+        "requests were made as the ServiceAccount"
+    );
+    let refused = refused(&cp);
+    assert!(
+        refused.is_empty(),
+        "refused with the chart's RBAC:\n{}",
+        refused.join("\n")
+    );
+
+    // Every toggle on, as a second release in its own namespace (last: its cert-manager webhook
+    // configurations point at a Service no pod serves here). The API server validates every
+    // object, webhook configurations included; the foreign kinds install against stand-in CRDs.
+    cp.install_crds(&[support::fixture("chart/foreign-crds.yaml")])
+        .await
+        .expect("stand-in CRDs");
+    let all = chart::values_file("all-toggles", chart::ALL_TOGGLES);
+    let mut install = tool("helm");
+    install
+        .args(["install", "edge"])
+        .arg(chart_dir())
+        .arg("-f")
+        .arg(&all)
+        .args(["--namespace", "edge-system", "--create-namespace"])
+        .arg("--kubeconfig")
+        .arg(cp.admin_kubeconfig());
+    run(install);
+    let kinds = [
+        ("monitoring.coreos.com", "v1", "ServiceMonitor"),
+        ("monitoring.coreos.com", "v1", "PrometheusRule"),
+        ("cert-manager.io", "v1", "Certificate"),
+        ("cert-manager.io", "v1", "Issuer"),
+        ("networking.k8s.io", "v1", "NetworkPolicy"),
+    ];
+    for (group, version, kind) in kinds {
+        let api = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "edge-system",
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)),
+        );
+        let listed = api.list(&Default::default()).await.expect("list");
+        assert!(!listed.items.is_empty(), "{kind} installed");
+    }
+    let hooks = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get("edge-kubevirt-operator")
+        .await
+        .expect("the chart's ValidatingWebhookConfiguration");
+    assert_eq!(
+        hooks
+            .metadata
+            .annotations
+            .and_then(|a| a.get("cert-manager.io/inject-ca-from").cloned())
+            .as_deref(),
+        Some("edge-system/edge-kubevirt-operator-webhook-cert")
+    );
+}
+
+/// Runs the operator as the chart's ServiceAccount until it is ready, its webhook configurations
+/// exist, a Machine in `namespace` is admitted and its VirtualMachine created; then stops it
+/// (SIGTERM: the Lease is released for the next run). Fails on any request refused.
+async fn operator_admits_and_reconciles(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    kubeconfig: &Path,
+    namespace: &str,
+    extra: &[&str],
+) {
+    let (mut op, probes) = launch_operator(cp, kubeconfig, extra);
+    let log = || op_log(cp);
+    eventually_with(WAIT, "the operator ready", log, || async move {
+        ready(probes).await.then_some(())
+    })
+    .await;
+    eventually_with(WAIT, "its webhook configurations", log, || {
+        let client = client.clone();
+        async move {
+            let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
+                .get_opt("kubevirt-operator")
+                .await
+                .ok()??;
+            let v = Api::<ValidatingWebhookConfiguration>::all(client)
+                .get_opt("kubevirt-operator")
+                .await
+                .ok()??;
+            Some((m, v))
+        }
+    })
+    .await;
+    // A Machine through the webhooks, then its VirtualMachine from the reconciler.
+    let machines = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "vitistack.io",
+            "v1alpha1",
+            "Machine",
+        )),
+    );
+    let machine: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1",
+        "kind": "Machine",
+        "metadata": {"name": "chart-vm", "namespace": namespace},
+        "spec": {"template": "small"}
+    }))
+    .expect("Machine");
+    eventually_with(WAIT, "the Machine admitted", log, || {
+        let (machines, machine) = (machines.clone(), machine.clone());
+        async move { machines.create(&PostParams::default(), &machine).await.ok() }
+    })
+    .await;
+    let vms = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "kubevirt.io",
+            "v1",
+            "VirtualMachine",
+        )),
+    );
+    eventually_with(WAIT, "the VirtualMachine", log, || {
+        let vms = vms.clone();
+        async move { vms.get_opt("chart-vm").await.ok().flatten() }
+    })
+    .await;
+    assert!(op.exited().is_none(), "the operator exited\n{}", log());
+    op.terminate(Duration::from_secs(15));
+    let refused = refused(cp);
+    assert!(
+        refused.is_empty(),
+        "refused with the chart's RBAC:\n{}\n{}",
+        refused.join("\n"),
+        log()
+    );
+}
+
+fn op_log(cp: &ControlPlane) -> String {
+    let text =
+        std::fs::read_to_string(cp.dir().join("chart-operator/operator.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}

@@ -1,0 +1,430 @@
+//! The Helm chart and the kustomize manifests, rendered by the real tools (helm v4, kubectl's
+//! kustomize) and checked: `helm lint`, `kubernetes-validate --strict` against the Kubernetes
+//! 1.30 and 1.33 schemas, the chart and kustomize installing the same objects, and the facts
+//! an admin relies on (pinned image, no CPU limit, drain within the grace period, the webhook
+//! Service name carried to the operator, RBAC by scope).
+
+mod chart;
+
+use std::collections::BTreeMap;
+
+use chart::{
+    ALL_TOGGLES, COMPONENTS, NAMESPACE, chart_dir, docs, helm_template, kustomize,
+    kustomize_with_components, overlay, repo, run, text, tool, values_file,
+};
+use serde_json::{Value, json};
+
+fn key(doc: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        doc["kind"].as_str().unwrap_or_default(),
+        doc["metadata"]["namespace"].as_str().unwrap_or_default(),
+        doc["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// Objects by kind/namespace/name, without metadata labels and annotations (Helm adds its own)
+/// and without the Namespace (Helm's `--create-namespace` makes it).
+fn objects(yaml: &str) -> BTreeMap<String, Value> {
+    docs(yaml)
+        .into_iter()
+        .filter(|d| d["kind"] != "Namespace")
+        .map(|mut d| {
+            if let Some(meta) = d["metadata"].as_object_mut() {
+                meta.remove("labels");
+                meta.remove("annotations");
+            }
+            (key(&d), integral(d))
+        })
+        .collect()
+}
+
+/// `256.0` and `256` are the same number to the API server; YAML tools print either.
+fn integral(v: Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => json!(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(integral).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, integral(v))).collect()),
+        other => other,
+    }
+}
+
+/// The first place two values differ, as a JSON pointer with both sides.
+fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                first_difference(
+                    &format!("{path}/{k}"),
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                )
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(&format!("{path}/{i}"), p, q)),
+        _ if a == b => None,
+        _ => Some(format!("{path}: chart {a} vs kustomize {b}")),
+    }
+}
+
+fn assert_same(chart: &BTreeMap<String, Value>, kustomize: &BTreeMap<String, Value>) {
+    let names = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(chart), names(kustomize), "the same objects");
+    for (k, c) in chart {
+        if let Some(diff) = first_difference("", c, &kustomize[k]) {
+            panic!("{k} differs at {diff}");
+        }
+    }
+}
+
+#[test]
+fn helm_lint_passes_with_default_values_and_every_toggle() {
+    let all = values_file("all-toggles", ALL_TOGGLES);
+    for extra in [vec![], vec!["-f".to_owned(), all.display().to_string()]] {
+        let mut cmd = tool("helm");
+        cmd.args(["lint", "--strict"]).arg(chart_dir()).args(&extra);
+        let out = run(cmd);
+        assert!(out.contains("0 chart(s) failed"), "{out}");
+    }
+}
+
+#[test]
+fn chart_and_kustomize_render_the_same_objects() {
+    assert_same(
+        &objects(&helm_template(&[], &[])),
+        &objects(&kustomize(&repo("manifests"))),
+    );
+    let components = values_file("components", COMPONENTS);
+    assert_same(
+        &objects(&helm_template(&[&components], &[])),
+        &objects(&kustomize_with_components()),
+    );
+}
+
+#[test]
+fn the_chart_ships_the_generated_crds() {
+    assert_eq!(
+        std::fs::read_to_string(chart_dir().join("crds/crds.yaml")).expect("chart CRDs"),
+        std::fs::read_to_string(repo("manifests/crds.yaml")).expect("manifests/crds.yaml"),
+        "copy manifests/crds.yaml to charts/kubevirt-operator/crds/crds.yaml"
+    );
+}
+
+/// Kinds kubernetes-validate has no schema for (custom resources of other projects).
+const FOREIGN_KINDS: &[&str] = &["ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"];
+
+#[test]
+fn rendered_objects_pass_kubernetes_validate_strict_for_1_30_and_1_33() {
+    let dir = repo("target/kubernetes-validate");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let all = values_file("all-toggles", ALL_TOGGLES);
+    let renderings = [
+        ("chart-defaults.yaml", helm_template(&[], &[])),
+        ("chart-all-toggles.yaml", helm_template(&[&all], &[])),
+        ("kustomize.yaml", kustomize(&repo("manifests"))),
+        ("kustomize-components.yaml", kustomize_with_components()),
+    ];
+    for (file, yaml) in &renderings {
+        std::fs::write(dir.join(file), yaml).expect("write rendering");
+    }
+    for version in ["1.30.0", "1.33.0"] {
+        let mut cmd = tool("kubernetes-validate");
+        cmd.args(["--strict", "--quiet", "-k", version])
+            .args(renderings.iter().map(|(f, _)| dir.join(f)));
+        let out = cmd.output().expect("kubernetes-validate");
+        assert!(out.status.success(), "{version}: {}", text(&out));
+        let report = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        for line in report.lines().filter(|l| !l.trim().is_empty()) {
+            assert!(
+                line.starts_with("WARN")
+                    && line.contains("Couldn't find schema for kind")
+                    && FOREIGN_KINDS
+                        .iter()
+                        .any(|k| line.contains(&format!("kind {k} with"))),
+                "{version}: only foreign custom resources may go unchecked: {line}"
+            );
+        }
+    }
+    // A strict validation does catch a stray field (the tool is not a no-op here).
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {bogus: 1}\n",
+    )
+    .expect("write");
+    let out = tool("kubernetes-validate")
+        .args(["--strict", "--quiet", "-k", "1.33.0"])
+        .arg(&bad)
+        .output()
+        .expect("kubernetes-validate");
+    assert!(!out.status.success(), "{}", text(&out));
+}
+
+fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = objs.iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "one {kind}");
+    found[0]
+}
+
+fn env(deployment: &Value, name: &str) -> Option<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str().map(str::to_owned))
+}
+
+#[test]
+fn the_deployment_has_no_traps() {
+    for rendered in [helm_template(&[], &[]), kustomize(&repo("manifests"))] {
+        let objs = docs(&rendered);
+        let d = one(&objs, "Deployment");
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            c["image"],
+            format!(
+                "ghcr.io/vitistack/kubevirt-operator-rs:{}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "the image built from this repository, tagged with the crate version"
+        );
+        assert!(
+            c["resources"]["limits"].get("cpu").is_none(),
+            "no CPU limit (CFS throttling of tokio's workers)"
+        );
+        assert_eq!(c["resources"]["limits"]["memory"], "512Mi");
+        let drain = env(d, "DRAIN_PERIOD").expect("DRAIN_PERIOD");
+        let drain = kubevirt_operator::config::parse_duration(&drain).expect("a duration");
+        let grace = d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            .as_u64()
+            .expect("terminationGracePeriodSeconds");
+        assert!(grace > drain.as_secs(), "grace {grace}s > drain {drain:?}");
+        // The webhook Service is named in the env, and metrics have a Service of their own.
+        let services: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "Service").collect();
+        let webhook = env(d, "WEBHOOK_SERVICE_NAME").expect("WEBHOOK_SERVICE_NAME");
+        let ports = |name: &str| -> Vec<String> {
+            services
+                .iter()
+                .find(|s| s["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("Service {name}"))["spec"]["ports"]
+                .as_array()
+                .expect("ports")
+                .iter()
+                .map(|p| p["name"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        assert_eq!(ports(&webhook), ["webhook"]);
+        assert_eq!(ports("kubevirt-operator-metrics"), ["metrics"]);
+    }
+    let kustomization = std::fs::read_to_string(repo("manifests/kustomization.yaml")).expect("k");
+    assert!(
+        kustomization.contains(&format!("newTag: {}", env!("CARGO_PKG_VERSION"))),
+        "the images: entry pins the crate version"
+    );
+    let chart: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart_dir().join("Chart.yaml")).expect("Chart.yaml"),
+    )
+    .expect("Chart.yaml");
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+}
+
+/// A kustomize namePrefix renames the Service and the value the operator is told alike; so does
+/// the chart's `webhook.serviceName`.
+#[test]
+fn the_webhook_service_name_follows_renames() {
+    let prefixed = kustomize(&overlay(
+        "name-prefix",
+        "resources: [../../../manifests]\nnamePrefix: team-\n",
+    ));
+    let objs = docs(&prefixed);
+    let d = one(&objs, "Deployment");
+    assert_eq!(
+        env(d, "WEBHOOK_SERVICE_NAME").as_deref(),
+        Some("team-kubevirt-operator-webhook")
+    );
+    assert!(objs.iter().any(
+        |o| o["kind"] == "Service" && o["metadata"]["name"] == "team-kubevirt-operator-webhook"
+    ));
+    let objs = docs(&helm_template(&[], &["--set", "webhook.serviceName=hooks"]));
+    assert_eq!(
+        env(one(&objs, "Deployment"), "WEBHOOK_SERVICE_NAME").as_deref(),
+        Some("hooks")
+    );
+    assert!(
+        objs.iter()
+            .any(|o| o["kind"] == "Service" && o["metadata"]["name"] == "hooks")
+    );
+    let objs = docs(&chart::run({
+        let mut cmd = tool("helm");
+        cmd.args(["template", "edge"])
+            .arg(chart_dir())
+            .args(["-n", NAMESPACE]);
+        cmd
+    }));
+    assert_eq!(
+        env(one(&objs, "Deployment"), "WEBHOOK_SERVICE_NAME").as_deref(),
+        Some("edge-kubevirt-operator-webhook"),
+        "another release name renames the Service and the setting together"
+    );
+}
+
+/// cert-manager mode: the chart's webhook configurations are the ones the operator writes in
+/// self-managed mode (src/certs/webhook_config.rs), with cert-manager's CA injection.
+#[test]
+fn cert_manager_webhooks_match_the_operators_own() {
+    let all = values_file("all-toggles", ALL_TOGGLES);
+    let objs = docs(&helm_template(&[&all], &[]));
+    let lifetimes = kubevirt_operator::certs::CertificateArgs::default()
+        .lifetimes()
+        .expect("lifetimes");
+    let settings = kubevirt_operator::certs::Settings::new(NAMESPACE, None, lifetimes)
+        .expect("settings")
+        .with_service("custom-webhook")
+        .expect("service");
+    let strip = |mut v: Value| {
+        for hook in v["webhooks"].as_array_mut().into_iter().flatten() {
+            hook["clientConfig"]
+                .as_object_mut()
+                .map(|c| c.remove("caBundle"));
+        }
+        v["webhooks"].clone()
+    };
+    let ours = [
+        (
+            "MutatingWebhookConfiguration",
+            serde_json::to_value(kubevirt_operator::certs::webhook_config::mutating(
+                &settings, b"",
+            ))
+            .expect("json"),
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            serde_json::to_value(kubevirt_operator::certs::webhook_config::validating(
+                &settings, b"",
+            ))
+            .expect("json"),
+        ),
+    ];
+    for (kind, desired) in ours {
+        let chart = one(&objs, kind);
+        assert_eq!(strip(chart.clone()), strip(desired), "{kind}");
+        assert_eq!(
+            chart["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            format!("{NAMESPACE}/kubevirt-operator-webhook-cert")
+        );
+    }
+    let cert = one(&objs, "Certificate");
+    assert!(
+        cert["spec"]["dnsNames"]
+            .as_array()
+            .expect("dnsNames")
+            .contains(&json!(format!("custom-webhook.{NAMESPACE}.svc")))
+    );
+    // The operator serves the mounted certificate and holds no certificate Secrets' rights.
+    let d = one(&objs, "Deployment");
+    assert_eq!(env(d, "CERT_FILE").as_deref(), Some("/tls/tls.crt"));
+    assert!(
+        !objs
+            .iter()
+            .any(|o| o["kind"] == "Role"
+                && o["metadata"]["name"] == "kubevirt-operator-certificates")
+    );
+}
+
+fn rules_of(o: &Value) -> Vec<Value> {
+    o["rules"].as_array().cloned().unwrap_or_default()
+}
+
+/// RBAC by scope: the operator's own webhook configurations and certificate objects by name
+/// (only `create` unnamed), and in namespace-scoped mode no cluster-wide namespaced rights.
+#[test]
+fn rbac_is_scoped_by_name_and_namespace() {
+    let objs = docs(&helm_template(&[], &[]));
+    let cluster_role = one(&objs, "ClusterRole");
+    for rule in rules_of(cluster_role) {
+        if rule["apiGroups"][0] == "admissionregistration.k8s.io" {
+            let verbs = rule["verbs"].as_array().expect("verbs");
+            if verbs == &vec![json!("create")] {
+                assert!(rule.get("resourceNames").is_none());
+            } else {
+                assert_eq!(
+                    rule["resourceNames"],
+                    json!(["kubevirt-operator"]),
+                    "{rule}"
+                );
+            }
+        }
+    }
+    let scoped = docs(&helm_template(&[], &["--set", "watchNamespaces={team-a}"]));
+    let cluster_role = one(&scoped, "ClusterRole");
+    let cluster_resources: Vec<String> = rules_of(cluster_role)
+        .iter()
+        .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+        .map(|r| r.as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        cluster_resources,
+        [
+            "storageclasses",
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations"
+        ],
+        "only cluster-scoped objects cluster-wide"
+    );
+    let unscoped_machines_rules = rules_of(one(&objs, "ClusterRole"))
+        .into_iter()
+        .filter(|r| {
+            r["apiGroups"][0] != "admissionregistration.k8s.io"
+                && r["resources"][0] != "storageclasses"
+        })
+        .collect::<Vec<_>>();
+    let ns = "team-a";
+    let role = scoped
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == ns)
+        .unwrap_or_else(|| panic!("a Role in {ns}"));
+    assert_eq!(rules_of(role), unscoped_machines_rules, "{ns}");
+    assert!(scoped.iter().any(|o| o["kind"] == "RoleBinding"
+        && o["metadata"]["namespace"] == ns
+        && o["subjects"][0]["name"] == "kubevirt-operator-controller-manager"));
+    let d = one(&scoped, "Deployment");
+    assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a"));
+}
+
+#[test]
+fn bad_values_are_refused_naming_the_value() {
+    for (set, message) in [
+        ("certificates.mode=vault", "certificates.mode \"vault\""),
+        ("networkPolicy.enabled=true", "networkPolicy.apiServerCIDRs"),
+        (
+            "terminationGracePeriodSeconds=5",
+            "must exceed drainPeriodSeconds",
+        ),
+        ("log.format=xml", "log.format \"xml\""),
+        ("watchNamespaces={a,b}", "every namespace or one"),
+    ] {
+        let out = tool("helm")
+            .args(["template", "x"])
+            .arg(chart_dir())
+            .args(["--set", set])
+            .output()
+            .expect("helm");
+        assert!(!out.status.success(), "{set}: accepted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(message),
+            "{set}: {}",
+            text(&out)
+        );
+    }
+}
