@@ -18,7 +18,7 @@ use crate::telemetry::metrics::{Webhook, WebhookResult};
 
 use super::decide::bad_request;
 use super::review::{self, Request, Verdict};
-use super::{Admission, MUTATE_PATH, VALIDATE_PATH};
+use super::{Admission, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
 
 /// kube-apiserver's own limit for a request body.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -39,6 +39,7 @@ pub fn router_with_metrics(admission: Arc<Admission>, metrics: Arc<Metrics>) -> 
     Router::new()
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
+        .route(NETWORK_VALIDATE_PATH, post(validate_network))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -52,8 +53,29 @@ async fn mutate(State(shared): State<Shared>, body: Bytes) -> Response {
 }
 
 async fn validate(State(shared): State<Shared>, body: Bytes) -> Response {
-    measured(&shared.metrics, "validate", || {
-        answer(&body, |req| shared.admission.validate(req))
+    let Some(reviewer) = shared.admission.access() else {
+        return measured(&shared.metrics, "validate", || {
+            answer(&body, |req| shared.admission.validate(req))
+        });
+    };
+    // The rules first (no API call for a Machine they refuse), then the access check as the
+    // author, which waits on kube-apiserver.
+    let start = Instant::now();
+    let (response, result) = match decode_or_reject(&body) {
+        Err(rejected) => rejected,
+        Ok(review) => {
+            let verdict = shared.admission.validate(&review.request);
+            let verdict = super::access::check(reviewer, &review.request, verdict).await;
+            respond(&review, &verdict)
+        }
+    };
+    record(&shared.metrics, "validate", start, result);
+    response
+}
+
+async fn validate_network(State(shared): State<Shared>, body: Bytes) -> Response {
+    measured(&shared.metrics, "validate-networkconfiguration", || {
+        answer(&body, |req| shared.admission.validate_network(req))
     })
 }
 
@@ -64,6 +86,11 @@ fn measured(
 ) -> Response {
     let start = Instant::now();
     let (response, result) = handle();
+    record(metrics, webhook, start, result);
+    response
+}
+
+fn record(metrics: &Metrics, webhook: &'static str, start: Instant, result: &'static str) {
     metrics
         .admission_duration
         .get_or_create(&Webhook { webhook })
@@ -72,24 +99,33 @@ fn measured(
         .admission_requests
         .get_or_create(&WebhookResult { webhook, result })
         .inc();
-    response
 }
 
 /// Decodes, decides and encodes one review, and says how it went (allowed, denied or error).
 /// A review we cannot answer in kind (no uid, not JSON, wrong apiVersion) gets a 400 with a
 /// Kubernetes Status saying why.
 pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Response, &'static str) {
-    let review = match review::decode(body) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
-            return (
-                status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string())),
-                "error",
-            );
+    match decode_or_reject(body) {
+        Ok(review) => {
+            let verdict = decide(&review.request);
+            respond(&review, &verdict)
         }
-    };
-    let verdict = decide(&review.request);
+        Err(rejected) => rejected,
+    }
+}
+
+fn decode_or_reject(body: &[u8]) -> Result<review::Review, (Response, &'static str)> {
+    review::decode(body).map_err(|e| {
+        tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
+        (
+            status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string())),
+            "error",
+        )
+    })
+}
+
+/// Logs a denial and encodes the verdict in the review's own apiVersion.
+fn respond(review: &review::Review, verdict: &Verdict) -> (Response, &'static str) {
     if !verdict.allowed {
         let message = verdict
             .status
@@ -99,7 +135,7 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
         tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %message, "denied");
     }
     let result = if verdict.allowed { "allowed" } else { "denied" };
-    match review::encode(&review.api_version, &review.request.uid, &verdict) {
+    match review::encode(&review.api_version, &review.request.uid, verdict) {
         Ok(bytes) => (
             ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
             result,

@@ -8,6 +8,7 @@ use anyhow::Context;
 use futures::FutureExt;
 use tokio::net::TcpListener;
 
+use crate::access::AccessReviewer;
 use crate::admission::{Admission, routes};
 use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
@@ -82,7 +83,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
 
     // Webhooks, on every replica.
-    let admission = Arc::new(Admission::new(catalog)?);
+    // Validation asks, as the Machine's author, whether they may read what it refers to.
+    let admission = Arc::new(
+        Admission::new(catalog)?
+            .with_allowed_bridges(args.networks.allowed_bridges.clone())
+            .with_access(AccessReviewer::new(clients.api.clone())),
+    );
     let listener = TcpListener::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
