@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
-use kubevirt_operator::api::Machine;
+use kubevirt_operator::api::{Machine, NetworkConfiguration};
 use support::{ControlPlane, Proc};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -132,8 +132,8 @@ fn machines(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
+/// A dedicated control plane with the CRDs, namespace `team-a`, and the operator started.
+async fn setup(extra: &[&str]) -> (ControlPlane, Client, Proc) {
     support::init_crypto();
     let cp = ControlPlane::start().await.expect("control plane");
     let mut crds = support::crd_fixtures().expect("fixture CRDs");
@@ -141,9 +141,72 @@ async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
     cp.install_crds(&crds).await.expect("CRDs");
     let admin = cp.client().await.expect("admin client");
     create_namespace(&admin, "access-operator").await;
+    create_namespace(&admin, "team-a").await;
+    let op = start_operator(&cp, "access-operator", extra);
+    (cp, admin, op)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_configurations_name_valid_allowed_bridges_only() {
+    let (_cp, admin, op) = setup(&["--allowed-bridges", "br0,br-vms"]).await;
+    let ncs: Api<NetworkConfiguration> = Api::namespaced(admin, "team-a");
+    let nc = |name: &str, spec: Value| -> NetworkConfiguration {
+        serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "NetworkConfiguration",
+            "metadata": {"name": name}, "spec": spec
+        }))
+        .expect("NC")
+    };
+    let pp = PostParams::default();
+    let deadline = Instant::now() + WAIT;
+    let message = loop {
+        match ncs
+            .create(&pp, &nc("host", json!({"bridge": "br-host"})))
+            .await
+        {
+            Err(Error::Api(e)) if e.message.contains("admission webhook") => break e.message,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "webhook not in force: {other:?}\n{}",
+                    op.log_tail(60)
+                );
+                // Admitted before the webhook was registered: try again.
+                let _ = ncs.delete("host", &Default::default()).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(
+        message.contains(
+            r#"spec.bridge: Unsupported value: "br-host": supported values: "br-vms", "br0""#
+        ),
+        "{message}"
+    );
+    ncs.create(&pp, &nc("lan", json!({"bridge": "br0", "vlan": 4094})))
+        .await
+        .expect("an allowed bridge");
+    // The static rules are in the CRD schema: kube-apiserver refuses before any webhook.
+    for (spec, field) in [
+        (json!({"bridge": "br/0"}), "spec.bridge"),
+        (json!({"bridge": "bridge-too-long0"}), "spec.bridge"),
+        (json!({"bridge": ".."}), "spec.bridge"),
+        (json!({"bridge": "br0", "vlan": 4095}), "spec.vlan"),
+    ] {
+        match ncs.create(&pp, &nc("bad", spec.clone())).await {
+            Err(Error::Api(e)) => {
+                assert_eq!(e.code, 422, "{spec}: {e:?}");
+                assert!(e.message.contains(field), "{spec}: {}", e.message);
+            }
+            other => panic!("{spec} admitted: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
+    let (cp, admin, op) = setup(&[]).await;
     let ns = "team-a";
-    create_namespace(&admin, ns).await;
-    let op = start_operator(&cp, "access-operator", &[]);
 
     let write_machines = rule("vitistack.io", "machines", &["get", "create", "patch"]);
     grant(

@@ -75,6 +75,12 @@ fn unknown_log_format() {
 }
 
 #[test]
+fn allowed_bridge_that_is_no_interface_name() {
+    let line = start_up_error(&[("ALLOWED_BRIDGES", "br0,br/host")], &["run"]);
+    assert_names(&line, "ALLOWED_BRIDGES", "br/host");
+}
+
+#[test]
 fn unknown_default_template() {
     let line = start_up_error(&[], &["run", "--default-template", "gigantic"]);
     assert_names(&line, "--default-template", "gigantic");
