@@ -75,7 +75,10 @@ mod tests {
         json!({"metadata": {"name": "m"}, "spec": {"cloudInit": {"secretRef": r}}})
     }
 
-    fn needed(old: Option<&Value>, new: &Value) -> Vec<(String, String, String)> {
+    /// (verb, resource, namespace/name)
+    type Needed = Vec<(String, String, String)>;
+
+    fn needed(old: Option<&Value>, new: &Value) -> Needed {
         machine_needs(&Change {
             namespace: "team-a",
             old,
@@ -92,7 +95,7 @@ mod tests {
         let boot = with_ref("boot", None);
         let get_boot = vec![("get".into(), "secrets".into(), "team-a/boot".into())];
         let none = json!({"spec": {"cpu": {"cores": 2}}});
-        let cases: &[(&str, Option<&Value>, &Value, Vec<(String, String, String)>)] = &[
+        let cases: &[(&str, Option<&Value>, &Value, Needed)] = &[
             ("create with a reference", None, &boot, get_boot.clone()),
             ("create without", None, &none, vec![]),
             ("update, reference unchanged", Some(&boot), &boot, vec![]),

@@ -62,7 +62,7 @@ async fn validate(State(shared): State<Shared>, body: Bytes) -> Response {
     // author, which waits on kube-apiserver.
     let start = Instant::now();
     let (response, result) = match decode_or_reject(&body) {
-        Err(rejected) => rejected,
+        Err(rejected) => *rejected,
         Ok(review) => {
             let verdict = shared.admission.validate(&review.request);
             let verdict = super::access::check(reviewer, &review.request, verdict).await;
@@ -110,17 +110,17 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
             let verdict = decide(&review.request);
             respond(&review, &verdict)
         }
-        Err(rejected) => rejected,
+        Err(rejected) => *rejected,
     }
 }
 
-fn decode_or_reject(body: &[u8]) -> Result<review::Review, (Response, &'static str)> {
+fn decode_or_reject(body: &[u8]) -> Result<review::Review, Box<(Response, &'static str)>> {
     review::decode(body).map_err(|e| {
         tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
-        (
+        Box::new((
             status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string())),
             "error",
-        )
+        ))
     })
 }
 
