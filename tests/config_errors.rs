@@ -152,3 +152,18 @@ async fn metrics_port_in_use() {
     );
     assert!(line.contains("METRICS_BIND_ADDRESS"), "{line}");
 }
+
+/// The standalone server cannot ask kube-apiserver, and says so where its users look.
+#[test]
+fn webhook_help_says_it_skips_the_access_check() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubevirt-operator"))
+        .args(["webhook", "--help"])
+        .output()
+        .expect("run kubevirt-operator webhook --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    assert!(
+        help.contains("SKIPS the access check") && help.contains("spec.cloudInit.secretRef"),
+        "{help}"
+    );
+}
