@@ -38,6 +38,10 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the admission webhooks over HTTPS from PEM files, with no cluster access.
+    ///
+    /// Without a cluster there is no SubjectAccessReview: this server SKIPS the access check
+    /// that `run` makes as the Machine's author (may they `get` the Secret in
+    /// `spec.cloudInit.secretRef`?). Use `run` wherever Machine authors are not trusted.
     Webhook(WebhookArgs),
     /// Print the CustomResourceDefinitions as YAML.
     Crd,
@@ -56,6 +60,23 @@ pub struct TemplateArgs {
     pub default_template: String,
 }
 
+/// What NetworkConfigurations may ask of the nodes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NetworkArgs {
+    /// Host bridges NetworkConfigurations may name, comma-separated (e.g. br0,br-vms).
+    /// Unset: any valid Linux interface name.
+    #[arg(long, env = "ALLOWED_BRIDGES", value_name = "ALLOWED_BRIDGES", value_delimiter = ',',
+          value_parser = parse_bridge)]
+    pub allowed_bridges: Vec<String>,
+}
+
+fn parse_bridge(s: &str) -> Result<String, String> {
+    match crate::admission::network::interface_name_problem(s) {
+        None => Ok(s.to_owned()),
+        Some(problem) => Err(format!("bridge {s:?} {problem}")),
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct WebhookArgs {
     /// PEM certificate chain to serve (reloaded when it changes).
@@ -69,6 +90,8 @@ pub struct WebhookArgs {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub templates: TemplateArgs,
+    #[command(flatten)]
+    pub networks: NetworkArgs,
     #[command(flatten)]
     pub endpoints: EndpointArgs,
     #[command(flatten)]
@@ -180,6 +203,8 @@ pub struct RunArgs {
     pub watch_namespaces: WatchScope,
     #[command(flatten)]
     pub templates: TemplateArgs,
+    #[command(flatten)]
+    pub networks: NetworkArgs,
     #[command(flatten)]
     pub endpoints: EndpointArgs,
     #[command(flatten)]

@@ -2,6 +2,7 @@
 //!
 //! - [`api`]: the resource types and their CRDs.
 //! - [`machine`]: the pure domain core (templates, merge, validation, update rules).
+//! - [`access`]: access checks as the requesting user (SubjectAccessReview).
 //! - [`admission`]: AdmissionReview in and out, and the webhook routes.
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
@@ -10,6 +11,7 @@
 //! - [`listen`]: dual-stack listeners.
 //! - [`commands`]: the subcommands' thin I/O shells.
 
+pub mod access;
 pub mod admission;
 pub mod api;
 pub mod certs;

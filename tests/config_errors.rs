@@ -90,6 +90,12 @@ fn unknown_log_format() {
 }
 
 #[test]
+fn allowed_bridge_that_is_no_interface_name() {
+    let line = start_up_error(&[("ALLOWED_BRIDGES", "br0,br/host")], &["run"]);
+    assert_names(&line, "ALLOWED_BRIDGES", "br/host");
+}
+
+#[test]
 fn unknown_default_template() {
     let line = start_up_error(&[], &["run", "--default-template", "gigantic"]);
     assert_names(&line, "--default-template", "gigantic");
@@ -180,4 +186,19 @@ fn a_webhook_service_name_that_is_no_service_name() {
 fn more_than_one_watched_namespace() {
     let line = start_up_error(&[("WATCH_NAMESPACES", "team-a,team-b")], &["run"]);
     assert_names(&line, "WATCH_NAMESPACES", "team-a,team-b");
+}
+
+/// The standalone server cannot ask kube-apiserver, and says so where its users look.
+#[test]
+fn webhook_help_says_it_skips_the_access_check() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubevirt-operator"))
+        .args(["webhook", "--help"])
+        .output()
+        .expect("run kubevirt-operator webhook --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    assert!(
+        help.contains("SKIPS the access check") && help.contains("spec.cloudInit.secretRef"),
+        "{help}"
+    );
 }

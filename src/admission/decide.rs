@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 use serde_json::Value;
 
+use crate::access::AccessReviewer;
 use crate::api::MachineSpec;
 use crate::machine::update_rules::validate_update;
 use crate::machine::validation::{validate, validate_name};
@@ -20,10 +21,14 @@ use super::schema::{SchemaCheck, SchemaError, prune_nulls};
 const GROUP: &str = "vitistack.io";
 const KIND: &str = "Machine";
 
-/// Everything the decisions need: the templates in force and the compiled CRD schema.
+/// Everything the decisions need: the templates in force, the compiled CRD schema and, when
+/// there is a cluster to ask, the access check made as the requesting user.
 pub struct Admission {
     catalog: Catalog,
     schema: SchemaCheck,
+    access: Option<AccessReviewer>,
+    /// The bridges NetworkConfigurations may name; `None`: any valid interface name.
+    allowed_bridges: Option<std::collections::BTreeSet<String>>,
 }
 
 struct Admitted {
@@ -46,7 +51,29 @@ impl Admission {
         Ok(Admission {
             catalog,
             schema: SchemaCheck::machine()?,
+            access: None,
+            allowed_bridges: None,
         })
+    }
+
+    /// NetworkConfigurations may name only these bridges; an empty list allows any.
+    pub fn with_allowed_bridges(mut self, bridges: Vec<String>) -> Self {
+        self.allowed_bridges = (!bridges.is_empty()).then(|| bridges.into_iter().collect());
+        self
+    }
+
+    pub fn allowed_bridges(&self) -> Option<&std::collections::BTreeSet<String>> {
+        self.allowed_bridges.as_ref()
+    }
+
+    /// Validation also asks kube-apiserver whether the author may read what the Machine refers to.
+    pub fn with_access(mut self, reviewer: AccessReviewer) -> Self {
+        self.access = Some(reviewer);
+        self
+    }
+
+    pub fn access(&self) -> Option<&AccessReviewer> {
+        self.access.as_ref()
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -374,6 +401,11 @@ fn failure(code: i32, reason: &str, message: String, details: Option<StatusDetai
 /// 422 Invalid with one cause per field error, like `apierrors.NewInvalid`: the first
 /// [`MAX_CAUSES`], then one cause counting the rest; every cause and the message bounded.
 pub fn invalid(name: &str, errors: &[FieldError]) -> Status {
+    invalid_kind(KIND, name, errors)
+}
+
+/// [`invalid`] for a kind of this group other than Machine.
+pub fn invalid_kind(kind: &str, name: &str, errors: &[FieldError]) -> Status {
     let shown = &errors[..errors.len().min(MAX_CAUSES)];
     let hidden = errors.len() - shown.len();
     let mut causes: Vec<StatusCause> = shown
@@ -407,7 +439,7 @@ pub fn invalid(name: &str, errors: &[FieldError]) -> Status {
     let details = StatusDetails {
         name: (!name.is_empty()).then(|| name.to_owned()),
         group: Some(GROUP.to_owned()),
-        kind: Some(KIND.to_owned()),
+        kind: Some(kind.to_owned()),
         causes: Some(causes),
         ..Default::default()
     };
@@ -415,7 +447,7 @@ pub fn invalid(name: &str, errors: &[FieldError]) -> Status {
         422,
         "Invalid",
         truncate(
-            &format!("{KIND}.{GROUP} {name:?} is invalid: {joined}"),
+            &format!("{kind}.{GROUP} {name:?} is invalid: {joined}"),
             MAX_MESSAGE_BYTES,
         )
         .into_owned(),

@@ -74,10 +74,17 @@ impl Lanes {
     }
 
     /// Reads `body` and runs `work` on it on a blocking thread, within this lane's permits and
-    /// deadlines; `declared` is the request's Content-Length.
-    pub async fn run<F>(&self, declared: Option<usize>, body: Body, work: F) -> Response
+    /// deadlines; `declared` is the request's Content-Length. `Err` is the answer to give when
+    /// the work could not run in time.
+    pub async fn run<T, F>(
+        &self,
+        declared: Option<usize>,
+        body: Body,
+        work: F,
+    ) -> Result<T, Response>
     where
-        F: FnOnce(Bytes) -> Response + Send + 'static,
+        T: Send + 'static,
+        F: FnOnce(Bytes) -> T + Send + 'static,
     {
         let s = &self.settings;
         let wait =
@@ -85,19 +92,19 @@ impl Lanes {
         let (permit, bytes) = match declared {
             Some(n) if n <= SMALL_BODY_BYTES => {
                 let Ok(bytes) = axum::body::to_bytes(body, SMALL_BODY_BYTES).await else {
-                    return too_large(SMALL_BODY_BYTES);
+                    return Err(too_large(SMALL_BODY_BYTES));
                 };
                 let Ok(Ok(permit)) = wait(&self.small).await else {
-                    return busy(s.wait);
+                    return Err(busy(s.wait));
                 };
                 (permit, bytes)
             }
             _ => {
                 let Ok(Ok(permit)) = wait(&self.large).await else {
-                    return busy(s.wait);
+                    return Err(busy(s.wait));
                 };
                 let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-                    return too_large(MAX_BODY_BYTES);
+                    return Err(too_large(MAX_BODY_BYTES));
                 };
                 (permit, bytes)
             }
@@ -105,17 +112,17 @@ impl Lanes {
         // The permit goes with the work: a decision past its deadline still holds it until it
         // ends, so the number of decisions running never exceeds the permits.
         let task = tokio::task::spawn_blocking(move || {
-            let response = work(bytes);
+            let done = work(bytes);
             drop(permit);
-            response
+            done
         });
         match tokio::time::timeout(s.decide, task).await {
-            Ok(Ok(response)) => response,
+            Ok(Ok(done)) => Ok(done),
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "admission decision failed");
-                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+                Err(StatusCode::INTERNAL_SERVER_ERROR.into_response())
             }
-            Err(_) => unavailable("the decision did not finish in time"),
+            Err(_) => Err(unavailable("the decision did not finish in time")),
         }
     }
 }

@@ -1,9 +1,11 @@
 //! Admission webhooks: AdmissionReview decoding, the CRD schema check, the mutate and validate
 //! decisions, and the HTTP routes that serve them.
 
+pub mod access;
 pub mod decide;
 pub mod lanes;
 pub mod limits;
+pub mod network;
 pub mod review;
 pub mod routes;
 pub mod schema;
@@ -12,3 +14,4 @@ pub use decide::Admission;
 
 pub const MUTATE_PATH: &str = "/mutate-vitistack-io-v1alpha1-machine";
 pub const VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machine";
+pub const NETWORK_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-networkconfiguration";

@@ -72,6 +72,9 @@ pub struct Request {
     pub old_object: Option<Value>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+    /// The author, for checks made as them.
+    #[serde(default)]
+    pub user_info: crate::access::UserInfo,
 }
 
 /// A decoded review: the version to answer in and the request.

@@ -18,8 +18,8 @@ use crate::telemetry::metrics::{Webhook, WebhookResult};
 use super::decide::{bad_request, too_large};
 use super::lanes::{self, Lanes};
 use super::limits::{MAX_LOGGED_BYTES, truncate};
-use super::review::{self, DecodeError, Request, Verdict};
-use super::{Admission, MUTATE_PATH, VALIDATE_PATH};
+use super::review::{self, DecodeError, Request, Review, Verdict};
+use super::{Admission, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
 
 #[derive(Clone)]
 struct Shared {
@@ -42,6 +42,7 @@ pub fn router_with(admission: Arc<Admission>, metrics: Arc<Metrics>, lanes: Lane
     Router::new()
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
+        .route(NETWORK_VALIDATE_PATH, post(validate_network))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(Shared {
@@ -52,46 +53,105 @@ pub fn router_with(admission: Arc<Admission>, metrics: Arc<Metrics>, lanes: Lane
 }
 
 async fn mutate(State(shared): State<Shared>, request: axum::extract::Request) -> Response {
-    serve(shared, "mutate", request, Admission::mutate).await
+    serve(
+        shared,
+        "mutate",
+        request,
+        Admission::mutate,
+        AccessCheck::Skip,
+    )
+    .await
 }
 
 async fn validate(State(shared): State<Shared>, request: axum::extract::Request) -> Response {
-    serve(shared, "validate", request, Admission::validate).await
+    serve(
+        shared,
+        "validate",
+        request,
+        Admission::validate,
+        AccessCheck::AsAuthor,
+    )
+    .await
 }
 
-/// One review through its lane: read, decode, decide and encode on a blocking thread.
+async fn validate_network(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+) -> Response {
+    let webhook = "validate-networkconfiguration";
+    serve(
+        shared,
+        webhook,
+        request,
+        Admission::validate_network,
+        AccessCheck::Skip,
+    )
+    .await
+}
+
+/// Whether an allowed review is then checked as its author (src/access/).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AccessCheck {
+    Skip,
+    AsAuthor,
+}
+
+/// What the blocking part hands back: a decoded review and its verdict, or the answer to a
+/// body that did not decode.
+enum Decided {
+    Review(Box<Review>, Verdict),
+    Rejected(Response, &'static str),
+}
+
+/// One review: read, decoded and decided on a blocking thread within its lane; then, when the
+/// rules allow it, the access check as its author, which waits on kube-apiserver (no permit held);
+/// then encoded.
 async fn serve(
     shared: Shared,
     webhook: &'static str,
     request: axum::extract::Request,
     decide: fn(&Admission, &Request) -> Verdict,
+    access: AccessCheck,
 ) -> Response {
+    let start = Instant::now();
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
-    let Shared {
-        admission,
-        metrics,
-        lanes,
-    } = shared;
-    lanes
-        .run(declared, request.into_body(), move |body| {
-            measured(&metrics, webhook, || {
-                answer(&body, |req| decide(&admission, req))
-            })
-        })
-        .await
+    let admission = shared.admission.clone();
+    let decided = shared
+        .lanes
+        .run(
+            declared,
+            request.into_body(),
+            move |body| match decode_or_reject(&body) {
+                Ok(review) => {
+                    let verdict = decide(&admission, &review.request);
+                    Decided::Review(Box::new(review), verdict)
+                }
+                Err((response, result)) => Decided::Rejected(response, result),
+            },
+        )
+        .await;
+    let (response, result) = match decided {
+        Err(unavailable) => (unavailable, "error"),
+        Ok(Decided::Rejected(response, result)) => (response, result),
+        Ok(Decided::Review(review, verdict)) => {
+            let verdict = match (access, shared.admission.access()) {
+                (AccessCheck::AsAuthor, Some(reviewer)) => {
+                    super::access::check(reviewer, &review.request, verdict).await
+                }
+                _ => verdict,
+            };
+            respond(&review, &verdict)
+        }
+    };
+    record(&shared.metrics, webhook, start, result);
+    response
 }
 
-fn measured(
-    metrics: &Metrics,
-    webhook: &'static str,
-    handle: impl FnOnce() -> (Response, &'static str),
-) -> Response {
-    let start = Instant::now();
-    let (response, result) = handle();
+fn record(metrics: &Metrics, webhook: &'static str, start: Instant, result: &'static str) {
     metrics
         .admission_duration
         .get_or_create(&Webhook { webhook })
@@ -100,19 +160,28 @@ fn measured(
         .admission_requests
         .get_or_create(&WebhookResult { webhook, result })
         .inc();
-    response
 }
 
 /// Decodes, decides and encodes one review, and says how it went (allowed, denied or error).
-/// A review we cannot answer in kind (no uid, not JSON, wrong apiVersion) gets a 400 with a
-/// Kubernetes Status saying why.
 pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Response, &'static str) {
-    let review = match review::decode(body) {
-        Ok(r) => r,
+    match decode_or_reject(body) {
+        Ok(review) => {
+            let verdict = decide(&review.request);
+            respond(&review, &verdict)
+        }
+        Err(rejected) => rejected,
+    }
+}
+
+/// A review we cannot answer in kind (no uid, not JSON, wrong apiVersion) gets a 400 with a
+/// Kubernetes Status saying why; one over the limits is denied in kind when its uid can be read.
+fn decode_or_reject(body: &[u8]) -> Result<Review, (Response, &'static str)> {
+    match review::decode(body) {
+        Ok(review) => Ok(review),
         Err(DecodeError::Exceeded(exceeded)) => {
             tracing::warn!(%exceeded, bytes = body.len(), "refused an AdmissionReview over the limits");
             let status = too_large(exceeded);
-            return match review::identify(body) {
+            Err(match review::identify(body) {
                 Some((api_version, uid)) => {
                     encoded(&api_version, &uid, &Verdict::deny(status), "denied")
                 }
@@ -120,17 +189,20 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
                     status_response(StatusCode::PAYLOAD_TOO_LARGE, &status),
                     "error",
                 ),
-            };
+            })
         }
         Err(e) => {
             tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
-            return (
+            Err((
                 status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string())),
                 "error",
-            );
+            ))
         }
-    };
-    let verdict = decide(&review.request);
+    }
+}
+
+/// Logs a denial and encodes the verdict in the review's own apiVersion.
+fn respond(review: &Review, verdict: &Verdict) -> (Response, &'static str) {
     if !verdict.allowed {
         let message = verdict
             .status
@@ -143,7 +215,7 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
         tracing::info!(uid = %review.request.uid, operation = %review.request.operation, name = %review.request.name, %reason, "denied");
     }
     let result = if verdict.allowed { "allowed" } else { "denied" };
-    encoded(&review.api_version, &review.request.uid, &verdict, result)
+    encoded(&review.api_version, &review.request.uid, verdict, result)
 }
 
 fn encoded(

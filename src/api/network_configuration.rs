@@ -24,7 +24,14 @@ pub struct NetworkConfigurationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = 0, "maximum" = 4094))]
     pub vlan: Option<i64>,
-    /// Linux bridge on the nodes that the VM's interface joins.
+    /// Linux bridge on the nodes that the VM's interface joins: a Linux interface name (at most
+    /// 15 bytes, no '/', ':' or whitespace, not "." or ".."). The operator's --allowed-bridges
+    /// may restrict it further.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "minLength" = 1,
+        "maxLength" = 15,
+        "pattern" = r"^([^/:\s.][^/:\s]*|\.[^/:\s.][^/:\s]*|\.\.[^/:\s]+)$"
+    ))]
     pub bridge: Option<String>,
 }

@@ -12,10 +12,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::config::Settings;
 use super::x509::Cert;
 use super::{WEBHOOK_CONFIGURATION, managed_labels};
-use crate::admission::{MUTATE_PATH, VALIDATE_PATH};
+use crate::admission::{MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
 
 pub const MUTATING_WEBHOOK_NAME: &str = "mutate.machines.vitistack.io";
 pub const VALIDATING_WEBHOOK_NAME: &str = "validate.machines.vitistack.io";
+pub const NETWORK_WEBHOOK_NAME: &str = "validate.networkconfigurations.vitistack.io";
 pub const TIMEOUT_SECONDS: i32 = 5;
 const SERVICE_PORT: i32 = 443;
 
@@ -48,13 +49,13 @@ fn client_config(settings: &Settings, path: &str, ca_bundle: &[u8]) -> WebhookCl
     }
 }
 
-fn machine_rules() -> Vec<RuleWithOperations> {
+fn rules(resource: &str) -> Vec<RuleWithOperations> {
     let strings = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     vec![RuleWithOperations {
         api_groups: strings(&["vitistack.io"]),
         api_versions: strings(&["v1alpha1"]),
         operations: strings(&["CREATE", "UPDATE"]),
-        resources: strings(&["machines"]),
+        resources: strings(&[resource]),
         scope: Some("Namespaced".to_owned()),
     }]
 }
@@ -63,8 +64,18 @@ fn review_versions() -> Vec<String> {
     vec!["v1".to_owned(), "v1beta1".to_owned()]
 }
 
-/// One webhook in the fields both kinds share (the validating shape).
+/// One webhook in the fields both kinds share (the validating shape), for Machines.
 fn webhook(settings: &Settings, name: &str, path: &str, ca_bundle: &[u8]) -> ValidatingWebhook {
+    webhook_for(settings, "machines", name, path, ca_bundle)
+}
+
+fn webhook_for(
+    settings: &Settings,
+    resource: &str,
+    name: &str,
+    path: &str,
+    ca_bundle: &[u8],
+) -> ValidatingWebhook {
     ValidatingWebhook {
         name: name.to_owned(),
         admission_review_versions: review_versions(),
@@ -73,7 +84,7 @@ fn webhook(settings: &Settings, name: &str, path: &str, ca_bundle: &[u8]) -> Val
         match_policy: Some("Equivalent".to_owned()),
         namespace_selector: Some(LabelSelector::default()),
         object_selector: Some(LabelSelector::default()),
-        rules: Some(machine_rules()),
+        rules: Some(rules(resource)),
         side_effects: "None".to_owned(),
         timeout_seconds: Some(TIMEOUT_SECONDS),
         match_conditions: None,
@@ -125,16 +136,20 @@ pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfigu
     }
 }
 
-/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM).
+/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, and NetworkConfigurations.
 pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
         metadata: metadata(),
-        webhooks: Some(vec![webhook(
-            settings,
-            VALIDATING_WEBHOOK_NAME,
-            VALIDATE_PATH,
-            ca_bundle,
-        )]),
+        webhooks: Some(vec![
+            webhook(settings, VALIDATING_WEBHOOK_NAME, VALIDATE_PATH, ca_bundle),
+            webhook_for(
+                settings,
+                "networkconfigurations",
+                NETWORK_WEBHOOK_NAME,
+                NETWORK_VALIDATE_PATH,
+                ca_bundle,
+            ),
+        ]),
     }
 }
 
@@ -277,6 +292,21 @@ mod tests {
             Some("https://127.0.0.1:9443/validate-vitistack-io-v1alpha1-machine")
         );
         assert!(h.client_config.service.is_none());
+    }
+
+    #[test]
+    fn network_configurations_have_their_own_validating_webhook() {
+        let v = validating(&settings(Some("https://127.0.0.1:9443")), b"PEM");
+        let h = &v.webhooks.as_ref().unwrap()[1];
+        assert_eq!(h.name, NETWORK_WEBHOOK_NAME);
+        assert_eq!(
+            h.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate-vitistack-io-v1alpha1-networkconfiguration")
+        );
+        let rule = &h.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_ref().unwrap(), &["networkconfigurations"]);
+        assert_eq!(rule.operations.as_ref().unwrap(), &["CREATE", "UPDATE"]);
+        assert_eq!(h.client_config.ca_bundle.as_ref().unwrap().0, b"PEM");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::FutureExt;
 
+use crate::access::AccessReviewer;
 use crate::admission::{Admission, routes};
 use crate::api::names::FIELD_MANAGER;
 use crate::certs::{self, CertManager};
@@ -115,7 +116,12 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
 
     // Webhooks, on every replica.
-    let admission = Arc::new(Admission::new(catalog)?);
+    // Validation asks, as the Machine's author, whether they may read what it refers to.
+    let admission = Arc::new(
+        Admission::new(catalog)?
+            .with_allowed_bridges(args.networks.allowed_bridges.clone())
+            .with_access(AccessReviewer::new(clients.api.clone())),
+    );
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",

@@ -19,7 +19,9 @@ const RELOAD_EVERY: Duration = Duration::from_secs(1);
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
-    let admission = Arc::new(Admission::new(catalog)?);
+    let admission = Arc::new(
+        Admission::new(catalog)?.with_allowed_bridges(args.networks.allowed_bridges.clone()),
+    );
     let slot = CertSlot::new();
     let files = PemFiles {
         cert: args.cert_file,

@@ -1,0 +1,78 @@
+//! Access checks as the requesting user: the operator reads some objects on a Machine author's
+//! behalf (a cloud-init Secret today; image and clone sources later), so the author must be
+//! allowed to read them too, or installing the operator would grant a right nobody gave.
+//!
+//! - [`needs`]: pure, which permissions a request needs from its author, given (old, new).
+//! - [`review`]: the I/O shell, one SubjectAccessReview per needed permission, as the author.
+
+pub mod needs;
+pub mod review;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+pub use needs::{Change, machine_needs};
+pub use review::{AccessError, AccessReviewer};
+
+/// The author of an admission request, as kube-apiserver authenticated them (`request.userInfo`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// One permission a request needs from its author, and the field that needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permission {
+    /// The field whose value needs the permission, e.g. `spec.cloudInit.secretRef.name`.
+    pub field: String,
+    pub verb: String,
+    /// API group; `""` is the core group.
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Permission {
+    /// The resource as RBAC rules spell it: `secrets`, `datavolumes/source`.
+    pub fn resource_path(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+}
+
+/// Why a permission is refused. Names the verb, resource and namespace only: whether the object
+/// exists is not the author's to learn from us.
+pub struct Denial<'a> {
+    pub user: &'a str,
+    pub permission: &'a Permission,
+}
+
+impl fmt::Display for Denial<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.permission;
+        let resource = if p.group.is_empty() {
+            p.resource_path()
+        } else {
+            format!("{}.{}", p.resource_path(), p.group)
+        };
+        write!(
+            f,
+            "user {:?} cannot {} {resource} in namespace {:?}",
+            self.user, p.verb, p.namespace
+        )
+    }
+}

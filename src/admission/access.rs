@@ -1,0 +1,161 @@
+//! The validating webhook's access check: after the rules admit a Machine, every permission
+//! it needs from its author is asked of kube-apiserver as that author (see [`crate::access`]).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
+
+use crate::access::{AccessReviewer, Change, Denial, Permission, machine_needs};
+use crate::machine::FieldError;
+use crate::machine::field_error::{ErrorType, join};
+
+use super::review::{Request, Verdict};
+
+/// Turns an allowing verdict into a denial when the author lacks a permission the Machine needs,
+/// or when the check cannot be made (fail closed). Denials and other operations pass unchanged.
+pub async fn check(reviewer: &AccessReviewer, req: &Request, verdict: Verdict) -> Verdict {
+    let writes = req.operation == "CREATE" || req.operation == "UPDATE";
+    let subresource = req.sub_resource.as_deref().is_some_and(|s| !s.is_empty());
+    let (true, true, false, Some(new)) = (verdict.allowed, writes, subresource, &req.object) else {
+        return verdict;
+    };
+    let change = Change {
+        namespace: req.namespace.as_deref().unwrap_or_default(),
+        old: (req.operation == "UPDATE")
+            .then_some(req.old_object.as_ref())
+            .flatten(),
+        new,
+    };
+    let needed = machine_needs(&change);
+    if needed.is_empty() {
+        return verdict;
+    }
+    let fields = needed
+        .iter()
+        .map(|p| p.field.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    match reviewer.denied(&req.user_info, needed).await {
+        Ok(denied) if denied.is_empty() => verdict,
+        Ok(denied) => Verdict::deny(forbidden(&req.name, &req.user_info.username, &denied))
+            .with_warnings(verdict.warnings),
+        Err(e) => {
+            tracing::warn!(uid = %req.uid, error = %e, "access check failed; denying");
+            Verdict::deny(Status {
+                code: Some(500),
+                reason: Some("InternalError".to_owned()),
+                status: Some("Failure".to_owned()),
+                message: Some(format!(
+                    "cannot check whether the author may use {fields} ({e}); \
+                     refused until the check can be made"
+                )),
+                ..Default::default()
+            })
+        }
+    }
+}
+
+/// 403 Forbidden, one cause per refused permission, worded like the API server's field errors.
+fn forbidden(name: &str, user: &str, denied: &[Permission]) -> Status {
+    let errors: Vec<FieldError> = denied
+        .iter()
+        .map(|p| FieldError {
+            kind: ErrorType::Forbidden,
+            field: p.field.clone(),
+            value: serde_json::Value::Null,
+            detail: Denial {
+                user,
+                permission: p,
+            }
+            .to_string(),
+        })
+        .collect();
+    let causes = errors
+        .iter()
+        .map(|e| StatusCause {
+            field: Some(e.field.clone()),
+            message: Some(e.body()),
+            reason: Some(e.kind.cause_reason().to_owned()),
+        })
+        .collect();
+    Status {
+        code: Some(403),
+        reason: Some("Forbidden".to_owned()),
+        status: Some("Failure".to_owned()),
+        message: Some(format!(
+            "Machine.vitistack.io {name:?} is forbidden: {}",
+            join(&errors)
+        )),
+        details: Some(StatusDetails {
+            name: (!name.is_empty()).then(|| name.to_owned()),
+            group: Some("vitistack.io".to_owned()),
+            kind: Some("Machine".to_owned()),
+            causes: Some(causes),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// An API server that refuses connections: the check cannot be made, so the Machine is
+    /// refused with a message saying why (fail closed), not admitted.
+    #[tokio::test]
+    async fn an_unreachable_api_server_denies() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+        let reviewer = AccessReviewer::new(kube::Client::try_from(config).expect("client"));
+        let req = Request {
+            uid: "u".into(),
+            operation: "CREATE".into(),
+            namespace: Some("team-a".into()),
+            object: Some(json!({"spec": {"cloudInit": {"secretRef": {"name": "boot"}}}})),
+            ..Default::default()
+        };
+        let verdict = check(&reviewer, &req, Verdict::allow()).await;
+        assert!(!verdict.allowed);
+        let message = verdict.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.starts_with(
+                "cannot check whether the author may use spec.cloudInit.secretRef.name"
+            ),
+            "{message}"
+        );
+        // Nothing needed: no call, the verdict stands.
+        let plain = Request {
+            object: Some(json!({"spec": {}})),
+            ..req.clone()
+        };
+        assert!(check(&reviewer, &plain, Verdict::allow()).await.allowed);
+        // A denial stays a denial without asking.
+        let denied = Verdict::deny(Status::default());
+        assert_eq!(check(&reviewer, &req, denied.clone()).await, denied);
+    }
+
+    #[test]
+    fn forbidden_message_names_field_verb_resource_and_namespace() {
+        let p = Permission {
+            field: "spec.cloudInit.secretRef.name".into(),
+            verb: "get".into(),
+            group: String::new(),
+            resource: "secrets".into(),
+            subresource: String::new(),
+            namespace: "team-a".into(),
+            name: "db".into(),
+        };
+        let s = forbidden("vm", "bob", &[p]);
+        assert_eq!(s.code, Some(403));
+        assert_eq!(
+            s.message.as_deref(),
+            Some(
+                r#"Machine.vitistack.io "vm" is forbidden: spec.cloudInit.secretRef.name: Forbidden: user "bob" cannot get secrets in namespace "team-a""#
+            )
+        );
+    }
+}
