@@ -99,8 +99,8 @@ enum AccessCheck {
 /// What the blocking part hands back: a decoded review and its verdict, or the answer to a
 /// body that did not decode.
 enum Decided {
-    Review(Box<Review>, Verdict),
-    Rejected(Response, &'static str),
+    Review(Box<(Review, Verdict)>),
+    Rejected(Box<(Response, &'static str)>),
 }
 
 /// One review: read, decoded and decided on a blocking thread within its lane; then, when the
@@ -128,16 +128,17 @@ async fn serve(
             move |body| match decode_or_reject(&body) {
                 Ok(review) => {
                     let verdict = decide(&admission, &review.request);
-                    Decided::Review(Box::new(review), verdict)
+                    Decided::Review(Box::new((review, verdict)))
                 }
-                Err((response, result)) => Decided::Rejected(response, result),
+                Err(rejected) => Decided::Rejected(rejected),
             },
         )
         .await;
     let (response, result) = match decided {
         Err(unavailable) => (unavailable, "error"),
-        Ok(Decided::Rejected(response, result)) => (response, result),
-        Ok(Decided::Review(review, verdict)) => {
+        Ok(Decided::Rejected(rejected)) => *rejected,
+        Ok(Decided::Review(decided)) => {
+            let (review, verdict) = *decided;
             let verdict = match (access, shared.admission.access()) {
                 (AccessCheck::AsAuthor, Some(reviewer)) => {
                     super::access::check(reviewer, &review.request, verdict).await
@@ -169,19 +170,19 @@ pub fn answer(body: &[u8], decide: impl FnOnce(&Request) -> Verdict) -> (Respons
             let verdict = decide(&review.request);
             respond(&review, &verdict)
         }
-        Err(rejected) => rejected,
+        Err(rejected) => *rejected,
     }
 }
 
 /// A review we cannot answer in kind (no uid, not JSON, wrong apiVersion) gets a 400 with a
 /// Kubernetes Status saying why; one over the limits is denied in kind when its uid can be read.
-fn decode_or_reject(body: &[u8]) -> Result<Review, (Response, &'static str)> {
+fn decode_or_reject(body: &[u8]) -> Result<Review, Box<(Response, &'static str)>> {
     match review::decode(body) {
         Ok(review) => Ok(review),
         Err(DecodeError::Exceeded(exceeded)) => {
             tracing::warn!(%exceeded, bytes = body.len(), "refused an AdmissionReview over the limits");
             let status = too_large(exceeded);
-            Err(match review::identify(body) {
+            Err(Box::new(match review::identify(body) {
                 Some((api_version, uid)) => {
                     encoded(&api_version, &uid, &Verdict::deny(status), "denied")
                 }
@@ -189,14 +190,14 @@ fn decode_or_reject(body: &[u8]) -> Result<Review, (Response, &'static str)> {
                     status_response(StatusCode::PAYLOAD_TOO_LARGE, &status),
                     "error",
                 ),
-            })
+            }))
         }
         Err(e) => {
             tracing::warn!(error = %e, "rejected an undecodable AdmissionReview");
-            Err((
+            Err(Box::new((
                 status_response(StatusCode::BAD_REQUEST, &bad_request(&e.to_string())),
                 "error",
-            ))
+            )))
         }
     }
 }

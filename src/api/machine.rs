@@ -11,6 +11,27 @@ use serde::{Deserialize, Serialize};
 
 use super::quantity::Quantity;
 
+/// `serde(default)` keeps a missing name parseable, so validation reports it with every other
+/// error; but a schema `default` would fill it in before `required` is checked, so it never fired.
+fn required_without_default(schema: &mut schemars::Schema) {
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for name in required {
+            if let Some(p) = props.get_mut(&name).and_then(|p| p.as_object_mut()) {
+                p.remove("default");
+            }
+        }
+    }
+}
+
 /// A virtual machine on KubeVirt, sized from a template and optional overrides.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -43,15 +64,17 @@ pub struct MachineSpec {
     /// Disks, merged with the template's disks by name: a disk named like a template disk
     /// overrides only the fields it sets; other names are added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_DISKS))]
     pub disks: Vec<Disk>,
 
     /// Network interfaces, each attached to a NetworkConfiguration. None: the pod network.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_NETWORKS))]
     pub networks: Vec<Network>,
 
     /// Boot device order, from disk, network and cdrom, without repeats.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("items" = {"type": "string", "enum": BOOT_DEVICES}))]
+    #[schemars(extend("items" = {"type": "string", "enum": BOOT_DEVICES}, "maxItems" = MAX_BOOT_ORDER))]
     pub boot_order: Vec<String>,
 
     /// Cloud-init data for the guest: inline, or from a Secret in the Machine's namespace.
@@ -102,7 +125,7 @@ pub struct Memory {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["name"]))]
+#[schemars(extend("required" = ["name"]), transform = required_without_default)]
 pub struct Disk {
     /// Disk name, a DNS-1123 label unique within the Machine. The PVC is `<machine>-<name>`.
     #[serde(default)]
@@ -125,7 +148,7 @@ pub struct Disk {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["name", "networkName"]))]
+#[schemars(extend("required" = ["name", "networkName"]), transform = required_without_default)]
 pub struct Network {
     /// Interface name, a DNS-1123 label unique within the Machine.
     #[serde(default)]
@@ -157,7 +180,7 @@ pub struct CloudInit {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[schemars(extend("required" = ["name"]))]
+#[schemars(extend("required" = ["name"]), transform = required_without_default)]
 pub struct SecretKeyRef {
     /// Secret name.
     #[serde(default)]
@@ -255,3 +278,9 @@ pub const ACCESS_MODES: &[&str] = &["ReadWriteOnce", "ReadWriteMany", "ReadOnlyM
 pub const VOLUME_MODES: &[&str] = &["Filesystem", "Block"];
 pub const NIC_MODELS: &[&str] = &["virtio", "e1000", "rtl8139"];
 pub const BOOT_DEVICES: &[&str] = &["disk", "network", "cdrom"];
+/// KubeVirt's own limit on disks per VMI (virt-api's `arrayLenMax`).
+pub const MAX_DISKS: usize = 256;
+/// Interfaces per Machine: far more than a real VM attaches, far below PCI exhaustion.
+pub const MAX_NETWORKS: usize = 32;
+/// Three boot device kinds, none repeated.
+pub const MAX_BOOT_ORDER: usize = 3;

@@ -36,6 +36,11 @@ impl Amount {
     pub fn is_positive(self) -> bool {
         self.0 > 0
     }
+
+    /// Whether this is a whole number of units (no fractional bytes).
+    pub fn is_whole(self) -> bool {
+        self.0 % NANO == 0
+    }
 }
 
 impl Quantity {

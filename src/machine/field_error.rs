@@ -47,7 +47,7 @@ impl ErrorType {
     fn shows_value(self) -> bool {
         !matches!(
             self,
-            ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong
+            ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong | ErrorType::TooMany
         )
     }
 }
@@ -104,13 +104,13 @@ impl FieldError {
         )
     }
 
-    /// `Too many: 300: must have at most 256 items`, as `field.TooMany` says it.
+    /// `Too many: 300: must have at most 256 items`, as Kubernetes' `field.TooMany`.
     pub fn too_many(field: &FieldPath, actual: usize, max: usize) -> Self {
         Self::new(
             ErrorType::TooMany,
             field,
-            Value::from(actual),
-            format!("must have at most {max} items"),
+            Value::Null,
+            format!("{actual}: must have at most {max} items"),
         )
     }
 
@@ -160,11 +160,48 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
 }
 
-fn render_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => quote(s),
-        other => other.to_string(),
+/// A writer that refuses bytes past the echo limit, ending serialisation early.
+struct Limited(Vec<u8>);
+
+impl std::io::Write for Limited {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = (MAX_VALUE_CHARS + 4).saturating_sub(self.0.len());
+        if room == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let n = buf.len().min(room);
+        self.0.extend_from_slice(&buf[..n]);
+        Ok(n)
     }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Values are echoed at most this long: a hostile body's megabyte string must not be copied
+/// into every cause and the log line.
+const MAX_VALUE_CHARS: usize = 256;
+
+fn render_value(v: &Value) -> String {
+    let mut s = match v {
+        Value::String(s) => quote(s),
+        other => {
+            // Serialise no further than needed: the value may be a multi-megabyte array.
+            let mut out = Limited(Vec::new());
+            let _ = serde_json::to_writer(&mut out, other);
+            String::from_utf8_lossy(&out.0).into_owned()
+        }
+    };
+    if s.len() > MAX_VALUE_CHARS {
+        let mut end = MAX_VALUE_CHARS;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
 }
 
 /// A field path in Kubernetes notation: `spec.disks[1].accessMode`.

@@ -70,7 +70,8 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     }
     let mut out = [0u8; 6];
     for (slot, part) in out.iter_mut().zip(parts) {
-        if part.len() != 2 {
+        // from_str_radix accepts a sign ("+2"); KubeVirt's net.ParseMAC does not.
+        if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
         *slot = u8::from_str_radix(part, 16).ok()?;

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::api::machine::{
-    ACCESS_MODES, BOOT_DEVICES, CORES, CloudInit, Disk, Domain, MachineSpec, NIC_MODELS, Network,
-    SOCKETS, THREADS, VOLUME_MODES,
+    ACCESS_MODES, BOOT_DEVICES, CORES, CloudInit, Disk, Domain, MAX_BOOT_ORDER, MAX_DISKS,
+    MAX_NETWORKS, MachineSpec, NIC_MODELS, Network, SOCKETS, THREADS, VOLUME_MODES,
 };
 use crate::api::quantity::{Amount, Quantity};
 
@@ -18,6 +18,26 @@ use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
 use super::templates::Catalog;
 
 pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
+/// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`).
+pub const MAX_USER_DATA: usize = 2048;
+pub const MAX_NETWORK_DATA: usize = 16 * 1024;
+/// The smallest disk a PVC can sensibly hold.
+pub const MIN_DISK: Amount = Amount::from_bytes(1024 * 1024);
+/// KubeVirt names the cloud-init volume this; a Machine disk of that name would clash.
+pub const RESERVED_DISK: &str = "cloudinitdisk";
+/// networkName becomes a label value.
+pub const MAX_NETWORK_NAME: usize = 63;
+
+/// The first `max` items, reporting the rest as too many: per-item work stays bounded.
+fn bounded<'a, T>(out: &mut Outcome, path: &FieldPath, items: &'a [T], max: usize) -> &'a [T] {
+    if items.len() > max {
+        out.errors
+            .push(FieldError::too_many(path, items.len(), max));
+        &items[..max]
+    } else {
+        items
+    }
+}
 const MACHINE_TYPES: &[&str] = &[
     "pc-q35",
     "pc-q35-<version>",
@@ -97,15 +117,21 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
 
     let template_disk =
         |name: &str| template.is_some_and(|t| t.disks.iter().any(|(n, _)| *n == name));
+    let disks_path = spec_path.child("disks");
+    let disks = bounded(&mut out, &disks_path, &spec.disks, MAX_DISKS);
     validate_disks(
         &mut out,
-        &spec_path.child("disks"),
-        &spec.disks,
+        &disks_path,
+        disks,
         &template_disk,
         template.map(|t| t.name),
     );
-    validate_networks(&mut out, &spec_path.child("networks"), &spec.networks);
-    validate_boot_order(&mut out, &spec_path.child("bootOrder"), &spec.boot_order);
+    let networks_path = spec_path.child("networks");
+    let networks = bounded(&mut out, &networks_path, &spec.networks, MAX_NETWORKS);
+    validate_networks(&mut out, &networks_path, networks);
+    let boot_path = spec_path.child("bootOrder");
+    let boot_order = bounded(&mut out, &boot_path, &spec.boot_order, MAX_BOOT_ORDER);
+    validate_boot_order(&mut out, &boot_path, boot_order);
     if let Some(ci) = &spec.cloud_init {
         validate_cloud_init(&mut out, &spec_path.child("cloudInit"), ci);
     }
@@ -161,6 +187,13 @@ fn validate_disks(
             out.errors.push(FieldError::required(&name_path, ""));
         } else {
             push_all(out, &name_path, &disk.name, dns1123_label(&disk.name));
+            if disk.name == RESERVED_DISK {
+                out.errors.push(FieldError::invalid(
+                    &name_path,
+                    disk.name.as_str(),
+                    "is reserved for the cloud-init volume",
+                ));
+            }
             if seen.insert(&disk.name, i).is_some() {
                 out.errors
                     .push(FieldError::duplicate(&name_path, disk.name.as_str()));
@@ -169,14 +202,20 @@ fn validate_disks(
         match &disk.size {
             Some(size) => {
                 let size_path = p.child("size");
-                if let Some(amount) = check_quantity(out, &size_path, size)
-                    && !amount.is_positive()
-                {
-                    out.errors.push(FieldError::invalid(
-                        &size_path,
-                        size.as_str(),
-                        "must be greater than zero",
-                    ));
+                if let Some(amount) = check_quantity(out, &size_path, size) {
+                    if amount < MIN_DISK {
+                        out.errors.push(FieldError::invalid(
+                            &size_path,
+                            size.as_str(),
+                            "must be at least 1Mi",
+                        ));
+                    } else if !amount.is_whole() {
+                        out.errors.push(FieldError::invalid(
+                            &size_path,
+                            size.as_str(),
+                            "must be a whole number of bytes",
+                        ));
+                    }
                 }
             }
             None if !disk.name.is_empty() && !template_disk(&disk.name) => {
@@ -246,6 +285,10 @@ fn validate_networks(out: &mut Outcome, path: &FieldPath, networks: &[Network]) 
                 &net.network_name,
                 dns1123_subdomain(&net.network_name),
             );
+            if net.network_name.len() > MAX_NETWORK_NAME {
+                out.errors
+                    .push(FieldError::too_long(&nn_path, MAX_NETWORK_NAME));
+            }
         }
         check_enum(out, &p.child("model"), net.model.as_deref(), NIC_MODELS);
         if let Some(mac) = &net.mac_address {
@@ -291,6 +334,25 @@ fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String]) {
 }
 
 fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
+    // Refused rather than carried through a Secret: KubeVirt refuses the same inline data.
+    if ci
+        .user_data
+        .as_ref()
+        .is_some_and(|d| d.len() > MAX_USER_DATA)
+    {
+        out.errors
+            .push(FieldError::too_long(&path.child("userData"), MAX_USER_DATA));
+    }
+    if ci
+        .network_data
+        .as_ref()
+        .is_some_and(|d| d.len() > MAX_NETWORK_DATA)
+    {
+        out.errors.push(FieldError::too_long(
+            &path.child("networkData"),
+            MAX_NETWORK_DATA,
+        ));
+    }
     if let Some(r) = &ci.secret_ref {
         let p = path.child("secretRef");
         if r.name.is_empty() {
@@ -335,6 +397,19 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
             format!("secure boot requires {} to be true", bl_path.child("efi")),
         ));
     }
+    let machine_type = domain.machine.as_ref().and_then(|m| m.type_.as_deref());
+    if bootloader.is_some_and(|bl| bl.secure_boot == Some(true))
+        && machine_type.is_some_and(|t| t.starts_with("pc-i440fx"))
+    {
+        out.errors.push(FieldError::invalid(
+            &path
+                .child("firmware")
+                .child("bootloader")
+                .child("secureBoot"),
+            Value::Bool(true),
+            "secure boot requires a q35 machine type (KubeVirt refuses it with i440fx)",
+        ));
+    }
 }
 
 fn is_machine_type(t: &str) -> bool {
@@ -364,6 +439,70 @@ mod tests {
 
     fn messages(json: serde_json::Value) -> Vec<String> {
         check(json).errors.iter().map(ToString::to_string).collect()
+    }
+
+    /// Each case KubeVirt's virt-api refuses is refused here, naming the field and the limit.
+    #[test]
+    fn kubevirt_parity() {
+        let disk = |name: &str, size: &str| serde_json::json!({"name": name, "size": size});
+        let many_disks: Vec<_> = (0..257).map(|i| disk(&format!("d{i}"), "1Gi")).collect();
+        let cases = [
+            (
+                serde_json::json!({"cloudInit": {"userData": "x".repeat(2049)}}),
+                "spec.cloudInit.userData: Too long: may not be more than 2048 bytes",
+            ),
+            (
+                serde_json::json!({"cloudInit": {"networkData": "x".repeat(16 * 1024 + 1)}}),
+                "spec.cloudInit.networkData: Too long: may not be more than 16384 bytes",
+            ),
+            (
+                serde_json::json!({"disks": many_disks}),
+                "spec.disks: Too many: 257: must have at most 256 items",
+            ),
+            (
+                serde_json::json!({"networks": [{"name": "eth0", "networkName": "n", "macAddress": "+2:54:00:12:34:56"}]}),
+                r#"spec.networks[0].macAddress: Invalid value: "+2:54:00:12:34:56": must be a MAC address of six hexadecimal octets separated by ':' or '-' (e.g. 52:54:00:12:34:56)"#,
+            ),
+            (
+                serde_json::json!({"disks": [disk("cloudinitdisk", "1Gi")]}),
+                r#"spec.disks[0].name: Invalid value: "cloudinitdisk": is reserved for the cloud-init volume"#,
+            ),
+            (
+                serde_json::json!({"domain": {"machine": {"type": "pc-i440fx"}, "firmware": {"bootloader": {"secureBoot": true, "efi": true}}}}),
+                "spec.domain.firmware.bootloader.secureBoot: Invalid value: true: secure boot requires a q35 machine type (KubeVirt refuses it with i440fx)",
+            ),
+            (
+                serde_json::json!({"networks": [{"name": "eth0", "networkName": "n".repeat(64)}]}),
+                "spec.networks[0].networkName: Too long: may not be more than 63 bytes",
+            ),
+            (
+                serde_json::json!({"disks": [disk("data", "1023Ki")]}),
+                r#"spec.disks[0].size: Invalid value: "1023Ki": must be at least 1Mi"#,
+            ),
+            (
+                serde_json::json!({"disks": [disk("data", "1048576.5")]}),
+                r#"spec.disks[0].size: Invalid value: "1048576.5": must be a whole number of bytes"#,
+            ),
+            (
+                serde_json::json!({"bootOrder": ["disk", "network", "cdrom", "disk"]}),
+                "spec.bootOrder: Too many: 4: must have at most 3 items",
+            ),
+        ];
+        for (spec, expected) in cases {
+            let got = messages(spec);
+            assert!(
+                got.iter().any(|m| m == expected),
+                "want {expected}\ngot {got:?}"
+            );
+        }
+        // The limits themselves are admitted.
+        let ok = serde_json::json!({
+            "cloudInit": {"userData": "x".repeat(2048), "networkData": "x".repeat(16 * 1024)},
+            "disks": [disk("data", "1Mi")],
+            "networks": [{"name": "eth0", "networkName": "n".repeat(63)}],
+            "domain": {"machine": {"type": "pc-q35"}, "firmware": {"bootloader": {"secureBoot": true, "efi": true}}},
+        });
+        assert_eq!(messages(ok), Vec::<String>::new());
     }
 
     #[test]
@@ -453,7 +592,7 @@ mod tests {
             [
                 "spec.disks[0].name: Required value".to_owned(),
                 format!("spec.disks[1].name: Invalid value: \"Data\": {}", super::super::names::LABEL_MSG),
-                "spec.disks[2].size: Invalid value: \"0\": must be greater than zero".to_owned(),
+                "spec.disks[2].size: Invalid value: \"0\": must be at least 1Mi".to_owned(),
                 "spec.disks[3].name: Duplicate value: \"data\"".to_owned(),
                 "spec.disks[4].size: Required value: disk \"logs\" is not in template \"small\", so it needs a size".to_owned(),
                 format!("spec.disks[5].size: Invalid value: \"lots\": {}", crate::api::quantity::QuantityError::Syntax),
@@ -501,22 +640,21 @@ mod tests {
 
     #[test]
     fn boot_order() {
-        let out =
-            check(serde_json::json!({"bootOrder": ["disk", "cdrom", "floppy", "disk", "network"]}));
+        let out = check(serde_json::json!({"bootOrder": ["cdrom", "floppy", "cdrom"]}));
         assert_eq!(
             out.errors
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>(),
             [
-                r#"spec.bootOrder[2]: Unsupported value: "floppy": supported values: "cdrom", "disk", "network""#,
-                r#"spec.bootOrder[3]: Duplicate value: "disk""#,
+                r#"spec.bootOrder[1]: Unsupported value: "floppy": supported values: "cdrom", "disk", "network""#,
+                r#"spec.bootOrder[2]: Duplicate value: "cdrom""#,
             ]
         );
         assert_eq!(
             out.warnings,
             [
-                r#"spec.bootOrder[1]: "cdrom" is accepted but ignored: the Machine has no cdrom device"#
+                r#"spec.bootOrder[0]: "cdrom" is accepted but ignored: the Machine has no cdrom device"#
             ]
         );
     }

@@ -108,6 +108,11 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["list", "watch"]
+# The validating webhook asks, as a Machine's author, whether they may read what the Machine
+# refers to (the cloud-init Secret): src/access/review.rs.
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
 {{- if ne (include "kubevirt-operator.certManager" .) "true" }}
 # Only the operator's own webhook configurations, by name; create cannot be limited by name.
 - apiGroups: ["admissionregistration.k8s.io"]
