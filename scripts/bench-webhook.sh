@@ -17,7 +17,7 @@ URL="https://127.0.0.1:$PORT/mutate-vitistack-io-v1alpha1-machine"
 BODY=benches/data/mutate-request.json
 
 cargo build --release --quiet --bin kubevirt-operator --example webhook_load
-command -v oha >/dev/null 2>&1 || cargo install oha --locked --quiet
+[ -n "${ATTACK_ONLY:-}" ] || command -v oha >/dev/null 2>&1 || cargo install oha --locked --quiet
 command -v jq >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq jq >/dev/null; }
 
 tmp=$(mktemp -d)
@@ -48,15 +48,17 @@ report() { # label json
   jq -r --arg name "$1" '"\($name): \(.summary.requestsPerSec | floor) req/s, p50 \(.latencyPercentiles.p50 * 1e6 | floor) µs, p99 \(.latencyPercentiles.p99 * 1e6 | floor) µs, success \(.summary.successRate * 100)%, status codes \(.statusCodeDistribution)"' <<<"$2"
 }
 
-peak_json=$(load)
-report "peak ($CONNECTIONS connections)" "$peak_json"
-peak=$(jq '.summary.requestsPerSec | floor' <<<"$peak_json")
-half=$((peak / 2))
 seconds=${DURATION%s}
-target/release/examples/webhook_load "$URL" "$tmp/ca.pem" "$BODY" "$half" "$seconds" "$CONNECTIONS" |
-  jq -r '"50% of peak, even arrivals (\(.offered) req/s): \(.achieved) req/s, failed \(.failed) of \(.requests)
+if [ -z "${ATTACK_ONLY:-}" ]; then
+  peak_json=$(load)
+  report "peak ($CONNECTIONS connections)" "$peak_json"
+  peak=$(jq '.summary.requestsPerSec | floor' <<<"$peak_json")
+  half=$((peak / 2))
+  target/release/examples/webhook_load "$URL" "$tmp/ca.pem" "$BODY" "$half" "$seconds" "$CONNECTIONS" |
+    jq -r '"50% of peak, even arrivals (\(.offered) req/s): \(.achieved) req/s, failed \(.failed) of \(.requests)
   round trip (request written -> response read): p50 \(.service_p50_us) µs, p99 \(.service_p99_us) µs
   from the scheduled start (adds the sender waking late): p50 \(.p50_us) µs, p99 \(.p99_us) µs, p99.9 \(.p999_us) µs"'
-half_json=$(load -q "$half")
-report "50% of peak, oha's 1 ms-tick limiter ($half req/s)" "$half_json"
-echo "server RSS after the runs: $(ps -o rss= -p "$server" | awk '{printf "%.1f MiB", $1/1024}')"
+  half_json=$(load -q "$half")
+  report "50% of peak, oha's 1 ms-tick limiter ($half req/s)" "$half_json"
+  echo "server RSS after the runs: $(ps -o rss= -p "$server" | awk '{printf "%.1f MiB", $1/1024}')"
+fi
