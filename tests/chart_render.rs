@@ -375,6 +375,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         cluster_resources,
         [
             "storageclasses",
+            "subjectaccessreviews",
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations",
             "mutatingwebhookconfigurations",
@@ -387,6 +388,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         .filter(|r| {
             r["apiGroups"][0] != "admissionregistration.k8s.io"
                 && r["resources"][0] != "storageclasses"
+                && r["resources"][0] != "subjectaccessreviews"
         })
         .collect::<Vec<_>>();
     let ns = "team-a";

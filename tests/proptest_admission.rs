@@ -273,8 +273,23 @@ fn domain() -> impl Strategy<Value = Value> {
         let efi = if secure == Some(true) { Some(true) } else { efi };
         json!({"bootloader": object(vec![("efi", efi.map(Value::Bool)), ("secureBoot", secure.map(Value::Bool))])})
     });
-    (opt(machine), opt(features), opt(firmware))
-        .prop_map(|(m, f, fw)| object(vec![("machine", m), ("features", f), ("firmware", fw)]))
+    (opt(machine), opt(features), opt(firmware)).prop_map(|(m, f, fw)| {
+        // secureBoot requires q35 (KubeVirt refuses it with i440fx).
+        let secure = fw
+            .as_ref()
+            .and_then(|fw| fw.pointer("/bootloader/secureBoot"))
+            == Some(&Value::Bool(true));
+        let i440fx = |m: &Value| {
+            m["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("pc-i440fx"))
+        };
+        let m = match m {
+            Some(m) if secure && i440fx(&m) => Some(json!({"type": "pc-q35"})),
+            other => other,
+        };
+        object(vec![("machine", m), ("features", f), ("firmware", fw)])
+    })
 }
 
 fn valid_spec() -> impl Strategy<Value = Value> {
