@@ -62,3 +62,39 @@ if [ -z "${ATTACK_ONLY:-}" ]; then
   report "50% of peak, oha's 1 ms-tick limiter ($half req/s)" "$half_json"
   echo "server RSS after the runs: $(ps -o rss= -p "$server" | awk '{printf "%.1f MiB", $1/1024}')"
 fi
+
+ATTACK_RATE=${ATTACK_RATE:-2000}
+ATTACKERS=${ATTACKERS:-4}
+python3 - "$BODY" "$tmp" <<'PY'
+import json, sys
+review = json.load(open(sys.argv[1]))
+for name, spec in [("boot-order", {"bootOrder": ["x"] * 600_000}),
+                   ("long-string", {"cloudInit": {"userData": "x" * 2_500_000}})]:
+    review["request"]["object"]["spec"] = spec
+    json.dump(review, open(f"{sys.argv[2]}/hostile-{name}.json", "w"))
+PY
+even() { # label
+  target/release/examples/webhook_load "$URL" "$tmp/ca.pem" "$BODY" "$ATTACK_RATE" "$seconds" 4 |
+    jq -r --arg name "$1" '"\($name) (\(.offered) req/s even arrivals): failed \(.failed) of \(.requests), round trip p50 \(.service_p50_us) µs, p99 \(.service_p99_us) µs; from the scheduled start p99 \(.p99_us) µs"'
+}
+even "quiet"
+hostile() { # body-file: posts it back to back until $tmp/stop exists, then writes how many
+  local sent=0
+  while [ ! -e "$tmp/stop" ]; do
+    curl -sk -o /dev/null -H 'Content-Type: application/json' --data-binary "@$1" "$URL" || true
+    sent=$((sent + 1))
+  done
+  echo "$sent" >"$1.$BASHPID.sent"
+}
+attackers=()
+for i in $(seq "$ATTACKERS"); do
+  if [ $((i % 2)) -eq 0 ]; then body=boot-order; else body=long-string; fi
+  hostile "$tmp/hostile-$body.json" &
+  attackers+=($!)
+done
+sleep 1
+even "under attack"
+touch "$tmp/stop"
+wait "${attackers[@]}"
+echo "hostile bodies answered meanwhile: $(cat "$tmp"/hostile-*.sent | awk '{s += $1} END {print s}')"
+echo "server peak RSS over every run: $(awk '/VmHWM/ {printf "%.1f MiB", $2/1024}' "/proc/$server/status")"
