@@ -1,0 +1,453 @@
+use serde_json::json;
+
+use super::*;
+use crate::admission::review::GroupVersionKind;
+
+fn admission() -> Admission {
+    Admission::new(Catalog::default()).expect("schema compiles")
+}
+
+fn machine(spec: Value) -> Value {
+    json!({"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+           "metadata": {"name": "vm", "namespace": "default"}, "spec": spec})
+}
+
+fn request(operation: &str, object: Option<Value>, old: Option<Value>) -> Request {
+    Request {
+        uid: "u1".into(),
+        kind: GroupVersionKind {
+            group: "vitistack.io".into(),
+            version: "v1alpha1".into(),
+            kind: "Machine".into(),
+        },
+        name: "vm".into(),
+        namespace: Some("default".into()),
+        operation: operation.into(),
+        object,
+        old_object: old,
+        ..Request::default()
+    }
+}
+
+fn mutated(a: &Admission, req: &Request) -> Value {
+    let verdict = a.mutate(req);
+    assert!(verdict.allowed, "{:?}", verdict.status);
+    let mut object = req.object.clone().expect("object");
+    json_patch::patch(&mut object, &verdict.patch.expect("a patch")).expect("patch applies");
+    object
+}
+
+fn message(v: &Verdict) -> String {
+    v.status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn mutation_applies_template_and_records_provenance() {
+    let a = admission();
+    let out = mutated(
+        &a,
+        &request(
+            "CREATE",
+            Some(machine(
+                json!({"template": "small", "disks": [{"name": "data", "size": "100Gi"}]}),
+            )),
+            None,
+        ),
+    );
+    assert_eq!(
+        out["spec"]["resources"],
+        json!({"cpu": {"cores": 1, "threads": 1, "sockets": 1}, "memory": {"size": "2Gi"}})
+    );
+    assert_eq!(
+        out["spec"]["disks"],
+        json!([
+        {"name": "root", "size": "20Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"},
+        {"name": "data", "size": "100Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"}])
+    );
+    assert_eq!(out["spec"]["running"], json!(true));
+    assert_eq!(
+        out["spec"]["domain"],
+        json!({"machine": {"type": "pc-q35"}})
+    );
+    let record: Value = serde_json::from_str(
+        out["metadata"]["annotations"][DEFAULTS_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["resources"]["memory"]["size"], json!("2Gi"));
+    assert_eq!(record.get("template"), None, "template was explicit");
+}
+
+#[test]
+fn mutating_its_own_output_yields_no_patch() {
+    let a = admission();
+    for spec in [
+        json!({}),
+        json!({"template": "large", "networks": [{"name": "eth0", "networkName": "n"}],
+                                   "cloudInit": {"secretRef": {"name": "s"}}}),
+    ] {
+        let once = mutated(&a, &request("CREATE", Some(machine(spec.clone())), None));
+        let twice = a.mutate(&request("CREATE", Some(once.clone()), None));
+        assert!(twice.allowed);
+        assert_eq!(twice.patch.map(|p| p.0.len()), Some(0), "{spec}");
+        let on_update = a.mutate(&request("UPDATE", Some(once.clone()), Some(once)));
+        assert_eq!(on_update.patch.map(|p| p.0.len()), Some(0));
+    }
+}
+
+#[test]
+fn template_change_on_update_rederives_and_keeps_overrides() {
+    let a = admission();
+    let stored = mutated(
+        &a,
+        &request(
+            "CREATE",
+            Some(machine(
+                json!({"template": "medium", "resources": {"memory": {"size": "16Gi"}}}),
+            )),
+            None,
+        ),
+    );
+    let mut edited = stored.clone();
+    edited["spec"]["template"] = json!("large");
+    let out = mutated(
+        &a,
+        &request("UPDATE", Some(edited.clone()), Some(stored.clone())),
+    );
+    assert_eq!(out["spec"]["resources"]["cpu"]["cores"], json!(4));
+    assert_eq!(out["spec"]["resources"]["memory"]["size"], json!("16Gi"));
+    assert_eq!(out["spec"]["disks"][0]["size"], json!("80Gi"));
+    // The provenance survives a client that dropped the annotation (e.g. kubectl replace).
+    edited["metadata"]["annotations"] = json!({});
+    let out = mutated(&a, &request("UPDATE", Some(edited), Some(stored)));
+    assert_eq!(out["spec"]["resources"]["cpu"]["cores"], json!(4));
+}
+
+#[test]
+fn schema_errors_deny_with_field_paths() {
+    let a = admission();
+    let v = a.mutate(&request("CREATE", Some(machine(json!({"resources": {"cpu": {"cores": "four"}}, "disks": [{"size": true}], "running": "yes"}))), None));
+    assert!(!v.allowed);
+    let status = v.status.clone().unwrap();
+    assert_eq!(
+        (status.code, status.reason.as_deref()),
+        (Some(422), Some("Invalid"))
+    );
+    let msg = message(&v);
+    assert!(
+        msg.starts_with(r#"Machine.vitistack.io "vm" is invalid: ["#),
+        "{msg}"
+    );
+    for part in [
+        r#"spec.resources.cpu.cores: Invalid value: "four": must be of type integer"#,
+        "spec.disks[0].name: Required value",
+        "spec.disks[0].size: Invalid value: true: must be an integer or a string",
+        r#"spec.running: Invalid value: "yes": must be of type boolean"#,
+    ] {
+        assert!(msg.contains(part), "missing {part:?} in {msg}");
+    }
+    let causes = status.details.unwrap().causes.unwrap();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.field.as_deref() == Some("spec.resources.cpu.cores")
+                && c.reason.as_deref() == Some("FieldValueTypeInvalid"))
+    );
+}
+
+#[test]
+fn semantic_errors_deny_in_both_webhooks() {
+    let a = admission();
+    let req = request(
+        "CREATE",
+        Some(machine(
+            json!({"template": "huge", "disks": [{"name": "d", "size": "1Gi", "accessMode": "ReadWriteAll"}]}),
+        )),
+        None,
+    );
+    for v in [a.mutate(&req), a.validate(&req)] {
+        assert!(!v.allowed);
+        let msg = message(&v);
+        assert!(
+            msg.contains(r#"spec.template: Unsupported value: "huge""#),
+            "{msg}"
+        );
+        assert!(msg.contains(r#"spec.disks[0].accessMode: Unsupported value: "ReadWriteAll": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce""#), "{msg}");
+    }
+}
+
+#[test]
+fn validate_applies_update_rules_and_warnings() {
+    let a = admission();
+    let old = mutated(
+        &a,
+        &request(
+            "CREATE",
+            Some(machine(
+                json!({"disks": [{"name": "data", "size": "10Gi"}]}),
+            )),
+            None,
+        ),
+    );
+    let mut shrunk = old.clone();
+    shrunk["spec"]["disks"][1]["size"] = json!("5Gi");
+    let v = a.validate(&request("UPDATE", Some(shrunk), Some(old.clone())));
+    assert!(!v.allowed);
+    assert!(
+        message(&v).contains(
+            r#"spec.disks[1].size: Forbidden: disk "data" may not shrink from 10Gi to 5Gi"#
+        ),
+        "{}",
+        message(&v)
+    );
+    let mut removed = old.clone();
+    removed["spec"]["disks"] = json!([old["spec"]["disks"][0].clone()]);
+    assert!(
+        message(&a.validate(&request("UPDATE", Some(removed), Some(old.clone()))))
+            .contains(r#"disk "data" may not be removed"#)
+    );
+    let mut cdrom = old.clone();
+    cdrom["spec"]["bootOrder"] = json!(["cdrom", "disk"]);
+    let v = a.validate(&request("UPDATE", Some(cdrom), Some(old)));
+    assert!(v.allowed);
+    assert_eq!(v.warnings.len(), 1);
+}
+
+#[test]
+fn unchanged_invalid_specs_do_not_block_metadata_updates() {
+    let a = admission();
+    let legacy = machine(json!({"template": "huge"}));
+    let mut finalizer_removed = legacy.clone();
+    finalizer_removed["metadata"]["finalizers"] = json!([]);
+    let req = request("UPDATE", Some(finalizer_removed), Some(legacy));
+    assert!(a.mutate(&req).allowed);
+    assert!(a.validate(&req).allowed);
+}
+
+#[test]
+fn requests_it_does_not_handle_are_denied_with_a_reason() {
+    let a = admission();
+    let m = machine(json!({}));
+    let cases = [
+        (
+            request("DELETE", None, Some(m.clone())),
+            "operation \"DELETE\" is not handled",
+        ),
+        (
+            request("PATCH", Some(m.clone()), None),
+            "operation \"PATCH\" is not handled",
+        ),
+        (request("CREATE", None, None), "has no object"),
+        (
+            Request {
+                kind: GroupVersionKind {
+                    group: "".into(),
+                    version: "v1".into(),
+                    kind: "Pod".into(),
+                },
+                ..request("CREATE", Some(m.clone()), None)
+            },
+            "v1, Kind=Pod is not handled",
+        ),
+    ];
+    for (req, expected) in cases {
+        for v in [a.mutate(&req), a.validate(&req)] {
+            assert!(!v.allowed);
+            assert_eq!(v.status.as_ref().and_then(|s| s.code), Some(400));
+            assert!(
+                message(&v).contains(expected),
+                "{} !~ {expected}",
+                message(&v)
+            );
+        }
+    }
+}
+
+#[test]
+fn status_subresource_is_allowed_untouched() {
+    let a = admission();
+    let req = Request {
+        sub_resource: Some("status".into()),
+        ..request("UPDATE", Some(machine(json!({"template": "huge"}))), None)
+    };
+    let v = a.mutate(&req);
+    assert!(v.allowed && v.patch.is_none());
+}
+
+#[test]
+fn generate_name_objects_mutate_without_a_name() {
+    let a = admission();
+    let mut m = machine(json!({}));
+    m["metadata"] = json!({"generateName": "vm-"});
+    let req = Request {
+        name: String::new(),
+        ..request("CREATE", Some(m), None)
+    };
+    assert!(a.mutate(&req).allowed);
+}
+
+#[test]
+fn a_machine_without_spec_gets_every_default() {
+    let a = admission();
+    let mut m = machine(json!({}));
+    m.as_object_mut().unwrap().remove("spec");
+    let out = mutated(&a, &request("CREATE", Some(m), None));
+    assert_eq!(out["spec"]["template"], json!("medium"));
+    assert_eq!(out["spec"]["disks"][0]["size"], json!("40Gi"));
+}
+
+#[test]
+fn a_missing_name_is_reported_with_every_other_error() {
+    let a = admission();
+    let v = a.mutate(&request(
+        "CREATE",
+        Some(machine(
+            json!({"disks": [{"size": "1Gi"}], "bootOrder": ["usb"]}),
+        )),
+        None,
+    ));
+    assert_eq!(
+        message(&v),
+        r#"Machine.vitistack.io "vm" is invalid: [spec.disks[0].name: Required value, spec.bootOrder[0]: Unsupported value: "usb": supported values: "cdrom", "disk", "network"]"#
+    );
+}
+
+fn finalizer_ops(v: &Verdict) -> Vec<Value> {
+    v.patch
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .filter_map(|op| serde_json::to_value(op).ok())
+        .filter(|op| {
+            op["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("/metadata/finalizers"))
+        })
+        .collect()
+}
+
+#[test]
+fn create_without_finalizers_gains_ours() {
+    let a = admission();
+    let req = request("CREATE", Some(machine(json!({}))), None);
+    assert_eq!(
+        finalizer_ops(&a.mutate(&req)),
+        [json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]})]
+    );
+    assert_eq!(
+        mutated(&a, &req)["metadata"]["finalizers"],
+        json!([FINALIZER])
+    );
+    // Dry-run is answered the same: the patch has no side effects.
+    let dry = Request {
+        dry_run: Some(true),
+        ..req
+    };
+    assert_eq!(
+        mutated(&a, &dry)["metadata"]["finalizers"],
+        json!([FINALIZER])
+    );
+}
+
+#[test]
+fn create_with_other_finalizers_appends_ours() {
+    let a = admission();
+    let mut m = machine(json!({}));
+    m["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    let req = request("CREATE", Some(m), None);
+    assert_eq!(
+        finalizer_ops(&a.mutate(&req)),
+        [json!({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER})]
+    );
+    assert_eq!(
+        mutated(&a, &req)["metadata"]["finalizers"],
+        json!(["example.com/keep", FINALIZER])
+    );
+}
+
+#[test]
+fn create_already_carrying_ours_is_not_duplicated() {
+    let a = admission();
+    for list in [json!([FINALIZER]), json!(["example.com/keep", FINALIZER])] {
+        let mut m = machine(json!({}));
+        m["metadata"]["finalizers"] = list.clone();
+        let req = request("CREATE", Some(m), None);
+        assert!(finalizer_ops(&a.mutate(&req)).is_empty(), "{list}");
+        assert_eq!(mutated(&a, &req)["metadata"]["finalizers"], list);
+    }
+}
+
+#[test]
+fn create_without_metadata_gets_annotation_and_finalizer() {
+    let a = admission();
+    let mut m = machine(json!({}));
+    m.as_object_mut().unwrap().remove("metadata");
+    let out = mutated(&a, &request("CREATE", Some(m), None));
+    assert_eq!(out["metadata"]["finalizers"], json!([FINALIZER]));
+    assert!(out["metadata"]["annotations"][DEFAULTS_ANNOTATION].is_string());
+}
+
+#[test]
+fn update_never_adds_the_finalizer() {
+    let a = admission();
+    let stored = mutated(&a, &request("CREATE", Some(machine(json!({}))), None));
+    assert_eq!(stored["metadata"]["finalizers"], json!([FINALIZER]));
+    let mut released = stored.clone();
+    released["metadata"]["finalizers"] = json!([]);
+
+    // The reconciler removing it at the end of a deletion.
+    let mut deleting = released.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    // A user removing it, and a Machine stored before the webhook, each with a spec change
+    // (so the webhook does answer with a patch).
+    let mut edited = released.clone();
+    edited["spec"]["template"] = json!("large");
+    let mut legacy = machine(json!({"template": "small"}));
+    let legacy_old = legacy.clone();
+    legacy["spec"]["running"] = json!(false);
+
+    for (new, old) in [
+        (deleting, stored.clone()),
+        (released.clone(), stored.clone()),
+        (edited, stored),
+        (legacy, legacy_old),
+    ] {
+        let req = request("UPDATE", Some(new.clone()), Some(old));
+        let v = a.mutate(&req);
+        assert!(v.allowed, "{:?}", v.status);
+        assert!(finalizer_ops(&v).is_empty(), "{new}");
+        assert_eq!(
+            mutated(&a, &req)["metadata"].get("finalizers"),
+            new["metadata"].get("finalizers")
+        );
+    }
+}
+
+#[test]
+fn an_object_being_deleted_never_gains_it() {
+    let a = admission();
+    let mut m = machine(json!({}));
+    m["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    let v = a.mutate(&request("CREATE", Some(m), None));
+    assert!(v.allowed);
+    assert!(finalizer_ops(&v).is_empty());
+}
+
+#[test]
+fn nulls_are_pruned_like_the_api_server_does() {
+    let a = admission();
+    let out = mutated(
+        &a,
+        &request(
+            "CREATE",
+            Some(machine(
+                json!({"template": null, "resources": {"cpu": null}}),
+            )),
+            None,
+        ),
+    );
+    assert_eq!(out["spec"]["template"], json!("medium"));
+}
