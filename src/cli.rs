@@ -194,10 +194,10 @@ pub struct RunArgs {
     #[arg(long, env = "WEBHOOK_SERVICE_NAME", value_name = "WEBHOOK_SERVICE_NAME",
           default_value = crate::certs::WEBHOOK_SERVICE, value_parser = parse_dns_label)]
     pub webhook_service_name: String,
-    /// The namespace whose Machines are reconciled (e.g. `team-a`); unset or empty: every
-    /// namespace. With one, the operator needs a Role in that namespace only, instead of
-    /// cluster-wide rights on Secrets, claims and VMs. Written as a comma-separated list; the
-    /// reconciler watches all namespaces or one, so `run` refuses a longer list.
+    /// The namespaces whose Machines are reconciled, comma-separated (e.g. `team-a,team-b`);
+    /// unset or empty: every namespace. Listed, the operator needs a Role in each of them only,
+    /// instead of cluster-wide rights on Secrets, claims and VMs; it runs one set of watches per
+    /// namespace listed.
     #[arg(long, env = "WATCH_NAMESPACES", value_name = "WATCH_NAMESPACES", default_value = "",
           value_parser = parse_watch_namespaces)]
     pub watch_namespaces: WatchScope,

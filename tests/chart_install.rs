@@ -155,6 +155,9 @@ async fn ready(port: u16) -> bool {
     out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200")
 }
 
+/// The namespaces of the scoped install.
+const TEAMS: [&str; 2] = ["team-a", "team-b"];
+
 #[tokio::test]
 async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     assert_eq!(NAMESPACE, OPERATOR_NAMESPACE);
@@ -173,12 +176,14 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
 
     // Upgrade with changed values: the Deployment rolls and namespace-scoped RBAC replaces the
     // cluster-wide rules.
-    let mut team = k8s_openapi::api::core::v1::Namespace::default();
-    team.metadata.name = Some("team-a".to_owned());
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .create(&PostParams::default(), &team)
-        .await
-        .expect("namespace team-a");
+    for ns in TEAMS {
+        let mut team = k8s_openapi::api::core::v1::Namespace::default();
+        team.metadata.name = Some(ns.to_owned());
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &team)
+            .await
+            .expect("namespace");
+    }
     run(helm(
         &cp,
         &[
@@ -189,7 +194,7 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
             "--set",
             "replicaCount=3",
             "--set",
-            "watchNamespaces={team-a}",
+            "watchNamespaces={team-a,team-b}",
         ],
     )
     .arg(chart_dir()));
@@ -199,12 +204,17 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
         "the Deployment rolled"
     );
     assert_eq!(env_of(&d, "RUST_LOG").as_deref(), Some("debug"));
-    assert_eq!(env_of(&d, "WATCH_NAMESPACES").as_deref(), Some("team-a"));
+    assert_eq!(
+        env_of(&d, "WATCH_NAMESPACES").as_deref(),
+        Some("team-a,team-b")
+    );
     assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(3));
-    Api::<Role>::namespaced(client.clone(), "team-a")
-        .get(RELEASE)
-        .await
-        .expect("the Role in team-a");
+    for ns in TEAMS {
+        Api::<Role>::namespaced(client.clone(), ns)
+            .get(RELEASE)
+            .await
+            .expect("the Role in each watched namespace");
+    }
     let cluster_role = Api::<ClusterRole>::all(client.clone())
         .get(RELEASE)
         .await
@@ -233,20 +243,26 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
 
     // The operator with exactly the chart's RBAC, cluster-wide.
     let kubeconfig = impersonating_kubeconfig(&cp);
-    operator_admits_and_reconciles(&cp, &client, &kubeconfig, "default", &[]).await;
+    operator_admits_and_reconciles(&cp, &client, &kubeconfig, &["default"], &[]).await;
 
-    // Namespace-scoped: a Role in team-a and cluster-wide rules on cluster-scoped objects only.
+    // Namespace-scoped: a Role in each of team-a and team-b, cluster-wide rules on cluster-scoped
+    // objects only; a Machine in each namespace is reconciled (one set of watches each).
     run(helm(
         &cp,
-        &["upgrade", RELEASE, "--set", "watchNamespaces={team-a}"],
+        &[
+            "upgrade",
+            RELEASE,
+            "--set",
+            "watchNamespaces={team-a,team-b}",
+        ],
     )
     .arg(chart_dir()));
     operator_admits_and_reconciles(
         &cp,
         &client,
         &kubeconfig,
-        "team-a",
-        &["--watch-namespaces", "team-a"],
+        &TEAMS,
+        &["--watch-namespaces", "team-a,team-b"],
     )
     .await;
     assert!(
@@ -308,13 +324,13 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
 }
 
 /// Runs the operator as the chart's ServiceAccount until it is ready, its webhook configurations
-/// exist, a Machine in `namespace` is admitted and its VirtualMachine created; then stops it
+/// exist, a Machine in each of `namespaces` is admitted and its VirtualMachine created; then stops it
 /// (SIGTERM: the Lease is released for the next run). Fails on any request refused.
 async fn operator_admits_and_reconciles(
     cp: &ControlPlane,
     client: &kube::Client,
     kubeconfig: &Path,
-    namespace: &str,
+    namespaces: &[&str],
     extra: &[&str],
 ) {
     let (mut op, probes) = launch_operator(cp, kubeconfig, extra);
@@ -338,42 +354,41 @@ async fn operator_admits_and_reconciles(
         }
     })
     .await;
-    // A Machine through the webhooks, then its VirtualMachine from the reconciler.
-    let machines = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "vitistack.io",
-            "v1alpha1",
-            "Machine",
-        )),
-    );
-    let machine: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1",
-        "kind": "Machine",
-        "metadata": {"name": "chart-vm", "namespace": namespace},
-        "spec": {"template": "small"}
-    }))
-    .expect("Machine");
-    eventually_with(WAIT, "the Machine admitted", log, || {
-        let (machines, machine) = (machines.clone(), machine.clone());
-        async move { machines.create(&PostParams::default(), &machine).await.ok() }
-    })
-    .await;
-    let vms = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "kubevirt.io",
-            "v1",
-            "VirtualMachine",
-        )),
-    );
-    eventually_with(WAIT, "the VirtualMachine", log, || {
-        let vms = vms.clone();
-        async move { vms.get_opt("chart-vm").await.ok().flatten() }
-    })
-    .await;
+    // A Machine through the webhooks in each namespace, then its VirtualMachine from the
+    // reconciler.
+    let gvk =
+        |group, version, kind| ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    for namespace in namespaces {
+        let machines = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            namespace,
+            &gvk("vitistack.io", "v1alpha1", "Machine"),
+        );
+        let machine: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1",
+            "kind": "Machine",
+            "metadata": {"name": "chart-vm", "namespace": namespace},
+            "spec": {"template": "small"}
+        }))
+        .expect("Machine");
+        eventually_with(WAIT, "the Machine admitted", log, || {
+            let (machines, machine) = (machines.clone(), machine.clone());
+            async move { machines.create(&PostParams::default(), &machine).await.ok() }
+        })
+        .await;
+    }
+    for namespace in namespaces {
+        let vms = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            namespace,
+            &gvk("kubevirt.io", "v1", "VirtualMachine"),
+        );
+        eventually_with(WAIT, "the VirtualMachine", log, || {
+            let vms = vms.clone();
+            async move { vms.get_opt("chart-vm").await.ok().flatten() }
+        })
+        .await;
+    }
     assert!(op.exited().is_none(), "the operator exited\n{}", log());
     op.terminate(Duration::from_secs(15));
     let refused = refused(cp);

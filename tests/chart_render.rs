@@ -364,7 +364,10 @@ fn rbac_is_scoped_by_name_and_namespace() {
             }
         }
     }
-    let scoped = docs(&helm_template(&[], &["--set", "watchNamespaces={team-a}"]));
+    let scoped = docs(&helm_template(
+        &[],
+        &["--set", "watchNamespaces={team-a,team-b}"],
+    ));
     let cluster_role = one(&scoped, "ClusterRole");
     let cluster_resources: Vec<String> = rules_of(cluster_role)
         .iter()
@@ -391,17 +394,18 @@ fn rbac_is_scoped_by_name_and_namespace() {
                 && r["resources"][0] != "subjectaccessreviews"
         })
         .collect::<Vec<_>>();
-    let ns = "team-a";
-    let role = scoped
-        .iter()
-        .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == ns)
-        .unwrap_or_else(|| panic!("a Role in {ns}"));
-    assert_eq!(rules_of(role), unscoped_machines_rules, "{ns}");
-    assert!(scoped.iter().any(|o| o["kind"] == "RoleBinding"
-        && o["metadata"]["namespace"] == ns
-        && o["subjects"][0]["name"] == "kubevirt-operator-controller-manager"));
+    for ns in ["team-a", "team-b"] {
+        let role = scoped
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == ns)
+            .unwrap_or_else(|| panic!("a Role in {ns}"));
+        assert_eq!(rules_of(role), unscoped_machines_rules, "{ns}");
+        assert!(scoped.iter().any(|o| o["kind"] == "RoleBinding"
+            && o["metadata"]["namespace"] == ns
+            && o["subjects"][0]["name"] == "kubevirt-operator-controller-manager"));
+    }
     let d = one(&scoped, "Deployment");
-    assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a"));
+    assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a,team-b"));
 }
 
 #[test]
@@ -414,7 +418,7 @@ fn bad_values_are_refused_naming_the_value() {
             "must exceed drainPeriodSeconds",
         ),
         ("log.format=xml", "log.format \"xml\""),
-        ("watchNamespaces={a,b}", "every namespace or one"),
+        ("watchNamespaces={Team_A}", "watchNamespaces \"Team_A\""),
     ] {
         let out = tool("helm")
             .args(["template", "x"])

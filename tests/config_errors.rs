@@ -183,9 +183,9 @@ fn a_webhook_service_name_that_is_no_service_name() {
 }
 
 #[test]
-fn more_than_one_watched_namespace() {
-    let line = start_up_error(&[("WATCH_NAMESPACES", "team-a,team-b")], &["run"]);
-    assert_names(&line, "WATCH_NAMESPACES", "team-a,team-b");
+fn a_watched_namespace_that_is_no_namespace_name() {
+    let line = start_up_error(&[("WATCH_NAMESPACES", "team-a,Team_B")], &["run"]);
+    assert_names(&line, "WATCH_NAMESPACES", "Team_B");
 }
 
 /// The standalone server cannot ask kube-apiserver, and says so where its users look.

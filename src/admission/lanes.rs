@@ -38,6 +38,11 @@ pub struct LaneSettings {
     /// How long a decision may take before the caller is told to retry (under the webhooks'
     /// 5 s `timeoutSeconds`, so the user sees our message rather than a timeout).
     pub decide: Duration,
+    /// Bytes per second of large bodies, over all large permits: a large permit is held for at
+    /// least `body length / large_rate`. Machines are small, so this slows only the senders of
+    /// large bodies, and bounds the CPU they take from everything else (reading, decrypting,
+    /// scanning and decoding 3 MiB costs milliseconds, and senders can repeat it at once).
+    pub large_rate: usize,
 }
 
 impl Default for LaneSettings {
@@ -47,6 +52,7 @@ impl Default for LaneSettings {
             large: 1,
             wait: Duration::from_secs(2),
             decide: Duration::from_secs(4),
+            large_rate: 16 * 1024 * 1024,
         }
     }
 }
@@ -87,9 +93,10 @@ impl Lanes {
         F: FnOnce(Bytes) -> T + Send + 'static,
     {
         let s = &self.settings;
+        let started = tokio::time::Instant::now();
         let wait =
             |lane: &Arc<Semaphore>| tokio::time::timeout(s.wait, lane.clone().acquire_owned());
-        let (permit, bytes) = match declared {
+        let (permit, bytes, hold) = match declared {
             Some(n) if n <= SMALL_BODY_BYTES => {
                 let Ok(bytes) = axum::body::to_bytes(body, SMALL_BODY_BYTES).await else {
                     return Err(too_large(SMALL_BODY_BYTES));
@@ -97,7 +104,7 @@ impl Lanes {
                 let Ok(Ok(permit)) = wait(&self.small).await else {
                     return Err(busy(s.wait));
                 };
-                (permit, bytes)
+                (permit, bytes, Duration::ZERO)
             }
             _ => {
                 let Ok(Ok(permit)) = wait(&self.large).await else {
@@ -106,14 +113,24 @@ impl Lanes {
                 let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
                     return Err(too_large(MAX_BODY_BYTES));
                 };
-                (permit, bytes)
+                let hold = Duration::from_secs_f64(bytes.len() as f64 / s.large_rate.max(1) as f64);
+                (permit, bytes, hold)
             }
         };
         // The permit goes with the work: a decision past its deadline still holds it until it
-        // ends, so the number of decisions running never exceeds the permits.
+        // ends, so the number of decisions running never exceeds the permits. A large body's
+        // permit is kept to its share of `large_rate`, on a timer rather than a thread.
         let task = tokio::task::spawn_blocking(move || {
             let done = work(bytes);
-            drop(permit);
+            let release = started + hold;
+            if tokio::time::Instant::now() < release {
+                tokio::runtime::Handle::current().spawn(async move {
+                    tokio::time::sleep_until(release).await;
+                    drop(permit);
+                });
+            } else {
+                drop(permit);
+            }
             done
         });
         match tokio::time::timeout(s.decide, task).await {
@@ -175,4 +192,55 @@ pub fn status(code: StatusCode, reason: &str, message: &str) -> Response {
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lanes(large_rate: usize) -> Lanes {
+        Lanes::new(LaneSettings {
+            wait: Duration::from_millis(150),
+            large_rate,
+            ..LaneSettings::default()
+        })
+    }
+
+    async fn decide(lanes: &Lanes, len: usize) -> Result<usize, StatusCode> {
+        let body = Body::from(vec![b' '; len]);
+        lanes
+            .run(Some(len), body, |b| b.len())
+            .await
+            .map_err(|r| r.status())
+    }
+
+    /// A large body holds the large lane for its share of the rate; small ones never wait on it.
+    #[tokio::test(start_paused = true)]
+    async fn large_bodies_share_a_byte_rate_and_small_ones_pass() {
+        let big = SMALL_BODY_BYTES + 1;
+        // 1 s per large body at this rate.
+        let lanes = lanes(big);
+        assert_eq!(decide(&lanes, big).await, Ok(big));
+        assert_eq!(
+            decide(&lanes, big).await,
+            Err(StatusCode::SERVICE_UNAVAILABLE),
+            "a second large body within the first one's second waits past `wait`"
+        );
+        assert_eq!(decide(&lanes, 100).await, Ok(100), "the small lane is free");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            decide(&lanes, big).await,
+            Ok(big),
+            "free again after its share"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_rate_to_keep_the_large_lane_frees_at_once() {
+        let big = SMALL_BODY_BYTES + 1;
+        let lanes = lanes(usize::MAX);
+        for _ in 0..3 {
+            assert_eq!(decide(&lanes, big).await, Ok(big));
+        }
+    }
 }

@@ -14,7 +14,6 @@ use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
-use crate::config::WatchScope;
 use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
 use crate::reconciler::{self, Clients, Settings, readiness};
@@ -39,21 +38,6 @@ fn identity(given: Option<String>) -> String {
     })
 }
 
-/// The reconciler's watch scope from `--watch-namespaces`. Its watches take all namespaces or
-/// one; a longer list is refused rather than half served.
-fn watch_scope(given: &WatchScope) -> anyhow::Result<reconciler::watches::Scope> {
-    match given {
-        WatchScope::All => Ok(reconciler::watches::Scope::All),
-        WatchScope::Namespaces(list) => match list.as_slice() {
-            [one] => Ok(reconciler::watches::Scope::Namespace(one.clone())),
-            _ => anyhow::bail!(
-                "WATCH_NAMESPACES / --watch-namespaces {}: the reconciler watches every namespace or one",
-                list.join(",")
-            ),
-        },
-    }
-}
-
 pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let args = *args;
     match (&args.cert_file, &args.key_file) {
@@ -67,7 +51,6 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         ),
         _ => {}
     }
-    let scope = watch_scope(&args.watch_namespaces)?;
     let catalog =
         Catalog::with_default(&args.templates.default_template).context("--default-template")?;
     let lifetimes = args.certs.lifetimes()?;
@@ -95,7 +78,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         catalog: catalog.clone(),
         instance: identity(args.identity),
         metrics: metrics.clone(),
-        scope,
+        scopes: reconciler::watches::scopes(&args.watch_namespaces),
     };
 
     let slot = CertSlot::new();

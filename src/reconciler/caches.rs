@@ -89,41 +89,21 @@ impl Stores {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-    use k8s_openapi::api::storage::v1::StorageClass;
-    use kube::runtime::{reflector, watcher};
-
-    use crate::api::{Machine, NetworkConfiguration};
-    use crate::reconciler::kubevirt::{VirtualMachine, VirtualMachineInstance};
-    use crate::reconciler::multus::NetworkAttachmentDefinition;
+    use kube::runtime::watcher;
 
     /// kube's `Store::wait_until_ready` wakes only the last of several waiters. The Controller
     /// waits on the Machine store itself; readiness must not be a second waiter there, or
     /// every reconcile stalls for `CACHE_WAIT` at start-up when the Controller polls last.
     #[tokio::test]
     async fn caches_open_while_the_controller_waits_on_the_machine_store() {
-        let (machines, mut machines_w) = reflector::store::<Machine>();
-        let (vms, mut vms_w) = reflector::store::<VirtualMachine>();
-        let (vmis, mut vmis_w) = reflector::store::<VirtualMachineInstance>();
-        let (pvcs, mut pvcs_w) = reflector::store::<PersistentVolumeClaim>();
-        let (ncs, mut ncs_w) = reflector::store::<NetworkConfiguration>();
-        let (nads, mut nads_w) = reflector::store::<NetworkAttachmentDefinition>();
-        let (scs, mut scs_w) = reflector::store::<StorageClass>();
-        let (vm_names, mut vm_names_w) = reflector::store();
-        let (pvc_names, mut pvc_names_w) = reflector::store();
-        let (nad_names, mut nad_names_w) = reflector::store();
-        let stores = Stores {
-            machines: machines.clone(),
-            vms,
-            vmis,
-            pvcs,
-            network_configurations: ncs,
-            nads,
-            storage_classes: scs,
-            vm_names,
-            pvc_names,
-            nad_names,
-        };
+        let (stores, w) = Stores::new();
+        let machines = stores.machines.clone();
+        let (mut machines_w, mut vms_w, mut vmis_w, mut pvcs_w) =
+            (w.machines, w.vms, w.vmis, w.pvcs);
+        let (mut ncs_w, mut nads_w, mut scs_w) =
+            (w.network_configurations, w.nads, w.storage_classes);
+        let (mut vm_names_w, mut pvc_names_w, mut nad_names_w) =
+            (w.vm_names, w.pvc_names, w.nad_names);
         let (listed_tx, listed) = watch::channel(false);
         let (ready_tx, mut ready) = watch::channel(false);
         let state = Arc::new(State::default());

@@ -9,7 +9,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use tokio::sync::watch;
 
 use crate::api::{Machine, MachineStatus, NetworkConfiguration};
@@ -35,8 +35,8 @@ pub struct Settings {
     pub instance: String,
     /// Where reconcile counts, durations and gauges go.
     pub metrics: Arc<Metrics>,
-    /// The namespaces watched.
-    pub scope: Scope,
+    /// The namespaces watched: every one, or one controller per namespace listed.
+    pub scopes: Vec<Scope>,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own
@@ -75,6 +75,61 @@ pub struct Stores {
     pub vm_names: Store<PartialObjectMeta<VirtualMachine>>,
     pub pvc_names: Store<PartialObjectMeta<PersistentVolumeClaim>>,
     pub nad_names: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
+}
+
+/// The writing halves of [`Stores`], for the watches that fill them.
+pub struct Writers {
+    pub machines: Writer<Machine>,
+    pub vms: Writer<VirtualMachine>,
+    pub vmis: Writer<VirtualMachineInstance>,
+    pub pvcs: Writer<PersistentVolumeClaim>,
+    pub network_configurations: Writer<NetworkConfiguration>,
+    pub nads: Writer<NetworkAttachmentDefinition>,
+    pub storage_classes: Writer<StorageClass>,
+    pub vm_names: Writer<PartialObjectMeta<VirtualMachine>>,
+    pub pvc_names: Writer<PartialObjectMeta<PersistentVolumeClaim>>,
+    pub nad_names: Writer<PartialObjectMeta<NetworkAttachmentDefinition>>,
+}
+
+impl Stores {
+    /// Empty caches and the writers that fill them.
+    pub fn new() -> (Stores, Writers) {
+        let (machines, machines_w) = reflector::store();
+        let (vms, vms_w) = reflector::store();
+        let (vmis, vmis_w) = reflector::store();
+        let (pvcs, pvcs_w) = reflector::store();
+        let (network_configurations, ncs_w) = reflector::store();
+        let (nads, nads_w) = reflector::store();
+        let (storage_classes, scs_w) = reflector::store();
+        let (vm_names, vm_names_w) = reflector::store();
+        let (pvc_names, pvc_names_w) = reflector::store();
+        let (nad_names, nad_names_w) = reflector::store();
+        let stores = Stores {
+            machines,
+            vms,
+            vmis,
+            pvcs,
+            network_configurations,
+            nads,
+            storage_classes,
+            vm_names,
+            pvc_names,
+            nad_names,
+        };
+        let writers = Writers {
+            machines: machines_w,
+            vms: vms_w,
+            vmis: vmis_w,
+            pvcs: pvcs_w,
+            network_configurations: ncs_w,
+            nads: nads_w,
+            storage_classes: scs_w,
+            vm_names: vm_names_w,
+            pvc_names: pvc_names_w,
+            nad_names: nad_names_w,
+        };
+        (stores, writers)
+    }
 }
 
 /// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).

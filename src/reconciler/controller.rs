@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
@@ -27,16 +27,14 @@ use tracing::Instrument;
 use crate::api::{Machine, NetworkConfiguration};
 use crate::telemetry::metrics::Controller as ControllerLabel;
 
-pub use super::context::{Clients, Context, Settings, Stores, Written};
+pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::error::Error;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
 use super::multus::NetworkAttachmentDefinition;
 use super::readiness::State;
-use super::watches::{self, ignore, machines_using, managed};
+use super::watches::{self, Scope, ignore, machines_using, managed};
 use super::{FIELD_MANAGER, MACHINE_LABEL, act, decide, finalizer, observe};
-
-const GAUGE_REFRESH: Duration = Duration::from_secs(5);
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
 /// off on its own errors (`default_backoff`). kube's default pauses the merged stream, so every
@@ -55,15 +53,17 @@ impl kube::runtime::utils::Backoff for EachWatchBacksOff {
     fn reset(&mut self) {}
 }
 
-/// Runs the controller until `shutdown` resolves.
-pub async fn run(
+/// Runs the controller of one watch `scope` until `shutdown` resolves, filling `stores` through
+/// `writers`; `state` says when its caches are filled (see `super::scopes`).
+pub async fn run_scope(
     clients: Clients,
     settings: Settings,
+    scope: Scope,
+    (stores, writers): (Stores, Writers),
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = clients.api.clone();
-    let scope = settings.scope.clone();
     let multus_installed = watches::serves(
         &client,
         "k8s.cni.cncf.io/v1",
@@ -75,16 +75,19 @@ pub async fn run(
             "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
         );
     }
-    let (machines, machines_w) = reflector::store::<Machine>();
-    let (vms, vms_w) = reflector::store::<VirtualMachine>();
-    let (vmis, vmis_w) = reflector::store::<VirtualMachineInstance>();
-    let (pvcs, pvcs_w) = reflector::store::<PersistentVolumeClaim>();
-    let (ncs, ncs_w) = reflector::store::<NetworkConfiguration>();
-    let (nads, nads_w) = reflector::store::<NetworkAttachmentDefinition>();
-    let (scs, scs_w) = reflector::store::<StorageClass>();
-    let (vm_names, vm_names_w) = reflector::store();
-    let (pvc_names, pvc_names_w) = reflector::store();
-    let (nad_names, nad_names_w) = reflector::store();
+    let Writers {
+        machines: machines_w,
+        vms: vms_w,
+        vmis: vmis_w,
+        pvcs: pvcs_w,
+        network_configurations: ncs_w,
+        nads: nads_w,
+        storage_classes: scs_w,
+        vm_names: vm_names_w,
+        pvc_names: pvc_names_w,
+        nad_names: nad_names_w,
+    } = writers;
+    let machines = stores.machines.clone();
 
     let written = Arc::new(Written::default());
     let w = written.clone();
@@ -133,18 +136,7 @@ pub async fn run(
         ),
         client,
         settings: settings.clone(),
-        stores: Stores {
-            machines: machines.clone(),
-            vms,
-            vmis,
-            pvcs,
-            network_configurations: ncs,
-            nads,
-            storage_classes: scs,
-            vm_names,
-            pvc_names,
-            nad_names,
-        },
+        stores,
         state,
         written,
         multus_installed,
@@ -177,20 +169,6 @@ pub async fn run(
                 .await;
         })
     };
-    // Gauges are recounted from the caches on a timer, not per reconcile (which would make a
-    // resync of N Machines cost N² reads).
-    let gauges = {
-        let (machines, vms) = (ctx.stores.machines.clone(), ctx.stores.vms.clone());
-        let (metrics, catalog) = (settings.metrics.clone(), settings.catalog.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(GAUGE_REFRESH);
-            loop {
-                tick.tick().await;
-                reconcile_metrics::refresh_gauges(&metrics, &machines, &vms, &catalog);
-            }
-        })
-    };
-
     let by_label = |vmi: VirtualMachineInstance| {
         let machine = vmi.labels().get(MACHINE_LABEL).cloned()?;
         let r = ObjectRef::new(&machine);
@@ -254,7 +232,6 @@ pub async fn run(
             }
         })
         .await;
-    gauges.abort();
     caches.abort();
     names.abort();
     tracing::info!("Machine controller stopped");

@@ -2,11 +2,10 @@
 //! watch caches, counters and histograms recorded as reconciles happen.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::Store;
 
 use crate::api::Machine;
 use crate::machine::Catalog;
@@ -53,12 +52,12 @@ pub fn record_error(metrics: &Metrics, error_type: &str) {
 /// Recounts Machines by phase and template, and the operator's VMs by status, from the caches.
 pub fn refresh_gauges(
     metrics: &Metrics,
-    machines: &Store<Machine>,
-    vms: &Store<VirtualMachine>,
+    machines: impl IntoIterator<Item = Arc<Machine>>,
+    vms: impl IntoIterator<Item = Arc<VirtualMachine>>,
     catalog: &Catalog,
 ) {
     let mut by_phase: HashMap<PhaseTemplate, i64> = HashMap::new();
-    for machine in machines.state() {
+    for machine in machines {
         let phase = machine
             .status
             .as_ref()
@@ -76,7 +75,7 @@ pub fn refresh_gauges(
         metrics.machines.get_or_create(&labels).set(n);
     }
     let mut by_status: HashMap<String, i64> = HashMap::new();
-    for vm in vms.state() {
+    for vm in vms {
         let status = vm
             .status
             .as_ref()

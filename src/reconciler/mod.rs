@@ -26,14 +26,15 @@ pub mod observe;
 pub mod ownership;
 pub mod problem;
 pub mod readiness;
+pub mod scopes;
 pub mod spec;
 pub mod status;
 pub mod watches;
 
 pub use context::{Clients, Settings};
-pub use controller::run;
 pub use error::Error;
 pub use problem::Problem;
+pub use scopes::run;
 
 // SPEC's names live in `crate::api::names`; the children use them through here.
 use crate::api::names::{

@@ -17,12 +17,13 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::api::Machine;
+use crate::config::WatchScope;
 
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// Which namespaces the reconciler watches.
+/// What one controller watches.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Scope {
     #[default]
@@ -30,6 +31,14 @@ pub enum Scope {
     /// One namespace (Machines, VMs, claims and attachments there; StorageClasses are
     /// cluster-wide and always watched whole).
     Namespace(String),
+}
+
+/// One scope per controller: all namespaces, or each one listed.
+pub fn scopes(given: &WatchScope) -> Vec<Scope> {
+    match given {
+        WatchScope::All => vec![Scope::All],
+        WatchScope::Namespaces(list) => list.iter().cloned().map(Scope::Namespace).collect(),
+    }
 }
 
 fn api<K>(client: &Client, scope: &Scope, namespaced: bool) -> Api<DynamicObject>

@@ -56,8 +56,10 @@ annotations:
 {{- if not (has .Values.log.format (list "json" "text")) -}}
 {{- fail (printf "log.format %q: expected json or text" .Values.log.format) -}}
 {{- end -}}
-{{- if gt (len .Values.watchNamespaces) 1 -}}
-{{- fail (printf "watchNamespaces %v: the operator watches every namespace or one" .Values.watchNamespaces) -}}
+{{- range .Values.watchNamespaces -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .) -}}
+{{- fail (printf "watchNamespaces %q: not a namespace name (lower-case letters, digits and '-', at most 63)" .) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.apiServerCIDRs) -}}
 {{- fail "networkPolicy.apiServerCIDRs: required when networkPolicy.enabled (the addresses kube-apiserver calls the webhooks from)" -}}

@@ -1,0 +1,73 @@
+//! The reconciler over its watch scopes (`--watch-namespaces`): one controller for every
+//! namespace, or one controller per namespace listed.
+//!
+//! One controller per namespace rather than one over merged watches: a watcher's list replaces
+//! its cache whole when it completes, so the lists of several namespaces cannot share a cache.
+//! Each controller has its own caches and readiness; `/readyz` waits for all of them, and the
+//! gauges count all of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::join_all;
+
+use super::context::{Clients, Settings, Stores};
+use super::controller::run_scope;
+use super::metrics::refresh_gauges;
+use super::readiness::State;
+
+const GAUGE_REFRESH: Duration = Duration::from_secs(5);
+
+/// Runs the reconciler until `shutdown` resolves; `state` is synced once every scope's caches
+/// are.
+pub async fn run(
+    clients: Clients,
+    settings: Settings,
+    state: Arc<State>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = shutdown.shared();
+    state.set_caches_synced(false);
+    let scopes: Vec<_> = settings
+        .scopes
+        .iter()
+        .map(|scope| (scope.clone(), Stores::new(), Arc::new(State::default())))
+        .collect();
+    let all: Vec<Stores> = scopes.iter().map(|(_, (s, _), _)| s.clone()).collect();
+    let parts: Vec<Arc<State>> = scopes.iter().map(|(_, _, s)| s.clone()).collect();
+    let synced = tokio::spawn(async move {
+        join_all(parts.iter().map(|p| p.synced())).await;
+        state.set_caches_synced(true);
+    });
+    // Gauges are recounted from the caches on a timer, not per reconcile (which would make a
+    // resync of N Machines cost N² reads).
+    let gauges = {
+        let (metrics, catalog) = (settings.metrics.clone(), settings.catalog.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(GAUGE_REFRESH);
+            loop {
+                tick.tick().await;
+                refresh_gauges(
+                    &metrics,
+                    all.iter().flat_map(|s| s.machines.state()),
+                    all.iter().flat_map(|s| s.vms.state()),
+                    &catalog,
+                );
+            }
+        })
+    };
+    join_all(scopes.into_iter().map(|(scope, stores, part)| {
+        run_scope(
+            clients.clone(),
+            settings.clone(),
+            scope,
+            stores,
+            part,
+            shutdown.clone(),
+        )
+    }))
+    .await;
+    gauges.abort();
+    synced.abort();
+}
