@@ -65,6 +65,10 @@ fi
 
 ATTACK_RATE=${ATTACK_RATE:-2000}
 ATTACKERS=${ATTACKERS:-4}
+# ATTACKER_PREFIX="nice -n 19" runs the attackers' curl at the lowest priority: on this one
+# machine they stand in for remote clients, whose TLS and process start-up would not share the
+# server's cores.
+ATTACKER_PREFIX=${ATTACKER_PREFIX:-}
 python3 - "$BODY" "$tmp" <<'PY'
 import json, sys
 review = json.load(open(sys.argv[1]))
@@ -78,13 +82,11 @@ even() { # label
     jq -r --arg name "$1" '"\($name) (\(.offered) req/s even arrivals): failed \(.failed) of \(.requests), round trip p50 \(.service_p50_us) µs, p99 \(.service_p99_us) µs; from the scheduled start p99 \(.p99_us) µs"'
 }
 even "quiet"
-hostile() { # body-file: posts it back to back until $tmp/stop exists, then writes how many
-  local sent=0
+hostile() { # body-file: posts it back to back until $tmp/stop exists, noting each answer's status
   while [ ! -e "$tmp/stop" ]; do
-    curl -sk -o /dev/null -H 'Content-Type: application/json' --data-binary "@$1" "$URL" || true
-    sent=$((sent + 1))
+    $ATTACKER_PREFIX curl -sk -o /dev/null -w '%{http_code}\n' -H 'Content-Type: application/json' \
+      --data-binary "@$1" "$URL" >>"$1.$BASHPID.codes" || true
   done
-  echo "$sent" >"$1.$BASHPID.sent"
 }
 attackers=()
 for i in $(seq "$ATTACKERS"); do
@@ -96,5 +98,5 @@ sleep 1
 even "under attack"
 touch "$tmp/stop"
 wait "${attackers[@]}"
-echo "hostile bodies answered meanwhile: $(cat "$tmp"/hostile-*.sent | awk '{s += $1} END {print s}')"
+echo "hostile bodies answered meanwhile, by status: $(cat "$tmp"/hostile-*.codes | sort | uniq -c | awk '{printf "%s%s x %s", sep, $2, $1; sep = ", "}')"
 echo "server peak RSS over every run: $(awk '/VmHWM/ {printf "%.1f MiB", $2/1024}' "/proc/$server/status")"

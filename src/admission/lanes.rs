@@ -17,7 +17,11 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::{FutureExt, TryFutureExt};
+use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
+
+use super::low_priority::LowPriority;
 
 /// Bodies up to this size take the small lane. A Machine at every array's limit, with its
 /// oldObject and managedFields, stays below it; the webhook listener's connection cap times this
@@ -52,7 +56,7 @@ impl Default for LaneSettings {
             large: 1,
             wait: Duration::from_secs(2),
             decide: Duration::from_secs(4),
-            large_rate: 16 * 1024 * 1024,
+            large_rate: 4 * 1024 * 1024,
         }
     }
 }
@@ -61,6 +65,9 @@ impl Default for LaneSettings {
 pub struct Lanes {
     small: Arc<Semaphore>,
     large: Arc<Semaphore>,
+    /// Where large bodies are decided: threads at the lowest CPU priority (`None` if they could
+    /// not be started: tokio's blocking pool then, at normal priority).
+    low_priority: Option<Arc<LowPriority>>,
     settings: LaneSettings,
 }
 
@@ -72,9 +79,17 @@ impl Default for Lanes {
 
 impl Lanes {
     pub fn new(settings: LaneSettings) -> Self {
+        let low_priority = match LowPriority::start(settings.large) {
+            Ok(threads) => Some(Arc::new(threads)),
+            Err(e) => {
+                tracing::warn!(error = %e, "large admission lane: no threads of its own; using the blocking pool");
+                None
+            }
+        };
         Lanes {
             small: Arc::new(Semaphore::new(settings.small.max(1))),
             large: Arc::new(Semaphore::new(settings.large.max(1))),
+            low_priority,
             settings,
         }
     }
@@ -93,10 +108,10 @@ impl Lanes {
         F: FnOnce(Bytes) -> T + Send + 'static,
     {
         let s = &self.settings;
-        let started = tokio::time::Instant::now();
         let wait =
             |lane: &Arc<Semaphore>| tokio::time::timeout(s.wait, lane.clone().acquire_owned());
-        let (permit, bytes, hold) = match declared {
+        // A large body's permit is held until `release`: counted from when it was taken.
+        let (permit, bytes, release) = match declared {
             Some(n) if n <= SMALL_BODY_BYTES => {
                 let Ok(bytes) = axum::body::to_bytes(body, SMALL_BODY_BYTES).await else {
                     return Err(too_large(SMALL_BODY_BYTES));
@@ -104,27 +119,28 @@ impl Lanes {
                 let Ok(Ok(permit)) = wait(&self.small).await else {
                     return Err(busy(s.wait));
                 };
-                (permit, bytes, Duration::ZERO)
+                (permit, bytes, None)
             }
             _ => {
                 let Ok(Ok(permit)) = wait(&self.large).await else {
                     return Err(busy(s.wait));
                 };
-                let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+                let taken = tokio::time::Instant::now();
+                let Ok(bytes) = read_paced(body, MAX_BODY_BYTES, s.large_rate).await else {
                     return Err(too_large(MAX_BODY_BYTES));
                 };
-                let hold = Duration::from_secs_f64(bytes.len() as f64 / s.large_rate.max(1) as f64);
-                (permit, bytes, hold)
+                let share = bytes.len() as f64 / s.large_rate.max(1) as f64;
+                (permit, bytes, Some(taken + Duration::from_secs_f64(share)))
             }
         };
         // The permit goes with the work: a decision past its deadline still holds it until it
         // ends, so the number of decisions running never exceeds the permits. A large body's
         // permit is kept to its share of `large_rate`, on a timer rather than a thread.
-        let task = tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Handle::current();
+        let job = move || {
             let done = work(bytes);
-            let release = started + hold;
-            if tokio::time::Instant::now() < release {
-                tokio::runtime::Handle::current().spawn(async move {
+            if let Some(release) = release.filter(|r| tokio::time::Instant::now() < *r) {
+                runtime.spawn(async move {
                     tokio::time::sleep_until(release).await;
                     drop(permit);
                 });
@@ -132,7 +148,13 @@ impl Lanes {
                 drop(permit);
             }
             done
-        });
+        };
+        let task = match (&self.low_priority, release.is_some()) {
+            (Some(low), true) => low.run(job).map_err(|e| e.to_string()).boxed(),
+            _ => tokio::task::spawn_blocking(job)
+                .map_err(|e| e.to_string())
+                .boxed(),
+        };
         match tokio::time::timeout(s.decide, task).await {
             Ok(Ok(done)) => Ok(done),
             Ok(Err(e)) => {
@@ -142,6 +164,27 @@ impl Lanes {
             Err(_) => Err(unavailable("the decision did not finish in time")),
         }
     }
+}
+
+/// Reads `body` (at most `limit` bytes) no faster than `rate` bytes per second: the decryption
+/// and copying of a large body come in small steps spread over its share, never as one burst
+/// that holds an async worker while normal requests wait behind it.
+async fn read_paced(body: Body, limit: usize, rate: usize) -> Result<Bytes, ()> {
+    let started = tokio::time::Instant::now();
+    let mut body = body;
+    let mut read = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(drop)?.into_data() else {
+            continue; // Trailers.
+        };
+        if read.len() + data.len() > limit {
+            return Err(());
+        }
+        read.extend_from_slice(&data);
+        let due = Duration::from_secs_f64(read.len() as f64 / rate.max(1) as f64);
+        tokio::time::sleep_until(started + due).await;
+    }
+    Ok(Bytes::from(read))
 }
 
 fn busy(wait: Duration) -> Response {
@@ -197,13 +240,24 @@ pub fn status(code: StatusCode, reason: &str, message: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
-    fn lanes(large_rate: usize) -> Lanes {
+    const BIG: usize = SMALL_BODY_BYTES + 1;
+    /// One large body's share at the tests' rate.
+    const SHARE: Duration = Duration::from_millis(400);
+
+    /// Real time: the large lane's threads are not tokio's, so a paused clock would jump to the
+    /// decision deadline while they work.
+    fn lanes(wait: Duration, large_rate: usize) -> Lanes {
         Lanes::new(LaneSettings {
-            wait: Duration::from_millis(150),
+            wait,
             large_rate,
             ..LaneSettings::default()
         })
+    }
+
+    fn rate() -> usize {
+        (BIG as f64 / SHARE.as_secs_f64()) as usize
     }
 
     async fn decide(lanes: &Lanes, len: usize) -> Result<usize, StatusCode> {
@@ -214,33 +268,64 @@ mod tests {
             .map_err(|r| r.status())
     }
 
-    /// A large body holds the large lane for its share of the rate; small ones never wait on it.
-    #[tokio::test(start_paused = true)]
+    /// A large body is read at the lane's rate and holds the lane meanwhile; small ones never
+    /// wait on it.
+    #[tokio::test]
     async fn large_bodies_share_a_byte_rate_and_small_ones_pass() {
-        let big = SMALL_BODY_BYTES + 1;
-        // 1 s per large body at this rate.
-        let lanes = lanes(big);
-        assert_eq!(decide(&lanes, big).await, Ok(big));
-        assert_eq!(
-            decide(&lanes, big).await,
-            Err(StatusCode::SERVICE_UNAVAILABLE),
-            "a second large body within the first one's second waits past `wait`"
+        let lanes = lanes(Duration::from_millis(100), rate());
+        let started = Instant::now();
+        let (first, second, small) = tokio::join!(
+            decide(&lanes, BIG),
+            async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                decide(&lanes, BIG).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                let asked = Instant::now();
+                (decide(&lanes, 100).await, asked.elapsed())
+            },
         );
-        assert_eq!(decide(&lanes, 100).await, Ok(100), "the small lane is free");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(first, Ok(BIG));
+        assert!(started.elapsed() >= SHARE, "read at the rate");
         assert_eq!(
-            decide(&lanes, big).await,
-            Ok(big),
+            second,
+            Err(StatusCode::SERVICE_UNAVAILABLE),
+            "a second large body within the first one's share waits past `wait`"
+        );
+        assert_eq!(small.0, Ok(100), "the small lane is free");
+        assert!(small.1 < SHARE / 2, "and not slowed: {:?}", small.1);
+        assert_eq!(
+            decide(&lanes, BIG).await,
+            Ok(BIG),
             "free again after its share"
         );
     }
 
-    #[tokio::test(start_paused = true)]
+    /// The share is counted from when the permit was taken, not from the request's arrival: a
+    /// body that waited for the lane still holds it for its own share afterwards.
+    #[tokio::test]
+    async fn a_body_that_waited_still_holds_the_lane_for_its_share() {
+        let lanes = lanes(Duration::from_secs(5), rate());
+        let started = Instant::now();
+        let (a, b, c) = tokio::join!(decide(&lanes, BIG), decide(&lanes, BIG), async {
+            // Arrives while the first holds the lane; the second is already waiting.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            decide(&lanes, BIG).await
+        });
+        assert_eq!((a, b, c), (Ok(BIG), Ok(BIG), Ok(BIG)));
+        assert!(
+            started.elapsed() >= SHARE * 2,
+            "three bodies, one per share: the third decided after two shares, not {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
     async fn without_a_rate_to_keep_the_large_lane_frees_at_once() {
-        let big = SMALL_BODY_BYTES + 1;
-        let lanes = lanes(usize::MAX);
+        let lanes = lanes(Duration::from_millis(100), usize::MAX);
         for _ in 0..3 {
-            assert_eq!(decide(&lanes, big).await, Ok(big));
+            assert_eq!(decide(&lanes, BIG).await, Ok(BIG));
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod access;
 pub mod decide;
 pub mod lanes;
 pub mod limits;
+pub mod low_priority;
 pub mod network;
 pub mod review;
 pub mod routes;
