@@ -6,7 +6,8 @@
 //! size: Machines are small, so large bodies (hostile ones among them) queue among themselves
 //! and cannot take the small lane's permits. A small body is read before its permit is taken,
 //! so a slow sender holds no permit; a large one only once it holds the large lane's permit, so
-//! at most that many large bodies are in memory. How long a body may take is the server's
+//! at most that many large bodies are in memory, read at the lane's byte rate and decided at the
+//! lowest CPU priority (`low_priority`). How long a body may take is the server's
 //! per-request deadline. A request that cannot get a permit in time, or whose decision runs past
 //! its deadline, is answered 503 at once: kube-apiserver reports that to the user instead of
 //! waiting out its own timeout.
