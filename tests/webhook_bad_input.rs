@@ -321,7 +321,22 @@ async fn stalled_clients_are_cut_off_while_others_are_served() {
             .expect("a silent connection must be closed by the server");
         start.elapsed()
     };
-    // Valid requests keep being answered while the three above hang.
+    // Silent for 6 s, then the start of a handshake that never finishes: the 10 s handshake
+    // deadline counts from the connection, not from the first byte (else 16 s).
+    let late_then_stalled = async {
+        let mut tcp = TcpStream::connect(f.server.addr).await.expect("connect");
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        tcp.write_all(&[0x16, 0x03, 0x01, 0x00])
+            .await
+            .expect("write");
+        let mut sink = Vec::new();
+        let _ = tokio::time::timeout(CUT_OFF_WITHIN, tcp.read_to_end(&mut sink))
+            .await
+            .expect("a late, stalled TLS handshake must be closed by the server");
+        start.elapsed()
+    };
+    // Valid requests keep being answered while the four above hang.
     let meanwhile = async {
         let mut served = 0;
         let until = Instant::now() + Duration::from_secs(5);
@@ -332,11 +347,23 @@ async fn stalled_clients_are_cut_off_while_others_are_served() {
         }
         served
     };
-    let (headers, handshake, silence, served) =
-        tokio::join!(slow_headers, slow_handshake, silent, meanwhile);
-    eprintln!(
-        "cut off after: headers {headers:?}, handshake {handshake:?}, silent {silence:?}; served {served} meanwhile"
+    let (headers, handshake, silence, late, served) = tokio::join!(
+        slow_headers,
+        slow_handshake,
+        silent,
+        late_then_stalled,
+        meanwhile
     );
+    eprintln!(
+        "cut off after: headers {headers:?}, handshake {handshake:?}, silent {silence:?}, late then stalled {late:?}; served {served} meanwhile"
+    );
+    // HANDSHAKE_TIMEOUT (10 s) from the connection, with room for a loaded machine.
+    for (what, took) in [("stalled", handshake), ("silent", silence), ("late", late)] {
+        assert!(
+            took >= Duration::from_secs(9) && took < Duration::from_millis(12_500),
+            "{what} handshake cut after {took:?}"
+        );
+    }
     assert!(
         served >= 10,
         "only {served} valid requests were served while clients stalled"

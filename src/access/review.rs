@@ -1,8 +1,6 @@
 //! The I/O shell of the access check: one SubjectAccessReview per needed permission, asked as
 //! the request's author (user, groups, uid, extra), in parallel, under one deadline.
 
-use std::time::Duration;
-
 use futures::future::try_join_all;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -12,15 +10,12 @@ use kube::{Client, core::ObjectMeta};
 
 use super::{Permission, UserInfo};
 
-/// The whole check must leave room in the webhook's own timeout for the answer.
-pub const DEADLINE: Duration = Duration::from_secs(4);
-
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
     #[error("SubjectAccessReview failed: {0}")]
     Api(#[from] kube::Error),
-    #[error("SubjectAccessReview got no answer within {0:?}")]
-    Timeout(Duration),
+    #[error("SubjectAccessReview got no answer within the admission's time budget")]
+    Timeout,
 }
 
 /// Asks kube-apiserver whether a user may do something (`create` on `subjectaccessreviews`).
@@ -36,20 +31,21 @@ impl AccessReviewer {
         }
     }
 
-    /// The permissions of `needed` the user does not have. Any failed review is an error: the
-    /// caller denies (fail closed).
+    /// The permissions of `needed` the user does not have, answered by `deadline`. Any failed
+    /// or late review is an error: the caller denies (fail closed).
     pub async fn denied(
         &self,
         user: &UserInfo,
         needed: Vec<Permission>,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Permission>, AccessError> {
         if needed.is_empty() {
             return Ok(needed);
         }
         let reviews = needed.iter().map(|p| self.allowed(user, p));
-        let answers = tokio::time::timeout(DEADLINE, try_join_all(reviews))
+        let answers = tokio::time::timeout_at(deadline, try_join_all(reviews))
             .await
-            .map_err(|_| AccessError::Timeout(DEADLINE))??;
+            .map_err(|_| AccessError::Timeout)??;
         Ok(needed
             .into_iter()
             .zip(answers)

@@ -10,8 +10,14 @@ use crate::machine::field_error::{ErrorType, join};
 use super::review::{Request, Verdict};
 
 /// Turns an allowing verdict into a denial when the author lacks a permission the Machine needs,
-/// or when the check cannot be made (fail closed). Denials and other operations pass unchanged.
-pub async fn check(reviewer: &AccessReviewer, req: &Request, verdict: Verdict) -> Verdict {
+/// or when the check cannot be made by `deadline` (fail closed). Denials and other operations
+/// pass unchanged.
+pub async fn check(
+    reviewer: &AccessReviewer,
+    req: &Request,
+    verdict: Verdict,
+    deadline: tokio::time::Instant,
+) -> Verdict {
     let writes = req.operation == "CREATE" || req.operation == "UPDATE";
     let subresource = req.sub_resource.as_deref().is_some_and(|s| !s.is_empty());
     let (true, true, false, Some(new)) = (verdict.allowed, writes, subresource, &req.object) else {
@@ -33,7 +39,7 @@ pub async fn check(reviewer: &AccessReviewer, req: &Request, verdict: Verdict) -
         .map(|p| p.field.as_str())
         .collect::<Vec<_>>()
         .join(", ");
-    match reviewer.denied(&req.user_info, needed).await {
+    match reviewer.denied(&req.user_info, needed, deadline).await {
         Ok(denied) if denied.is_empty() => verdict,
         Ok(denied) => Verdict::deny(forbidden(&req.name, &req.user_info.username, &denied))
             .with_warnings(verdict.warnings),
@@ -101,6 +107,43 @@ mod tests {
 
     use super::*;
 
+    fn soon() -> tokio::time::Instant {
+        tokio::time::Instant::now() + std::time::Duration::from_secs(4)
+    }
+
+    fn secret_ref_request() -> Request {
+        Request {
+            uid: "u".into(),
+            operation: "CREATE".into(),
+            namespace: Some("team-a".into()),
+            object: Some(json!({"spec": {"cloudInit": {"secretRef": {"name": "boot"}}}})),
+            ..Default::default()
+        }
+    }
+
+    /// An API server that takes the connection and never answers: the check ends at the
+    /// admission's deadline, denying, instead of outliving the webhook's timeout.
+    #[tokio::test]
+    async fn a_silent_api_server_denies_at_the_deadline() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+        let port = silent.local_addr().expect("address").port();
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+        let reviewer = AccessReviewer::new(kube::Client::try_from(config).expect("client"));
+        let budget = std::time::Duration::from_millis(300);
+        let started = tokio::time::Instant::now();
+        let verdict = check(
+            &reviewer,
+            &secret_ref_request(),
+            Verdict::allow(),
+            started + budget,
+        )
+        .await;
+        let took = started.elapsed();
+        assert!(!verdict.allowed);
+        assert!(took >= budget && took < budget * 5, "{took:?}");
+        drop(silent);
+    }
+
     /// An API server that refuses connections: the check cannot be made, so the Machine is
     /// refused with a message saying why (fail closed), not admitted.
     #[tokio::test]
@@ -111,14 +154,8 @@ mod tests {
             .expect("free port");
         let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
         let reviewer = AccessReviewer::new(kube::Client::try_from(config).expect("client"));
-        let req = Request {
-            uid: "u".into(),
-            operation: "CREATE".into(),
-            namespace: Some("team-a".into()),
-            object: Some(json!({"spec": {"cloudInit": {"secretRef": {"name": "boot"}}}})),
-            ..Default::default()
-        };
-        let verdict = check(&reviewer, &req, Verdict::allow()).await;
+        let req = secret_ref_request();
+        let verdict = check(&reviewer, &req, Verdict::allow(), soon()).await;
         assert!(!verdict.allowed);
         let message = verdict.status.and_then(|s| s.message).unwrap_or_default();
         assert!(
@@ -132,10 +169,14 @@ mod tests {
             object: Some(json!({"spec": {}})),
             ..req.clone()
         };
-        assert!(check(&reviewer, &plain, Verdict::allow()).await.allowed);
+        assert!(
+            check(&reviewer, &plain, Verdict::allow(), soon())
+                .await
+                .allowed
+        );
         // A denial stays a denial without asking.
         let denied = Verdict::deny(Status::default());
-        assert_eq!(check(&reviewer, &req, denied.clone()).await, denied);
+        assert_eq!(check(&reviewer, &req, denied.clone(), soon()).await, denied);
     }
 
     #[test]

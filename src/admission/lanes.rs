@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{FutureExt, TryFutureExt};
 use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 use super::low_priority::LowPriority;
 
@@ -40,9 +41,10 @@ pub struct LaneSettings {
     pub large: usize,
     /// How long a request waits for a permit.
     pub wait: Duration,
-    /// How long a decision may take before the caller is told to retry (under the webhooks'
-    /// 5 s `timeoutSeconds`, so the user sees our message rather than a timeout).
-    pub decide: Duration,
+    /// The whole answer's budget, from the request's arrival: the wait for a permit, reading
+    /// the body, the decision and the access check. Past it the caller is told to retry; under
+    /// the webhooks' 5 s `timeoutSeconds`, so the user reads our message rather than a timeout.
+    pub answer_within: Duration,
     /// Bytes per second of large bodies, over all large permits: a large permit is held for at
     /// least `body length / large_rate`. Machines are small, so this slows only the senders of
     /// large bodies, and bounds the CPU they take from everything else (reading, decrypting,
@@ -56,7 +58,7 @@ impl Default for LaneSettings {
             small: 8,
             large: 1,
             wait: Duration::from_secs(2),
-            decide: Duration::from_secs(4),
+            answer_within: Duration::from_secs(4),
             large_rate: 4 * 1024 * 1024,
         }
     }
@@ -95,13 +97,19 @@ impl Lanes {
         }
     }
 
+    /// When a request arriving now must be answered by.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.settings.answer_within
+    }
+
     /// Reads `body` and runs `work` on it on a blocking thread, within this lane's permits and
-    /// deadlines; `declared` is the request's Content-Length. `Err` is the answer to give when
-    /// the work could not run in time.
+    /// by `deadline` (see [`Lanes::deadline`]); `declared` is the request's Content-Length.
+    /// `Err` is the answer to give when the work could not run in time.
     pub async fn run<T, F>(
         &self,
         declared: Option<usize>,
         body: Body,
+        deadline: Instant,
         work: F,
     ) -> Result<T, Response>
     where
@@ -109,8 +117,10 @@ impl Lanes {
         F: FnOnce(Bytes) -> T + Send + 'static,
     {
         let s = &self.settings;
-        let wait =
-            |lane: &Arc<Semaphore>| tokio::time::timeout(s.wait, lane.clone().acquire_owned());
+        let wait_until = deadline.min(Instant::now() + s.wait);
+        let wait = |lane: &Arc<Semaphore>| {
+            tokio::time::timeout_at(wait_until, lane.clone().acquire_owned())
+        };
         // A large body's permit is held until `release`: counted from when it was taken.
         let (permit, bytes, release) = match declared {
             Some(n) if n <= SMALL_BODY_BYTES => {
@@ -118,15 +128,15 @@ impl Lanes {
                     return Err(too_large(SMALL_BODY_BYTES));
                 };
                 let Ok(Ok(permit)) = wait(&self.small).await else {
-                    return Err(busy(s.wait));
+                    return Err(busy());
                 };
                 (permit, bytes, None)
             }
             _ => {
                 let Ok(Ok(permit)) = wait(&self.large).await else {
-                    return Err(busy(s.wait));
+                    return Err(busy());
                 };
-                let taken = tokio::time::Instant::now();
+                let taken = Instant::now();
                 let Ok(bytes) = read_paced(body, MAX_BODY_BYTES, s.large_rate).await else {
                     return Err(too_large(MAX_BODY_BYTES));
                 };
@@ -140,7 +150,7 @@ impl Lanes {
         let runtime = tokio::runtime::Handle::current();
         let job = move || {
             let done = work(bytes);
-            if let Some(release) = release.filter(|r| tokio::time::Instant::now() < *r) {
+            if let Some(release) = release.filter(|r| Instant::now() < *r) {
                 runtime.spawn(async move {
                     tokio::time::sleep_until(release).await;
                     drop(permit);
@@ -156,7 +166,7 @@ impl Lanes {
                 .map_err(|e| e.to_string())
                 .boxed(),
         };
-        match tokio::time::timeout(s.decide, task).await {
+        match tokio::time::timeout_at(deadline, task).await {
             Ok(Ok(done)) => Ok(done),
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "admission decision failed");
@@ -171,7 +181,7 @@ impl Lanes {
 /// and copying of a large body come in small steps spread over its share, never as one burst
 /// that holds an async worker while normal requests wait behind it.
 async fn read_paced(body: Body, limit: usize, rate: usize) -> Result<Bytes, ()> {
-    let started = tokio::time::Instant::now();
+    let started = Instant::now();
     let mut body = body;
     let mut read = Vec::new();
     while let Some(frame) = body.frame().await {
@@ -188,11 +198,8 @@ async fn read_paced(body: Body, limit: usize, rate: usize) -> Result<Bytes, ()> 
     Ok(Bytes::from(read))
 }
 
-fn busy(wait: Duration) -> Response {
-    unavailable(&format!(
-        "no admission capacity free within {}s",
-        wait.as_secs_f32()
-    ))
+fn busy() -> Response {
+    unavailable("no admission capacity free in time")
 }
 
 fn unavailable(why: &str) -> Response {
@@ -241,7 +248,6 @@ pub fn status(code: StatusCode, reason: &str, message: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::Instant;
 
     const BIG: usize = SMALL_BODY_BYTES + 1;
     /// One large body's share at the tests' rate.
@@ -264,7 +270,7 @@ mod tests {
     async fn decide(lanes: &Lanes, len: usize) -> Result<usize, StatusCode> {
         let body = Body::from(vec![b' '; len]);
         lanes
-            .run(Some(len), body, |b| b.len())
+            .run(Some(len), body, lanes.deadline(), |b| b.len())
             .await
             .map_err(|r| r.status())
     }

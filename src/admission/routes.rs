@@ -120,11 +120,14 @@ async fn serve(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     let admission = shared.admission.clone();
+    // One budget for the whole answer: the lanes and the access check share it.
+    let deadline = shared.lanes.deadline();
     let decided = shared
         .lanes
         .run(
             declared,
             request.into_body(),
+            deadline,
             move |body| match decode_or_reject(&body) {
                 Ok(review) => {
                     let verdict = decide(&admission, &review.request);
@@ -141,7 +144,7 @@ async fn serve(
             let (review, verdict) = *decided;
             let verdict = match (access, shared.admission.access()) {
                 (AccessCheck::AsAuthor, Some(reviewer)) => {
-                    super::access::check(reviewer, &review.request, verdict).await
+                    super::access::check(reviewer, &review.request, verdict, deadline).await
                 }
                 _ => verdict,
             };

@@ -57,6 +57,9 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let config = kube_config(args.kubeconfig.as_deref()).await?;
     let limited =
         |config, timeout| limited_client(config, args.kube_api_qps, args.kube_api_burst, timeout);
+    // The access check has a client of its own: a backlog of reconcile writes never delays an
+    // admission (it has 4 s in all).
+    let access_client = limited(config.clone(), args.kube_api_timeout)?;
     let clients = Clients {
         api: limited(config.clone(), args.kube_api_timeout)?,
         events: limited(config.clone(), args.kube_api_timeout)?,
@@ -103,7 +106,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let admission = Arc::new(
         Admission::new(catalog)?
             .with_allowed_bridges(args.networks.allowed_bridges.clone())
-            .with_access(AccessReviewer::new(clients.api.clone())),
+            .with_access(AccessReviewer::new(access_client)),
     );
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(

@@ -74,8 +74,10 @@ async fn handshake(
     mut tcp: TcpStream,
     peer: SocketAddr,
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    // One deadline for the first byte and the handshake together.
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
     let mut first = [0u8; 1];
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
+    match tokio::time::timeout_at(deadline, tcp.peek(&mut first)).await {
         Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
         Ok(Ok(1)) => {
             tracing::debug!(%peer, "plain HTTP on the TLS port");
@@ -85,7 +87,7 @@ async fn handshake(
         }
         _ => return None,
     }
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => Some(tls),
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
