@@ -415,7 +415,11 @@ fn bad_values_are_refused_naming_the_value() {
         ("networkPolicy.enabled=true", "networkPolicy.apiServerCIDRs"),
         (
             "terminationGracePeriodSeconds=5",
-            "must exceed drainPeriodSeconds",
+            "must exceed drainPeriodSeconds 10 + 11",
+        ),
+        (
+            "terminationGracePeriodSeconds=21",
+            "must exceed drainPeriodSeconds 10 + 11",
         ),
         ("log.format=xml", "log.format \"xml\""),
         ("watchNamespaces={Team_A}", "watchNamespaces \"Team_A\""),

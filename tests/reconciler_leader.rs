@@ -105,6 +105,11 @@ async fn only_the_leader_reconciles_and_a_replica_takes_over() {
     );
     ops[follower].terminate();
     let stopped = Instant::now();
+    // Released at once (SIGTERM, then the release): long before the Lease could expire.
+    eventually(Duration::from_secs(5), "the Lease released", || async {
+        (lease_holder(&client).await.as_deref() != Some(new_holder.as_str())).then_some(())
+    })
+    .await;
     eventually(WAIT, "replica-c to take the Lease", || async {
         (lease_holder(&client).await.as_deref() == Some("replica-c")).then_some(())
     })
