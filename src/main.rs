@@ -33,14 +33,24 @@ fn main() -> ExitCode {
 /// set, is tokio's own override and wins.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        builder.worker_threads(cpus.max(MIN_WORKERS));
+    let overridden = std::env::var_os("TOKIO_WORKER_THREADS").is_some();
+    if let Some(workers) = worker_threads(overridden, std::thread::available_parallelism) {
+        builder.worker_threads(workers);
     }
     builder.enable_all().build()
 }
 
 const MIN_WORKERS: usize = 2;
+
+/// The async workers to ask tokio for: none when `TOKIO_WORKER_THREADS` is set (`overridden`:
+/// tokio reads it itself), else the CPUs tokio would use (one when they cannot be read), but at
+/// least [`MIN_WORKERS`].
+fn worker_threads(
+    overridden: bool,
+    available: impl FnOnce() -> std::io::Result<std::num::NonZeroUsize>,
+) -> Option<usize> {
+    (!overridden).then(|| available().map_or(1, |n| n.get()).max(MIN_WORKERS))
+}
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
@@ -81,5 +91,24 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroUsize;
+
+    use super::*;
+
+    fn cpus(n: usize) -> impl FnOnce() -> std::io::Result<NonZeroUsize> {
+        move || NonZeroUsize::new(n).ok_or_else(|| std::io::Error::other("unknown"))
+    }
+
+    #[test]
+    fn at_least_two_workers_unless_tokio_worker_threads_is_set() {
+        assert_eq!(worker_threads(false, cpus(1)), Some(2), "a 500m quota");
+        assert_eq!(worker_threads(false, cpus(0)), Some(2), "CPUs unknown");
+        assert_eq!(worker_threads(false, cpus(6)), Some(6));
+        assert_eq!(worker_threads(true, cpus(1)), None, "tokio reads it");
     }
 }

@@ -201,3 +201,38 @@ fn limit(v: &Value) -> String {
         _ => v.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The list bounds are in the CRD schema too, so kube-apiserver enforces them without us.
+    #[test]
+    fn the_crd_schema_bounds_disks_networks_and_boot_order() {
+        let items = |n: usize, f: &dyn Fn(usize) -> Value| (0..n).map(f).collect::<Vec<_>>();
+        let disk = |i| json!({"name": format!("d{i}")});
+        let nic = |i| json!({"name": format!("eth{i}"), "networkName": "n"});
+        let schema = SchemaCheck::machine().expect("schema compiles");
+        let at = json!({"spec": {"disks": items(256, &disk), "networks": items(32, &nic),
+                                 "bootOrder": ["disk", "network", "cdrom"]}});
+        assert_eq!(schema.check(&at), Vec::new());
+        let over = json!({"spec": {"disks": items(257, &disk), "networks": items(33, &nic),
+                                   "bootOrder": ["disk", "network", "cdrom", "disk"]}});
+        let refused: Vec<(String, bool)> = schema
+            .check(&over)
+            .into_iter()
+            .map(|e| (e.field, e.detail.contains("\"maxItems\" rule")))
+            .collect();
+        let over_max = |field: &str| (field.to_owned(), true);
+        assert_eq!(
+            refused,
+            [
+                over_max("spec.bootOrder"),
+                over_max("spec.disks"),
+                over_max("spec.networks")
+            ]
+        );
+    }
+}

@@ -446,6 +446,8 @@ mod tests {
     fn kubevirt_parity() {
         let disk = |name: &str, size: &str| serde_json::json!({"name": name, "size": size});
         let many_disks: Vec<_> = (0..257).map(|i| disk(&format!("d{i}"), "1Gi")).collect();
+        let nic = |i: usize| serde_json::json!({"name": format!("eth{i}"), "networkName": "n"});
+        let networks = |n: usize| (0..n).map(nic).collect::<Vec<_>>();
         let cases = [
             (
                 serde_json::json!({"cloudInit": {"userData": "x".repeat(2049)}}),
@@ -484,6 +486,10 @@ mod tests {
                 r#"spec.disks[0].size: Invalid value: "1048576.5": must be a whole number of bytes"#,
             ),
             (
+                serde_json::json!({"networks": networks(33)}),
+                "spec.networks: Too many: 33: must have at most 32 items",
+            ),
+            (
                 serde_json::json!({"bootOrder": ["disk", "network", "cdrom", "disk"]}),
                 "spec.bootOrder: Too many: 4: must have at most 3 items",
             ),
@@ -503,6 +509,8 @@ mod tests {
             "domain": {"machine": {"type": "pc-q35"}, "firmware": {"bootloader": {"secureBoot": true, "efi": true}}},
         });
         assert_eq!(messages(ok), Vec::<String>::new());
+        let full = serde_json::json!({"disks": many_disks[..256], "networks": networks(32)});
+        assert_eq!(messages(full), Vec::<String>::new());
     }
 
     #[test]

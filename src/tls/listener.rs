@@ -176,3 +176,21 @@ fn close_when_draining(mut response: Response, draining: &Draining) -> Response 
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each listener's bounds, as docs/admission.md and the README give them (the rules
+    /// themselves are `tests/listener_limits.rs`'s, the webhook's in production
+    /// `tests/webhook_bad_input.rs`'s).
+    #[test]
+    fn production_limits_are_the_documented_values() {
+        let secs = Duration::from_secs;
+        let bounds = |l: Limits| (l.max_connections, l.request_timeout, l.idle_timeout);
+        assert_eq!(bounds(Limits::WEBHOOK), (256, secs(10), secs(120)));
+        assert_eq!(bounds(Limits::METRICS), (32, secs(10), secs(120)));
+        assert_eq!(bounds(Limits::PROBES), (32, secs(5), secs(5)));
+        assert_eq!(super::super::server::HANDSHAKE_TIMEOUT, secs(10));
+    }
+}

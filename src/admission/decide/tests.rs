@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::admission::limits::MAX_ITEMS;
 use crate::admission::review::GroupVersionKind;
 
 fn admission() -> Admission {
@@ -228,6 +229,36 @@ fn unchanged_invalid_specs_do_not_block_metadata_updates() {
     assert!(a.validate(&req).allowed);
 }
 
+/// The size bounds skip an UPDATE whose spec is the stored one, as the rules do: a Machine
+/// stored over them (before they existed) can still have its metadata edited.
+#[test]
+fn unchanged_oversized_specs_do_not_block_metadata_updates() {
+    let a = admission();
+    let oversized = machine(json!({"bootOrder": vec!["disk"; MAX_ITEMS + 1]}));
+    let mut finalizer_removed = oversized.clone();
+    finalizer_removed["metadata"]["finalizers"] = json!([]);
+    let req = request("UPDATE", Some(finalizer_removed.clone()), Some(oversized));
+    assert!(a.mutate(&req).allowed);
+    assert!(a.validate(&req).allowed);
+    // Changed, or created: refused on the bound alone.
+    let mut changed = finalizer_removed.clone();
+    changed["spec"]["bootOrder"] = json!(vec!["cdrom"; MAX_ITEMS + 1]);
+    let too_many = "spec.bootOrder: Too many: 257: must have at most 256 items";
+    for req in [
+        request("UPDATE", Some(changed), req.old_object.clone()),
+        request("CREATE", Some(finalizer_removed), None),
+    ] {
+        for verdict in [a.mutate(&req), a.validate(&req)] {
+            assert!(!verdict.allowed);
+            assert!(
+                message(&verdict).ends_with(too_many),
+                "{}",
+                message(&verdict)
+            );
+        }
+    }
+}
+
 #[test]
 fn requests_it_does_not_handle_are_denied_with_a_reason() {
     let a = admission();
@@ -450,4 +481,38 @@ fn nulls_are_pruned_like_the_api_server_does() {
         ),
     );
     assert_eq!(out["spec"]["template"], json!("medium"));
+}
+
+/// What is said back is bounded: the first 100 causes and one counting the rest, each cause cut
+/// at 512 bytes, the message at 16 KiB.
+#[test]
+fn a_denial_says_a_bounded_amount() {
+    let spec = FieldPath::new("spec");
+    let disks = spec.child("disks");
+    let errors: Vec<FieldError> = (0..150)
+        .map(|i| FieldError::forbidden(&disks.index(i), "y".repeat(1000)))
+        .collect();
+    let status = invalid("vm", &errors);
+    let causes = status.details.and_then(|d| d.causes).expect("causes");
+    assert_eq!(causes.len(), 101);
+    for cause in &causes[..100] {
+        let message = cause.message.as_deref().unwrap_or_default();
+        // "Forbidden: " and 1,000 bytes: 512 kept.
+        assert_eq!(
+            message,
+            format!("Forbidden: {}... (499 more bytes)", "y".repeat(501))
+        );
+    }
+    assert_eq!(causes[100].field.as_deref(), Some("spec"));
+    assert_eq!(
+        causes[100].message.as_deref(),
+        Some("and 50 more errors not shown")
+    );
+    let message = status.message.unwrap_or_default();
+    let (kept, cut) = message.split_at(16 * 1024);
+    assert!(kept.starts_with(r#"Machine.vitistack.io "vm" is invalid: [spec.disks[0]: "#));
+    assert!(
+        cut.starts_with("... (") && cut.ends_with(" more bytes)"),
+        "{cut}"
+    );
 }
