@@ -231,7 +231,7 @@ async fn update_status(
     // Published in the background: an Event never holds up the next Machine.
     let notices = events::notices(old, &new);
     if !notices.is_empty() {
-        let recorder = ctx.recorder.clone();
+        let recorder = ctx.events.clone();
         let machine = machine.clone();
         let span = tracing::Span::current();
         tokio::spawn(tracing::Instrument::instrument(

@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::core::PartialObjectMeta;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use tokio::sync::watch;
 
@@ -16,6 +15,7 @@ use crate::api::{Machine, MachineStatus, NetworkConfiguration};
 use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 
+use super::events::Publisher;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::metrics::BindTimes;
@@ -145,7 +145,7 @@ pub struct Written {
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
-    pub recorder: Recorder,
+    pub events: Publisher,
     pub stores: Stores,
     pub state: Arc<State>,
     pub written: Arc<Written>,

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -29,6 +29,7 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::error::Error;
+use super::events::Publisher;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
 use super::multus::NetworkAttachmentDefinition;
@@ -127,13 +128,13 @@ pub async fn run_scope(
     let sc_stream = watches::watch(&client, &scope, Default::default(), scs_w, ignore);
     state.set_caches_synced(false);
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(
-            clients.events.clone(),
-            Reporter {
+        events: Publisher {
+            client: clients.events.clone(),
+            reporter: Reporter {
                 controller: FIELD_MANAGER.to_owned(),
                 instance: Some(settings.instance.clone()),
             },
-        ),
+        },
         client,
         settings: settings.clone(),
         stores,

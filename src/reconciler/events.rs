@@ -1,7 +1,7 @@
 //! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
 //! the VM being created, and the Machine starting to run or stopping.
 
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
@@ -73,8 +73,19 @@ pub fn truncate_note(note: &str) -> String {
     format!("{}{ELLIPSIS}", &note[..end])
 }
 
+/// Where Events go: a client (its own rate limiter) and who reports them.
+#[derive(Clone)]
+pub struct Publisher {
+    pub client: kube::Client,
+    pub reporter: Reporter,
+}
+
 /// Publishes `notices` on the Machine. A failure to publish is logged, never fatal.
-pub async fn publish(recorder: &Recorder, machine: &Machine, notices: Vec<Notice>) {
+pub async fn publish(publisher: &Publisher, machine: &Machine, notices: Vec<Notice>) {
+    // A Recorder per call: kube's keeps every Event it published for six minutes, to count
+    // repeats as a series. Ours are published once per status change, so that cache held
+    // nothing useful and grew with the Machines (12 MB at 10,000).
+    let recorder = Recorder::new(publisher.client.clone(), publisher.reporter.clone());
     let reference = machine.object_ref(&());
     for n in notices {
         let event = Event {

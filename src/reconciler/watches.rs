@@ -172,9 +172,16 @@ where
     };
     watcher(api, watcher::Config::default())
         .default_backoff()
+        // Only presence is read: everything but the name, namespace, uid and version goes.
         .modify(|m: &mut PartialObjectMeta<K>| {
-            m.metadata.managed_fields = None;
-            m.metadata.annotations = None;
+            let meta = &mut m.metadata;
+            *meta = kube::core::ObjectMeta {
+                name: meta.name.take(),
+                namespace: meta.namespace.take(),
+                uid: meta.uid.take(),
+                resource_version: meta.resource_version.take(),
+                ..Default::default()
+            };
         })
         .reflect(writer)
         .map(drop)
