@@ -277,6 +277,22 @@ async fn a_plain_http_client_on_the_tls_port_gets_a_400_text_reply() {
 
 /// Clients that connect and then stall must be cut off by the server's own timeouts, and must not
 /// hold up anyone else. All three stall at once, so the test waits for the timeouts only once.
+/// Connects, waits `silent`, sends the first bytes of a TLS record and stalls; how long after
+/// connecting the server closed the connection.
+async fn stalled_handshake(addr: std::net::SocketAddr, silent: Duration) -> Duration {
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    let start = Instant::now();
+    tokio::time::sleep(silent).await;
+    tcp.write_all(&[0x16, 0x03, 0x01, 0x00])
+        .await
+        .expect("write");
+    let mut sink = Vec::new();
+    let _ = tokio::time::timeout(CUT_OFF_WITHIN, tcp.read_to_end(&mut sink))
+        .await
+        .expect("a stalled TLS handshake must be closed by the server");
+    start.elapsed()
+}
+
 #[tokio::test]
 async fn stalled_clients_are_cut_off_while_others_are_served() {
     let f = fixture().await;
@@ -299,18 +315,7 @@ async fn stalled_clients_are_cut_off_while_others_are_served() {
         start.elapsed()
     };
     // The first bytes of a TLS record, then nothing: a handshake that never finishes.
-    let slow_handshake = async {
-        let mut tcp = TcpStream::connect(f.server.addr).await.expect("connect");
-        let start = Instant::now();
-        tcp.write_all(&[0x16, 0x03, 0x01, 0x00])
-            .await
-            .expect("write");
-        let mut sink = Vec::new();
-        let _ = tokio::time::timeout(CUT_OFF_WITHIN, tcp.read_to_end(&mut sink))
-            .await
-            .expect("a stalled TLS handshake must be closed by the server");
-        start.elapsed()
-    };
+    let slow_handshake = async { stalled_handshake(f.server.addr, Duration::ZERO).await };
     // Connects and never says a word.
     let silent = async {
         let mut tcp = TcpStream::connect(f.server.addr).await.expect("connect");
@@ -323,19 +328,8 @@ async fn stalled_clients_are_cut_off_while_others_are_served() {
     };
     // Silent for 6 s, then the start of a handshake that never finishes: the 10 s handshake
     // deadline counts from the connection, not from the first byte (else 16 s).
-    let late_then_stalled = async {
-        let mut tcp = TcpStream::connect(f.server.addr).await.expect("connect");
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_secs(6)).await;
-        tcp.write_all(&[0x16, 0x03, 0x01, 0x00])
-            .await
-            .expect("write");
-        let mut sink = Vec::new();
-        let _ = tokio::time::timeout(CUT_OFF_WITHIN, tcp.read_to_end(&mut sink))
-            .await
-            .expect("a late, stalled TLS handshake must be closed by the server");
-        start.elapsed()
-    };
+    let late_then_stalled =
+        async { stalled_handshake(f.server.addr, Duration::from_secs(6)).await };
     // Valid requests keep being answered while the four above hang.
     let meanwhile = async {
         let mut served = 0;

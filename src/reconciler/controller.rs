@@ -76,25 +76,13 @@ pub async fn run_scope(
             "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
         );
     }
-    let Writers {
-        machines: machines_w,
-        vms: vms_w,
-        vmis: vmis_w,
-        pvcs: pvcs_w,
-        network_configurations: ncs_w,
-        nads: nads_w,
-        storage_classes: scs_w,
-        vm_names: vm_names_w,
-        pvc_names: pvc_names_w,
-        nad_names: nad_names_w,
-    } = writers;
     let machines = stores.machines.clone();
 
     let written = Arc::new(Written::default());
     let w = written.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
     let machine_stream = watches::events::<Machine>(&client, &scope, watcher::Config::default())
-        .reflect(machines_w)
+        .reflect(writers.machines)
         .inspect(move |e| {
             // After `reflect`: the store holds the list by the time this is seen.
             if matches!(e, Ok(watcher::Event::InitDone)) {
@@ -109,23 +97,35 @@ pub async fn run_scope(
             }
         });
     let w = written.clone();
-    let vm_stream = watches::watch(&client, &scope, managed(), vms_w, move |k, v| {
+    let vm_stream = watches::watch(&client, &scope, managed(), writers.vms, move |k, v| {
         w.vms.observed(k, v)
     });
     let w = written.clone();
-    let pvc_stream = watches::watch(&client, &scope, managed(), pvcs_w, move |k, v| {
+    let pvc_stream = watches::watch(&client, &scope, managed(), writers.pvcs, move |k, v| {
         w.pvcs.observed(k, v)
     });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmi_stream = watches::watch(&client, &scope, vmi_config, vmis_w, ignore);
-    let nc_stream = watches::watch(&client, &scope, Default::default(), ncs_w, ignore);
+    let vmi_stream = watches::watch(&client, &scope, vmi_config, writers.vmis, ignore);
+    let nc_stream = watches::watch(
+        &client,
+        &scope,
+        Default::default(),
+        writers.network_configurations,
+        ignore,
+    );
     let w = written.clone();
     let nad_stream = multus_installed.then(|| {
-        watches::watch(&client, &scope, managed(), nads_w, move |k, v| {
+        watches::watch(&client, &scope, managed(), writers.nads, move |k, v| {
             w.nads.observed(k, v)
         })
     });
-    let sc_stream = watches::watch(&client, &scope, Default::default(), scs_w, ignore);
+    let sc_stream = watches::watch(
+        &client,
+        &scope,
+        Default::default(),
+        writers.storage_classes,
+        ignore,
+    );
     state.set_caches_synced(false);
     let ctx = Arc::new(Context {
         events: Publisher {
@@ -147,10 +147,10 @@ pub async fn run_scope(
     });
     // The names caches only fill stores; nothing is triggered by them.
     let names = {
-        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, vm_names_w);
-        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, pvc_names_w);
+        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, writers.vm_names);
+        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, writers.pvc_names);
         let nad = multus_installed.then(|| {
-            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, nad_names_w)
+            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, writers.nad_names)
         });
         tokio::spawn(async move {
             let nad = futures::stream::iter(nad).flatten();

@@ -82,12 +82,13 @@ pub struct Publisher {
 
 /// Publishes `notices` on the Machine. A failure to publish is logged, never fatal.
 pub async fn publish(publisher: &Publisher, machine: &Machine, notices: Vec<Notice>) {
-    // A Recorder per call: kube's keeps every Event it published for six minutes, to count
-    // repeats as a series. Ours are published once per status change, so that cache held
-    // nothing useful and grew with the Machines (12 MB at 10,000).
-    let recorder = Recorder::new(publisher.client.clone(), publisher.reporter.clone());
     let reference = machine.object_ref(&());
     for n in notices {
+        // A Recorder per Event: kube's keeps every Event it published for six minutes, to
+        // count repeats as a series (a patch). Ours are published once per status change, so
+        // that cache held nothing useful and grew with the Machines (13 MB at 10,000), and
+        // Events are only ever created (RBAC: `create` only).
+        let recorder = Recorder::new(publisher.client.clone(), publisher.reporter.clone());
         let event = Event {
             type_: n.type_,
             reason: n.reason,

@@ -103,7 +103,7 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end -}}
 
 {{- define "kubevirt-operator.clusterRules" -}}
