@@ -19,7 +19,6 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -237,21 +236,7 @@ impl Env {
 
     /// Events (events.k8s.io/v1) about `machine`, as (type, reason, note).
     async fn events(&self, machine: &str) -> Vec<(String, String, String)> {
-        self.api::<Event>()
-            .list(&ListParams::default())
-            .await
-            .expect("list events")
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(machine))
-            .map(|e| {
-                (
-                    e.type_.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default(),
-                )
-            })
-            .collect()
+        support::events_about(&self.client, &self.ns, machine).await
     }
 
     async fn wait_event(&self, machine: &str, reason: &str) -> String {

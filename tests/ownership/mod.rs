@@ -8,10 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -234,21 +231,7 @@ impl Env {
 
     /// Events (events.k8s.io/v1) about `machine`, as (type, reason, note).
     pub async fn events(&self, machine: &str) -> Vec<(String, String, String)> {
-        Api::<Event>::namespaced(self.client.clone(), &self.ns)
-            .list(&ListParams::default())
-            .await
-            .expect("list events")
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(machine))
-            .map(|e| {
-                (
-                    e.type_.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default(),
-                )
-            })
-            .collect()
+        crate::support::events_about(&self.client, &self.ns, machine).await
     }
 
     /// Waits for an Event with `reason` on `machine`; returns (type, note).

@@ -9,6 +9,7 @@ mod assets;
 mod control_plane;
 mod controller_manager;
 mod crds;
+mod events;
 mod kubeconfig;
 mod pki;
 mod ports;
@@ -23,6 +24,7 @@ pub use control_plane::{
     sweep_stale_dirs,
 };
 pub use crds::crd_fixtures;
+pub use events::events_about;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::{User, write_private};
 pub use ports::free_port;
