@@ -20,6 +20,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -33,6 +34,7 @@ use super::events::Publisher;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
 use super::multus::NetworkAttachmentDefinition;
+use super::packed::Packed;
 use super::readiness::State;
 use super::watches::{self, Scope, ignore, machines_using, managed};
 use super::{FIELD_MANAGER, MACHINE_LABEL, act, decide, finalizer, observe};
@@ -81,7 +83,7 @@ pub async fn run_scope(
     let written = Arc::new(Written::default());
     let w = written.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
-    let machine_stream = watches::events::<Machine>(&client, &scope, watcher::Config::default())
+    let machine_stream = watches::packed_events::<Machine>(&client, &scope, Default::default())
         .reflect(writers.machines)
         .inspect(move |e| {
             // After `reflect`: the store holds the list by the time this is seen.
@@ -97,15 +99,15 @@ pub async fn run_scope(
             }
         });
     let w = written.clone();
-    let vm_stream = watches::watch(&client, &scope, managed(), writers.vms, move |k, v| {
+    let vm_stream = watches::watch_packed(&client, &scope, managed(), writers.vms, move |k, v| {
         w.vms.observed(k, v)
     });
     let w = written.clone();
-    let pvc_stream = watches::watch(&client, &scope, managed(), writers.pvcs, move |k, v| {
+    let pvc_stream = watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |k, v| {
         w.pvcs.observed(k, v)
     });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmi_stream = watches::watch(&client, &scope, vmi_config, writers.vmis, ignore);
+    let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, writers.vmis, ignore);
     let nc_stream = watches::watch(
         &client,
         &scope,
@@ -115,7 +117,7 @@ pub async fn run_scope(
     );
     let w = written.clone();
     let nad_stream = multus_installed.then(|| {
-        watches::watch(&client, &scope, managed(), writers.nads, move |k, v| {
+        watches::watch_packed(&client, &scope, managed(), writers.nads, move |k, v| {
             w.nads.observed(k, v)
         })
     });
@@ -145,18 +147,20 @@ pub async fn run_scope(
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
     });
-    // The names caches only fill stores; nothing is triggered by them.
+    // The names caches only fill sets; nothing is triggered by them.
     let names = {
-        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, writers.vm_names);
-        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, writers.pvc_names);
+        let s = &ctx.stores;
+        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, s.vm_names.clone());
+        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, s.pvc_names.clone());
         let nad = multus_installed.then(|| {
-            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, writers.nad_names)
+            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, s.nad_names.clone())
         });
         tokio::spawn(async move {
-            let nad = futures::stream::iter(nad).flatten();
-            futures::stream::select(vm, futures::stream::select(pvc, nad))
-                .for_each(|()| async {})
-                .await;
+            futures::join!(vm, pvc, async {
+                if let Some(nad) = nad {
+                    nad.await
+                }
+            });
         })
     };
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
@@ -170,9 +174,8 @@ pub async fn run_scope(
                 .await;
         })
     };
-    let by_label = |vmi: VirtualMachineInstance| {
-        let machine = vmi.labels().get(MACHINE_LABEL).cloned()?;
-        let r = ObjectRef::new(&machine);
+    let by_label = |vmi: Packed<VirtualMachineInstance>| {
+        let r = ObjectRef::new(vmi.brief().as_deref()?);
         Some(match vmi.namespace() {
             Some(ns) => r.within(&ns),
             None => r,
@@ -186,7 +189,7 @@ pub async fn run_scope(
         })
     };
     let m2 = machines.clone();
-    let by_attachment = move |nad: NetworkAttachmentDefinition| {
+    let by_attachment = move |nad: Packed<NetworkAttachmentDefinition>| {
         let name = nad.name_any();
         machines_using(&m2, nad.namespace(), |m| {
             m.spec.networks.iter().any(|n| n.network_name == name)
@@ -240,8 +243,8 @@ pub async fn run_scope(
 
 /// Only failures the user cannot fix reach here (API errors, a VMI still going); a blocked
 /// Machine is requeued by `reconcile` itself, with the same backoff.
-fn error_policy(machine: Arc<Machine>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry = ctx.next_retry(&machine);
+fn error_policy(machine: Arc<Packed<Machine>>, error: &Error, ctx: Arc<Context>) -> Action {
+    let retry = ctx.next_retry(machine.as_ref());
     let span = reconcile_span(&machine);
     let _guard = span.enter();
     if matches!(error, Error::VmiStillRunning(_)) {
@@ -253,11 +256,11 @@ fn error_policy(machine: Arc<Machine>, error: &Error, ctx: Arc<Context>) -> Acti
 }
 
 /// SPEC's fields on every log line of a reconcile; `phase` is filled in once known.
-fn reconcile_span(machine: &Machine) -> tracing::Span {
+fn reconcile_span(machine: &Packed<Machine>) -> tracing::Span {
     let phase = machine
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
+        .brief()
+        .phase
+        .as_deref()
         .unwrap_or(super::status::phase::PENDING);
     tracing::info_span!(
         "reconcile",
@@ -268,22 +271,39 @@ fn reconcile_span(machine: &Machine) -> tracing::Span {
     )
 }
 
-async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(machine: Arc<Packed<Machine>>, ctx: Arc<Context>) -> Result<Action, Error> {
     let span = reconcile_span(&machine);
     reconcile_in_span(machine, ctx).instrument(span).await
 }
 
-async fn reconcile_in_span(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_in_span(
+    packed: Arc<Packed<Machine>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     if ctx.caches_ready.subscribe().wait_for(|r| *r).await.is_err() {
         return Err(Error::CachesGone);
     }
     // The object handed over was taken from the cache when the run was requested, possibly
     // while the previous run was still writing; the cache may hold a newer copy by now.
-    let machine = ctx
+    let packed = ctx
         .stores
         .machines
-        .get(&ObjectRef::from_obj(machine.as_ref()))
-        .unwrap_or(machine);
+        .get(&ObjectRef::from_obj(packed.as_ref()))
+        .unwrap_or(packed);
+    let machine = match packed.unpack() {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(error = %e, "cached Machine does not decode; reading it from the API server");
+            let ns = packed.namespace().unwrap_or_default();
+            match Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&packed.name_any())
+                .await?
+            {
+                Some(m) => m,
+                None => return Ok(Action::await_change()),
+            }
+        }
+    };
     let started = std::time::Instant::now();
     let result = reconcile_machine(&machine, &ctx).await;
     let metrics = &ctx.settings.metrics;

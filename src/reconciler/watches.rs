@@ -14,11 +14,14 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::Machine;
 use crate::config::WatchScope;
 
+use super::packed::{Brief, Packed};
+use super::presence::Presence;
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -149,14 +152,88 @@ where
         })
 }
 
-/// The names (metadata only, slimmed) of every `K` in `scope`, whoever made it: how a
-/// reconcile tells "absent" from "made by someone else" without a GET, since the full caches
-/// select by the operator's label.
+/// [`events`], each object packed (see [`Packed`]).
+pub fn packed_events<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<Packed<K>>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Brief
+        + Send
+        + Sync
+        + 'static,
+    K::Scope: 'static,
+{
+    events::<K>(client, scope, config).filter_map(|r| async move {
+        match r {
+            Ok(e) => pack_event(e).map(Ok),
+            Err(e) => Some(Err(e)),
+        }
+    })
+}
+
+fn pack_event<K: Resource + Serialize + Brief>(
+    e: watcher::Event<K>,
+) -> Option<watcher::Event<Packed<K>>> {
+    let pack = |o: K| match Packed::pack(&o) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(object = %key_of(&o), error = %e, "object left out of the cache: it does not encode");
+            None
+        }
+    };
+    Some(match e {
+        watcher::Event::Apply(o) => watcher::Event::Apply(pack(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(pack(o)?),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(pack(o)?),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    })
+}
+
+/// [`watch`] into a cache of packed objects.
+pub fn watch_packed<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+    writer: reflector::store::Writer<Packed<K>>,
+    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+) -> impl Stream<Item = Result<Packed<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Brief
+        + Send
+        + Sync
+        + 'static,
+    K::Scope: 'static,
+{
+    packed_events::<K>(client, scope, config)
+        .reflect(writer)
+        .touched_objects()
+        .inspect(move |r| {
+            if let Ok(o) = r {
+                seen(&key_of(o), o.meta().resource_version.as_deref());
+            }
+        })
+}
+
+/// Fills `presence` with the names of every `K` in `scope`, whoever made it (metadata-only
+/// watch).
 pub fn names<K>(
     client: &Client,
     scope: &Scope,
-    writer: reflector::store::Writer<PartialObjectMeta<K>>,
-) -> impl Stream<Item = ()> + Send + 'static
+    presence: Presence,
+) -> impl Future<Output = ()> + Send + use<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -172,19 +249,12 @@ where
     };
     watcher(api, watcher::Config::default())
         .default_backoff()
-        // Only presence is read: everything but the name, namespace, uid and version goes.
-        .modify(|m: &mut PartialObjectMeta<K>| {
-            let meta = &mut m.metadata;
-            *meta = kube::core::ObjectMeta {
-                name: meta.name.take(),
-                namespace: meta.namespace.take(),
-                uid: meta.uid.take(),
-                resource_version: meta.resource_version.take(),
-                ..Default::default()
-            };
+        .for_each(move |e| {
+            if let Ok(e) = e {
+                presence.apply(e);
+            }
+            async {}
         })
-        .reflect(writer)
-        .map(drop)
 }
 
 pub fn key_of<K: Resource>(o: &K) -> String {
@@ -193,14 +263,17 @@ pub fn key_of<K: Resource>(o: &K) -> String {
 
 pub fn ignore(_: &str, _: Option<&str>) {}
 
-/// Machines in `ns` for which `uses` holds (to trigger them on a dependency's change).
+/// Machines in `ns` for which `uses` holds (to trigger them on a dependency's change); one
+/// that does not decode is triggered too, and its reconcile reads it from the API server.
 pub fn machines_using(
-    machines: &Store<Machine>,
+    machines: &Store<Packed<Machine>>,
     ns: Option<String>,
     uses: impl Fn(&Machine) -> bool,
-) -> Vec<ObjectRef<Machine>> {
+) -> Vec<ObjectRef<Packed<Machine>>> {
     machines
-        .state_filter(|m| (ns.is_none() || m.namespace() == ns) && uses(m))
+        .state_filter(|m| {
+            (ns.is_none() || m.namespace() == ns) && m.unpack().map_or(true, |m| uses(&m))
+        })
         .iter()
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
