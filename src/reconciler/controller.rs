@@ -16,11 +16,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -103,9 +103,10 @@ pub async fn run_scope(
         w.vms.observed(k, v)
     });
     let w = written.clone();
-    let pvc_stream = watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |k, v| {
-        w.pvcs.observed(k, v)
-    });
+    let pvc_stream =
+        watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |k, v| {
+            w.pvcs.observed(k, v)
+        });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
     let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, writers.vmis, ignore);
     let nc_stream = watches::watch(

@@ -15,8 +15,8 @@ use crate::telemetry::metrics::{
 };
 
 use super::kubevirt::VirtualMachine;
-use super::problem::Problem;
 use super::packed::Packed;
+use super::problem::Problem;
 use super::status::phase::PENDING;
 
 pub const CONTROLLER: &str = "machine";

@@ -74,7 +74,9 @@ where
     if let Some(c) = cached {
         match c.unpack() {
             Ok(k) => return Ok(Some(k)),
-            Err(e) => tracing::warn!(object = %key, error = %e, "cached copy does not decode; reading it from the API server"),
+            Err(e) => {
+                tracing::warn!(object = %key, error = %e, "cached copy does not decode; reading it from the API server")
+            }
         }
         return api.get_opt(name).await;
     }

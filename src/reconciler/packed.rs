@@ -185,7 +185,10 @@ impl Brief for Machine {
     type Brief = MachineBrief;
     fn brief(&self) -> MachineBrief {
         MachineBrief {
-            phase: self.status.as_ref().and_then(|s| s.phase.as_deref().map(Into::into)),
+            phase: self
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref().map(Into::into)),
             template: self.spec.template.as_deref().map(Into::into),
         }
     }
@@ -271,8 +274,14 @@ mod tests {
         assert_eq!(p.resource_version().as_deref(), Some("7"));
         assert_eq!(p.owner_references()[0].uid, "mu");
         assert!(p.labels().is_empty(), "labels stay packed");
-        assert_eq!(Packed::<PersistentVolumeClaim>::kind(&()), "PersistentVolumeClaim");
-        assert_eq!(Packed::<PersistentVolumeClaim>::plural(&()), "persistentvolumeclaims");
+        assert_eq!(
+            Packed::<PersistentVolumeClaim>::kind(&()),
+            "PersistentVolumeClaim"
+        );
+        assert_eq!(
+            Packed::<PersistentVolumeClaim>::plural(&()),
+            "persistentvolumeclaims"
+        );
         assert_eq!(Packed::<VirtualMachine>::api_version(&()), "kubevirt.io/v1");
     }
 
@@ -303,6 +312,9 @@ mod tests {
             "status": {"printableStatus": "Stopped"}
         }))
         .unwrap();
-        assert_eq!(Packed::pack(&vm).unwrap().brief().as_deref(), Some("Stopped"));
+        assert_eq!(
+            Packed::pack(&vm).unwrap().brief().as_deref(),
+            Some("Stopped")
+        );
     }
 }

@@ -142,14 +142,23 @@ where
     K::DynamicType: Eq + Hash + Clone + Default,
     K::Scope: 'static,
 {
-    events::<K>(client, scope, config)
-        .reflect(writer)
-        .touched_objects()
-        .inspect(move |r| {
-            if let Ok(o) = r {
-                seen(&key_of(o), o.meta().resource_version.as_deref());
-            }
-        })
+    reflect(events::<K>(client, scope, config), writer, seen)
+}
+
+/// Fills `writer` from `events` and yields every object changed, telling `seen` of each.
+fn reflect<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    events.reflect(writer).touched_objects().inspect(move |r| {
+        if let Ok(o) = r {
+            seen(&key_of(o), o.meta().resource_version.as_deref());
+        }
+    })
 }
 
 /// [`events`], each object packed (see [`Packed`]).
@@ -217,14 +226,7 @@ where
         + 'static,
     K::Scope: 'static,
 {
-    packed_events::<K>(client, scope, config)
-        .reflect(writer)
-        .touched_objects()
-        .inspect(move |r| {
-            if let Ok(o) = r {
-                seen(&key_of(o), o.meta().resource_version.as_deref());
-            }
-        })
+    reflect(packed_events::<K>(client, scope, config), writer, seen)
 }
 
 /// Fills `presence` with the names of every `K` in `scope`, whoever made it (metadata-only
