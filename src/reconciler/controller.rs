@@ -186,24 +186,21 @@ pub async fn run_scope(
     let by_network = move |nc: NetworkConfiguration| {
         let name = nc.name_any();
         machines_using(&m1, nc.namespace(), |m| {
-            m.spec.networks.iter().any(|n| n.network_name == name)
+            m.networks.iter().any(|n| **n == *name)
         })
     };
     let m2 = machines.clone();
     let by_attachment = move |nad: Packed<NetworkAttachmentDefinition>| {
         let name = nad.name_any();
         machines_using(&m2, nad.namespace(), |m| {
-            m.spec.networks.iter().any(|n| n.network_name == name)
+            m.networks.iter().any(|n| **n == *name)
         })
     };
     let m3 = machines.clone();
     let by_storage_class = move |sc: StorageClass| {
         let name = sc.name_any();
         machines_using(&m3, None, |m| {
-            m.spec
-                .disks
-                .iter()
-                .any(|d| d.storage_class.as_deref() == Some(name.as_str()))
+            m.storage_classes.iter().any(|sc| **sc == *name)
         })
     };
 

@@ -213,9 +213,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
 /// Network names in `ns` that no Machine there names, other than deleting ones and `except`.
 /// Only those of our cached attachments are computed (none: no work).
 pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
-    let Some(used) = used_in(ctx, ns, except) else {
-        return BTreeSet::new();
-    };
+    let used = used_in(ctx, ns, except);
     unused_in(ctx, ns, except)
         .into_iter()
         .map(|n| n.name_any())
@@ -224,34 +222,33 @@ pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String
             ctx.stores
                 .machines
                 .get(&ObjectRef::new(except).within(ns))
-                .and_then(|m| m.unpack().ok())
-                .map(|m| resolved_spec(&m, &ctx.settings.catalog).networks)
+                .map(|m| {
+                    m.brief()
+                        .networks
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default()
                 .into_iter()
-                .map(|n| n.network_name)
                 .filter(|name| !used.contains(name)),
         )
         .collect()
 }
 
-/// Network names that live Machines in `ns` (other than `except`) name; `None` when one of
-/// them does not decode (then no network counts as unused).
-fn used_in(ctx: &Context, ns: &str, except: &str) -> Option<BTreeSet<String>> {
-    let mut used = BTreeSet::new();
-    for m in ctx.stores.machines.state_filter(|m| {
-        m.namespace().as_deref() == Some(ns)
-            && m.meta().deletion_timestamp.is_none()
-            && m.name_any() != except
-    }) {
-        let m = m.unpack().ok()?;
-        used.extend(
-            resolved_spec(&m, &ctx.settings.catalog)
-                .networks
-                .into_iter()
-                .map(|n| n.network_name),
-        );
-    }
-    Some(used)
+/// Network names that live Machines in `ns` (other than `except`) name (the networks of a
+/// resolved spec are the spec's own).
+fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    ctx.stores
+        .machines
+        .state_filter(|m| {
+            m.namespace().as_deref() == Some(ns)
+                && m.meta().deletion_timestamp.is_none()
+                && m.name_any() != except
+        })
+        .iter()
+        .flat_map(|m| m.brief().networks.iter().map(|n| n.to_string()))
+        .collect()
 }
 
 /// Our cached attachments in `ns` whose network no live Machine there (but `except`) names.
@@ -263,9 +260,7 @@ pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachment
     if cached.is_empty() {
         return Vec::new();
     }
-    let Some(used) = used_in(ctx, ns, except) else {
-        return Vec::new();
-    };
+    let used = used_in(ctx, ns, except);
     cached
         .into_iter()
         .filter(|n| !used.contains(&n.name_any()))

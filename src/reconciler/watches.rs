@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::api::Machine;
 use crate::config::WatchScope;
 
-use super::packed::{Brief, Packed};
+use super::packed::{Brief, MachineBrief, Packed};
 use super::presence::Presence;
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
@@ -265,17 +265,14 @@ pub fn key_of<K: Resource>(o: &K) -> String {
 
 pub fn ignore(_: &str, _: Option<&str>) {}
 
-/// Machines in `ns` for which `uses` holds (to trigger them on a dependency's change); one
-/// that does not decode is triggered too, and its reconcile reads it from the API server.
+/// Machines in `ns` whose brief `uses` holds for (to trigger them on a dependency's change).
 pub fn machines_using(
     machines: &Store<Packed<Machine>>,
     ns: Option<String>,
-    uses: impl Fn(&Machine) -> bool,
+    uses: impl Fn(&MachineBrief) -> bool,
 ) -> Vec<ObjectRef<Packed<Machine>>> {
     machines
-        .state_filter(|m| {
-            (ns.is_none() || m.namespace() == ns) && m.unpack().map_or(true, |m| uses(&m))
-        })
+        .state_filter(|m| (ns.is_none() || m.namespace() == ns) && uses(m.brief()))
         .iter()
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
