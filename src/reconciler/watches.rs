@@ -93,15 +93,32 @@ fn decode<K: DeserializeOwned>(obj: DynamicObject) -> Option<K> {
     }
 }
 
-fn decode_event<K: DeserializeOwned>(
-    e: watcher::Event<DynamicObject>,
-) -> Option<watcher::Event<K>> {
+/// `e` with its object mapped by `f`; `None` when `f` leaves the object out.
+fn map_event<A, B>(e: watcher::Event<A>, f: fn(A) -> Option<B>) -> Option<watcher::Event<B>> {
     Some(match e {
-        watcher::Event::Apply(o) => watcher::Event::Apply(decode(o)?),
-        watcher::Event::Delete(o) => watcher::Event::Delete(decode(o)?),
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(decode(o)?),
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)?),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)?),
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitDone => watcher::Event::InitDone,
+    })
+}
+
+/// [`map_event`] over a watch stream; errors pass through.
+fn map_events<A, B>(
+    events: impl Stream<Item = Result<watcher::Event<A>, watcher::Error>> + Send + 'static,
+    f: fn(A) -> Option<B>,
+) -> impl Stream<Item = Result<watcher::Event<B>, watcher::Error>> + Send + 'static
+where
+    A: Send + 'static,
+    B: Send + 'static,
+{
+    events.filter_map(move |r| {
+        let mapped = match r {
+            Ok(e) => map_event(e, f).map(Ok),
+            Err(e) => Some(Err(e)),
+        };
+        futures::future::ready(mapped)
     })
 }
 
@@ -117,15 +134,8 @@ where
 {
     let namespaced = std::any::TypeId::of::<K::Scope>()
         != std::any::TypeId::of::<k8s_openapi::ClusterResourceScope>();
-    watcher(api::<K>(client, scope, namespaced), config)
-        .default_backoff()
-        .filter_map(|r| async move {
-            match r {
-                Ok(e) => decode_event::<K>(e).map(Ok),
-                Err(e) => Some(Err(e)),
-            }
-        })
-        .modify(slim::<K>)
+    let events = watcher(api::<K>(client, scope, namespaced), config).default_backoff();
+    map_events(events, decode::<K>).modify(slim::<K>)
 }
 
 /// A watch that fills `writer` and yields every object it sees change (including deletions),
@@ -161,13 +171,21 @@ where
     })
 }
 
-/// [`events`], each object packed (see [`Packed`]).
-pub fn packed_events<K>(
-    client: &Client,
-    scope: &Scope,
-    config: watcher::Config,
-) -> impl Stream<Item = Result<watcher::Event<Packed<K>>, watcher::Error>> + Send + 'static
-where
+/// What a packed watch cache can hold.
+pub trait Packable:
+    Resource<DynamicType = ()>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Brief
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Packable for K where
     K: Resource<DynamicType = ()>
         + Clone
         + Serialize
@@ -176,34 +194,31 @@ where
         + Brief
         + Send
         + Sync
-        + 'static,
-    K::Scope: 'static,
+        + 'static
 {
-    events::<K>(client, scope, config).filter_map(|r| async move {
-        match r {
-            Ok(e) => pack_event(e).map(Ok),
-            Err(e) => Some(Err(e)),
-        }
-    })
 }
 
-fn pack_event<K: Resource + Serialize + Brief>(
-    e: watcher::Event<K>,
-) -> Option<watcher::Event<Packed<K>>> {
-    let pack = |o: K| match Packed::pack(&o) {
+/// [`events`], each object packed (see [`Packed`]).
+pub fn packed_events<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<Packed<K>>, watcher::Error>> + Send + 'static
+where
+    K: Packable,
+    K::Scope: 'static,
+{
+    map_events(events::<K>(client, scope, config), pack::<K>)
+}
+
+fn pack<K: Resource + Serialize + Brief>(o: K) -> Option<Packed<K>> {
+    match Packed::pack(&o) {
         Ok(p) => Some(p),
         Err(e) => {
             tracing::warn!(object = %key_of(&o), error = %e, "object left out of the cache: it does not encode");
             None
         }
-    };
-    Some(match e {
-        watcher::Event::Apply(o) => watcher::Event::Apply(pack(o)?),
-        watcher::Event::Delete(o) => watcher::Event::Delete(pack(o)?),
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(pack(o)?),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    })
+    }
 }
 
 /// [`watch`] into a cache of packed objects.
@@ -215,15 +230,7 @@ pub fn watch_packed<K>(
     seen: impl Fn(&str, Option<&str>) + Send + 'static,
 ) -> impl Stream<Item = Result<Packed<K>, watcher::Error>> + Send + 'static
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + Serialize
-        + DeserializeOwned
-        + Debug
-        + Brief
-        + Send
-        + Sync
-        + 'static,
+    K: Packable,
     K::Scope: 'static,
 {
     reflect(packed_events::<K>(client, scope, config), writer, seen)
@@ -303,7 +310,7 @@ mod tests {
             "spec": {"template": {"spec": {"domain": {"memory": {"guest": 1073741824_u64}, "devices": {}}}}}
         }))
         .unwrap();
-        assert!(decode_event::<VirtualMachine>(watcher::Event::InitApply(odd)).is_none());
+        assert!(map_event(watcher::Event::InitApply(odd), decode::<VirtualMachine>).is_none());
         let fine: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
             "metadata": {"name": "fine", "namespace": "ns"},
@@ -311,11 +318,11 @@ mod tests {
         }))
         .unwrap();
         assert!(matches!(
-            decode_event::<VirtualMachine>(watcher::Event::InitApply(fine)),
+            map_event(watcher::Event::InitApply(fine), decode::<VirtualMachine>),
             Some(watcher::Event::InitApply(vm)) if vm.name_any() == "fine"
         ));
         assert!(matches!(
-            decode_event::<VirtualMachine>(watcher::Event::InitDone),
+            map_event(watcher::Event::InitDone, decode::<VirtualMachine>),
             Some(watcher::Event::InitDone)
         ));
     }
