@@ -156,7 +156,9 @@ impl<K: Resource + DeserializeOwned + Brief> Packed<K> {
         m.deletion_timestamp.clone_from(&kept.deletion_timestamp);
         Ok(obj)
     }
+}
 
+impl<K: Brief> Packed<K> {
     pub fn brief(&self) -> &K::Brief {
         &self.brief
     }
