@@ -4,6 +4,7 @@ pub mod crd;
 pub mod machine;
 pub mod network_configuration;
 pub mod quantity;
+pub mod source;
 
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use network_configuration::{NetworkConfiguration, NetworkConfigurationSpec};
