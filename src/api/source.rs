@@ -5,6 +5,8 @@
 //! the schema, so that a violation is reported with every other error and in Kubernetes' words.
 
 use schemars::JsonSchema;
+
+use super::quantity::Quantity;
 use serde::{Deserialize, Serialize};
 
 /// At most this many CD-ROMs: they share the SATA bus, whose controller has six ports.
@@ -13,6 +15,8 @@ pub const MAX_CDROMS: usize = 4;
 pub const MAX_DISK_STATUSES: usize = 256;
 /// URLs longer than this are refused (the CRD bound; real image URLs are far shorter).
 pub const MAX_URL_LEN: usize = 2048;
+/// The claim size of an imported CD-ROM without a size: room for a dual-layer DVD image.
+pub const DEFAULT_CDROM_SIZE: &str = "10Gi";
 /// Registry pull methods CDI knows.
 pub const PULL_METHODS: &[&str] = &["pod", "node"];
 
@@ -100,6 +104,10 @@ pub struct Cdrom {
     /// Where the image comes from; immutable.
     #[serde(default)]
     pub source: DiskSource,
+    /// Size of the claim the image is imported into; may grow, never shrink. Unset: the
+    /// source's size for a clone, 10Gi for an import (CDI needs a size to import into).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
 }
 
 /// What provisioning one disk or CD-ROM is doing.

@@ -1,6 +1,7 @@
 //! Rules for disk and CD-ROM sources (CDI DataVolume sources) and for CD-ROMs: on a spec, and
 //! between the old and new spec of an update.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::api::machine::Disk;
@@ -202,6 +203,22 @@ pub fn check_cdroms(
                 ));
             }
         }
+        if let Some(size) = &cdrom.size {
+            let size_path = p.child("size");
+            match size.parse() {
+                Err(e) => errors.push(FieldError::invalid(
+                    &size_path,
+                    size.as_str(),
+                    e.to_string(),
+                )),
+                Ok(a) if !a.is_positive() => errors.push(FieldError::invalid(
+                    &size_path,
+                    size.as_str(),
+                    "must be greater than zero",
+                )),
+                Ok(_) => {}
+            }
+        }
         errors.extend(check_source(&p.child("source"), &cdrom.source));
     }
     errors
@@ -212,16 +229,37 @@ pub fn disk_source_update(path: &FieldPath, old: &Disk, new: &Disk) -> Option<Fi
     (old.source != new.source).then(|| immutable(&path.child("source"), "disk", &old.name))
 }
 
-/// CD-ROMs may come and go, but one that stays keeps its source.
+/// CD-ROMs may come and go, but one that stays keeps its source and never shrinks.
 pub fn cdrom_updates(path: &FieldPath, old: &[Cdrom], new: &[Cdrom]) -> Vec<FieldError> {
-    new.iter()
-        .enumerate()
-        .filter_map(|(i, n)| {
-            let o = old.iter().find(|o| o.name == n.name)?;
-            (o.source != n.source)
-                .then(|| immutable(&path.index(i).child("source"), "CD-ROM", &n.name))
-        })
-        .collect()
+    let mut errors = Vec::new();
+    for (i, n) in new.iter().enumerate() {
+        let Some(o) = old.iter().find(|o| o.name == n.name) else {
+            continue;
+        };
+        let p = path.index(i);
+        if o.source != n.source {
+            errors.push(immutable(&p.child("source"), "CD-ROM", &n.name));
+        }
+        let shrinks = match (&o.size, &n.size) {
+            (Some(old_size), Some(new_size)) => {
+                old_size.compare(new_size) == Some(Ordering::Greater)
+            }
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if shrinks {
+            errors.push(FieldError::forbidden(
+                &p.child("size"),
+                format!(
+                    "CD-ROM {:?} may not shrink from {} to {}; claims can only grow",
+                    n.name,
+                    o.size.as_ref().map(|q| q.as_str()).unwrap_or_default(),
+                    n.size.as_ref().map_or("its default", |q| q.as_str())
+                ),
+            ));
+        }
+    }
+    errors
 }
 
 fn immutable(path: &FieldPath, what: &str, name: &str) -> FieldError {

@@ -6,6 +6,7 @@
 //! [`events`] and [`leader`] are its small I/O helpers.
 
 pub mod apply;
+pub mod cdi;
 pub mod controller;
 pub mod desired;
 pub mod drift;

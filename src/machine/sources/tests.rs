@@ -166,6 +166,10 @@ fn cdroms() {
             "spec.cdroms[3].source: Required value: exactly one of http, registry, pvc, dataSource must be set",
         ]
     );
+    assert_eq!(
+        errors(json!({"cdroms": [{"name": "big", "size": "0", "source": {"pvc": {"name": "p"}}}]})),
+        [r#"spec.cdroms[0].size: Invalid value: "0": must be greater than zero"#]
+    );
     let five: Vec<_> = (0..5)
         .map(|i| json!({"name": format!("c{i}"), "source": {"pvc": {"name": "p"}}}))
         .collect();
@@ -240,6 +244,15 @@ fn cdroms_come_and_go_but_keep_their_source() {
     assert!(update(json!({}), one.clone()).is_empty());
     assert!(update(one.clone(), two.clone()).is_empty());
     assert!(update(two, json!({})).is_empty());
+    let bigger = json!({"cdroms": [{"name": "iso", "size": "20Gi", "source": {"http": {"url": "https://a/1.iso"}}}]});
+    let smaller = json!({"cdroms": [{"name": "iso", "size": "1Gi", "source": {"http": {"url": "https://a/1.iso"}}}]});
+    assert!(update(one.clone(), bigger.clone()).is_empty());
+    assert_eq!(
+        update(bigger, smaller),
+        [
+            r#"spec.cdroms[0].size: Forbidden: CD-ROM "iso" may not shrink from 20Gi to 1Gi; claims can only grow"#
+        ]
+    );
     assert_eq!(
         update(one, changed),
         [
