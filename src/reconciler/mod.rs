@@ -19,6 +19,7 @@ pub mod leader;
 pub mod lease_guard;
 pub mod metrics;
 pub mod multus;
+pub mod provisioning;
 pub mod status;
 
 pub use controller::{Settings, run};
