@@ -58,6 +58,14 @@ fn one(v: Sourced) -> (bool, String, String) {
     (verdict.ready, verdict.reason, verdict.message)
 }
 
+/// (source, DataVolume status, claim, expected (ready, reason, message)).
+type Row<'a> = (
+    &'a DiskSource,
+    Option<Value>,
+    Option<&'a PersistentVolumeClaim>,
+    (bool, String, String),
+);
+
 fn f(reason: &str, message: &str) -> (bool, String, String) {
     (false, reason.to_owned(), message.to_owned())
 }
@@ -67,12 +75,7 @@ fn cdi_phases_to_storage_ready() {
     let (imp, cl) = (http(), pvc_clone());
     let bound = claim("Bound");
     let pending = claim("Pending");
-    let table: Vec<(
-        &DiskSource,
-        Option<Value>,
-        Option<&PersistentVolumeClaim>,
-        (bool, String, String),
-    )> = vec![
+    let table: Vec<Row> = vec![
         (
             &imp,
             None,

@@ -259,7 +259,7 @@ fn pruned(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
                     pruned(s, v, &p, out);
                 } else if schema["additionalProperties"].is_object() {
                     pruned(&schema["additionalProperties"], v, &p, out);
-                } else if path != "" || !matches!(k.as_str(), "apiVersion" | "kind") {
+                } else if !path.is_empty() || !matches!(k.as_str(), "apiVersion" | "kind") {
                     out.push(p);
                 }
             }
