@@ -5,6 +5,7 @@
 //! - [`admission`]: AdmissionReview in and out, and the webhook routes.
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
+//! - [`leader`]: leader election on a Lease; the leader runs the reconciler and certificate manager.
 //! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
 //! - [`commands`]: the subcommands' thin I/O shells.
 
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod config;
+pub mod leader;
 pub mod machine;
 pub mod reconciler;
 pub mod telemetry;

@@ -13,8 +13,8 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
 
 use kubevirt_operator::api::Machine;
+use kubevirt_operator::leader::LEASE_DURATION;
 use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
-use kubevirt_operator::reconciler::leader::LEASE_DURATION;
 use operator::{Operator, eventually, install_crds, lease_holder, operator_user};
 use support::ControlPlane;
 

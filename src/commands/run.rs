@@ -13,10 +13,10 @@ use crate::certs::{self, CertManager};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
+use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
-use crate::reconciler::Settings;
 use crate::reconciler::controller::{self, Clients};
-use crate::reconciler::leader::{self, State, Stop};
+use crate::reconciler::{FIELD_MANAGER, Settings, readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
@@ -69,14 +69,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
 
     let slot = CertSlot::new();
-    let state = Arc::new(State::default());
+    let leadership = Arc::new(leader::State::default());
+    let state = Arc::new(readiness::State::default());
     let readiness = {
-        let (slot, state) = (slot.clone(), state.clone());
-        let leader_state = state.clone();
+        let (slot, leadership, state) = (slot.clone(), leadership.clone(), state.clone());
         Readiness::new()
             .require("serving certificate loaded", move || slot.is_loaded())
             .require("caches synced (leader)", move || {
-                !leader_state.is_leader() || state.caches_synced()
+                !leadership.is_leader() || state.caches_synced()
             })
     };
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
@@ -158,24 +158,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let leading = async {
         if !args.leader_election {
             tracing::info!("leader election off: this process reconciles");
-            state.set_leader(true);
+            leadership.set_leader(true);
             work(Box::pin(shutdown.clone())).await;
             return Ok::<(), anyhow::Error>(());
         }
         // A Lease that cannot be set up (namespace missing, RBAC not applied yet) is retried,
         // loudly: the webhooks keep serving meanwhile, and /readyz names what is missing.
+        let election = Election {
+            client: clients.lease.clone(),
+            namespace: args.namespace.clone(),
+            identity: settings.instance.clone(),
+            duration: args.leader_election_lease_duration,
+            field_manager: format!("{FIELD_MANAGER}-{}", settings.instance),
+        };
         let mut backoff = Duration::from_secs(1);
         loop {
-            let attempt = leader::run(
-                clients.clone(),
-                &args.namespace,
-                args.leader_election_lease_duration,
-                settings.clone(),
-                state.clone(),
-                shutdown.clone(),
-                &mut work,
-            )
-            .await;
+            let attempt =
+                leader::run(&election, leadership.clone(), shutdown.clone(), &mut work).await;
             match attempt {
                 Ok(()) => return Ok(()),
                 Err(e) => {

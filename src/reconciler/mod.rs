@@ -3,7 +3,8 @@
 //!
 //! Pure core, thin I/O shell: [`desired`] and [`status`] are plain functions of what was observed
 //! (unit-tested exhaustively); [`controller`] watches and writes; [`apply`], [`finalizer`],
-//! [`events`] and [`leader`] are its small I/O helpers.
+//! [`events`] and [`readiness`] are its small I/O helpers. It runs on the leader only
+//! (`crate::leader` starts and stops it).
 
 pub mod apply;
 pub mod cdi;
@@ -15,11 +16,10 @@ pub mod events;
 pub mod finalizer;
 pub mod kubevirt;
 pub mod last_write;
-pub mod leader;
-pub mod lease_guard;
 pub mod metrics;
 pub mod multus;
 pub mod provisioning;
+pub mod readiness;
 pub mod status;
 
 pub use controller::{Settings, run};
@@ -42,5 +42,3 @@ pub const CLOUD_INIT_VOLUME: &str = "cloudinitdisk";
 pub const USERDATA_KEY: &str = "userdata";
 pub const RUN_STRATEGY_ALWAYS: &str = "Always";
 pub const RUN_STRATEGY_HALTED: &str = "Halted";
-/// The Lease the replicas elect a leader with.
-pub const LEASE_NAME: &str = "kubevirt-operator-leader";

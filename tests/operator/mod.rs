@@ -17,6 +17,7 @@ use k8s_openapi::api::rbac::v1::{
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 
+#[allow(unused_imports)] // Not every test binary polls through this module.
 pub use crate::support::eventually;
 use crate::support::{ControlPlane, OPERATOR_NAMESPACE, Proc, User};
 
@@ -103,6 +104,8 @@ pub async fn install_crds(cp: &ControlPlane) {
 pub struct Operator {
     pub proc: Proc,
     pub identity: String,
+    /// Port of `/healthz` and `/readyz` on 127.0.0.1.
+    pub probes: u16,
 }
 
 impl Operator {
@@ -135,6 +138,7 @@ impl Operator {
         let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
         std::fs::write(dir.join("tls.crt"), cert.cert.pem()).expect("write cert");
         std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem()).expect("write key");
+        let probes = crate::support::free_port().expect("free port");
         let mut args: Vec<OsString> = vec![
             "--log-format".into(),
             "json".into(),
@@ -156,7 +160,7 @@ impl Operator {
             "--metrics-bind-address".into(),
             "127.0.0.1:0".into(),
             "--health-probe-bind-address".into(),
-            "127.0.0.1:0".into(),
+            format!("127.0.0.1:{probes}").into(),
         ];
         args.extend(extra.iter().map(OsString::from));
         let proc = Proc::spawn_with_env(
@@ -170,7 +174,19 @@ impl Operator {
         Operator {
             proc,
             identity: identity.to_owned(),
+            probes,
         }
+    }
+
+    /// The HTTP status of `/readyz`, if it answers.
+    pub async fn readyz(&self) -> Option<u16> {
+        let resp = reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{}/readyz", self.probes))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        Some(resp.status().as_u16())
     }
 
     /// SIGTERM: a clean shutdown (the Lease is released).
@@ -187,7 +203,7 @@ impl Operator {
 /// The Lease's current holder.
 pub async fn lease_holder(client: &Client) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), OPERATOR_NAMESPACE)
-        .get_opt(kubevirt_operator::reconciler::LEASE_NAME)
+        .get_opt(kubevirt_operator::leader::LEASE_NAME)
         .await
         .ok()
         .flatten()

@@ -1,4 +1,5 @@
-//! Locates kube-apiserver, etcd and kubectl the same way `scripts/envtest-assets.sh` provides them.
+//! Locates kube-apiserver, kube-controller-manager, etcd and kubectl the same way
+//! `scripts/envtest-assets.sh` provides them.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ const HOW_TO_FIX: &str = "run `make test` (it provides the binaries) or \
 fn override_var(name: &str) -> Option<&'static str> {
     match name {
         "kube-apiserver" => Some("TEST_ASSET_KUBE_APISERVER"),
+        "kube-controller-manager" => Some("TEST_ASSET_KUBE_CONTROLLER_MANAGER"),
         "etcd" => Some("TEST_ASSET_ETCD"),
         "kubectl" => Some("TEST_ASSET_KUBECTL"),
         _ => None,
@@ -36,8 +38,9 @@ fn is_executable(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Path of `kube-apiserver`, `etcd` or `kubectl`. An explicitly set variable must point at the
-/// binary (no silent fallback); otherwise `KUBEBUILDER_ASSETS`, then the script's cache.
+/// Path of `kube-apiserver`, `kube-controller-manager`, `etcd` or `kubectl`. An explicitly set
+/// variable must point at the binary (no silent fallback); otherwise `KUBEBUILDER_ASSETS`, then
+/// the script's cache.
 /// Missing binaries are an error that says what is missing and how to get it: never a skip.
 pub fn binary(name: &str) -> Result<PathBuf> {
     if let Some(var) = override_var(name)

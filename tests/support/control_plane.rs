@@ -1,7 +1,10 @@
 //! etcd + kube-apiserver on loopback, in a temporary directory, torn down on drop.
 //!
-//! There is no controller-manager, scheduler or kubelet: no garbage collection of owned objects,
-//! deleted namespaces stay Terminating, no pods run. Tests check what the operator writes.
+//! By default there is no controller-manager, scheduler or kubelet: no garbage collection of
+//! owned objects, deleted namespaces stay Terminating, no pods run. Tests check what the operator
+//! writes. [`ControlPlane::start_with_controller_manager`] adds Kubernetes' own garbage collector
+//! and namespace controller, for tests where owner-reference cascades or namespace deletion
+//! matter (they cost about a second of start-up and some CPU, so only those tests pay).
 //!
 //! For outage tests, kube-apiserver can be stopped and started again on the same address, a
 //! second one can run on the same etcd, and etcd's history can be compacted.
@@ -74,6 +77,8 @@ pub struct Ports {
 pub struct Startup {
     pub etcd: Duration,
     pub total: Duration,
+    /// From spawning kube-controller-manager until its controllers' caches synced, if it runs.
+    pub controller_manager: Option<Duration>,
 }
 
 pub struct ControlPlane {
@@ -177,6 +182,54 @@ impl ControlPlane {
         SHARED.get_or_try_init(Self::start).await
     }
 
+    /// A dedicated control plane that also runs kube-controller-manager (garbage collector and
+    /// namespace controller), with `crds` installed before it starts: the garbage collector
+    /// discovers resources when it starts and then only every 30 s, so a kind installed later
+    /// would not cascade at once.
+    pub async fn start_with_controller_manager<P: AsRef<Path>>(crds: &[P]) -> Result<ControlPlane> {
+        let mut cp = Self::start().await?;
+        cp.install_crds(crds).await?;
+        cp.start_controller_manager().await?;
+        Ok(cp)
+    }
+
+    /// Like [`ControlPlane::shared`], for [`ControlPlane::start_with_controller_manager`]: the
+    /// first caller's `crds` are installed; later callers get the same instance.
+    pub async fn shared_with_controller_manager<P: AsRef<Path>>(
+        crds: &[P],
+    ) -> Result<&'static ControlPlane> {
+        static SHARED: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
+        SHARED
+            .get_or_try_init(|| Self::start_with_controller_manager(crds))
+            .await
+    }
+
+    /// Starts kube-controller-manager against this control plane and waits until its garbage
+    /// collector and namespace controller have synced. It is killed first on drop (and dies
+    /// with the test process, like the others).
+    pub async fn start_controller_manager(&mut self) -> Result<()> {
+        use super::controller_manager as kcm;
+        if self.procs.iter().any(|p| p.name == kcm::NAME) {
+            bail!("{} is already running", kcm::NAME);
+        }
+        let user = self.pki.mint(kcm::USER, &[kcm::GROUP])?;
+        let kubeconfig = self.dir_path.join("kube-controller-manager.kubeconfig");
+        std::fs::write(&kubeconfig, self.kubeconfig_yaml(&user, None)?)
+            .context("writing kube-controller-manager's kubeconfig")?;
+        let started = Instant::now();
+        let proc = Proc::spawn(
+            kcm::NAME,
+            &binary(kcm::NAME)?,
+            kcm::args(&kubeconfig),
+            self.dir_path.join("kube-controller-manager.log"),
+        )?;
+        self.procs.insert(0, proc);
+        cleanup_at_exit(self.id, self.pids(), self.dir_path.clone());
+        kcm::wait_ready(&mut self.procs[0]).await?;
+        self.startup.controller_manager = Some(started.elapsed());
+        Ok(())
+    }
+
     async fn start_once(etcd_bin: &Path, apiserver_bin: &Path) -> Result<ControlPlane> {
         static SWEEP: std::sync::Once = std::sync::Once::new();
         SWEEP.call_once(|| {
@@ -245,6 +298,7 @@ impl ControlPlane {
             let startup = Startup {
                 etcd: etcd_ready,
                 total: started.elapsed(),
+                controller_manager: None,
             };
             create_namespace(&client, OPERATOR_NAMESPACE).await?;
             Ok::<_, anyhow::Error>(startup)
@@ -366,7 +420,7 @@ impl ControlPlane {
         &self.dir_path
     }
 
-    /// Process ids of kube-apiserver and etcd.
+    /// Process ids of kube-apiserver and etcd (and kube-controller-manager when it runs).
     pub fn pids(&self) -> Vec<u32> {
         self.procs.iter().map(Proc::pid).collect()
     }

@@ -1,4 +1,5 @@
-//! Test support: a real etcd + kube-apiserver control plane for integration tests.
+//! Test support: a real etcd + kube-apiserver (+ kube-controller-manager, on request) control
+//! plane for integration tests.
 //!
 //! Integration tests use it with `mod support;`. Each test crate uses a different subset,
 //! so unused items and re-exports are expected here.
@@ -6,6 +7,7 @@
 
 mod assets;
 mod control_plane;
+mod controller_manager;
 mod crds;
 mod kubeconfig;
 mod pki;
@@ -24,7 +26,7 @@ pub use crds::crd_fixtures;
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::User;
 pub use ports::free_port;
-pub use process::{Proc, process_alive};
+pub use process::{Proc, log_tail, process_alive};
 pub use wait::{eventually, eventually_with};
 
 /// Installs ring as the process-wide rustls provider (the only one this project links).

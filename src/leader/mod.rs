@@ -1,15 +1,23 @@
-//! Leader election on the Lease `kubevirt-operator-leader`: only the holder reconciles. When the
-//! holder dies, its Lease expires after its duration (`LEADER_ELECTION_LEASE_DURATION`, 15s)
-//! and another replica takes over; when it shuts down cleanly it releases the Lease at once.
+//! Leader election on the Lease `kubevirt-operator-leader`, at process level: only the holder
+//! runs the leader's work (the reconciler, the certificate manager). When the holder dies, its
+//! Lease expires after its duration (`LEADER_ELECTION_LEASE_DURATION`, 15s) and another replica
+//! takes over; when it shuts down cleanly it releases the Lease at once.
+//!
+//! Knows nothing of the work it guards: it is given a Lease client, where and as whom to hold
+//! the Lease, and a closure that starts the work.
+
+pub mod lease_guard;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
-use super::{FIELD_MANAGER, LEASE_NAME, controller, lease_guard};
+/// The Lease the replicas elect a leader with.
+pub const LEASE_NAME: &str = "kubevirt-operator-leader";
 
 /// Resolves when the leader's work must stop (leadership lost, or shutdown).
 pub type Stop = std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
@@ -23,26 +31,33 @@ pub fn lease_grace(duration: u64) -> u64 {
     duration / 2
 }
 
-/// What `/readyz` and tests ask: is this replica leading, and are its caches filled?
+/// What `/readyz` and tests ask: is this replica leading (running the leader's work)?
 #[derive(Debug, Default)]
 pub struct State {
     leader: AtomicBool,
-    synced: AtomicBool,
 }
 
 impl State {
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
     }
-    pub fn caches_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
-    }
     pub(crate) fn set_leader(&self, v: bool) {
         self.leader.store(v, Ordering::Release);
     }
-    pub(crate) fn set_caches_synced(&self, v: bool) {
-        self.synced.store(v, Ordering::Release);
-    }
+}
+
+/// Where and as whom the Lease is held.
+#[derive(Clone)]
+pub struct Election {
+    /// The client for the Lease alone, so renewals never queue behind other work.
+    pub client: Client,
+    pub namespace: String,
+    /// This replica's holder identity (the pod name in a cluster).
+    pub identity: String,
+    /// How long a Lease stays valid after its last renewal.
+    pub duration: Duration,
+    /// Field manager of the Lease's server-side applies.
+    pub field_manager: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,14 +71,10 @@ pub enum LeaderError {
     ManagerStopped,
 }
 
-/// Runs the controller whenever this replica holds the Lease, until `shutdown` resolves.
-/// Losing the Lease stops the controller (its caches are dropped); winning it again starts a
-/// fresh one.
+/// Runs the work whenever this replica holds the Lease, until `shutdown` resolves. Losing the
+/// Lease stops the work (the reconciler drops its caches); winning it again starts it afresh.
 pub async fn run<W, F>(
-    clients: controller::Clients,
-    namespace: &str,
-    lease_duration: Duration,
-    settings: controller::Settings,
+    election: &Election,
     state: Arc<State>,
     shutdown: impl Future<Output = ()> + Send,
     mut work: W,
@@ -74,25 +85,27 @@ where
     W: FnMut(Stop) -> F,
     F: Future<Output = ()>,
 {
+    let namespace = election.namespace.as_str();
+    let identity = election.identity.as_str();
     let lease_err = |source| LeaderError::Lease {
         namespace: namespace.to_owned(),
         source,
     };
-    let manager = LeaseManagerBuilder::new(clients.lease.clone(), LEASE_NAME)
+    let seconds = election.duration.as_secs();
+    let manager = LeaseManagerBuilder::new(election.client.clone(), LEASE_NAME)
         .with_namespace(namespace)
-        .with_identity(settings.instance.clone())
-        .with_duration(lease_duration.as_secs())
-        .with_grace(lease_grace(lease_duration.as_secs()))
-        .with_field_manager(format!("{FIELD_MANAGER}-{}", settings.instance))
+        .with_identity(identity)
+        .with_duration(seconds)
+        .with_grace(lease_grace(seconds))
+        .with_field_manager(election.field_manager.clone())
         .build()
         .await
         .map_err(lease_err)?;
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(clients.lease.clone(), namespace);
-    let identity = settings.instance.as_str();
+        kube::Api::namespaced(election.client.clone(), namespace);
     let (mut leading, task) = manager.watch().await;
     tokio::pin!(shutdown);
-    tracing::info!(identity = %settings.instance, lease = LEASE_NAME, namespace, "waiting for leadership");
+    tracing::info!(%identity, lease = LEASE_NAME, namespace, "waiting for leadership");
 
     let result = loop {
         // Follower: wait to become leader.
@@ -114,7 +127,7 @@ where
             }
             () = &mut shutdown => break Ok(()),
         };
-        tracing::info!(identity = %settings.instance, "became leader; starting the reconciler");
+        tracing::info!(%identity, "became leader; starting the leader's work");
         state.set_leader(true);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut stop_rx_ctl = stop_rx.clone();
@@ -137,17 +150,17 @@ where
             Leading::Shutdown => break Ok(()),
             Leading::ManagerStopped => break Err(LeaderError::ManagerStopped),
             Leading::Lost => {
-                tracing::warn!(identity = %settings.instance, "lost leadership; reconciler stopped");
+                tracing::warn!(%identity, "lost leadership; the leader's work stopped");
             }
             Leading::Lapsed => {
                 tracing::warn!(
-                    identity = %settings.instance,
+                    %identity,
                     "cannot confirm the Lease before it expires (API server unreachable?); \
-                     reconciler stopped until a renewal is seen"
+                     the leader's work stopped until a renewal is seen"
                 );
             }
             Leading::ControllerEnded => {
-                tracing::warn!(identity = %settings.instance, "reconciler ended on its own; restarting it");
+                tracing::warn!(%identity, "the leader's work ended on its own; restarting it");
             }
         }
     };
