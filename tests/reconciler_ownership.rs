@@ -362,9 +362,7 @@ async fn a_removed_networks_attachment_is_deleted() {
         .patch(
             "wired",
             &PatchParams::default(),
-            &Patch::Merge(networks(
-                json!([{"name": "eth0", "networkName": "lan-a"}]),
-            )),
+            &Patch::Merge(networks(json!([{"name": "eth0", "networkName": "lan-a"}]))),
         )
         .await
         .expect("remove eth1");
@@ -385,7 +383,10 @@ async fn a_removed_networks_attachment_is_deleted() {
         (!text.contains("lan-a") && !text.contains("lan-b")).then_some(())
     })
     .await;
-    assert!(env.get(&nad_ar(), "lan-a").await.is_some(), "neighbour uses it");
+    assert!(
+        env.get(&nad_ar(), "lan-a").await.is_some(),
+        "neighbour uses it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -422,14 +423,19 @@ async fn a_forged_vmi_is_ignored() {
     let genuine = env.wait_phase("genuine", "Running").await;
     assert_eq!(genuine.pointer("/status/nodeName"), Some(&json!("node-a")));
 
-    stays(&env, "forged VMIs do not feed the status", RESYNC * 2, async || {
-        let m = env.get(&machine_ar(), "forged").await.expect("Machine");
-        let status = &m["status"];
-        status["phase"] != "Running"
-            && status.get("nodeName").is_none_or(Value::is_null)
-            && status.get("vmiName").is_none_or(Value::is_null)
-            && !status.to_string().contains("10.66.0.")
-    })
+    stays(
+        &env,
+        "forged VMIs do not feed the status",
+        RESYNC * 2,
+        async || {
+            let m = env.get(&machine_ar(), "forged").await.expect("Machine");
+            let status = &m["status"];
+            status["phase"] != "Running"
+                && status.get("nodeName").is_none_or(Value::is_null)
+                && status.get("vmiName").is_none_or(Value::is_null)
+                && !status.to_string().contains("10.66.0.")
+        },
+    )
     .await;
 
     // Nor do they hold its deletion (there is no VMI of its VM to wait for).
@@ -448,7 +454,10 @@ async fn a_forged_vmi_is_ignored() {
 async fn without_multus_the_leader_is_ready_and_machines_without_networks_get_their_vms() {
     let crds: Vec<PathBuf> = all_crds()
         .into_iter()
-        .filter(|p| !p.to_string_lossy().contains("network-attachment-definitions"))
+        .filter(|p| {
+            !p.to_string_lossy()
+                .contains("network-attachment-definitions")
+        })
         .collect();
     let (cp, env) = dedicated(&crds, "no-multus").await;
     env.network_configuration("lan", "br0", 0).await;
@@ -520,7 +529,11 @@ async fn long_problem_messages_become_truncated_events() {
     .await;
     let (type_, note) = env.wait_event("long", "TemplateNotFound").await;
     assert_eq!(type_, "Warning");
-    assert!(!note.is_empty() && note.len() <= 1024, "{} bytes", note.len());
+    assert!(
+        !note.is_empty() && note.len() <= 1024,
+        "{} bytes",
+        note.len()
+    );
     assert!(note.contains(&template[..200]), "{note}");
 }
 

@@ -141,7 +141,13 @@ impl Env {
         F: FnMut() -> Fut,
         Fut: Future<Output = Option<T>>,
     {
-        eventually_with(WAIT, &format!("{what} (in {})", self.ns), || self.log(), check).await
+        eventually_with(
+            WAIT,
+            &format!("{what} (in {})", self.ns),
+            || self.log(),
+            check,
+        )
+        .await
     }
 
     pub async fn create(&self, ar: &ApiResource, mut object: Value) -> Value {
