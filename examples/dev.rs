@@ -151,7 +151,7 @@ async fn main() -> Result<()> {
         "No KubeVirt controllers run here, so VMs stay in Creating: there is no VirtualMachineInstance."
     );
     println!(
-        "No CDI runs either, so the DataVolumes stay without a phase (StorageReady DataVolumePending)."
+        "The reconciler does not write DataVolumes yet (issue 12, step 7): Machines with sources wait."
     );
     println!("Keep exploring (Ctrl-C here stops the control plane and the operator):");
     let kubectl = support::kubectl_path()?;
