@@ -10,6 +10,7 @@
 pub mod act;
 pub mod apply;
 pub mod caches;
+pub mod cdi;
 pub mod context;
 pub mod controller;
 pub mod decide;
@@ -25,6 +26,7 @@ pub mod multus;
 pub mod observe;
 pub mod ownership;
 pub mod problem;
+pub mod provisioning;
 pub mod readiness;
 pub mod scopes;
 pub mod spec;

@@ -111,6 +111,7 @@ pub fn compute(
         node_name: vmi_status.and_then(|s| s.node_name.clone()),
         last_updated: previous.and_then(|p| p.last_updated.clone()),
         observed_generation: generation,
+        ..MachineStatus::default()
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);
