@@ -1,5 +1,6 @@
 //! Act: carry out a [`Decision`]: the claims, attachments and derived Secret at once, then the
 //! VM only if all of those were written, then the deletions; then the status and its Events.
+//! DataVolumes are written with the claims, and feed `status.disks[]` and `StorageReady`.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::jiff::Timestamp;
@@ -11,6 +12,7 @@ use crate::api::{Machine, MachineStatus};
 
 use super::FIELD_MANAGER;
 use super::apply;
+use super::cdi::DataVolume;
 use super::context::Context;
 use super::decide::{Decision, own_vmi};
 use super::error::{Error, api_message, is_not_found};
@@ -21,6 +23,7 @@ use super::observe::Observed;
 use super::ownership::{self, Ownership};
 use super::problem::{Kind, Problem};
 use super::status::{self, Reconciled};
+use super::volumes::{self, Seen};
 
 fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
     Problem::WriteFailed {
@@ -55,6 +58,17 @@ pub async fn act(
                 .map_err(|e| failed(Kind::Claim, claim_name, &e))
         }
     });
+    let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+    let dv_writes = decision.data_volumes.into_iter().map(|dv| {
+        let dvs = dvs.clone();
+        async move {
+            let dv_name = dv.name_any();
+            let live = o.data_volumes.get(&dv_name).cloned();
+            apply::ensure(&dvs, dv, live, &ctx.written.data_volumes)
+                .await
+                .map_err(|e| failed(Kind::DataVolume, dv_name, &e))
+        }
+    });
     let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
     let nad_writes = decision.attachments.into_iter().map(|nad| {
         let nads = nads.clone();
@@ -84,8 +98,9 @@ pub async fn act(
             }
         }
     };
-    let (claims, attachments, secret) = futures::join!(
+    let (claims, data_volumes, attachments, secret) = futures::join!(
         futures::future::join_all(claim_writes),
+        futures::future::join_all(dv_writes),
         futures::future::join_all(nad_writes),
         secret_write
     );
@@ -98,6 +113,13 @@ pub async fn act(
                     .observe(&ctx.settings.metrics, &p, Timestamp::now());
                 written_claims.push(p);
             }
+            Err(p) => problems.push(p),
+        }
+    }
+    let mut written_dvs = Vec::new();
+    for d in data_volumes {
+        match d {
+            Ok(dv) => written_dvs.push(dv),
             Err(p) => problems.push(p),
         }
     }
@@ -141,12 +163,30 @@ pub async fn act(
         .spec
         .disks
         .iter()
+        .filter(|d| d.source.is_none())
         .map(|d| {
             let n = super::desired::meta::pvc_name(&machine.name_any(), &d.name);
             let p = written_claims.iter().find(|p| p.name_any() == n);
             (n, p)
         })
         .collect();
+    // CDI's claims (of the DataVolumes) as observed; the blank disks' as just written.
+    let machine_name = machine.name_any();
+    let sourced: Vec<String> = volumes::sourced_volumes(&machine_name, &o.spec)
+        .into_iter()
+        .map(|v| v.claim_name)
+        .collect();
+    let cdi_claims = o
+        .claims
+        .values()
+        .filter(|c| sourced.contains(&c.name_any()));
+    let seen = Seen {
+        data_volumes: volumes::by_name(&written_dvs, o.data_volumes.values()),
+        claims: volumes::by_name(&written_claims, cdi_claims),
+        refused: Default::default(),
+        cdi_installed: o.cdi_installed,
+    };
+    let provisioning = volumes::view(&machine_name, &o.spec, &seen);
     let reconciled = Reconciled {
         running: o.spec.running.unwrap_or(true),
         problems: &problems,
@@ -154,8 +194,14 @@ pub async fn act(
         vmi: own_vmi(vm.as_ref(), o.vmi.as_ref()),
         claims: claim_view,
         networks: o.spec.networks.len(),
+        provisioning: provisioning.verdict.as_ref(),
+        disks: provisioning.disks.clone(),
     };
-    let status = update_status(machine, &machines, &reconciled, ctx).await?;
+    let verdict = provisioning.verdict.as_ref();
+    let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
+        volumes::notices(&machine_name, &o.spec, &seen, old, new, verdict)
+    };
+    let status = update_status(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
     super::metrics::record_problems(&ctx.settings.metrics, &problems);
     Ok((status, !problems.is_empty()))
 }
@@ -199,6 +245,7 @@ async fn update_status(
     api: &Api<Machine>,
     reconciled: &Reconciled<'_>,
     ctx: &Context,
+    provisioning_notices: impl FnOnce(Option<&MachineStatus>, &MachineStatus) -> Vec<events::Notice>,
 ) -> Result<MachineStatus, Error> {
     let key = format!(
         "{}/{}",
@@ -229,7 +276,12 @@ async fn update_status(
         "status updated"
     );
     // Published in the background: an Event never holds up the next Machine.
-    let notices = events::notices(old, &new);
+    let mut notices = events::notices(old, &new);
+    if let Some(v) = reconciled.provisioning.filter(|v| !v.ready) {
+        // CDI's steps are announced by their own Events (a start, not a Warning per phase).
+        notices.retain(|n| n.reason != v.reason);
+    }
+    notices.extend(provisioning_notices(old, &new));
     if !notices.is_empty() {
         let recorder = ctx.events.clone();
         let machine = machine.clone();

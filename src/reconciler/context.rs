@@ -15,6 +15,7 @@ use crate::api::{Machine, MachineStatus, NetworkConfiguration};
 use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 
+use super::cdi::DataVolume;
 use super::events::Publisher;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
@@ -75,6 +76,9 @@ pub struct Stores {
     pub vm_names: Store<PartialObjectMeta<VirtualMachine>>,
     pub pvc_names: Store<PartialObjectMeta<PersistentVolumeClaim>>,
     pub nad_names: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
+    /// Our DataVolumes, and every DataVolume's name; empty when CDI is not installed.
+    pub data_volumes: Store<DataVolume>,
+    pub dv_names: Store<PartialObjectMeta<DataVolume>>,
 }
 
 /// The writing halves of [`Stores`], for the watches that fill them.
@@ -89,6 +93,8 @@ pub struct Writers {
     pub vm_names: Writer<PartialObjectMeta<VirtualMachine>>,
     pub pvc_names: Writer<PartialObjectMeta<PersistentVolumeClaim>>,
     pub nad_names: Writer<PartialObjectMeta<NetworkAttachmentDefinition>>,
+    pub data_volumes: Writer<DataVolume>,
+    pub dv_names: Writer<PartialObjectMeta<DataVolume>>,
 }
 
 impl Stores {
@@ -104,6 +110,8 @@ impl Stores {
         let (vm_names, vm_names_w) = reflector::store();
         let (pvc_names, pvc_names_w) = reflector::store();
         let (nad_names, nad_names_w) = reflector::store();
+        let (data_volumes, dvs_w) = reflector::store();
+        let (dv_names, dv_names_w) = reflector::store();
         let stores = Stores {
             machines,
             vms,
@@ -115,6 +123,8 @@ impl Stores {
             vm_names,
             pvc_names,
             nad_names,
+            data_volumes,
+            dv_names,
         };
         let writers = Writers {
             machines: machines_w,
@@ -127,6 +137,8 @@ impl Stores {
             vm_names: vm_names_w,
             pvc_names: pvc_names_w,
             nad_names: nad_names_w,
+            data_volumes: dvs_w,
+            dv_names: dv_names_w,
         };
         (stores, writers)
     }
@@ -140,6 +152,7 @@ pub struct Written {
     pub pvcs: LastWrite<PersistentVolumeClaim>,
     pub nads: LastWrite<NetworkAttachmentDefinition>,
     pub secrets: LastWrite<Secret>,
+    pub data_volumes: LastWrite<DataVolume>,
 }
 
 pub struct Context {
@@ -151,6 +164,8 @@ pub struct Context {
     pub written: Arc<Written>,
     /// Whether the NetworkAttachmentDefinition API was served when the controller started.
     pub multus_installed: bool,
+    /// Whether CDI's DataVolume API was served when the controller started.
+    pub cdi_installed: bool,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     pub failures: Mutex<HashMap<ObjectRef<Machine>, u32>>,

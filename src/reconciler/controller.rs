@@ -4,7 +4,8 @@
 //!
 //! Triggers: a Machine's own VMs and PVCs (by owner), VMIs (by the `vitistack.io/machine` label
 //! KubeVirt copies from the VM template), and NetworkConfigurations,
-//! NetworkAttachmentDefinitions and StorageClasses (by the Machines that name them); every
+//! NetworkAttachmentDefinitions and StorageClasses (by the Machines that name them), CDI
+//! DataVolumes (by that label, when CDI is installed); every
 //! Machine also every `RECONCILE_INTERVAL`. Watch restarts, expired resource versions (410) and
 //! API server outages are handled by each watcher's own backoff and re-list
 //! (`tests/reconciler_restart.rs`).
@@ -27,6 +28,7 @@ use tracing::Instrument;
 use crate::api::{Machine, NetworkConfiguration};
 use crate::telemetry::metrics::Controller as ControllerLabel;
 
+use super::cdi::DataVolume;
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::error::Error;
 use super::events::Publisher;
@@ -76,6 +78,12 @@ pub async fn run_scope(
             "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
         );
     }
+    let cdi_installed = watches::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes").await;
+    if !cdi_installed {
+        tracing::warn!(
+            "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
+        );
+    }
     let machines = stores.machines.clone();
 
     let written = Arc::new(Written::default());
@@ -119,6 +127,16 @@ pub async fn run_scope(
             w.nads.observed(k, v)
         })
     });
+    let w = written.clone();
+    let dv_stream = cdi_installed.then(|| {
+        watches::watch(
+            &client,
+            &scope,
+            managed(),
+            writers.data_volumes,
+            move |k, v| w.data_volumes.observed(k, v),
+        )
+    });
     let sc_stream = watches::watch(
         &client,
         &scope,
@@ -141,6 +159,7 @@ pub async fn run_scope(
         state,
         written,
         multus_installed,
+        cdi_installed,
         caches_ready: watch::Sender::new(false),
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
@@ -152,9 +171,13 @@ pub async fn run_scope(
         let nad = multus_installed.then(|| {
             watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, writers.nad_names)
         });
+        let dv = cdi_installed
+            .then(|| watches::names::<DataVolume>(&ctx.client, &scope, writers.dv_names));
         tokio::spawn(async move {
             let nad = futures::stream::iter(nad).flatten();
-            futures::stream::select(vm, futures::stream::select(pvc, nad))
+            let dv = futures::stream::iter(dv).flatten();
+            let optional = futures::stream::select(nad, dv);
+            futures::stream::select(vm, futures::stream::select(pvc, optional))
                 .for_each(|()| async {})
                 .await;
         })
@@ -166,7 +189,13 @@ pub async fn run_scope(
             let ready = ctx.caches_ready.clone();
             ctx.stores
                 .clone()
-                .track_readiness(machines_listed, ctx.state.clone(), ready, multus_installed)
+                .track_readiness(
+                    machines_listed,
+                    ctx.state.clone(),
+                    ready,
+                    multus_installed,
+                    cdi_installed,
+                )
                 .await;
         })
     };
@@ -216,6 +245,13 @@ pub async fn run_scope(
         .watches_stream(sc_stream, by_storage_class);
     if let Some(nad_stream) = nad_stream {
         controller = controller.watches_stream(nad_stream, by_attachment);
+    }
+    if let Some(dv_stream) = dv_stream {
+        // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
+        controller = controller.watches_stream(dv_stream, |dv: DataVolume| {
+            let machine = dv.labels().get(MACHINE_LABEL).cloned()?;
+            Some(ObjectRef::new(&machine).within(&dv.namespace()?))
+        });
     }
     controller
         .trigger_backoff(EachWatchBacksOff)

@@ -31,6 +31,7 @@ pub mod readiness;
 pub mod scopes;
 pub mod spec;
 pub mod status;
+pub mod volumes;
 pub mod watches;
 
 pub use context::{Clients, Settings};

@@ -21,6 +21,8 @@ pub enum Kind {
     VirtualMachine,
     Attachment,
     Secret,
+    /// A CDI DataVolume (a disk with a source, or a CD-ROM).
+    DataVolume,
 }
 
 impl Kind {
@@ -30,6 +32,7 @@ impl Kind {
             Kind::VirtualMachine => "VirtualMachine",
             Kind::Attachment => "NetworkAttachmentDefinition",
             Kind::Secret => "Secret",
+            Kind::DataVolume => "DataVolume",
         }
     }
 }
@@ -56,6 +59,11 @@ pub enum Problem {
     },
     /// The Machine names networks, and the NetworkAttachmentDefinition API is not served.
     MultusNotInstalled,
+    /// The Machine has disks with a source or CD-ROMs (`disk root`, `cdrom installer`), and
+    /// CDI's DataVolume API is not served.
+    CdiNotInstalled {
+        volumes: Vec<String>,
+    },
     SecretNotFound {
         name: String,
     },
@@ -89,6 +97,7 @@ impl Problem {
             Problem::NetworkConfigurationNotFound { .. } => "NetworkConfigurationNotFound",
             Problem::NetworkInvalid { .. } => "NetworkInvalid",
             Problem::MultusNotInstalled => "MultusNotInstalled",
+            Problem::CdiNotInstalled { .. } => "CDINotInstalled",
             Problem::SecretNotFound { .. } => "SecretNotFound",
             Problem::SecretKeyNotFound { .. } => "SecretKeyNotFound",
             Problem::Conflict { kind, .. } => match kind {
@@ -96,12 +105,14 @@ impl Problem {
                 Kind::VirtualMachine => "VirtualMachineConflict",
                 Kind::Attachment => "NetworkAttachmentConflict",
                 Kind::Secret => "SecretConflict",
+                Kind::DataVolume => "DataVolumeConflict",
             },
             Problem::WriteFailed { kind, .. } => match kind {
                 Kind::Claim => "PVCFailed",
                 Kind::VirtualMachine => "KubeVirtApiError",
                 Kind::Attachment => "NetworkFailed",
                 Kind::Secret => "SecretFailed",
+                Kind::DataVolume => "DataVolumeFailed",
             },
         }
     }
@@ -111,7 +122,7 @@ impl Problem {
         use condition::*;
         match self {
             Problem::InvalidSpec { .. } => VIRTUAL_MACHINE_READY,
-            Problem::StorageClassNotFound { .. } => STORAGE_READY,
+            Problem::StorageClassNotFound { .. } | Problem::CdiNotInstalled { .. } => STORAGE_READY,
             Problem::NetworkConfigurationNotFound { .. }
             | Problem::NetworkInvalid { .. }
             | Problem::MultusNotInstalled => NETWORK_READY,
@@ -119,7 +130,7 @@ impl Problem {
                 VIRTUAL_MACHINE_READY
             }
             Problem::Conflict { kind, .. } | Problem::WriteFailed { kind, .. } => match kind {
-                Kind::Claim => STORAGE_READY,
+                Kind::Claim | Kind::DataVolume => STORAGE_READY,
                 Kind::Attachment => NETWORK_READY,
                 Kind::VirtualMachine | Kind::Secret => VIRTUAL_MACHINE_READY,
             },
@@ -134,16 +145,19 @@ impl Problem {
         "NetworkConfigurationNotFound",
         "NetworkInvalid",
         "MultusNotInstalled",
+        "CDINotInstalled",
         "SecretNotFound",
         "SecretKeyNotFound",
         "ClaimConflict",
         "VirtualMachineConflict",
         "NetworkAttachmentConflict",
         "SecretConflict",
+        "DataVolumeConflict",
         "PVCFailed",
         "KubeVirtApiError",
         "NetworkFailed",
         "SecretFailed",
+        "DataVolumeFailed",
     ];
 }
 
@@ -165,6 +179,12 @@ impl fmt::Display for Problem {
             Problem::NetworkInvalid { message, .. } => f.write_str(message),
             Problem::MultusNotInstalled => f.write_str(
                 "the Machine names networks, and Multus (the NetworkAttachmentDefinition API k8s.cni.cncf.io/v1) is not installed",
+            ),
+            Problem::CdiNotInstalled { volumes } => write!(
+                f,
+                "CDI (Containerized Data Importer) is not installed: the DataVolume API \
+                 (cdi.kubevirt.io/v1beta1) is not served, and {} need it",
+                volumes.join(", ")
             ),
             Problem::SecretNotFound { name } => write!(f, "cloud-init Secret {name:?} not found"),
             Problem::SecretKeyNotFound { name, key } => {
@@ -194,6 +214,7 @@ mod tests {
             Kind::VirtualMachine,
             Kind::Attachment,
             Kind::Secret,
+            Kind::DataVolume,
         ];
         let mut v = vec![
             Problem::InvalidSpec {
@@ -217,6 +238,9 @@ mod tests {
                 message: "m".into(),
             },
             Problem::MultusNotInstalled,
+            Problem::CdiNotInstalled {
+                volumes: vec!["disk root".into()],
+            },
             Problem::SecretNotFound { name: "s".into() },
             Problem::SecretKeyNotFound {
                 name: "s".into(),
