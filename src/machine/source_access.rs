@@ -22,45 +22,69 @@ pub struct Needed {
     pub namespace: String,
     /// Empty: any name (CDI's clone rule is per namespace).
     pub name: String,
+    /// The field that needs it, e.g. `spec.disks[0].source.pvc.namespace` (the first one, when
+    /// several fields need the same permission).
+    pub field: String,
 }
 
 pub const CDI_GROUP: &str = "cdi.kubevirt.io";
 
 /// The permissions the sources new in `new` (compared with `old`) need, without repeats.
 pub fn needed(namespace: &str, old: Option<&MachineSpec>, new: &MachineSpec) -> Vec<Needed> {
-    let before: Vec<&DiskSource> = old.map(sources).unwrap_or_default();
+    let before: Vec<&DiskSource> = old
+        .map(|o| sources(o).into_iter().map(|(_, s)| s).collect())
+        .unwrap_or_default();
     let mut out: Vec<Needed> = sources(new)
         .into_iter()
-        .filter(|s| !before.contains(s))
-        .flat_map(|s| for_source(namespace, s))
+        .filter(|(_, s)| !before.contains(s))
+        .flat_map(|(path, s)| for_source(namespace, &path, s))
         .collect();
     out.sort();
-    out.dedup();
+    out.dedup_by(|a, b| {
+        (&a.verb, &a.resource, &a.namespace, &a.name)
+            == (&b.verb, &b.resource, &b.namespace, &b.name)
+    });
     out
 }
 
-fn sources(spec: &MachineSpec) -> Vec<&DiskSource> {
-    let disks = spec.disks.iter().filter_map(|d| d.source.as_ref());
-    disks.chain(spec.cdroms.iter().map(|c| &c.source)).collect()
+/// Each source with the path of its `source` field.
+fn sources(spec: &MachineSpec) -> Vec<(String, &DiskSource)> {
+    let disks = spec
+        .disks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| Some((format!("spec.disks[{i}].source"), d.source.as_ref()?)));
+    let cdroms = spec
+        .cdroms
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.cdroms[{i}].source"), &c.source));
+    disks.chain(cdroms).collect()
 }
 
-fn for_source(namespace: &str, s: &DiskSource) -> Vec<Needed> {
-    let get = |resource: &'static str, name: &str| Needed {
+fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Needed> {
+    let get = |resource: &'static str, name: &str, field: &str| Needed {
         verb: "get",
         group: "",
         resource,
         subresource: "",
         namespace: namespace.to_owned(),
         name: name.to_owned(),
+        field: format!("{path}.{field}"),
     };
     let mut out = Vec::new();
     if let Some(h) = &s.http {
-        out.extend(h.secret_ref.as_ref().map(|r| get("secrets", &r.name)));
-        out.extend(h.cert_config_map.as_ref().map(|c| get("configmaps", c)));
+        out.extend((h.secret_ref.as_ref()).map(|r| get("secrets", &r.name, "http.secretRef.name")));
+        out.extend(
+            (h.cert_config_map.as_ref()).map(|c| get("configmaps", c, "http.certConfigMap")),
+        );
     }
     if let Some(r) = &s.registry {
-        out.extend(r.secret_ref.as_ref().map(|r| get("secrets", &r.name)));
+        out.extend(
+            (r.secret_ref.as_ref()).map(|r| get("secrets", &r.name, "registry.secretRef.name")),
+        );
     }
+    let kind = if s.pvc.is_some() { "pvc" } else { "dataSource" };
     if let Some(ns) = s
         .clone_ref()
         .and_then(|r| r.namespace.as_deref())
@@ -73,6 +97,7 @@ fn for_source(namespace: &str, s: &DiskSource) -> Vec<Needed> {
             subresource: "source",
             namespace: ns.to_owned(),
             name: String::new(),
+            field: format!("{path}.{kind}.namespace"),
         });
     }
     out
