@@ -1,10 +1,10 @@
-//! NOT COMPILED YET (cargo builds only tests/*.rs): the step-7 acceptance tests of issue 12, to
-//! move to tests/ once the reconciler writes DataVolumes (after issue 11 is merged).
 //! Issue 12 on the real control plane: Machines with disk images and CD-ROMs, against the
 //! `kubevirt-operator run` binary as a user holding exactly `manifests/rbac/`, with CDI's real
 //! DataVolume and DataSource CRDs and KubeVirt's VM CRD. The tests play CDI (DataVolume phases
 //! and progress, then the claim it fills, bound) and KubeVirt (VMI, VM printableStatus), and
-//! follow the Machine's status, conditions and Events through each step.
+//! follow the Machine's status, conditions and Events through each step. DataVolumes follow
+//! issue 11's ownership rules: one the operator did not make is a `DataVolumeConflict`, never
+//! touched; retain-disks keeps a disk's DataVolume, released, for a Machine of that name.
 
 mod operator;
 mod ownership;
@@ -12,7 +12,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use kube::api::{ApiResource, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use operator::{OPERATOR_USER, Operator, operator_user};
@@ -254,6 +254,50 @@ async fn a_cdrom_is_a_read_only_sata_drive_booted_first() {
         json!([{"name": "root", "disk": {"bus": "virtio"}, "bootOrder": 2},
                {"name": "installer", "cdrom": {"bus": "sata", "readonly": true}, "bootOrder": 1}])
     );
+    assert_eq!(mounted_claims(&vm), ["inst-root", "inst-installer"]);
+
+    // Deleted with the Machine (the finalizer, not the garbage collector, removes it).
+    env.delete(&machine_ar(), "inst", &DeleteParams::default())
+        .await;
+    env.wait_gone(&machine_ar(), "inst").await;
+    assert!(env.get(&dv_ar(), "inst-installer").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retain_disks_keeps_the_data_volume_for_the_next_machine_of_that_name() {
+    let env = env("cdi-retain").await;
+    let spec = json!({"template": "small", "disks": [
+        {"name": "root", "size": "2Gi", "source": {"http": {"url": IMAGE}}}]});
+    env.create(
+        &machine_ar(),
+        json!({"metadata": {"name": "keep", "annotations": {RETAIN_DISKS: "true"}}, "spec": spec}),
+    )
+    .await;
+    env.wait_for(&vm_ar(), "keep").await;
+    // While the Machine lives: labelled ours, and no reference the garbage collector acts on.
+    let dv = env.wait_for(&dv_ar(), "keep-root").await;
+    assert!(owner_uids(&dv).is_empty(), "{dv}");
+    assert_eq!(label(&dv, MACHINE_LABEL), Some("keep"));
+
+    let policy = DeleteParams::foreground();
+    env.delete(&machine_ar(), "keep", &policy).await;
+    env.wait_gone(&machine_ar(), "keep").await;
+    let kept = env
+        .get(&dv_ar(), "keep-root")
+        .await
+        .expect("DataVolume kept");
+    assert_eq!(uid(&kept), uid(&dv), "the same DataVolume");
+    assert!(owner_uids(&kept).is_empty());
+
+    // A Machine of the same name adopts it.
+    let again = env.machine("keep", spec).await;
+    env.until("keep-root adopted", || async {
+        let dv = env.get(&dv_ar(), "keep-root").await?;
+        (controller_uid(&dv) == Some(uid(&again))).then_some(())
+    })
+    .await;
+    let vm = env.wait_for(&vm_ar(), "keep").await;
+    assert_eq!(mounted_claims(&vm), ["keep-root"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,7 +315,7 @@ async fn a_data_volume_the_operator_did_not_make_is_a_conflict() {
     )
     .await;
     let message = env
-        .wait_condition("c", "StorageReady", "False", "ClaimConflict")
+        .wait_condition("c", "StorageReady", "False", "DataVolumeConflict")
         .await;
     assert!(message.contains("c-root"), "{message}");
     let dv = env.get(&dv_ar(), "c-root").await.expect("left alone");
@@ -295,13 +339,13 @@ async fn without_cdi_the_operator_is_ready_and_only_machines_with_sources_wait()
     let cp = ControlPlane::start().await.expect("control plane");
     cp.install_crds(&crds).await.expect("CRDs");
     let admin = cp.client().await.expect("admin client");
+    let user = operator_user(&cp, &admin, OPERATOR_USER).await;
+    let op = Operator::start(&cp, &user, "no-cdi", &[]);
     let env = Env {
         client: admin.clone(),
         ns: cp.namespace("no-cdi").await.expect("namespace"),
-        operator_log: cp.dir().join("operator-no-cdi/operator.log"),
+        operator_log: op.proc.log.clone(),
     };
-    let user = operator_user(&cp, &admin, OPERATOR_USER).await;
-    let op = Operator::start(&cp, &user, "no-cdi", &[]);
     env.until("/readyz 200 without the DataVolume CRD", || async {
         (op.readyz().await == Some(200)).then_some(())
     })
