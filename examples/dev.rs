@@ -153,7 +153,7 @@ async fn main() -> Result<()> {
         "No KubeVirt controllers run here, so VMs stay in Creating: there is no VirtualMachineInstance."
     );
     println!(
-        "The reconciler does not write DataVolumes yet (issue 12, step 7): Machines with sources wait."
+        "No CDI runs here either: the DataVolumes are made, and Machines with sources stay at DataVolumePending."
     );
     println!("Keep exploring (Ctrl-C here stops the control plane and the operator):");
     let kubectl = support::kubectl_path()?;

@@ -183,7 +183,6 @@ pub async fn act(
     let seen = Seen {
         data_volumes: volumes::by_name(&written_dvs, o.data_volumes.values()),
         claims: volumes::by_name(&written_claims, cdi_claims),
-        refused: Default::default(),
         cdi_installed: o.cdi_installed,
     };
     let provisioning = volumes::view(&machine_name, &o.spec, &seen);

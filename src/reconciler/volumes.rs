@@ -56,8 +56,6 @@ pub struct Provisioning {
 pub struct Seen<'a> {
     pub data_volumes: BTreeMap<String, &'a DataVolume>,
     pub claims: BTreeMap<String, &'a PersistentVolumeClaim>,
-    /// DataVolume writes the API server refused (name, its message).
-    pub refused: BTreeMap<String, String>,
     pub cdi_installed: bool,
 }
 
@@ -76,10 +74,9 @@ fn sourced<'a>(v: &SourcedVolume<'a>, seen: &Seen<'a>) -> Sourced<'a> {
 /// Disk statuses and the DataVolumes' verdict for `machine`'s resolved `spec`.
 pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
     let volumes = sourced_volumes(machine, spec);
-    let mut list: Vec<Sourced> = volumes.iter().map(|v| sourced(v, seen)).collect();
-    for s in &mut list {
-        s.refused = seen.refused.get(&s.claim_name).map(String::as_str);
-    }
+    // A refused DataVolume write is a `DataVolumeFailed` problem (with the API's message),
+    // which StorageReady shows before this verdict; `refused` stays unset.
+    let list: Vec<Sourced> = volumes.iter().map(|v| sourced(v, seen)).collect();
     let mut disks = Vec::new();
     for d in &spec.disks {
         match list.iter().find(|s| s.name == d.name) {
@@ -141,4 +138,101 @@ pub fn by_name<'a, K: ResourceExt>(
     let mut out: BTreeMap<String, &K> = observed.into_iter().map(|k| (k.name_any(), k)).collect();
     out.extend(written.iter().map(|k| (k.name_any(), k)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec() -> MachineSpec {
+        serde_json::from_value(json!({
+            "disks": [{"name": "root", "size": "2Gi", "source": {"http": {"url": "https://a/b"}}},
+                      {"name": "data", "size": "1Gi"}],
+            "cdroms": [{"name": "iso", "source": {"http": {"url": "https://a/b.iso"}}}]
+        }))
+        .expect("spec")
+    }
+
+    fn dv(name: &str, phase: &str, progress: &str) -> DataVolume {
+        serde_json::from_value(json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": name}, "spec": {},
+            "status": {"phase": phase, "progress": progress}
+        }))
+        .expect("dv")
+    }
+
+    fn claim(name: &str, phase: &str) -> PersistentVolumeClaim {
+        let mut c = PersistentVolumeClaim {
+            status: Some(PersistentVolumeClaimStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        c.metadata.name = Some(name.into());
+        c
+    }
+
+    #[test]
+    fn every_disk_then_every_cdrom_with_what_provisioning_says() {
+        let spec = spec();
+        let (root, iso) = (
+            dv("m-root", "ImportInProgress", "45.20%"),
+            dv("m-iso", "Succeeded", "100.0%"),
+        );
+        let (data, iso_claim) = ([claim("m-data", "Bound")], claim("m-iso", "Bound"));
+        let root = [root];
+        let seen = Seen {
+            data_volumes: by_name(&root, [&iso]),
+            claims: by_name(&data, [&iso_claim]),
+            cdi_installed: true,
+        };
+        let p = view("m", &spec, &seen);
+        let disks: Vec<(&str, &str, Option<&str>, Option<&str>)> = p
+            .disks
+            .iter()
+            .map(|d| {
+                let (phase, progress) = (d.phase.as_deref(), d.progress.as_deref());
+                (d.name.as_str(), d.claim_name.as_str(), phase, progress)
+            })
+            .collect();
+        assert_eq!(
+            disks,
+            [
+                ("root", "m-root", Some("ImportInProgress"), Some("45.20%")),
+                ("data", "m-data", Some("Bound"), None),
+                ("iso", "m-iso", Some("Succeeded"), Some("100.0%")),
+            ]
+        );
+        let v = p.verdict.expect("a verdict");
+        assert_eq!(
+            (v.ready, v.reason.as_str(), v.message.as_str(), v.waiting),
+            (
+                false,
+                "ImportInProgress",
+                "disk root: ImportInProgress 45.20%",
+                true
+            )
+        );
+    }
+
+    #[test]
+    fn without_sources_no_verdict() {
+        let spec: MachineSpec =
+            serde_json::from_value(json!({"disks": [{"name": "data", "size": "1Gi"}]}))
+                .expect("spec");
+        let seen = Seen {
+            data_volumes: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            cdi_installed: false,
+        };
+        let p = view("m", &spec, &seen);
+        assert!(p.verdict.is_none());
+        assert_eq!(p.disks.len(), 1);
+        assert_eq!(p.disks[0].phase, None, "no claim yet");
+    }
 }
