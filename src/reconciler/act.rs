@@ -64,9 +64,18 @@ pub async fn act(
         async move {
             let dv_name = dv.name_any();
             let live = o.data_volumes.get(&dv_name).cloned();
+            let clone = is_clone(&dv);
             apply::ensure(&dvs, dv, live, &ctx.written.data_volumes)
                 .await
-                .map_err(|e| failed(Kind::DataVolume, dv_name, &e))
+                .map_err(|e| match &e {
+                    kube::Error::Api(s) if clone && clone_refused(s) => {
+                        Problem::CloneUnauthorized {
+                            name: dv_name,
+                            message: s.message.clone(),
+                        }
+                    }
+                    _ => failed(Kind::DataVolume, dv_name, &e),
+                })
         }
     });
     let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
@@ -202,7 +211,25 @@ pub async fn act(
     };
     let status = update_status(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
     super::metrics::record_problems(&ctx.settings.metrics, &problems);
+    // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase).
+    if let Some(v) = provisioning
+        .verdict
+        .as_ref()
+        .filter(|v| !v.ready && !v.waiting)
+    {
+        super::metrics::record_error(&ctx.settings.metrics, &v.reason);
+    }
     Ok((status, !problems.is_empty()))
+}
+
+fn is_clone(dv: &DataVolume) -> bool {
+    dv.spec.source_ref.is_some() || dv.spec.source.as_ref().is_some_and(|s| s.pvc.is_some())
+}
+
+/// CDI's admission refuses a clone its creator may not make with a 403, or with a 422 saying
+/// "insufficient permissions" (CDI's wording for a failed `datavolumes/source` check).
+fn clone_refused(s: &kube::core::Status) -> bool {
+    s.code == 403 || s.message.contains("insufficient permissions")
 }
 
 /// Deletes `name` if it is still the object with `uid` (never a namesake made since).
@@ -291,4 +318,39 @@ async fn update_status(
         ));
     }
     Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::core::Status {
+        serde_json::from_value(
+            json!({"status": "Failure", "code": code, "message": message,
+            "reason": "Invalid"}),
+        )
+        .expect("status")
+    }
+
+    #[test]
+    fn cdis_clone_refusal_is_told_apart_from_other_refusals() {
+        let clone: DataVolume = serde_json::from_value(json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": "m-root"},
+            "spec": {"source": {"pvc": {"name": "golden", "namespace": "os"}}}
+        }))
+        .expect("dv");
+        assert!(is_clone(&clone));
+        let mut import = clone.clone();
+        import.spec.source = None;
+        assert!(!is_clone(&import));
+        assert!(clone_refused(&status(
+            422,
+            "User system:serviceaccount:x:y has insufficient permissions in clone source namespace os"
+        )));
+        assert!(clone_refused(&status(403, "forbidden")));
+        assert!(!clone_refused(&status(422, "spec.storage: Invalid value")));
+    }
 }

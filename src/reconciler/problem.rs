@@ -76,6 +76,12 @@ pub enum Problem {
         kind: Kind,
         name: String,
     },
+    /// CDI's admission refused a cloning DataVolume: whoever creates it (the operator) lacks
+    /// `create datavolumes/source` in the source namespace.
+    CloneUnauthorized {
+        name: String,
+        message: String,
+    },
     /// The API server refused a write (its message, never object contents).
     WriteFailed {
         kind: Kind,
@@ -107,6 +113,7 @@ impl Problem {
                 Kind::Secret => "SecretConflict",
                 Kind::DataVolume => "DataVolumeConflict",
             },
+            Problem::CloneUnauthorized { .. } => "CloneUnauthorized",
             Problem::WriteFailed { kind, .. } => match kind {
                 Kind::Claim => "PVCFailed",
                 Kind::VirtualMachine => "KubeVirtApiError",
@@ -122,7 +129,9 @@ impl Problem {
         use condition::*;
         match self {
             Problem::InvalidSpec { .. } => VIRTUAL_MACHINE_READY,
-            Problem::StorageClassNotFound { .. } | Problem::CdiNotInstalled { .. } => STORAGE_READY,
+            Problem::StorageClassNotFound { .. }
+            | Problem::CdiNotInstalled { .. }
+            | Problem::CloneUnauthorized { .. } => STORAGE_READY,
             Problem::NetworkConfigurationNotFound { .. }
             | Problem::NetworkInvalid { .. }
             | Problem::MultusNotInstalled => NETWORK_READY,
@@ -153,6 +162,7 @@ impl Problem {
         "NetworkAttachmentConflict",
         "SecretConflict",
         "DataVolumeConflict",
+        "CloneUnauthorized",
         "PVCFailed",
         "KubeVirtApiError",
         "NetworkFailed",
@@ -195,6 +205,9 @@ impl fmt::Display for Problem {
                 "{} {name} exists and is not controlled by this Machine",
                 kind.as_str()
             ),
+            Problem::CloneUnauthorized { name, message } => {
+                write!(f, "DataVolume {name}: CDI refused the clone: {message}")
+            }
             Problem::WriteFailed {
                 kind,
                 name,
@@ -253,6 +266,10 @@ mod tests {
                 name: "x".into(),
             });
         }
+        v.push(Problem::CloneUnauthorized {
+            name: "x".into(),
+            message: "m".into(),
+        });
         for kind in kinds {
             v.push(Problem::WriteFailed {
                 kind,
