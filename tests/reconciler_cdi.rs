@@ -256,11 +256,34 @@ async fn a_cdrom_is_a_read_only_sata_drive_booted_first() {
     );
     assert_eq!(mounted_claims(&vm), ["inst-root", "inst-installer"]);
 
+    // The installer done: the CD-ROM removed, its DataVolume goes once the VM no longer has it.
+    env.api(&machine_ar())
+        .patch(
+            "inst",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"cdroms": null, "bootOrder": ["disk"]}})),
+        )
+        .await
+        .expect("remove the CD-ROM");
+    env.wait_gone(&dv_ar(), "inst-installer").await;
+    let vm = env.get(&vm_ar(), "inst").await.expect("VM");
+    assert_eq!(mounted_claims(&vm), ["inst-root"]);
+    env.api(&machine_ar())
+        .patch(
+            "inst",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"cdroms": [{"name": "installer2",
+                "source": {"http": {"url": "https://cdimage.debian.org/netinst.iso"}}}]}})),
+        )
+        .await
+        .expect("another CD-ROM");
+    env.wait_for(&dv_ar(), "inst-installer2").await;
+
     // Deleted with the Machine (the finalizer, not the garbage collector, removes it).
     env.delete(&machine_ar(), "inst", &DeleteParams::default())
         .await;
     env.wait_gone(&machine_ar(), "inst").await;
-    assert!(env.get(&dv_ar(), "inst-installer").await.is_none());
+    assert!(env.get(&dv_ar(), "inst-installer2").await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -155,6 +155,10 @@ pub async fn act(
                             super::desired::meta::derived_secret_name(&machine.name_any());
                         delete_exact(&secrets, &derived, uid).await?;
                     }
+                    for (name, uid) in decision.delete_data_volumes {
+                        delete_exact(&dvs, &name, uid).await?;
+                        tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
+                    }
                 }
                 Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
             }

@@ -38,6 +38,9 @@ pub struct Decision {
     pub secret: Option<Secret>,
     /// Written last, and only if every write above succeeded.
     pub vm: Option<VirtualMachine>,
+    /// Our DataVolumes of CD-ROMs removed from the Machine (name, uid), deleted once the VM
+    /// written no longer mounts them.
+    pub delete_data_volumes: Vec<(String, String)>,
     /// Our attachments that no Machine uses any more.
     pub delete_attachments: Vec<NetworkAttachmentDefinition>,
     /// Our derived Secret, once the VM written no longer names it (its uid, as a precondition).
@@ -206,6 +209,13 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
             if !names_derived && secret_ownership == Ownership::Ours {
                 out.delete_derived_secret = o.derived_secret.as_ref().and_then(|m| m.uid.clone());
             }
+            // Controlled by this Machine only: a released one (retain-disks) is left alone.
+            out.delete_data_volumes = o
+                .unwanted_data_volumes
+                .iter()
+                .filter(|dv| ownership::controlled_by(dv.meta(), uid.as_deref()))
+                .filter_map(|dv| Some((dv.name_any(), dv.uid()?)))
+                .collect();
             out.vm = Some(vm);
         }
     }

@@ -31,7 +31,7 @@ use super::observe::unused_networks as unused_in;
 use super::ownership::{self, Ownership};
 use super::spec::resolved_spec;
 use super::volumes::sourced_volumes;
-use super::{FIELD_MANAGER, FINALIZER};
+use super::{FIELD_MANAGER, FINALIZER, MACHINE_LABEL};
 
 pub fn has_finalizer(machine: &Machine) -> bool {
     machine.finalizers().iter().any(|f| f == FINALIZER)
@@ -142,6 +142,17 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
             } else if let Some(uid) = m.uid.clone() {
                 delete_exact(&dvs, &v.claim_name, uid).await?;
                 tracing::info!(data_volume = %v.claim_name, "deleted DataVolume");
+            }
+        }
+        // A removed CD-ROM's, if the live Machine had not deleted it yet (cached, ours only).
+        let leftovers = ctx.stores.data_volumes.state_filter(|dv| {
+            dv.namespace().as_deref() == Some(ns.as_str())
+                && dv.labels().get(MACHINE_LABEL) == Some(&name)
+                && ownership::controlled_by(&dv.metadata, machine.uid().as_deref())
+        });
+        for dv in leftovers {
+            if let Some(uid) = dv.uid() {
+                delete_exact(&dvs, &dv.name_any(), uid).await?;
             }
         }
     }

@@ -24,7 +24,7 @@ use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::multus::NetworkAttachmentDefinition;
 use super::spec::resolved_spec;
-use super::{MANAGED_BY, MANAGED_BY_LABEL};
+use super::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.
 #[derive(Clone, Debug)]
@@ -52,6 +52,8 @@ pub struct Observed {
     pub data_volumes: BTreeMap<String, DataVolume>,
     /// Whether CDI's DataVolume API is served.
     pub cdi_installed: bool,
+    /// Cached DataVolumes labelled for this Machine that it no longer wants (a removed CD-ROM).
+    pub unwanted_data_volumes: Vec<DataVolume>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
 }
@@ -145,6 +147,17 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .chain(spec.cdroms.iter().map(|c| &c.name))
         .map(|v| pvc_name(&name, v))
         .collect();
+    let unwanted_data_volumes = ctx
+        .stores
+        .data_volumes
+        .state_filter(|dv| {
+            dv.namespace().as_deref() == Some(ns.as_str())
+                && dv.labels().get(MACHINE_LABEL) == Some(&name)
+                && !sourced.contains(&dv.name_any())
+        })
+        .iter()
+        .map(|dv| dv.as_ref().clone())
+        .collect();
     if ctx.cdi_installed && !sourced.is_empty() {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
         for dv_name in sourced {
@@ -231,6 +244,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         multus_installed,
         data_volumes,
         cdi_installed: ctx.cdi_installed,
+        unwanted_data_volumes,
         unused_attachments,
     })
 }

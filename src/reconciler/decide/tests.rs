@@ -53,6 +53,7 @@ fn observed(m: Machine) -> Observed {
         multus_installed: true,
         data_volumes: BTreeMap::new(),
         cdi_installed: true,
+        unwanted_data_volumes: vec![],
         unused_attachments: vec![],
     }
 }

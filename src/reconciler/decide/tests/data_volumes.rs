@@ -95,6 +95,26 @@ fn retain_disks_releases_the_disks_data_volumes_not_the_cdroms() {
 }
 
 #[test]
+fn a_removed_cdroms_data_volume_is_deleted_if_ours() {
+    let mut o = observed(imaged("m"));
+    o.unwanted_data_volumes = vec![
+        data_volume("m-old-iso", Some(UID), Some("m")),
+        // Released by a retain-disks deletion, or someone else's: left alone.
+        data_volume("m-kept", None, Some("m")),
+        data_volume("m-other", Some("uid-a"), Some("m")),
+    ];
+    let d = decide(&o, &Catalog::default());
+    assert_eq!(
+        d.delete_data_volumes,
+        [("m-old-iso".to_owned(), "uid-m-old-iso".to_owned())]
+    );
+    assert!(
+        d.vm.is_some(),
+        "deleted only once the VM no longer mounts it"
+    );
+}
+
+#[test]
 fn without_cdi_only_machines_with_sources_wait() {
     let mut o = observed(imaged("m"));
     o.cdi_installed = false;
