@@ -215,11 +215,11 @@ pub async fn act(
     };
     let status = update_status(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
     super::metrics::record_problems(&ctx.settings.metrics, &problems);
-    // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase).
-    if let Some(v) = provisioning
-        .verdict
-        .as_ref()
+    // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase), once:
+    // CDINotInstalled is a problem as well.
+    if let Some(v) = (provisioning.verdict.as_ref())
         .filter(|v| !v.ready && !v.waiting)
+        .filter(|v| !problems.iter().any(|p| p.reason() == v.reason))
     {
         super::metrics::record_error(&ctx.settings.metrics, &v.reason);
     }
