@@ -41,7 +41,9 @@ where
             let name = desired.name_any();
             // Force: we are the only writer of these fields; a hand edit is drift to revert.
             let params = PatchParams::apply(FIELD_MANAGER).force();
-            let applied = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
+            let mut applied = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
+            // Kept for a few seconds per write; the field sets are never read.
+            applied.meta_mut().managed_fields = None;
             written.record(key, applied.resource_version().as_deref(), applied.clone());
             Ok(applied)
         }

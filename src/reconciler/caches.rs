@@ -102,6 +102,7 @@ impl Stores {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     use kube::runtime::watcher;
 
     /// kube's `Store::wait_until_ready` wakes only the last of several waiters. The Controller
@@ -115,8 +116,11 @@ mod tests {
             (w.machines, w.vms, w.vmis, w.pvcs);
         let (mut ncs_w, mut nads_w, mut scs_w) =
             (w.network_configurations, w.nads, w.storage_classes);
-        let (mut vm_names_w, mut pvc_names_w, mut nad_names_w) =
-            (w.vm_names, w.pvc_names, w.nad_names);
+        let names = [
+            stores.vm_names.clone(),
+            stores.pvc_names.clone(),
+            stores.nad_names.clone(),
+        ];
         let (listed_tx, listed) = watch::channel(false);
         let (ready_tx, mut ready) = watch::channel(false);
         let state = Arc::new(State::default());
@@ -133,9 +137,9 @@ mod tests {
         ncs_w.apply_watcher_event(&watcher::Event::InitDone);
         nads_w.apply_watcher_event(&watcher::Event::InitDone);
         scs_w.apply_watcher_event(&watcher::Event::InitDone);
-        vm_names_w.apply_watcher_event(&watcher::Event::InitDone);
-        pvc_names_w.apply_watcher_event(&watcher::Event::InitDone);
-        nad_names_w.apply_watcher_event(&watcher::Event::InitDone);
+        for n in &names {
+            n.apply(watcher::Event::<PersistentVolumeClaim>::InitDone);
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The Machine list, the largest, completes last: nothing else wakes the tracker.
         machines_w.apply_watcher_event(&watcher::Event::InitDone);

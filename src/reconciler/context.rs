@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
-use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::Resource;
+use kube::runtime::reflector::{self, Store, store::Writer};
 use tokio::sync::watch;
 
 use crate::api::{Machine, MachineStatus, NetworkConfiguration};
@@ -21,8 +21,10 @@ use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::metrics::BindTimes;
 use super::multus::NetworkAttachmentDefinition;
+use super::packed::Packed;
+use super::presence::Presence;
 use super::readiness::State;
-use super::watches::Scope;
+use super::watches::{Scope, key_of};
 
 /// How the reconciler runs.
 #[derive(Clone, Debug)]
@@ -61,40 +63,38 @@ impl From<Client> for Clients {
     }
 }
 
-/// The watch caches the reconcile reads.
+/// The watch caches the reconcile reads. Machines, VMs, VMIs and claims, the caches that grow
+/// with the Machines, are kept packed (see [`Packed`]).
 #[derive(Clone)]
 pub struct Stores {
-    pub machines: Store<Machine>,
-    pub vms: Store<VirtualMachine>,
-    pub vmis: Store<VirtualMachineInstance>,
-    pub pvcs: Store<PersistentVolumeClaim>,
+    pub machines: Store<Packed<Machine>>,
+    pub vms: Store<Packed<VirtualMachine>>,
+    pub vmis: Store<Packed<VirtualMachineInstance>>,
+    pub pvcs: Store<Packed<PersistentVolumeClaim>>,
     pub network_configurations: Store<NetworkConfiguration>,
     /// Empty (never filled) when Multus is not installed.
-    pub nads: Store<NetworkAttachmentDefinition>,
+    pub nads: Store<Packed<NetworkAttachmentDefinition>>,
     pub storage_classes: Store<StorageClass>,
-    /// Every VM, claim and attachment in scope by name (metadata only), ours or not.
-    pub vm_names: Store<PartialObjectMeta<VirtualMachine>>,
-    pub pvc_names: Store<PartialObjectMeta<PersistentVolumeClaim>>,
-    pub nad_names: Store<PartialObjectMeta<NetworkAttachmentDefinition>>,
+    /// Every VM, claim and attachment in scope by name, ours or not.
+    pub vm_names: Presence,
+    pub pvc_names: Presence,
+    pub nad_names: Presence,
     /// Our DataVolumes, and every DataVolume's name; empty when CDI is not installed.
-    pub data_volumes: Store<DataVolume>,
-    pub dv_names: Store<PartialObjectMeta<DataVolume>>,
+    pub data_volumes: Store<Packed<DataVolume>>,
+    pub dv_names: Presence,
 }
 
-/// The writing halves of [`Stores`], for the watches that fill them.
+/// The writing halves of [`Stores`], for the watches that fill them (the [`Presence`] sets are
+/// filled through themselves).
 pub struct Writers {
-    pub machines: Writer<Machine>,
-    pub vms: Writer<VirtualMachine>,
-    pub vmis: Writer<VirtualMachineInstance>,
-    pub pvcs: Writer<PersistentVolumeClaim>,
+    pub machines: Writer<Packed<Machine>>,
+    pub vms: Writer<Packed<VirtualMachine>>,
+    pub vmis: Writer<Packed<VirtualMachineInstance>>,
+    pub pvcs: Writer<Packed<PersistentVolumeClaim>>,
     pub network_configurations: Writer<NetworkConfiguration>,
-    pub nads: Writer<NetworkAttachmentDefinition>,
+    pub nads: Writer<Packed<NetworkAttachmentDefinition>>,
     pub storage_classes: Writer<StorageClass>,
-    pub vm_names: Writer<PartialObjectMeta<VirtualMachine>>,
-    pub pvc_names: Writer<PartialObjectMeta<PersistentVolumeClaim>>,
-    pub nad_names: Writer<PartialObjectMeta<NetworkAttachmentDefinition>>,
-    pub data_volumes: Writer<DataVolume>,
-    pub dv_names: Writer<PartialObjectMeta<DataVolume>>,
+    pub data_volumes: Writer<Packed<DataVolume>>,
 }
 
 impl Stores {
@@ -107,11 +107,7 @@ impl Stores {
         let (network_configurations, ncs_w) = reflector::store();
         let (nads, nads_w) = reflector::store();
         let (storage_classes, scs_w) = reflector::store();
-        let (vm_names, vm_names_w) = reflector::store();
-        let (pvc_names, pvc_names_w) = reflector::store();
-        let (nad_names, nad_names_w) = reflector::store();
         let (data_volumes, dvs_w) = reflector::store();
-        let (dv_names, dv_names_w) = reflector::store();
         let stores = Stores {
             machines,
             vms,
@@ -120,11 +116,11 @@ impl Stores {
             network_configurations,
             nads,
             storage_classes,
-            vm_names,
-            pvc_names,
-            nad_names,
+            vm_names: Presence::default(),
+            pvc_names: Presence::default(),
+            nad_names: Presence::default(),
             data_volumes,
-            dv_names,
+            dv_names: Presence::default(),
         };
         let writers = Writers {
             machines: machines_w,
@@ -134,11 +130,7 @@ impl Stores {
             network_configurations: ncs_w,
             nads: nads_w,
             storage_classes: scs_w,
-            vm_names: vm_names_w,
-            pvc_names: pvc_names_w,
-            nad_names: nad_names_w,
             data_volumes: dvs_w,
-            dv_names: dv_names_w,
         };
         (stores, writers)
     }
@@ -168,24 +160,25 @@ pub struct Context {
     pub cdi_installed: bool,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
-    pub failures: Mutex<HashMap<ObjectRef<Machine>, u32>>,
+    /// Consecutive failures by Machine (`namespace/name`), for the backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
     pub bind_times: BindTimes,
 }
 
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 
 impl Context {
-    pub fn forget_failures(&self, machine: &Machine) {
+    pub fn forget_failures(&self, machine: &impl Resource) {
         if let Ok(mut f) = self.failures.lock() {
-            f.remove(&ObjectRef::from_obj(machine));
+            f.remove(&key_of(machine));
         }
     }
 
     /// 1s, 2s, 4s, ... up to the resync interval.
-    pub fn next_retry(&self, machine: &Machine) -> Duration {
+    pub fn next_retry(&self, machine: &impl Resource) -> Duration {
         let n = match self.failures.lock() {
             Ok(mut f) => {
-                let n = f.entry(ObjectRef::from_obj(machine)).or_insert(0);
+                let n = f.entry(key_of(machine)).or_insert(0);
                 *n = n.saturating_add(1);
                 *n
             }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
@@ -32,9 +33,10 @@ use super::cdi::DataVolume;
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::error::Error;
 use super::events::Publisher;
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::kubevirt::VirtualMachine;
 use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
 use super::multus::NetworkAttachmentDefinition;
+use super::packed::{Brief, Packed};
 use super::readiness::State;
 use super::watches::{self, Scope, ignore, machines_using, managed};
 use super::{FIELD_MANAGER, MACHINE_LABEL, act, decide, finalizer, observe};
@@ -89,7 +91,7 @@ pub async fn run_scope(
     let written = Arc::new(Written::default());
     let w = written.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
-    let machine_stream = watches::events::<Machine>(&client, &scope, watcher::Config::default())
+    let machine_stream = watches::packed_events::<Machine>(&client, &scope, Default::default())
         .reflect(writers.machines)
         .inspect(move |e| {
             // After `reflect`: the store holds the list by the time this is seen.
@@ -105,15 +107,16 @@ pub async fn run_scope(
             }
         });
     let w = written.clone();
-    let vm_stream = watches::watch(&client, &scope, managed(), writers.vms, move |k, v| {
+    let vm_stream = watches::watch_packed(&client, &scope, managed(), writers.vms, move |k, v| {
         w.vms.observed(k, v)
     });
     let w = written.clone();
-    let pvc_stream = watches::watch(&client, &scope, managed(), writers.pvcs, move |k, v| {
-        w.pvcs.observed(k, v)
-    });
+    let pvc_stream =
+        watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |k, v| {
+            w.pvcs.observed(k, v)
+        });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmi_stream = watches::watch(&client, &scope, vmi_config, writers.vmis, ignore);
+    let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, writers.vmis, ignore);
     let nc_stream = watches::watch(
         &client,
         &scope,
@@ -123,13 +126,13 @@ pub async fn run_scope(
     );
     let w = written.clone();
     let nad_stream = multus_installed.then(|| {
-        watches::watch(&client, &scope, managed(), writers.nads, move |k, v| {
+        watches::watch_packed(&client, &scope, managed(), writers.nads, move |k, v| {
             w.nads.observed(k, v)
         })
     });
     let w = written.clone();
     let dv_stream = cdi_installed.then(|| {
-        watches::watch(
+        watches::watch_packed(
             &client,
             &scope,
             managed(),
@@ -164,22 +167,31 @@ pub async fn run_scope(
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
     });
-    // The names caches only fill stores; nothing is triggered by them.
+    // The names caches only fill sets; nothing is triggered by them.
     let names = {
-        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, writers.vm_names);
-        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, writers.pvc_names);
+        let s = &ctx.stores;
+        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, s.vm_names.clone());
+        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, s.pvc_names.clone());
         let nad = multus_installed.then(|| {
-            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, writers.nad_names)
+            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, s.nad_names.clone())
         });
         let dv = cdi_installed
-            .then(|| watches::names::<DataVolume>(&ctx.client, &scope, writers.dv_names));
+            .then(|| watches::names::<DataVolume>(&ctx.client, &scope, s.dv_names.clone()));
         tokio::spawn(async move {
-            let nad = futures::stream::iter(nad).flatten();
-            let dv = futures::stream::iter(dv).flatten();
-            let optional = futures::stream::select(nad, dv);
-            futures::stream::select(vm, futures::stream::select(pvc, optional))
-                .for_each(|()| async {})
-                .await;
+            futures::join!(
+                vm,
+                pvc,
+                async {
+                    if let Some(nad) = nad {
+                        nad.await
+                    }
+                },
+                async {
+                    if let Some(dv) = dv {
+                        dv.await
+                    }
+                }
+            );
         })
     };
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
@@ -199,36 +211,25 @@ pub async fn run_scope(
                 .await;
         })
     };
-    let by_label = |vmi: VirtualMachineInstance| {
-        let machine = vmi.labels().get(MACHINE_LABEL).cloned()?;
-        let r = ObjectRef::new(&machine);
-        Some(match vmi.namespace() {
-            Some(ns) => r.within(&ns),
-            None => r,
-        })
-    };
     let m1 = machines.clone();
     let by_network = move |nc: NetworkConfiguration| {
         let name = nc.name_any();
         machines_using(&m1, nc.namespace(), |m| {
-            m.spec.networks.iter().any(|n| n.network_name == name)
+            m.networks.iter().any(|n| **n == *name)
         })
     };
     let m2 = machines.clone();
-    let by_attachment = move |nad: NetworkAttachmentDefinition| {
+    let by_attachment = move |nad: Packed<NetworkAttachmentDefinition>| {
         let name = nad.name_any();
         machines_using(&m2, nad.namespace(), |m| {
-            m.spec.networks.iter().any(|n| n.network_name == name)
+            m.networks.iter().any(|n| **n == *name)
         })
     };
     let m3 = machines.clone();
     let by_storage_class = move |sc: StorageClass| {
         let name = sc.name_any();
         machines_using(&m3, None, |m| {
-            m.spec
-                .disks
-                .iter()
-                .any(|d| d.storage_class.as_deref() == Some(name.as_str()))
+            m.storage_classes.iter().any(|sc| **sc == *name)
         })
     };
 
@@ -240,7 +241,7 @@ pub async fn run_scope(
     let mut controller = Controller::for_stream(machine_stream, machines)
         .owns_stream(vm_stream)
         .owns_stream(pvc_stream)
-        .watches_stream(vmi_stream, by_label)
+        .watches_stream(vmi_stream, labelled_machine)
         .watches_stream(nc_stream, by_network)
         .watches_stream(sc_stream, by_storage_class);
     if let Some(nad_stream) = nad_stream {
@@ -248,10 +249,7 @@ pub async fn run_scope(
     }
     if let Some(dv_stream) = dv_stream {
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
-        controller = controller.watches_stream(dv_stream, |dv: DataVolume| {
-            let machine = dv.labels().get(MACHINE_LABEL).cloned()?;
-            Some(ObjectRef::new(&machine).within(&dv.namespace()?))
-        });
+        controller = controller.watches_stream(dv_stream, labelled_machine);
     }
     controller
         .trigger_backoff(EachWatchBacksOff)
@@ -274,10 +272,18 @@ pub async fn run_scope(
     tracing::info!("Machine controller stopped");
 }
 
+/// The Machine an object's `vitistack.io/machine` label names (kept in its brief).
+fn labelled_machine<K>(o: Packed<K>) -> Option<ObjectRef<Packed<Machine>>>
+where
+    K: Resource<DynamicType = ()> + Brief<Brief = Option<Box<str>>>,
+{
+    Some(ObjectRef::new(o.brief().as_deref()?).within(&o.namespace()?))
+}
+
 /// Only failures the user cannot fix reach here (API errors, a VMI still going); a blocked
 /// Machine is requeued by `reconcile` itself, with the same backoff.
-fn error_policy(machine: Arc<Machine>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry = ctx.next_retry(&machine);
+fn error_policy(machine: Arc<Packed<Machine>>, error: &Error, ctx: Arc<Context>) -> Action {
+    let retry = ctx.next_retry(machine.as_ref());
     let span = reconcile_span(&machine);
     let _guard = span.enter();
     if matches!(error, Error::VmiStillRunning(_)) {
@@ -289,11 +295,11 @@ fn error_policy(machine: Arc<Machine>, error: &Error, ctx: Arc<Context>) -> Acti
 }
 
 /// SPEC's fields on every log line of a reconcile; `phase` is filled in once known.
-fn reconcile_span(machine: &Machine) -> tracing::Span {
+fn reconcile_span(machine: &Packed<Machine>) -> tracing::Span {
     let phase = machine
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
+        .brief()
+        .phase
+        .as_deref()
         .unwrap_or(super::status::phase::PENDING);
     tracing::info_span!(
         "reconcile",
@@ -304,22 +310,39 @@ fn reconcile_span(machine: &Machine) -> tracing::Span {
     )
 }
 
-async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(machine: Arc<Packed<Machine>>, ctx: Arc<Context>) -> Result<Action, Error> {
     let span = reconcile_span(&machine);
     reconcile_in_span(machine, ctx).instrument(span).await
 }
 
-async fn reconcile_in_span(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_in_span(
+    packed: Arc<Packed<Machine>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     if ctx.caches_ready.subscribe().wait_for(|r| *r).await.is_err() {
         return Err(Error::CachesGone);
     }
     // The object handed over was taken from the cache when the run was requested, possibly
     // while the previous run was still writing; the cache may hold a newer copy by now.
-    let machine = ctx
+    let packed = ctx
         .stores
         .machines
-        .get(&ObjectRef::from_obj(machine.as_ref()))
-        .unwrap_or(machine);
+        .get(&ObjectRef::from_obj(packed.as_ref()))
+        .unwrap_or(packed);
+    let machine = match packed.unpack() {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(error = %e, "cached Machine does not decode; reading it from the API server");
+            let ns = packed.namespace().unwrap_or_default();
+            match Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&packed.name_any())
+                .await?
+            {
+                Some(m) => m,
+                None => return Ok(Action::await_change()),
+            }
+        }
+    };
     let started = std::time::Instant::now();
     let result = reconcile_machine(&machine, &ctx).await;
     let metrics = &ctx.settings.metrics;

@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeSet;
 
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::Machine;
@@ -31,7 +31,7 @@ use super::observe::unused_networks as unused_in;
 use super::ownership::{self, Ownership};
 use super::spec::resolved_spec;
 use super::volumes::sourced_volumes;
-use super::{FIELD_MANAGER, FINALIZER, MACHINE_LABEL};
+use super::{FIELD_MANAGER, FINALIZER};
 
 pub fn has_finalizer(machine: &Machine) -> bool {
     machine.finalizers().iter().any(|f| f == FINALIZER)
@@ -147,8 +147,8 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         // A removed CD-ROM's, if the live Machine had not deleted it yet (cached, ours only).
         let leftovers = ctx.stores.data_volumes.state_filter(|dv| {
             dv.namespace().as_deref() == Some(ns.as_str())
-                && dv.labels().get(MACHINE_LABEL) == Some(&name)
-                && ownership::controlled_by(&dv.metadata, machine.uid().as_deref())
+                && dv.brief().as_deref() == Some(name.as_str())
+                && ownership::controlled_by(dv.meta(), machine.uid().as_deref())
         });
         for dv in leftovers {
             if let Some(uid) = dv.uid() {

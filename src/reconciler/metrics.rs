@@ -15,8 +15,9 @@ use crate::telemetry::metrics::{
 };
 
 use super::kubevirt::VirtualMachine;
+use super::packed::Packed;
 use super::problem::Problem;
-use super::spec::resolved_spec;
+use super::status::phase::PENDING;
 
 pub const CONTROLLER: &str = "machine";
 
@@ -52,20 +53,20 @@ pub fn record_error(metrics: &Metrics, error_type: &str) {
 /// Recounts Machines by phase and template, and the operator's VMs by status, from the caches.
 pub fn refresh_gauges(
     metrics: &Metrics,
-    machines: impl IntoIterator<Item = Arc<Machine>>,
-    vms: impl IntoIterator<Item = Arc<VirtualMachine>>,
+    machines: impl IntoIterator<Item = Arc<Packed<Machine>>>,
+    vms: impl IntoIterator<Item = Arc<Packed<VirtualMachine>>>,
     catalog: &Catalog,
 ) {
     let mut by_phase: HashMap<PhaseTemplate, i64> = HashMap::new();
     for machine in machines {
-        let phase = machine
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Pending".to_owned());
-        let template = resolved_spec(&machine, catalog)
+        let brief = machine.brief();
+        let phase = brief.phase.as_deref().unwrap_or(PENDING).to_owned();
+        // resolve() names the default template when the spec names none.
+        let template = brief
             .template
-            .unwrap_or_default();
+            .as_deref()
+            .unwrap_or(catalog.default_template().name)
+            .to_owned();
         *by_phase
             .entry(PhaseTemplate { phase, template })
             .or_default() += 1;
@@ -76,11 +77,7 @@ pub fn refresh_gauges(
     }
     let mut by_status: HashMap<String, i64> = HashMap::new();
     for vm in vms {
-        let status = vm
-            .status
-            .as_ref()
-            .and_then(|s| s.printable_status.clone())
-            .unwrap_or_else(|| "Unknown".to_owned());
+        let status = vm.brief().as_deref().unwrap_or("Unknown").to_owned();
         *by_status.entry(status).or_default() += 1;
     }
     metrics.virtual_machines.clear();

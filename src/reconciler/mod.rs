@@ -25,6 +25,8 @@ pub mod metrics;
 pub mod multus;
 pub mod observe;
 pub mod ownership;
+pub mod packed;
+pub mod presence;
 pub mod problem;
 pub mod provisioning;
 pub mod readiness;

@@ -8,7 +8,6 @@ use std::fmt::Debug;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -23,8 +22,10 @@ use super::desired::vm::references_secret;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
 use super::multus::NetworkAttachmentDefinition;
+use super::packed::{Brief, Packed};
+use super::presence::Presence;
 use super::spec::resolved_spec;
-use super::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.
 #[derive(Clone, Debug)]
@@ -59,16 +60,17 @@ pub struct Observed {
 }
 
 /// The cached copy, else our own recent write, else, when the names cache knows an object of
-/// that name (someone else's, or ours without our labels) or is not filled yet, the API's.
+/// that name (someone else's, or ours without our labels) or is not filled yet, or the cached
+/// copy does not decode, the API's.
 async fn lookup<K>(
     ctx: &Context,
-    (store, names, written): (&Store<K>, &Store<PartialObjectMeta<K>>, &LastWrite<K>),
+    (store, names, written): (&Store<Packed<K>>, &Presence, &LastWrite<K>),
     api: &Api<K>,
     ns: &str,
     name: &str,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Brief,
 {
     let cached = store.get(&ObjectRef::new(name).within(ns));
     let key = format!("{ns}/{name}");
@@ -77,10 +79,15 @@ where
         return Ok(Some(ours));
     }
     if let Some(c) = cached {
-        return Ok(Some(c.as_ref().clone()));
+        match c.unpack() {
+            Ok(k) => return Ok(Some(k)),
+            Err(e) => {
+                tracing::warn!(object = %key, error = %e, "cached copy does not decode; reading it from the API server")
+            }
+        }
+        return api.get_opt(name).await;
     }
-    let named = names.get(&ObjectRef::new(name).within(ns)).is_some();
-    if named || !ctx.state.caches_synced() {
+    if names.contains(ns, name) || !ctx.state.caches_synced() {
         api.get_opt(name).await
     } else {
         Ok(None)
@@ -152,11 +159,12 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .data_volumes
         .state_filter(|dv| {
             dv.namespace().as_deref() == Some(ns.as_str())
-                && dv.labels().get(MACHINE_LABEL) == Some(&name)
+                && dv.brief().as_deref() == Some(name.as_str())
                 && !sourced.contains(&dv.name_any())
         })
         .iter()
-        .map(|dv| dv.as_ref().clone())
+        // One that does not decode is left alone: only ever a reason not to delete.
+        .filter_map(|dv| dv.unpack().ok())
         .collect();
     if ctx.cdi_installed && !sourced.is_empty() {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
@@ -193,10 +201,13 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     } else {
         None
     };
-    let vmi = stores
-        .vmis
-        .get(&ObjectRef::new(&name).within(&ns))
-        .map(|v| v.as_ref().clone());
+    let vmi = match stores.vmis.get(&ObjectRef::new(&name).within(&ns)) {
+        Some(v) => match v.unpack() {
+            Ok(v) => Some(v),
+            Err(_) => Api::namespaced(client.clone(), &ns).get_opt(&name).await?,
+        },
+        None => None,
+    };
 
     let multus_installed = ctx.multus_installed;
     let mut attachments = BTreeMap::new();
@@ -252,6 +263,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
 /// Network names in `ns` that no Machine there names, other than deleting ones and `except`.
 /// Only those of our cached attachments are computed (none: no work).
 pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+    let used = used_in(ctx, ns, except);
     unused_in(ctx, ns, except)
         .into_iter()
         .map(|n| n.name_any())
@@ -260,16 +272,22 @@ pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String
             ctx.stores
                 .machines
                 .get(&ObjectRef::new(except).within(ns))
-                .map(|m| resolved_spec(&m, &ctx.settings.catalog).networks)
+                .map(|m| {
+                    m.brief()
+                        .networks
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default()
                 .into_iter()
-                .map(|n| n.network_name)
-                .filter(|name| !used_in(ctx, ns, except).contains(name)),
+                .filter(|name| !used.contains(name)),
         )
         .collect()
 }
 
-/// Network names that live Machines in `ns` (other than `except`) name.
+/// Network names that live Machines in `ns` (other than `except`) name (the networks of a
+/// resolved spec are the spec's own).
 fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
     ctx.stores
         .machines
@@ -279,27 +297,25 @@ fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
                 && m.name_any() != except
         })
         .iter()
-        .flat_map(|m| {
-            resolved_spec(m, &ctx.settings.catalog)
-                .networks
-                .into_iter()
-                .map(|n| n.network_name)
-        })
+        .flat_map(|m| m.brief().networks.iter().map(|n| n.to_string()))
         .collect()
 }
 
 /// Our cached attachments in `ns` whose network no live Machine there (but `except`) names.
 pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachmentDefinition> {
-    let ours = ctx.stores.nads.state_filter(|n| {
-        n.namespace().as_deref() == Some(ns)
-            && n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-    });
-    if ours.is_empty() {
+    let cached = ctx
+        .stores
+        .nads
+        .state_filter(|n| n.namespace().as_deref() == Some(ns));
+    if cached.is_empty() {
         return Vec::new();
     }
     let used = used_in(ctx, ns, except);
-    ours.into_iter()
+    cached
+        .into_iter()
         .filter(|n| !used.contains(&n.name_any()))
-        .map(|n| n.as_ref().clone())
+        .filter_map(|n| n.unpack().ok())
+        // The cache selects by this label; checked again as the deletion depends on it.
+        .filter(|n| n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY))
         .collect()
 }

@@ -14,11 +14,14 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::Machine;
 use crate::config::WatchScope;
 
+use super::packed::{Brief, MachineBrief, Packed};
+use super::presence::Presence;
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -90,15 +93,32 @@ fn decode<K: DeserializeOwned>(obj: DynamicObject) -> Option<K> {
     }
 }
 
-fn decode_event<K: DeserializeOwned>(
-    e: watcher::Event<DynamicObject>,
-) -> Option<watcher::Event<K>> {
+/// `e` with its object mapped by `f`; `None` when `f` leaves the object out.
+fn map_event<A, B>(e: watcher::Event<A>, f: fn(A) -> Option<B>) -> Option<watcher::Event<B>> {
     Some(match e {
-        watcher::Event::Apply(o) => watcher::Event::Apply(decode(o)?),
-        watcher::Event::Delete(o) => watcher::Event::Delete(decode(o)?),
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(decode(o)?),
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)?),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)?),
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitDone => watcher::Event::InitDone,
+    })
+}
+
+/// [`map_event`] over a watch stream; errors pass through.
+fn map_events<A, B>(
+    events: impl Stream<Item = Result<watcher::Event<A>, watcher::Error>> + Send + 'static,
+    f: fn(A) -> Option<B>,
+) -> impl Stream<Item = Result<watcher::Event<B>, watcher::Error>> + Send + 'static
+where
+    A: Send + 'static,
+    B: Send + 'static,
+{
+    events.filter_map(move |r| {
+        let mapped = match r {
+            Ok(e) => map_event(e, f).map(Ok),
+            Err(e) => Some(Err(e)),
+        };
+        futures::future::ready(mapped)
     })
 }
 
@@ -114,15 +134,8 @@ where
 {
     let namespaced = std::any::TypeId::of::<K::Scope>()
         != std::any::TypeId::of::<k8s_openapi::ClusterResourceScope>();
-    watcher(api::<K>(client, scope, namespaced), config)
-        .default_backoff()
-        .filter_map(|r| async move {
-            match r {
-                Ok(e) => decode_event::<K>(e).map(Ok),
-                Err(e) => Some(Err(e)),
-            }
-        })
-        .modify(slim::<K>)
+    let events = watcher(api::<K>(client, scope, namespaced), config).default_backoff();
+    map_events(events, decode::<K>).modify(slim::<K>)
 }
 
 /// A watch that fills `writer` and yields every object it sees change (including deletions),
@@ -139,24 +152,97 @@ where
     K::DynamicType: Eq + Hash + Clone + Default,
     K::Scope: 'static,
 {
-    events::<K>(client, scope, config)
-        .reflect(writer)
-        .touched_objects()
-        .inspect(move |r| {
-            if let Ok(o) = r {
-                seen(&key_of(o), o.meta().resource_version.as_deref());
-            }
-        })
+    reflect(events::<K>(client, scope, config), writer, seen)
 }
 
-/// The names (metadata only, slimmed) of every `K` in `scope`, whoever made it: how a
-/// reconcile tells "absent" from "made by someone else" without a GET, since the full caches
-/// select by the operator's label.
+/// Fills `writer` from `events` and yields every object changed, telling `seen` of each.
+fn reflect<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    events.reflect(writer).touched_objects().inspect(move |r| {
+        if let Ok(o) = r {
+            seen(&key_of(o), o.meta().resource_version.as_deref());
+        }
+    })
+}
+
+/// What a packed watch cache can hold.
+pub trait Packable:
+    Resource<DynamicType = ()>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Brief
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Packable for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Brief
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// [`events`], each object packed (see [`Packed`]).
+pub fn packed_events<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<Packed<K>>, watcher::Error>> + Send + 'static
+where
+    K: Packable,
+    K::Scope: 'static,
+{
+    map_events(events::<K>(client, scope, config), pack::<K>)
+}
+
+fn pack<K: Resource + Serialize + Brief>(o: K) -> Option<Packed<K>> {
+    match Packed::pack(&o) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(object = %key_of(&o), error = %e, "object left out of the cache: it does not encode");
+            None
+        }
+    }
+}
+
+/// [`watch`] into a cache of packed objects.
+pub fn watch_packed<K>(
+    client: &Client,
+    scope: &Scope,
+    config: watcher::Config,
+    writer: reflector::store::Writer<Packed<K>>,
+    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+) -> impl Stream<Item = Result<Packed<K>, watcher::Error>> + Send + 'static
+where
+    K: Packable,
+    K::Scope: 'static,
+{
+    reflect(packed_events::<K>(client, scope, config), writer, seen)
+}
+
+/// Fills `presence` with the names of every `K` in `scope`, whoever made it (metadata-only
+/// watch).
 pub fn names<K>(
     client: &Client,
     scope: &Scope,
-    writer: reflector::store::Writer<PartialObjectMeta<K>>,
-) -> impl Stream<Item = ()> + Send + 'static
+    presence: Presence,
+) -> impl Future<Output = ()> + Send + use<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -172,19 +258,12 @@ where
     };
     watcher(api, watcher::Config::default())
         .default_backoff()
-        // Only presence is read: everything but the name, namespace, uid and version goes.
-        .modify(|m: &mut PartialObjectMeta<K>| {
-            let meta = &mut m.metadata;
-            *meta = kube::core::ObjectMeta {
-                name: meta.name.take(),
-                namespace: meta.namespace.take(),
-                uid: meta.uid.take(),
-                resource_version: meta.resource_version.take(),
-                ..Default::default()
-            };
+        .for_each(move |e| {
+            if let Ok(e) = e {
+                presence.apply(e);
+            }
+            async {}
         })
-        .reflect(writer)
-        .map(drop)
 }
 
 pub fn key_of<K: Resource>(o: &K) -> String {
@@ -193,14 +272,14 @@ pub fn key_of<K: Resource>(o: &K) -> String {
 
 pub fn ignore(_: &str, _: Option<&str>) {}
 
-/// Machines in `ns` for which `uses` holds (to trigger them on a dependency's change).
+/// Machines in `ns` whose brief `uses` holds for (to trigger them on a dependency's change).
 pub fn machines_using(
-    machines: &Store<Machine>,
+    machines: &Store<Packed<Machine>>,
     ns: Option<String>,
-    uses: impl Fn(&Machine) -> bool,
-) -> Vec<ObjectRef<Machine>> {
+    uses: impl Fn(&MachineBrief) -> bool,
+) -> Vec<ObjectRef<Packed<Machine>>> {
     machines
-        .state_filter(|m| (ns.is_none() || m.namespace() == ns) && uses(m))
+        .state_filter(|m| (ns.is_none() || m.namespace() == ns) && uses(m.brief()))
         .iter()
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
@@ -231,7 +310,7 @@ mod tests {
             "spec": {"template": {"spec": {"domain": {"memory": {"guest": 1073741824_u64}, "devices": {}}}}}
         }))
         .unwrap();
-        assert!(decode_event::<VirtualMachine>(watcher::Event::InitApply(odd)).is_none());
+        assert!(map_event(watcher::Event::InitApply(odd), decode::<VirtualMachine>).is_none());
         let fine: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
             "metadata": {"name": "fine", "namespace": "ns"},
@@ -239,11 +318,11 @@ mod tests {
         }))
         .unwrap();
         assert!(matches!(
-            decode_event::<VirtualMachine>(watcher::Event::InitApply(fine)),
+            map_event(watcher::Event::InitApply(fine), decode::<VirtualMachine>),
             Some(watcher::Event::InitApply(vm)) if vm.name_any() == "fine"
         ));
         assert!(matches!(
-            decode_event::<VirtualMachine>(watcher::Event::InitDone),
+            map_event(watcher::Event::InitDone, decode::<VirtualMachine>),
             Some(watcher::Event::InitDone)
         ));
     }

@@ -1,0 +1,356 @@
+//! Cache entries kept as compact JSON, decoded when a reconcile reads them.
+//!
+//! A typed Kubernetes object in memory is several times its JSON: every optional field takes its
+//! full width, and every map with one entry allocates a whole B-tree node. At 10,000 Machines the
+//! typed caches of VMs and claims alone held 65 MB. [`Packed`] keeps decoded what the watch
+//! machinery reads (name, namespace, uid, resourceVersion, owner references and deletion time:
+//! the Store's keys, the Controller's owner triggers, scans for live Machines) and a small
+//! [`Brief`] of what is read in bulk (gauges, triggers); the rest of the object is LZ4-compressed
+//! JSON. The JSON was encoded from a decoded object, so decoding it again cannot meet a shape the
+//! first decode did not accept; should it fail anyway, readers treat the entry as unknown and ask
+//! the API server, never as absent.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::api::Machine;
+
+use super::MACHINE_LABEL;
+use super::cdi::DataVolume;
+use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::multus::NetworkAttachmentDefinition;
+
+/// What a packed object keeps decoded, for readers that scan the whole cache.
+pub trait Brief {
+    type Brief: Clone + Default + fmt::Debug + Send + Sync + 'static;
+    fn brief(&self) -> Self::Brief;
+}
+
+/// A cached object: routing metadata, a brief, and the object as JSON.
+pub struct Packed<K: Brief> {
+    metadata: ObjectMeta,
+    brief: K::Brief,
+    json: Arc<[u8]>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Brief> Clone for Packed<K> {
+    fn clone(&self) -> Self {
+        Packed {
+            metadata: self.metadata.clone(),
+            brief: self.brief.clone(),
+            json: self.json.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Brief> fmt::Debug for Packed<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Packed")
+            .field("name", &self.metadata.name)
+            .field("namespace", &self.metadata.namespace)
+            .field("resource_version", &self.metadata.resource_version)
+            .field("brief", &self.brief)
+            .field("bytes", &self.json.len())
+            .finish()
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Brief> Resource for Packed<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    /// Changes only the routing copy, never the packed object: nothing in the reconciler
+    /// mutates cached objects (objects are slimmed before they are packed).
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The metadata kept decoded, which the packed bytes therefore leave out.
+const ROUTING: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "ownerReferences",
+    "deletionTimestamp",
+];
+
+/// Why a packed object could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error("packed bytes do not decompress: {0}")]
+    Decompress(#[from] lz4_flex::block::DecompressError),
+    #[error("packed object does not decode: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+impl<K: Resource + Serialize + Brief> Packed<K> {
+    pub fn pack(obj: &K) -> Result<Self, serde_json::Error> {
+        let m = obj.meta();
+        let metadata = ObjectMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            owner_references: m.owner_references.clone(),
+            deletion_timestamp: m.deletion_timestamp.clone(),
+            ..Default::default()
+        };
+        let mut value = serde_json::to_value(obj)?;
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            for field in ROUTING {
+                meta.remove(*field);
+            }
+        }
+        // LZ4: Kubernetes JSON repeats its keys; a few microseconds per object halve it.
+        let json = lz4_flex::block::compress_prepend_size(&serde_json::to_vec(&value)?);
+        Ok(Packed {
+            metadata,
+            brief: obj.brief(),
+            json: json.into(),
+            _kind: PhantomData,
+        })
+    }
+}
+
+impl<K: Resource + DeserializeOwned + Brief> Packed<K> {
+    /// The object, decoded.
+    pub fn unpack(&self) -> Result<K, UnpackError> {
+        let bytes = lz4_flex::block::decompress_size_prepended(&self.json)?;
+        let mut obj: K = serde_json::from_slice(&bytes)?;
+        let (m, kept) = (obj.meta_mut(), &self.metadata);
+        m.name.clone_from(&kept.name);
+        m.namespace.clone_from(&kept.namespace);
+        m.uid.clone_from(&kept.uid);
+        m.resource_version.clone_from(&kept.resource_version);
+        m.owner_references.clone_from(&kept.owner_references);
+        m.deletion_timestamp.clone_from(&kept.deletion_timestamp);
+        Ok(obj)
+    }
+}
+
+impl<K: Brief> Packed<K> {
+    pub fn brief(&self) -> &K::Brief {
+        &self.brief
+    }
+}
+
+/// Decodes as `K`, then packs (kube's Controller asks its object type to be deserialisable).
+impl<'de, K> Deserialize<'de> for Packed<K>
+where
+    K: Resource + Serialize + DeserializeOwned + Brief,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let obj = K::deserialize(d)?;
+        Packed::pack(&obj).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What scans over every Machine read (the gauges; the triggers of NetworkConfigurations,
+/// attachments and StorageClasses; which attachments are still used), so that none of them
+/// decodes 10,000 Machines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineBrief {
+    pub phase: Option<Box<str>>,
+    pub template: Option<Box<str>>,
+    /// `spec.networks[].networkName`.
+    pub networks: Box<[Box<str>]>,
+    /// `spec.disks[].storageClass`.
+    pub storage_classes: Box<[Box<str>]>,
+}
+
+impl Brief for Machine {
+    type Brief = MachineBrief;
+    fn brief(&self) -> MachineBrief {
+        MachineBrief {
+            phase: self
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref().map(Into::into)),
+            template: self.spec.template.as_deref().map(Into::into),
+            networks: self
+                .spec
+                .networks
+                .iter()
+                .map(|n| n.network_name.as_str().into())
+                .collect(),
+            storage_classes: self
+                .spec
+                .disks
+                .iter()
+                .filter_map(|d| d.storage_class.as_deref().map(Into::into))
+                .collect(),
+        }
+    }
+}
+
+/// The VM's `printableStatus`, for the gauges.
+impl Brief for VirtualMachine {
+    type Brief = Option<Box<str>>;
+    fn brief(&self) -> Option<Box<str>> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.printable_status.as_deref().map(Into::into))
+    }
+}
+
+/// The Machine the VMI's labels name (KubeVirt copies them from the VM's template), for the
+/// trigger.
+impl Brief for VirtualMachineInstance {
+    type Brief = Option<Box<str>>;
+    fn brief(&self) -> Option<Box<str>> {
+        machine_label(&self.metadata)
+    }
+}
+
+fn machine_label(meta: &ObjectMeta) -> Option<Box<str>> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(MACHINE_LABEL))
+        .map(|m| m.as_str().into())
+}
+
+/// The Machine the DataVolume's label names, for the trigger (a released disk has no owner).
+impl Brief for DataVolume {
+    type Brief = Option<Box<str>>;
+    fn brief(&self) -> Option<Box<str>> {
+        machine_label(&self.metadata)
+    }
+}
+
+impl Brief for NetworkAttachmentDefinition {
+    type Brief = ();
+    fn brief(&self) {}
+}
+
+impl Brief for PersistentVolumeClaim {
+    type Brief = ();
+    fn brief(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+    use serde_json::json;
+
+    fn claim() -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "m-root", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "deletionTimestamp": "2026-11-23T10:00:00Z", "creationTimestamp": "2026-11-23T09:00:00Z",
+                "labels": {"app.kubernetes.io/managed-by": "kubevirt-operator"},
+                "ownerReferences": [{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+                    "name": "m", "uid": "mu", "controller": true}]
+            },
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+            "status": {"phase": "Bound"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn unpacks_to_the_object_packed() {
+        let c = claim();
+        let p = Packed::pack(&c).unwrap();
+        assert_eq!(p.unpack().unwrap(), c);
+    }
+
+    #[test]
+    fn damaged_bytes_are_an_error_not_a_panic() {
+        let mut p = Packed::pack(&claim()).unwrap();
+        let mut bytes = p.json.to_vec();
+        bytes.truncate(bytes.len() / 2);
+        p.json = bytes.into();
+        assert!(p.unpack().is_err());
+    }
+
+    #[test]
+    fn keeps_what_stores_and_owner_triggers_read() {
+        let p = Packed::pack(&claim()).unwrap();
+        assert_eq!(p.name_any(), "m-root");
+        assert_eq!(p.namespace().as_deref(), Some("ns"));
+        assert_eq!(p.uid().as_deref(), Some("u1"));
+        assert_eq!(p.resource_version().as_deref(), Some("7"));
+        assert_eq!(p.owner_references()[0].uid, "mu");
+        assert!(p.labels().is_empty(), "labels stay packed");
+        assert_eq!(
+            Packed::<PersistentVolumeClaim>::kind(&()),
+            "PersistentVolumeClaim"
+        );
+        assert_eq!(
+            Packed::<PersistentVolumeClaim>::plural(&()),
+            "persistentvolumeclaims"
+        );
+        assert_eq!(Packed::<VirtualMachine>::api_version(&()), "kubevirt.io/v1");
+    }
+
+    #[test]
+    fn deserialises_through_the_typed_object() {
+        let p: Packed<PersistentVolumeClaim> =
+            serde_json::from_value(serde_json::to_value(claim()).unwrap()).unwrap();
+        assert_eq!(p.unpack().unwrap(), claim());
+        let bad = serde_json::from_value::<Packed<PersistentVolumeClaim>>(json!({"spec": 3}));
+        assert!(bad.is_err(), "a shape K refuses is refused");
+    }
+
+    #[test]
+    fn briefs_carry_phase_template_and_printable_status() {
+        let m: Machine = serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "m", "namespace": "ns"},
+            "spec": {"template": "medium",
+                "disks": [{"name": "root", "size": "10Gi", "storageClass": "fast"}, {"name": "data", "size": "1Gi"}],
+                "networks": [{"name": "eth0", "networkName": "prod"}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        let p = Packed::pack(&m).unwrap();
+        assert_eq!(p.brief().phase.as_deref(), Some("Running"));
+        assert_eq!(p.brief().template.as_deref(), Some("medium"));
+        assert_eq!(&*p.brief().networks, [Box::from("prod")]);
+        assert_eq!(&*p.brief().storage_classes, [Box::from("fast")]);
+        let vm: VirtualMachine = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "m", "namespace": "ns"},
+            "spec": {"template": {"spec": {"domain": {"devices": {}}}}},
+            "status": {"printableStatus": "Stopped"}
+        }))
+        .unwrap();
+        assert_eq!(
+            Packed::pack(&vm).unwrap().brief().as_deref(),
+            Some("Stopped")
+        );
+    }
+}
