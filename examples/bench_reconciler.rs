@@ -310,6 +310,8 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                         .map(|(n, p)| (n.clone(), p.as_ref()))
                         .collect(),
                     networks: 0,
+                    provisioning: None,
+                    disks: Vec::new(),
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

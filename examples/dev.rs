@@ -1,7 +1,9 @@
 //! `make dev`: the whole product on this machine, no cluster needed. A local etcd and
-//! kube-apiserver with the Machine, NetworkConfiguration, Multus and KubeVirt CRDs; the operator
+//! kube-apiserver with the Machine, NetworkConfiguration, Multus, KubeVirt and CDI CRDs; the operator
 //! (`kubevirt-operator run`, built by make) against it with `--webhook-url`, so kube-apiserver
-//! calls its self-managed HTTPS webhooks; the seed's example Machines from `examples/` applied;
+//! calls its self-managed HTTPS webhooks; the example Machines from `examples/` applied (the
+//! seed's four and the disk-image ones: an https import, a registry container disk, a clone of
+//! the golden image `os-images/debian-12` made here, an installer ISO);
 //! their VirtualMachines, PVCs and status shown. Ctrl-C stops everything it started.
 
 #[path = "../tests/support/mod.rs"]
@@ -29,6 +31,20 @@ apiVersion: vitistack.io/v1alpha1
 kind: NetworkConfiguration
 metadata: {name: storage-network, namespace: default}
 spec: {bridge: br-storage, vlan: 200}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: os-images}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: golden-debian-12, namespace: os-images}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataSource
+metadata: {name: debian-12, namespace: os-images}
+spec: {source: {pvc: {name: golden-debian-12, namespace: os-images}}}
 "#;
 
 struct Operator(Child);
@@ -114,7 +130,7 @@ async fn main() -> Result<()> {
         &cp,
         &[
             "get",
-            "machines,virtualmachines,persistentvolumeclaims,network-attachment-definitions",
+            "machines,virtualmachines,datavolumes,persistentvolumeclaims,network-attachment-definitions",
             "-n",
             NAMESPACE,
         ],
@@ -135,6 +151,9 @@ async fn main() -> Result<()> {
     println!("\n");
     println!(
         "No KubeVirt controllers run here, so VMs stay in Creating: there is no VirtualMachineInstance."
+    );
+    println!(
+        "No CDI runs here either: the DataVolumes are made, and Machines with sources stay at DataVolumePending."
     );
     println!("Keep exploring (Ctrl-C here stops the control plane and the operator):");
     let kubectl = support::kubectl_path()?;

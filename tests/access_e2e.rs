@@ -310,3 +310,95 @@ async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
         .await
         .expect("alice may change it");
 }
+
+fn cloning_machine(name: &str, source_ns: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name},
+        "spec": {"template": "small", "disks": [{"name": "root",
+            "source": {"pvc": {"name": "golden-debian-12", "namespace": source_ns}}}]}
+    }))
+    .expect("machine")
+}
+
+/// Issue 12: a clone from another namespace is admitted only for an author who passes CDI's own
+/// rule there (`create` on `datavolumes/source`), asked as that author; and a disk's source
+/// never changes once set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
+    let (cp, admin, op) = setup(&[]).await;
+    let ns = "team-a";
+    create_namespace(&admin, "os-images").await;
+    let write_machines = rule("vitistack.io", "machines", &["get", "create", "patch"]);
+    grant(&admin, ns, "carol", vec![write_machines.clone()]).await;
+    grant(&admin, ns, "dave", vec![write_machines]).await;
+    let clone_right = rule("cdi.kubevirt.io", "datavolumes/source", &["create"]);
+    grant(&admin, "os-images", "carol", vec![clone_right]).await;
+    let carol = cp
+        .client_for(&cp.mint_user("carol", &[]).expect("carol"))
+        .await
+        .expect("carol client");
+    let dave = cp
+        .client_for(&cp.mint_user("dave", &[]).expect("dave"))
+        .await
+        .expect("dave client");
+    let (as_carol, as_dave) = (machines(&carol, ns), machines(&dave, ns));
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+
+    let forbidden = r#"spec.disks[0].source.pvc.namespace: Forbidden: user "dave" cannot create datavolumes/source.cdi.kubevirt.io in namespace "os-images""#;
+    let deadline = Instant::now() + WAIT;
+    let message = loop {
+        match as_dave
+            .create(&dry, &cloning_machine("probe", "os-images"))
+            .await
+        {
+            Err(Error::Api(e)) if e.message.contains("admission webhook") => break e.message,
+            other => assert!(
+                Instant::now() < deadline,
+                "webhooks not in force: {other:?}\n{}",
+                op.log_tail(60)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(message.contains(forbidden), "{message}");
+    let message = denial(
+        as_dave
+            .create(
+                &PostParams::default(),
+                &cloning_machine("daves", "os-images"),
+            )
+            .await,
+    );
+    assert!(message.contains(forbidden), "{message}");
+    // A clone from the Machine's own namespace asks nothing more of its author.
+    as_dave
+        .create(&PostParams::default(), &cloning_machine("daves-local", ns))
+        .await
+        .expect("a clone in the author's namespace");
+
+    as_carol
+        .create(
+            &PostParams::default(),
+            &cloning_machine("carols", "os-images"),
+        )
+        .await
+        .expect("carol may clone from os-images");
+
+    // Sources are immutable: CDI never imports or clones again.
+    let changed = json!({"spec": {"disks": [{"name": "root",
+        "source": {"pvc": {"name": "golden-debian-13", "namespace": "os-images"}}}]}});
+    match as_carol
+        .patch("carols", &PatchParams::default(), &Patch::Merge(&changed))
+        .await
+    {
+        Err(Error::Api(e)) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            assert!(e.message.contains("spec.disks[0].source"), "{}", e.message);
+        }
+        other => panic!("a changed source was admitted: {other:?}"),
+    }
+}

@@ -41,7 +41,10 @@ fn machine_crd_has_the_contracted_shape() {
         .flatten()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(columns, ["Template", "Phase", "VM", "Node", "IP", "Age"]);
+    assert_eq!(
+        columns,
+        ["Template", "Phase", "Storage", "VM", "Node", "IP", "Age"]
+    );
     let schema = serde_json::to_value(
         version
             .schema
@@ -59,6 +62,7 @@ fn machine_crd_has_the_contracted_shape() {
         "resources",
         "disks",
         "networks",
+        "cdroms",
         "bootOrder",
         "cloudInit",
         "domain",
@@ -78,4 +82,13 @@ fn machine_crd_has_the_contracted_shape() {
         spec["properties"]["disks"]["items"]["required"],
         serde_json::json!(["name"])
     );
+    let source = &spec["properties"]["disks"]["items"]["properties"]["source"]["properties"];
+    for kind in ["http", "registry", "pvc", "dataSource"] {
+        assert!(source[kind].is_object(), "disks[].source.{kind}");
+    }
+    assert_eq!(source["http"]["properties"]["url"]["maxLength"], 2048);
+    assert_eq!(spec["properties"]["cdroms"]["maxItems"], 4);
+    let status = &schema["properties"]["status"]["properties"];
+    assert_eq!(status["disks"]["maxItems"], 256);
+    assert!(status["vmStatus"]["description"].is_string());
 }

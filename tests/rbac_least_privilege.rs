@@ -409,6 +409,9 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
             "spec": {"template": "small", "disks": [{"name": "data", "size": "1Gi"}]}}),
         json!({"metadata": {"name": "gamma"}, "spec": {"template": "small",
             "networks": [{"name": "eth0", "networkName": "lan"}]}}),
+        // A disk image: its DataVolume is applied, watched, read and deleted.
+        json!({"metadata": {"name": "delta"}, "spec": {"template": "small",
+            "disks": [{"name": "root", "source": {"http": {"url": "https://example.com/a.qcow2"}}}]}}),
     ];
     for m in machines_json {
         let t0 = Instant::now();
@@ -429,7 +432,7 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), &ns);
     let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(admin.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), &ns);
-    for name in ["alpha", "beta", "gamma"] {
+    for name in ["alpha", "beta", "gamma", "delta"] {
         eventually(WAIT, &format!("VirtualMachine {name}"), || async {
             get(&vms, name).await.map(drop)
         })
@@ -557,14 +560,15 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     })
     .await;
 
-    // Deletions: alpha (disks deleted), beta (disks retained), gamma (last user of the NAD).
-    for name in ["alpha", "beta", "gamma"] {
+    // Deletions: alpha (disks deleted), beta (disks retained), gamma (last user of the NAD),
+    // delta (its DataVolume deleted).
+    for name in ["alpha", "beta", "gamma", "delta"] {
         machines
             .delete(name, &DeleteParams::default())
             .await
             .expect("delete Machine");
     }
-    for name in ["alpha", "beta", "gamma"] {
+    for name in ["alpha", "beta", "gamma", "delta"] {
         eventually(WAIT, &format!("Machine {name} to go"), || async {
             machines
                 .get_opt(name)

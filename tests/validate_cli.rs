@@ -171,6 +171,42 @@ fn multi_document_input_from_stdin_is_checked_document_by_document() {
 }
 
 #[test]
+fn the_disk_image_examples_validate_offline_and_keep_their_sources() {
+    for (file, path, expected) in [
+        (
+            "debian-http.yaml",
+            "/spec/disks/0/source/http/url",
+            "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-generic-amd64.qcow2",
+        ),
+        (
+            "registry-containerdisk.yaml",
+            "/spec/disks/0/source/registry/url",
+            "docker://quay.io/containerdisks/fedora:40",
+        ),
+        (
+            "golden-clone.yaml",
+            "/spec/disks/0/source/dataSource/namespace",
+            "os-images",
+        ),
+        ("installer-iso.yaml", "/spec/cdroms/0/name", "installer"),
+    ] {
+        let output = validate_file(&example(file));
+        assert_ok(&output);
+        let docs = documents(&output);
+        assert_eq!(docs.len(), 1, "{file}");
+        assert_eq!(docs[0].pointer(path), Some(&json!(expected)), "{file}");
+    }
+    // The clone keeps no size: CDI takes the golden image's.
+    let clone = documents(&validate_file(&example("golden-clone.yaml")));
+    assert!(clone[0].pointer("/spec/disks/0/size").is_none());
+    let broken = r#"{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine", "metadata": {"name": "b"},
+        "spec": {"disks": [{"name": "data", "size": "1Gi", "source": {"registry": {"url": "https://quay.io/a"}}}]}}"#;
+    let output = run(&["validate", "-f", "-"], Some(broken));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains(r#"spec.disks[0].source.registry.url: Invalid value: "https://quay.io/a": must start with docker:// or oci-archive://"#), "{}", stderr(&output));
+}
+
+#[test]
 fn stdin_and_file_give_the_same_output_and_the_output_is_a_fixed_point() {
     let from_file = validate_file(&example("overrides.yaml"));
     let text = std::fs::read_to_string(example("overrides.yaml")).unwrap();

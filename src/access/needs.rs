@@ -6,6 +6,8 @@
 use serde_json::Value;
 
 use super::Permission;
+use crate::api::MachineSpec;
+use crate::machine::source_access;
 
 /// A Machine write as the access check sees it: the objects as the API server sent them
 /// (after mutation), and the namespace they live in.
@@ -30,7 +32,7 @@ impl Change<'_> {
 }
 
 /// The references a Machine can carry, each yielding the permissions it needs.
-pub const SOURCES: &[fn(&Change) -> Vec<Permission>] = &[cloud_init_secret];
+pub const SOURCES: &[fn(&Change) -> Vec<Permission>] = &[cloud_init_secret, disk_sources];
 
 /// Every permission the change needs from its author, in field order.
 pub fn machine_needs(change: &Change) -> Vec<Permission> {
@@ -59,6 +61,34 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
         namespace: change.namespace.to_owned(),
         name: name.to_owned(),
     }]
+}
+
+/// `spec.disks[].source` and `spec.cdroms[].source`: the operator creates DataVolumes that
+/// clone or import on the author's behalf, so the author needs what CDI would ask of them (a
+/// clone's `create datavolumes/source` in another namespace) and `get` on the credentials and
+/// CA bundle the importer reads ([`crate::machine::source_access`]). Sources new in this
+/// request only: an unchanged one was checked when it was set.
+fn disk_sources(change: &Change) -> Vec<Permission> {
+    let spec =
+        |v: &Value| -> Option<MachineSpec> { serde_json::from_value(v.get("spec")?.clone()).ok() };
+    // Admitted by the rules already, so the spec decodes; one that does not has no sources we
+    // could act on either.
+    let Some(new) = spec(change.new) else {
+        return Vec::new();
+    };
+    let old = change.old.and_then(spec);
+    source_access::needed(change.namespace, old.as_ref(), &new)
+        .into_iter()
+        .map(|n| Permission {
+            field: n.field,
+            verb: n.verb.to_owned(),
+            group: n.group.to_owned(),
+            resource: n.resource.to_owned(),
+            subresource: n.subresource.to_owned(),
+            namespace: n.namespace,
+            name: n.name,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -128,6 +158,44 @@ mod tests {
         for (what, old, new, want) in cases {
             assert_eq!(&needed(*old, new), want, "{what}");
         }
+    }
+
+    #[test]
+    fn new_disk_sources_need_cdis_clone_right_and_their_credentials() {
+        let clone = json!({"spec": {"disks": [
+            {"name": "root", "source": {"pvc": {"name": "golden", "namespace": "os-images"}}}],
+            "cdroms": [{"name": "iso", "source": {"http": {"url": "https://a/b.iso",
+                "secretRef": {"name": "creds"}}}}]}});
+        let fields = |old: Option<&Value>, new: &Value| -> Vec<(String, String, String)> {
+            machine_needs(&Change {
+                namespace: "team-a",
+                old,
+                new,
+            })
+            .into_iter()
+            .map(|p| (p.field.clone(), p.verb.clone(), p.resource_path()))
+            .collect()
+        };
+        assert_eq!(
+            fields(None, &clone),
+            [
+                (
+                    "spec.disks[0].source.pvc.namespace".to_owned(),
+                    "create".to_owned(),
+                    "datavolumes/source".to_owned()
+                ),
+                (
+                    "spec.cdroms[0].source.http.secretRef.name".to_owned(),
+                    "get".to_owned(),
+                    "secrets".to_owned()
+                ),
+            ]
+        );
+        // Unchanged sources (labels edited, say) are not asked again.
+        assert!(fields(Some(&clone), &clone).is_empty());
+        let same_ns = json!({"spec": {"disks": [
+            {"name": "root", "source": {"pvc": {"name": "golden"}}}]}});
+        assert!(fields(None, &same_ns).is_empty());
     }
 
     #[test]

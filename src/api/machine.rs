@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::quantity::Quantity;
+use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
 
 /// `serde(default)` keeps a missing name parseable, so validation reports it with every other
 /// error; but a schema `default` would fill it in before `required` is checked, so it never fired.
@@ -45,6 +46,7 @@ fn required_without_default(schema: &mut schemars::Schema) {
     doc = "A virtual machine on KubeVirt: a template, overrides, disks, networks and cloud-init.",
     printcolumn = r#"{"name":"Template","type":"string","jsonPath":".spec.template"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Storage","type":"string","description":"Provisioning: the StorageReady reason (a CDI phase while an image imports)","jsonPath":".status.conditions[?(@.type==\"StorageReady\")].reason"}"#,
     printcolumn = r#"{"name":"VM","type":"string","jsonPath":".status.vmName"}"#,
     printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
     printcolumn = r#"{"name":"IP","type":"string","jsonPath":".status.ipAddresses[0]"}"#,
@@ -71,6 +73,12 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_NETWORKS))]
     pub networks: Vec<Network>,
+
+    /// Read-only installer media (CD-ROMs), each imported or cloned by CDI. May be added and
+    /// removed; a CD-ROM's source is immutable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CDROMS))]
+    pub cdroms: Vec<Cdrom>,
 
     /// Boot device order, from disk, network and cdrom, without repeats.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -144,6 +152,10 @@ pub struct Disk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = VOLUME_MODES))]
     pub volume_mode: Option<String>,
+    /// Content to import or clone into the disk once, through a CDI DataVolume; unset: a blank
+    /// disk. Immutable. A clone (pvc, dataSource) without a size takes the source's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<DiskSource>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -248,7 +260,7 @@ pub struct MachineStatus {
     /// Pending, Creating, Running, Stopped or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// Ready, VirtualMachineReady, StorageReady and NetworkReady.
+    /// Ready, VirtualMachineReady, StorageReady, NetworkReady and (mirrored from KubeVirt) RestartRequired.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Name of the KubeVirt VirtualMachine.
@@ -269,6 +281,13 @@ pub struct MachineStatus {
     /// The metadata.generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Each disk and CD-ROM: its claim and what provisioning it is doing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_DISK_STATUSES))]
+    pub disks: Vec<DiskStatus>,
+    /// The KubeVirt VirtualMachine's printableStatus (Provisioning, Starting, Running, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_status: Option<String>,
 }
 
 pub const CORES: (i64, i64) = (1, 256);

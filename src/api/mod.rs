@@ -5,6 +5,7 @@ pub mod machine;
 pub mod names;
 pub mod network_configuration;
 pub mod quantity;
+pub mod source;
 
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use network_configuration::{NetworkConfiguration, NetworkConfigurationSpec};

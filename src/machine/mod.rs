@@ -4,6 +4,8 @@
 pub mod field_error;
 pub mod names;
 pub mod resolve;
+pub mod source_access;
+pub mod sources;
 pub mod templates;
 pub mod update_rules;
 pub mod validation;

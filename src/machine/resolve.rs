@@ -55,6 +55,7 @@ pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Cat
         resources,
         disks,
         networks: explicit.networks.iter().map(default_network).collect(),
+        cdroms: explicit.cdroms.clone(),
         boot_order: explicit.boot_order.clone(),
         cloud_init: explicit.cloud_init.as_ref().map(default_cloud_init),
         domain: Some(default_domain(explicit.domain.as_ref())),
@@ -123,12 +124,18 @@ fn resolve_disks(
             name: (*name).to_owned(),
             ..Disk::default()
         };
-        let size = user.and_then(|d| d.size.clone()).unwrap_or_else(|| {
-            recorded.size = Some(Quantity::from(*size));
-            Quantity::from(*size)
-        });
+        // A clone without a size takes its source's size (CDI detects it), not the template's.
+        let clone = user.is_some_and(|d| d.source.as_ref().is_some_and(|s| s.is_clone()));
+        let size = match user.and_then(|d| d.size.clone()) {
+            Some(size) => Some(size),
+            None if clone => None,
+            None => {
+                recorded.size = Some(Quantity::from(*size));
+                Some(Quantity::from(*size))
+            }
+        };
         let mut disk = default_disk(&Disk {
-            size: Some(size),
+            size,
             ..user.cloned().unwrap_or_else(|| recorded.clone())
         });
         disk.name = (*name).to_owned();
@@ -377,6 +384,28 @@ mod tests {
             serde_json::json!({"template": "small", "disks": [{"name": "root", "size": "50Gi"}]}),
         );
         assert_eq!(disks(&s), vec![pair("root", "50Gi")]);
+    }
+
+    #[test]
+    fn a_clone_without_size_keeps_the_source_size_an_import_takes_the_template_size() {
+        let s = resolved(serde_json::json!({"template": "small", "disks": [
+            {"name": "root", "source": {"pvc": {"name": "golden"}}},
+            {"name": "data", "size": "5Gi", "source": {"dataSource": {"name": "d"}}}
+        ]}));
+        assert_eq!(disks(&s), vec![pair("root", ""), pair("data", "5Gi")]);
+        let r = resolve(
+            &spec(
+                serde_json::json!({"template": "small", "disks": [{"name": "root", "source": {"pvc": {"name": "golden"}}}]}),
+            ),
+            None,
+            &Catalog::default(),
+        );
+        assert!(r.from_template.disks.iter().all(|d| d.size.is_none()));
+        let s = resolved(serde_json::json!({"template": "small", "disks": [
+            {"name": "root", "source": {"http": {"url": "https://example.com/a.qcow2"}}}
+        ]}));
+        assert_eq!(disks(&s), vec![pair("root", "20Gi")]);
+        assert!(s.disks[0].source.is_some());
     }
 
     #[test]

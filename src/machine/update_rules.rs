@@ -10,6 +10,7 @@ use crate::api::MachineSpec;
 use crate::api::machine::Disk;
 
 use super::field_error::{FieldError, FieldPath};
+use super::sources::{cdrom_updates, disk_source_update};
 
 pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> {
     let spec_path = FieldPath::new("spec");
@@ -44,6 +45,21 @@ pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> 
                 ),
             ));
         }
+        errors.extend(disk_source_update(&p, old_disk, new_disk));
+        if old_disk.size.is_some() && new_disk.size.is_none() {
+            errors.push(FieldError::forbidden(
+                &p.child("size"),
+                format!(
+                    "disk {:?} may not drop its size of {}: disks can only grow",
+                    old_disk.name,
+                    old_disk
+                        .size
+                        .as_ref()
+                        .map(|q| q.as_str())
+                        .unwrap_or_default()
+                ),
+            ));
+        }
         immutable(
             &mut errors,
             &p.child("storageClass"),
@@ -66,6 +82,11 @@ pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> 
             |d| &d.volume_mode,
         );
     }
+    errors.extend(cdrom_updates(
+        &spec_path.child("cdroms"),
+        &old.cdroms,
+        &new.cdroms,
+    ));
     errors
 }
 

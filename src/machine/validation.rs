@@ -12,9 +12,11 @@ use crate::api::machine::{
     MAX_NETWORKS, MachineSpec, NIC_MODELS, Network, SOCKETS, THREADS, VOLUME_MODES,
 };
 use crate::api::quantity::{Amount, Quantity};
+use crate::api::source::MAX_CDROMS;
 
 use super::field_error::{FieldError, FieldPath};
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
+use super::sources::{check_cdroms, check_source};
 use super::templates::Catalog;
 
 pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
@@ -126,12 +128,17 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
         &template_disk,
         template.map(|t| t.name),
     );
+    let cdroms_path = spec_path.child("cdroms");
+    let cdroms = bounded(&mut out, &cdroms_path, &spec.cdroms, MAX_CDROMS);
+    let is_disk = |name: &str| template_disk(name) || spec.disks.iter().any(|d| d.name == name);
+    out.errors
+        .extend(check_cdroms(&cdroms_path, cdroms, &is_disk));
     let networks_path = spec_path.child("networks");
     let networks = bounded(&mut out, &networks_path, &spec.networks, MAX_NETWORKS);
     validate_networks(&mut out, &networks_path, networks);
     let boot_path = spec_path.child("bootOrder");
     let boot_order = bounded(&mut out, &boot_path, &spec.boot_order, MAX_BOOT_ORDER);
-    validate_boot_order(&mut out, &boot_path, boot_order);
+    validate_boot_order(&mut out, &boot_path, boot_order, !spec.cdroms.is_empty());
     if let Some(ci) = &spec.cloud_init {
         validate_cloud_init(&mut out, &spec_path.child("cloudInit"), ci);
     }
@@ -218,6 +225,8 @@ fn validate_disks(
                     }
                 }
             }
+            // A clone without a size takes its source's.
+            None if disk.source.as_ref().is_some_and(|s| s.is_clone()) => {}
             None if !disk.name.is_empty() && !template_disk(&disk.name) => {
                 let detail = match template {
                     Some(t) => format!(
@@ -233,6 +242,9 @@ fn validate_disks(
         }
         if let Some(sc) = &disk.storage_class {
             push_all(out, &p.child("storageClass"), sc, dns1123_subdomain(sc));
+        }
+        if let Some(source) = &disk.source {
+            out.errors.extend(check_source(&p.child("source"), source));
         }
         check_enum(
             out,
@@ -317,7 +329,7 @@ fn validate_networks(out: &mut Outcome, path: &FieldPath, networks: &[Network]) 
     }
 }
 
-fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String]) {
+fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String], has_cdrom: bool) {
     for (i, device) in order.iter().enumerate() {
         let p = path.index(i);
         if !BOOT_DEVICES.contains(&device.as_str()) {
@@ -325,7 +337,7 @@ fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String]) {
                 .push(FieldError::not_supported(&p, device.as_str(), BOOT_DEVICES));
         } else if order[..i].contains(device) {
             out.errors.push(FieldError::duplicate(&p, device.as_str()));
-        } else if device == "cdrom" {
+        } else if device == "cdrom" && !has_cdrom {
             out.warnings.push(format!(
                 "{p}: \"cdrom\" is accepted but ignored: the Machine has no cdrom device"
             ));

@@ -1,5 +1,6 @@
 //! Act: carry out a [`Decision`]: the claims, attachments and derived Secret at once, then the
 //! VM only if all of those were written, then the deletions; then the status and its Events.
+//! DataVolumes are written with the claims, and feed `status.disks[]` and `StorageReady`.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::jiff::Timestamp;
@@ -11,6 +12,7 @@ use crate::api::{Machine, MachineStatus};
 
 use super::FIELD_MANAGER;
 use super::apply;
+use super::cdi::DataVolume;
 use super::context::Context;
 use super::decide::{Decision, own_vmi};
 use super::error::{Error, api_message, is_not_found};
@@ -21,6 +23,7 @@ use super::observe::Observed;
 use super::ownership::{self, Ownership};
 use super::problem::{Kind, Problem};
 use super::status::{self, Reconciled};
+use super::volumes::{self, Seen};
 
 fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
     Problem::WriteFailed {
@@ -55,6 +58,26 @@ pub async fn act(
                 .map_err(|e| failed(Kind::Claim, claim_name, &e))
         }
     });
+    let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+    let dv_writes = decision.data_volumes.into_iter().map(|dv| {
+        let dvs = dvs.clone();
+        async move {
+            let dv_name = dv.name_any();
+            let live = o.data_volumes.get(&dv_name).cloned();
+            let clone = is_clone(&dv);
+            apply::ensure(&dvs, dv, live, &ctx.written.data_volumes)
+                .await
+                .map_err(|e| match &e {
+                    kube::Error::Api(s) if clone && clone_refused(s) => {
+                        Problem::CloneUnauthorized {
+                            name: dv_name,
+                            message: s.message.clone(),
+                        }
+                    }
+                    _ => failed(Kind::DataVolume, dv_name, &e),
+                })
+        }
+    });
     let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
     let nad_writes = decision.attachments.into_iter().map(|nad| {
         let nads = nads.clone();
@@ -84,8 +107,9 @@ pub async fn act(
             }
         }
     };
-    let (claims, attachments, secret) = futures::join!(
+    let (claims, data_volumes, attachments, secret) = futures::join!(
         futures::future::join_all(claim_writes),
+        futures::future::join_all(dv_writes),
         futures::future::join_all(nad_writes),
         secret_write
     );
@@ -98,6 +122,13 @@ pub async fn act(
                     .observe(&ctx.settings.metrics, &p, Timestamp::now());
                 written_claims.push(p);
             }
+            Err(p) => problems.push(p),
+        }
+    }
+    let mut written_dvs = Vec::new();
+    for d in data_volumes {
+        match d {
+            Ok(dv) => written_dvs.push(dv),
             Err(p) => problems.push(p),
         }
     }
@@ -124,6 +155,10 @@ pub async fn act(
                             super::desired::meta::derived_secret_name(&machine.name_any());
                         delete_exact(&secrets, &derived, uid).await?;
                     }
+                    for (name, uid) in decision.delete_data_volumes {
+                        delete_exact(&dvs, &name, uid).await?;
+                        tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
+                    }
                 }
                 Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
             }
@@ -141,12 +176,29 @@ pub async fn act(
         .spec
         .disks
         .iter()
+        .filter(|d| d.source.is_none())
         .map(|d| {
             let n = super::desired::meta::pvc_name(&machine.name_any(), &d.name);
             let p = written_claims.iter().find(|p| p.name_any() == n);
             (n, p)
         })
         .collect();
+    // CDI's claims (of the DataVolumes) as observed; the blank disks' as just written.
+    let machine_name = machine.name_any();
+    let sourced: Vec<String> = volumes::sourced_volumes(&machine_name, &o.spec)
+        .into_iter()
+        .map(|v| v.claim_name)
+        .collect();
+    let cdi_claims = o
+        .claims
+        .values()
+        .filter(|c| sourced.contains(&c.name_any()));
+    let seen = Seen {
+        data_volumes: volumes::by_name(&written_dvs, o.data_volumes.values()),
+        claims: volumes::by_name(&written_claims, cdi_claims),
+        cdi_installed: o.cdi_installed,
+    };
+    let provisioning = volumes::view(&machine_name, &o.spec, &seen);
     let reconciled = Reconciled {
         running: o.spec.running.unwrap_or(true),
         problems: &problems,
@@ -154,10 +206,34 @@ pub async fn act(
         vmi: own_vmi(vm.as_ref(), o.vmi.as_ref()),
         claims: claim_view,
         networks: o.spec.networks.len(),
+        provisioning: provisioning.verdict.as_ref(),
+        disks: provisioning.disks.clone(),
     };
-    let status = update_status(machine, &machines, &reconciled, ctx).await?;
+    let verdict = provisioning.verdict.as_ref();
+    let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
+        volumes::notices(&machine_name, &o.spec, &seen, old, new, verdict)
+    };
+    let status = update_status(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
     super::metrics::record_problems(&ctx.settings.metrics, &problems);
+    // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase), once:
+    // CDINotInstalled is a problem as well.
+    if let Some(v) = (provisioning.verdict.as_ref())
+        .filter(|v| !v.ready && !v.waiting)
+        .filter(|v| !problems.iter().any(|p| p.reason() == v.reason))
+    {
+        super::metrics::record_error(&ctx.settings.metrics, &v.reason);
+    }
     Ok((status, !problems.is_empty()))
+}
+
+fn is_clone(dv: &DataVolume) -> bool {
+    dv.spec.source_ref.is_some() || dv.spec.source.as_ref().is_some_and(|s| s.pvc.is_some())
+}
+
+/// CDI's admission refuses a clone its creator may not make with a 403, or with a 422 saying
+/// "insufficient permissions" (CDI's wording for a failed `datavolumes/source` check).
+fn clone_refused(s: &kube::core::Status) -> bool {
+    s.code == 403 || s.message.contains("insufficient permissions")
 }
 
 /// Deletes `name` if it is still the object with `uid` (never a namesake made since).
@@ -199,6 +275,7 @@ async fn update_status(
     api: &Api<Machine>,
     reconciled: &Reconciled<'_>,
     ctx: &Context,
+    provisioning_notices: impl FnOnce(Option<&MachineStatus>, &MachineStatus) -> Vec<events::Notice>,
 ) -> Result<MachineStatus, Error> {
     let key = format!(
         "{}/{}",
@@ -229,7 +306,12 @@ async fn update_status(
         "status updated"
     );
     // Published in the background: an Event never holds up the next Machine.
-    let notices = events::notices(old, &new);
+    let mut notices = events::notices(old, &new);
+    if let Some(v) = reconciled.provisioning.filter(|v| !v.ready) {
+        // CDI's steps are announced by their own Events (a start, not a Warning per phase).
+        notices.retain(|n| n.reason != v.reason);
+    }
+    notices.extend(provisioning_notices(old, &new));
     if !notices.is_empty() {
         let recorder = ctx.events.clone();
         let machine = machine.clone();
@@ -240,4 +322,39 @@ async fn update_status(
         ));
     }
     Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::core::Status {
+        serde_json::from_value(
+            json!({"status": "Failure", "code": code, "message": message,
+            "reason": "Invalid"}),
+        )
+        .expect("status")
+    }
+
+    #[test]
+    fn cdis_clone_refusal_is_told_apart_from_other_refusals() {
+        let clone: DataVolume = serde_json::from_value(json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": "m-root"},
+            "spec": {"source": {"pvc": {"name": "golden", "namespace": "os"}}}
+        }))
+        .expect("dv");
+        assert!(is_clone(&clone));
+        let mut import = clone.clone();
+        import.spec.source = None;
+        assert!(!is_clone(&import));
+        assert!(clone_refused(&status(
+            422,
+            "User system:serviceaccount:x:y has insufficient permissions in clone source namespace os"
+        )));
+        assert!(clone_refused(&status(403, "forbidden")));
+        assert!(!clone_refused(&status(422, "spec.storage: Invalid value")));
+    }
 }

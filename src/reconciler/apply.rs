@@ -60,6 +60,8 @@ const STATUS_FIELDS: &[&str] = &[
     "nodeName",
     "lastUpdated",
     "observedGeneration",
+    "disks",
+    "vmStatus",
 ];
 
 /// The merge patch that makes the stored status equal to `status`.

@@ -27,6 +27,7 @@ impl Stores {
         state: Arc<State>,
         ready: watch::Sender<bool>,
         multus: bool,
+        cdi: bool,
     ) {
         let all = async {
             futures::try_join!(
@@ -53,6 +54,18 @@ impl Stores {
                     }
                 },
                 async { self.storage_classes.wait_until_ready().await.map_err(drop) },
+                async {
+                    match cdi {
+                        true => self.data_volumes.wait_until_ready().await.map_err(drop),
+                        false => Ok(()),
+                    }
+                },
+                async {
+                    match cdi {
+                        true => self.dv_names.wait_until_ready().await.map_err(drop),
+                        false => Ok(()),
+                    }
+                },
                 async { self.vm_names.wait_until_ready().await.map_err(drop) },
                 async { self.pvc_names.wait_until_ready().await.map_err(drop) },
                 async {
@@ -111,7 +124,8 @@ mod tests {
         let (listed_tx, listed) = watch::channel(false);
         let (ready_tx, mut ready) = watch::channel(false);
         let state = Arc::new(State::default());
-        let tracker = tokio::spawn(stores.track_readiness(listed, state.clone(), ready_tx, true));
+        let tracker =
+            tokio::spawn(stores.track_readiness(listed, state.clone(), ready_tx, true, false));
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The Controller's own wait, polled after the tracker's.
         let controller = tokio::spawn(async move { machines.wait_until_ready().await });

@@ -15,6 +15,7 @@ use crate::api::{Machine, MachineStatus, NetworkConfiguration};
 use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 
+use super::cdi::DataVolume;
 use super::events::Publisher;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::last_write::LastWrite;
@@ -78,6 +79,9 @@ pub struct Stores {
     pub vm_names: Presence,
     pub pvc_names: Presence,
     pub nad_names: Presence,
+    /// Our DataVolumes, and every DataVolume's name; empty when CDI is not installed.
+    pub data_volumes: Store<Packed<DataVolume>>,
+    pub dv_names: Presence,
 }
 
 /// The writing halves of [`Stores`], for the watches that fill them (the [`Presence`] sets are
@@ -90,6 +94,7 @@ pub struct Writers {
     pub network_configurations: Writer<NetworkConfiguration>,
     pub nads: Writer<Packed<NetworkAttachmentDefinition>>,
     pub storage_classes: Writer<StorageClass>,
+    pub data_volumes: Writer<Packed<DataVolume>>,
 }
 
 impl Stores {
@@ -102,6 +107,7 @@ impl Stores {
         let (network_configurations, ncs_w) = reflector::store();
         let (nads, nads_w) = reflector::store();
         let (storage_classes, scs_w) = reflector::store();
+        let (data_volumes, dvs_w) = reflector::store();
         let stores = Stores {
             machines,
             vms,
@@ -113,6 +119,8 @@ impl Stores {
             vm_names: Presence::default(),
             pvc_names: Presence::default(),
             nad_names: Presence::default(),
+            data_volumes,
+            dv_names: Presence::default(),
         };
         let writers = Writers {
             machines: machines_w,
@@ -122,6 +130,7 @@ impl Stores {
             network_configurations: ncs_w,
             nads: nads_w,
             storage_classes: scs_w,
+            data_volumes: dvs_w,
         };
         (stores, writers)
     }
@@ -135,6 +144,7 @@ pub struct Written {
     pub pvcs: LastWrite<PersistentVolumeClaim>,
     pub nads: LastWrite<NetworkAttachmentDefinition>,
     pub secrets: LastWrite<Secret>,
+    pub data_volumes: LastWrite<DataVolume>,
 }
 
 pub struct Context {
@@ -146,6 +156,8 @@ pub struct Context {
     pub written: Arc<Written>,
     /// Whether the NetworkAttachmentDefinition API was served when the controller started.
     pub multus_installed: bool,
+    /// Whether CDI's DataVolume API was served when the controller started.
+    pub cdi_installed: bool,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     /// Consecutive failures by Machine (`namespace/name`), for the backoff.

@@ -4,7 +4,8 @@
 //!
 //! Triggers: a Machine's own VMs and PVCs (by owner), VMIs (by the `vitistack.io/machine` label
 //! KubeVirt copies from the VM template), and NetworkConfigurations,
-//! NetworkAttachmentDefinitions and StorageClasses (by the Machines that name them); every
+//! NetworkAttachmentDefinitions and StorageClasses (by the Machines that name them), CDI
+//! DataVolumes (by that label, when CDI is installed); every
 //! Machine also every `RECONCILE_INTERVAL`. Watch restarts, expired resource versions (410) and
 //! API server outages are handled by each watcher's own backoff and re-list
 //! (`tests/reconciler_restart.rs`).
@@ -28,13 +29,14 @@ use tracing::Instrument;
 use crate::api::{Machine, NetworkConfiguration};
 use crate::telemetry::metrics::Controller as ControllerLabel;
 
+use super::cdi::DataVolume;
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::error::Error;
 use super::events::Publisher;
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use super::kubevirt::VirtualMachine;
 use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
 use super::multus::NetworkAttachmentDefinition;
-use super::packed::Packed;
+use super::packed::{Brief, Packed};
 use super::readiness::State;
 use super::watches::{self, Scope, ignore, machines_using, managed};
 use super::{FIELD_MANAGER, MACHINE_LABEL, act, decide, finalizer, observe};
@@ -76,6 +78,12 @@ pub async fn run_scope(
     if !multus_installed {
         tracing::warn!(
             "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
+        );
+    }
+    let cdi_installed = watches::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes").await;
+    if !cdi_installed {
+        tracing::warn!(
+            "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
         );
     }
     let machines = stores.machines.clone();
@@ -122,6 +130,16 @@ pub async fn run_scope(
             w.nads.observed(k, v)
         })
     });
+    let w = written.clone();
+    let dv_stream = cdi_installed.then(|| {
+        watches::watch_packed(
+            &client,
+            &scope,
+            managed(),
+            writers.data_volumes,
+            move |k, v| w.data_volumes.observed(k, v),
+        )
+    });
     let sc_stream = watches::watch(
         &client,
         &scope,
@@ -144,6 +162,7 @@ pub async fn run_scope(
         state,
         written,
         multus_installed,
+        cdi_installed,
         caches_ready: watch::Sender::new(false),
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
@@ -156,12 +175,23 @@ pub async fn run_scope(
         let nad = multus_installed.then(|| {
             watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, s.nad_names.clone())
         });
+        let dv = cdi_installed
+            .then(|| watches::names::<DataVolume>(&ctx.client, &scope, s.dv_names.clone()));
         tokio::spawn(async move {
-            futures::join!(vm, pvc, async {
-                if let Some(nad) = nad {
-                    nad.await
+            futures::join!(
+                vm,
+                pvc,
+                async {
+                    if let Some(nad) = nad {
+                        nad.await
+                    }
+                },
+                async {
+                    if let Some(dv) = dv {
+                        dv.await
+                    }
                 }
-            });
+            );
         })
     };
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
@@ -171,15 +201,14 @@ pub async fn run_scope(
             let ready = ctx.caches_ready.clone();
             ctx.stores
                 .clone()
-                .track_readiness(machines_listed, ctx.state.clone(), ready, multus_installed)
+                .track_readiness(
+                    machines_listed,
+                    ctx.state.clone(),
+                    ready,
+                    multus_installed,
+                    cdi_installed,
+                )
                 .await;
-        })
-    };
-    let by_label = |vmi: Packed<VirtualMachineInstance>| {
-        let r = ObjectRef::new(vmi.brief().as_deref()?);
-        Some(match vmi.namespace() {
-            Some(ns) => r.within(&ns),
-            None => r,
         })
     };
     let m1 = machines.clone();
@@ -212,11 +241,15 @@ pub async fn run_scope(
     let mut controller = Controller::for_stream(machine_stream, machines)
         .owns_stream(vm_stream)
         .owns_stream(pvc_stream)
-        .watches_stream(vmi_stream, by_label)
+        .watches_stream(vmi_stream, labelled_machine)
         .watches_stream(nc_stream, by_network)
         .watches_stream(sc_stream, by_storage_class);
     if let Some(nad_stream) = nad_stream {
         controller = controller.watches_stream(nad_stream, by_attachment);
+    }
+    if let Some(dv_stream) = dv_stream {
+        // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
+        controller = controller.watches_stream(dv_stream, labelled_machine);
     }
     controller
         .trigger_backoff(EachWatchBacksOff)
@@ -237,6 +270,14 @@ pub async fn run_scope(
     caches.abort();
     names.abort();
     tracing::info!("Machine controller stopped");
+}
+
+/// The Machine an object's `vitistack.io/machine` label names (kept in its brief).
+fn labelled_machine<K>(o: Packed<K>) -> Option<ObjectRef<Packed<Machine>>>
+where
+    K: Resource<DynamicType = ()> + Brief<Brief = Option<Box<str>>>,
+{
+    Some(ObjectRef::new(o.brief().as_deref()?).within(&o.namespace()?))
 }
 
 /// Only failures the user cannot fix reach here (API errors, a VMI still going); a blocked

@@ -5,7 +5,9 @@
 //! want that is not ours (and, for a claim, not a released one of this Machine) is a conflict,
 //! never written. The VM is decided only when every claim it mounts, every attachment and the
 //! derived Secret it names may be written by us; `act` then writes it only after those writes
-//! succeeded, so it never mounts a claim another Machine controls.
+//! succeeded, so it never mounts a claim another Machine controls. DataVolumes (disks with a
+//! source, CD-ROMs) follow the claims' rules; the claim CDI fills for one must be controlled by
+//! that DataVolume.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::{Resource, ResourceExt};
@@ -13,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use crate::machine::Catalog;
 use crate::machine::validation::{validate, validate_name};
 
+use super::cdi::DataVolume;
 use super::desired::meta::derived_secret_name;
 use super::desired::vm::references_secret;
 use super::desired::{self, Inputs, SecretData};
@@ -21,6 +24,7 @@ use super::multus::NetworkAttachmentDefinition;
 use super::observe::Observed;
 use super::ownership::{self, Ownership};
 use super::problem::{Kind, Problem};
+use super::volumes::sourced_volumes;
 use super::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 
 #[derive(Debug, Default)]
@@ -29,10 +33,14 @@ pub struct Decision {
     /// webhook): add it. A finalizer removed later stays removed (README, "Admission").
     pub add_finalizer: bool,
     pub claims: Vec<PersistentVolumeClaim>,
+    pub data_volumes: Vec<DataVolume>,
     pub attachments: Vec<NetworkAttachmentDefinition>,
     pub secret: Option<Secret>,
     /// Written last, and only if every write above succeeded.
     pub vm: Option<VirtualMachine>,
+    /// Our DataVolumes of CD-ROMs removed from the Machine (name, uid), deleted once the VM
+    /// written no longer mounts them.
+    pub delete_data_volumes: Vec<(String, String)>,
     /// Our attachments that no Machine uses any more.
     pub delete_attachments: Vec<NetworkAttachmentDefinition>,
     /// Our derived Secret, once the VM written no longer names it (its uid, as a precondition).
@@ -102,6 +110,18 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
         storage_classes: &o.storage_classes,
         cloud_init_secret: secret_data,
     });
+    let sourced: Vec<(String, String)> = sourced_volumes(&name, &o.spec)
+        .into_iter()
+        .map(|v| (v.label, v.claim_name))
+        .collect();
+    if !o.cdi_installed && !sourced.is_empty() {
+        // Nothing can import or clone: no DataVolume, and no VM mounting one.
+        out.problems.push(Problem::CdiNotInstalled {
+            volumes: sourced.iter().map(|(label, _)| label.clone()).collect(),
+        });
+        desired.data_volumes.clear();
+        desired.vm = None;
+    }
     if !o.multus_installed && !o.spec.networks.is_empty() {
         // derive() reported every network as missing; the one problem above says why.
         desired
@@ -124,6 +144,34 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
             claim.metadata.owner_references = None;
         }
         out.claims.push(claim);
+    }
+    for mut dv in desired.data_volumes {
+        let dv_name = dv.name_any();
+        let live = o.data_volumes.get(&dv_name).map(|d| d.meta());
+        // Adoptable like a claim: a retain-disks deletion leaves its DataVolumes released.
+        if !ownership::of_machine_object(live, &name, uid.as_deref()).writable(true) {
+            out.problems.push(conflict(Kind::DataVolume, dv_name));
+            continue;
+        }
+        // retain-disks covers the disks' DataVolumes, not the CD-ROMs' (installer media).
+        let disk = sourced
+            .iter()
+            .any(|(label, n)| *n == dv_name && label.starts_with("disk "));
+        if retain && disk {
+            dv.metadata.owner_references = None;
+        }
+        out.data_volumes.push(dv);
+    }
+    // The claim CDI fills must be that DataVolume's: a claim of that name made otherwise (before
+    // the DataVolume, or by someone else) could hold another's data.
+    for (_, claim_name) in &sourced {
+        let Some(claim) = o.claims.get(claim_name) else {
+            continue;
+        };
+        let dv_uid = o.data_volumes.get(claim_name).and_then(|d| d.uid());
+        if !ownership::controlled_by(claim.meta(), dv_uid.as_deref()) {
+            out.problems.push(conflict(Kind::Claim, claim_name.clone()));
+        }
     }
     for nad in desired.attachments {
         let nad_name = nad.name_any();
@@ -161,6 +209,13 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
             if !names_derived && secret_ownership == Ownership::Ours {
                 out.delete_derived_secret = o.derived_secret.as_ref().and_then(|m| m.uid.clone());
             }
+            // Controlled by this Machine only: a released one (retain-disks) is left alone.
+            out.delete_data_volumes = o
+                .unwanted_data_volumes
+                .iter()
+                .filter(|dv| ownership::controlled_by(dv.meta(), uid.as_deref()))
+                .filter_map(|dv| Some((dv.name_any(), dv.uid()?)))
+                .collect();
             out.vm = Some(vm);
         }
     }

@@ -12,14 +12,15 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeSet;
 
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::Machine;
 
 use super::act::delete_exact;
+use super::cdi::DataVolume;
 use super::context::Context;
 use super::decide::retains_disks;
 use super::desired::meta::{derived_secret_name, pvc_name};
@@ -29,6 +30,7 @@ use super::multus::NetworkAttachmentDefinition;
 use super::observe::unused_networks as unused_in;
 use super::ownership::{self, Ownership};
 use super::spec::resolved_spec;
+use super::volumes::sourced_volumes;
 use super::{FIELD_MANAGER, FINALIZER};
 
 pub fn has_finalizer(machine: &Machine) -> bool {
@@ -123,6 +125,38 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         }
     }
 
+    // The DataVolumes (disks with a source, CD-ROMs) likewise; CDI's claims go with them.
+    // retain-disks keeps the disks' ones, released; a CD-ROM is installer media, not a disk.
+    if ctx.cdi_installed {
+        let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+        for v in sourced_volumes(&name, &spec) {
+            let Some(dv) = dvs.get_metadata_opt(&v.claim_name).await? else {
+                continue;
+            };
+            let m = &dv.metadata;
+            if !ours(m, machine) || m.deletion_timestamp.is_some() {
+                continue;
+            }
+            if retain && v.label.starts_with("disk ") {
+                release(&dvs, &v.claim_name, m, machine).await?;
+            } else if let Some(uid) = m.uid.clone() {
+                delete_exact(&dvs, &v.claim_name, uid).await?;
+                tracing::info!(data_volume = %v.claim_name, "deleted DataVolume");
+            }
+        }
+        // A removed CD-ROM's, if the live Machine had not deleted it yet (cached, ours only).
+        let leftovers = ctx.stores.data_volumes.state_filter(|dv| {
+            dv.namespace().as_deref() == Some(ns.as_str())
+                && dv.brief().as_deref() == Some(name.as_str())
+                && ownership::controlled_by(dv.meta(), machine.uid().as_deref())
+        });
+        for dv in leftovers {
+            if let Some(uid) = dv.uid() {
+                delete_exact(&dvs, &dv.name_any(), uid).await?;
+            }
+        }
+    }
+
     // 3. The derived cloud-init Secret, only if it is ours.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let derived = derived_secret_name(&name);
@@ -177,14 +211,17 @@ fn held_by_vm(meta: &ObjectMeta, machine: &str, vm_uid: Option<&str>) -> bool {
     })
 }
 
-/// Drops every owner reference to the Machine and keeps the labels, so the claim outlives it
-/// and a Machine of the same name may adopt it.
-async fn release(
-    pvcs: &Api<PersistentVolumeClaim>,
+/// Drops every owner reference to the Machine and keeps the labels, so the claim (or
+/// DataVolume) outlives it and a Machine of the same name may adopt it.
+async fn release<K>(
+    pvcs: &Api<K>,
     claim: &str,
     meta: &ObjectMeta,
     machine: &Machine,
-) -> Result<(), kube::Error> {
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let uid = machine.uid();
     let refs = meta.owner_references.clone().unwrap_or_default();
     if !refs.iter().any(|o| Some(&o.uid) == uid.as_ref()) {
@@ -200,7 +237,7 @@ async fn release(
     }});
     pvcs.patch(claim, &patch_params(), &Patch::Merge(patch))
         .await?;
-    tracing::info!(pvc = %claim, "retained disk, released from the Machine");
+    tracing::info!(object = %claim, "retained disk, released from the Machine");
     Ok(())
 }
 

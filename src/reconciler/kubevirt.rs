@@ -168,7 +168,18 @@ pub struct Disk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskTarget>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdrom: Option<CdromTarget>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_order: Option<u32>,
+}
+
+/// A CD-ROM drive; KubeVirt's schema has `bus`, `readonly` and `tray`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CdromTarget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readonly: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -219,8 +230,16 @@ pub struct Volume {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<PvcSource>,
+    /// A CDI DataVolume; KubeVirt waits for its import or clone before starting the VMI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_volume: Option<DataVolumeRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init_no_cloud: Option<CloudInitNoCloud>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct DataVolumeRef {
+    pub name: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 pub mod act;
 pub mod apply;
 pub mod caches;
+pub mod cdi;
 pub mod context;
 pub mod controller;
 pub mod decide;
@@ -27,10 +28,12 @@ pub mod ownership;
 pub mod packed;
 pub mod presence;
 pub mod problem;
+pub mod provisioning;
 pub mod readiness;
 pub mod scopes;
 pub mod spec;
 pub mod status;
+pub mod volumes;
 pub mod watches;
 
 pub use context::{Clients, Settings};

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
+use super::cdi::DataVolume;
 use super::context::Context;
 use super::desired::cloud_init::secret_source;
 use super::desired::meta::{derived_secret_name, pvc_name};
@@ -48,6 +49,12 @@ pub struct Observed {
     pub derived_secret: Option<ObjectMeta>,
     /// Whether the NetworkAttachmentDefinition API is served.
     pub multus_installed: bool,
+    /// DataVolumes with the names we want (disks with a source, CD-ROMs), whoever made them.
+    pub data_volumes: BTreeMap<String, DataVolume>,
+    /// Whether CDI's DataVolume API is served.
+    pub cdi_installed: bool,
+    /// Cached DataVolumes labelled for this Machine that it no longer wants (a removed CD-ROM).
+    pub unwanted_data_volumes: Vec<DataVolume>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
 }
@@ -118,8 +125,13 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
 
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let mut claims = BTreeMap::new();
-    for disk in &spec.disks {
-        let claim = pvc_name(&name, &disk.name);
+    // A CD-ROM's claim is CDI's, named like its DataVolume; its status is read like a disk's.
+    let volumes = spec.disks.iter().map(|d| d.name.as_str());
+    let volumes: Vec<&str> = volumes
+        .chain(spec.cdroms.iter().map(|c| c.name.as_str()))
+        .collect();
+    for volume in &volumes {
+        let claim = pvc_name(&name, volume);
         if let Some(p) = lookup(
             ctx,
             (&stores.pvcs, &stores.pvc_names, &ctx.written.pvcs),
@@ -130,6 +142,41 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .await?
         {
             claims.insert(claim, p);
+        }
+    }
+    let mut data_volumes = BTreeMap::new();
+    let sourced = spec
+        .disks
+        .iter()
+        .filter(|d| d.source.is_some())
+        .map(|d| &d.name);
+    let sourced: Vec<String> = sourced
+        .chain(spec.cdroms.iter().map(|c| &c.name))
+        .map(|v| pvc_name(&name, v))
+        .collect();
+    let unwanted_data_volumes = ctx
+        .stores
+        .data_volumes
+        .state_filter(|dv| {
+            dv.namespace().as_deref() == Some(ns.as_str())
+                && dv.brief().as_deref() == Some(name.as_str())
+                && !sourced.contains(&dv.name_any())
+        })
+        .iter()
+        // One that does not decode is left alone: only ever a reason not to delete.
+        .filter_map(|dv| dv.unpack().ok())
+        .collect();
+    if ctx.cdi_installed && !sourced.is_empty() {
+        let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+        for dv_name in sourced {
+            let caches = (
+                &stores.data_volumes,
+                &stores.dv_names,
+                &ctx.written.data_volumes,
+            );
+            if let Some(dv) = lookup(ctx, caches, &dvs, &ns, &dv_name).await? {
+                data_volumes.insert(dv_name, dv);
+            }
         }
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
@@ -206,6 +253,9 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         attachments,
         derived_secret,
         multus_installed,
+        data_volumes,
+        cdi_installed: ctx.cdi_installed,
+        unwanted_data_volumes,
         unused_attachments,
     })
 }

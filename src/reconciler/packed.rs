@@ -25,6 +25,7 @@ use serde_json::Value;
 use crate::api::Machine;
 
 use super::MACHINE_LABEL;
+use super::cdi::DataVolume;
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use super::multus::NetworkAttachmentDefinition;
 
@@ -228,11 +229,22 @@ impl Brief for VirtualMachine {
 impl Brief for VirtualMachineInstance {
     type Brief = Option<Box<str>>;
     fn brief(&self) -> Option<Box<str>> {
-        self.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(MACHINE_LABEL))
-            .map(|m| m.as_str().into())
+        machine_label(&self.metadata)
+    }
+}
+
+fn machine_label(meta: &ObjectMeta) -> Option<Box<str>> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(MACHINE_LABEL))
+        .map(|m| m.as_str().into())
+}
+
+/// The Machine the DataVolume's label names, for the trigger (a released disk has no owner).
+impl Brief for DataVolume {
+    type Brief = Option<Box<str>>;
+    fn brief(&self) -> Option<Box<str>> {
+        machine_label(&self.metadata)
     }
 }
 

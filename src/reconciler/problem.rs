@@ -21,6 +21,8 @@ pub enum Kind {
     VirtualMachine,
     Attachment,
     Secret,
+    /// A CDI DataVolume (a disk with a source, or a CD-ROM).
+    DataVolume,
 }
 
 impl Kind {
@@ -30,6 +32,7 @@ impl Kind {
             Kind::VirtualMachine => "VirtualMachine",
             Kind::Attachment => "NetworkAttachmentDefinition",
             Kind::Secret => "Secret",
+            Kind::DataVolume => "DataVolume",
         }
     }
 }
@@ -56,6 +59,11 @@ pub enum Problem {
     },
     /// The Machine names networks, and the NetworkAttachmentDefinition API is not served.
     MultusNotInstalled,
+    /// The Machine has disks with a source or CD-ROMs (`disk root`, `cdrom installer`), and
+    /// CDI's DataVolume API is not served.
+    CdiNotInstalled {
+        volumes: Vec<String>,
+    },
     SecretNotFound {
         name: String,
     },
@@ -67,6 +75,12 @@ pub enum Problem {
     Conflict {
         kind: Kind,
         name: String,
+    },
+    /// CDI's admission refused a cloning DataVolume: whoever creates it (the operator) lacks
+    /// `create datavolumes/source` in the source namespace.
+    CloneUnauthorized {
+        name: String,
+        message: String,
     },
     /// The API server refused a write (its message, never object contents).
     WriteFailed {
@@ -89,6 +103,7 @@ impl Problem {
             Problem::NetworkConfigurationNotFound { .. } => "NetworkConfigurationNotFound",
             Problem::NetworkInvalid { .. } => "NetworkInvalid",
             Problem::MultusNotInstalled => "MultusNotInstalled",
+            Problem::CdiNotInstalled { .. } => "CDINotInstalled",
             Problem::SecretNotFound { .. } => "SecretNotFound",
             Problem::SecretKeyNotFound { .. } => "SecretKeyNotFound",
             Problem::Conflict { kind, .. } => match kind {
@@ -96,12 +111,15 @@ impl Problem {
                 Kind::VirtualMachine => "VirtualMachineConflict",
                 Kind::Attachment => "NetworkAttachmentConflict",
                 Kind::Secret => "SecretConflict",
+                Kind::DataVolume => "DataVolumeConflict",
             },
+            Problem::CloneUnauthorized { .. } => "CloneUnauthorized",
             Problem::WriteFailed { kind, .. } => match kind {
                 Kind::Claim => "PVCFailed",
                 Kind::VirtualMachine => "KubeVirtApiError",
                 Kind::Attachment => "NetworkFailed",
                 Kind::Secret => "SecretFailed",
+                Kind::DataVolume => "DataVolumeFailed",
             },
         }
     }
@@ -111,7 +129,9 @@ impl Problem {
         use condition::*;
         match self {
             Problem::InvalidSpec { .. } => VIRTUAL_MACHINE_READY,
-            Problem::StorageClassNotFound { .. } => STORAGE_READY,
+            Problem::StorageClassNotFound { .. }
+            | Problem::CdiNotInstalled { .. }
+            | Problem::CloneUnauthorized { .. } => STORAGE_READY,
             Problem::NetworkConfigurationNotFound { .. }
             | Problem::NetworkInvalid { .. }
             | Problem::MultusNotInstalled => NETWORK_READY,
@@ -119,7 +139,7 @@ impl Problem {
                 VIRTUAL_MACHINE_READY
             }
             Problem::Conflict { kind, .. } | Problem::WriteFailed { kind, .. } => match kind {
-                Kind::Claim => STORAGE_READY,
+                Kind::Claim | Kind::DataVolume => STORAGE_READY,
                 Kind::Attachment => NETWORK_READY,
                 Kind::VirtualMachine | Kind::Secret => VIRTUAL_MACHINE_READY,
             },
@@ -134,16 +154,20 @@ impl Problem {
         "NetworkConfigurationNotFound",
         "NetworkInvalid",
         "MultusNotInstalled",
+        "CDINotInstalled",
         "SecretNotFound",
         "SecretKeyNotFound",
         "ClaimConflict",
         "VirtualMachineConflict",
         "NetworkAttachmentConflict",
         "SecretConflict",
+        "DataVolumeConflict",
+        "CloneUnauthorized",
         "PVCFailed",
         "KubeVirtApiError",
         "NetworkFailed",
         "SecretFailed",
+        "DataVolumeFailed",
     ];
 }
 
@@ -166,6 +190,12 @@ impl fmt::Display for Problem {
             Problem::MultusNotInstalled => f.write_str(
                 "the Machine names networks, and Multus (the NetworkAttachmentDefinition API k8s.cni.cncf.io/v1) is not installed",
             ),
+            Problem::CdiNotInstalled { volumes } => write!(
+                f,
+                "CDI (Containerized Data Importer) is not installed: the DataVolume API \
+                 (cdi.kubevirt.io/v1beta1) is not served, and {} need it",
+                volumes.join(", ")
+            ),
             Problem::SecretNotFound { name } => write!(f, "cloud-init Secret {name:?} not found"),
             Problem::SecretKeyNotFound { name, key } => {
                 write!(f, "cloud-init Secret {name:?} has no key {key:?}")
@@ -175,6 +205,9 @@ impl fmt::Display for Problem {
                 "{} {name} exists and is not controlled by this Machine",
                 kind.as_str()
             ),
+            Problem::CloneUnauthorized { name, message } => {
+                write!(f, "DataVolume {name}: CDI refused the clone: {message}")
+            }
             Problem::WriteFailed {
                 kind,
                 name,
@@ -194,6 +227,7 @@ mod tests {
             Kind::VirtualMachine,
             Kind::Attachment,
             Kind::Secret,
+            Kind::DataVolume,
         ];
         let mut v = vec![
             Problem::InvalidSpec {
@@ -217,6 +251,9 @@ mod tests {
                 message: "m".into(),
             },
             Problem::MultusNotInstalled,
+            Problem::CdiNotInstalled {
+                volumes: vec!["disk root".into()],
+            },
             Problem::SecretNotFound { name: "s".into() },
             Problem::SecretKeyNotFound {
                 name: "s".into(),
@@ -229,6 +266,10 @@ mod tests {
                 name: "x".into(),
             });
         }
+        v.push(Problem::CloneUnauthorized {
+            name: "x".into(),
+            message: "m".into(),
+        });
         for kind in kinds {
             v.push(Problem::WriteFailed {
                 kind,

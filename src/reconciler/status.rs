@@ -10,9 +10,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::MachineStatus;
+use crate::api::source::DiskStatus;
 
 use super::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
 use super::problem::Problem;
+use super::provisioning::{self, Verdict};
 
 pub mod phase {
     pub const PENDING: &str = "Pending";
@@ -49,10 +51,14 @@ pub struct Reconciled<'a> {
     pub vm: Option<&'a VirtualMachine>,
     /// The VMI, only when the Machine's VM controls it.
     pub vmi: Option<&'a VirtualMachineInstance>,
-    /// Each disk's claim name and the claim, if it exists.
+    /// Each blank disk's claim name and the claim, if it exists.
     pub claims: Vec<(String, Option<&'a PersistentVolumeClaim>)>,
     /// Number of networks in the spec (0: the pod network).
     pub networks: usize,
+    /// The DataVolumes' verdict (disks with a source, CD-ROMs); `None` without any.
+    pub provisioning: Option<&'a Verdict>,
+    /// `status.disks[]`.
+    pub disks: Vec<DiskStatus>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -87,12 +93,13 @@ pub fn compute(
         let vm = vm_condition(r);
         let phase = machine_phase(r);
         let ready = ready_condition(phase, [&vm, &storage, &network]);
-        (
-            phase,
-            vec![ready, vm, storage, network],
-            r.vm.map(|vm| vm.name_any()),
-            r.vmi,
-        )
+        let mut conds = vec![ready, vm, storage, network];
+        // KubeVirt's own condition, shown only while it holds.
+        if let Some((reason, message)) = provisioning::restart_required(r.vm) {
+            let t = provisioning::reason::RESTART_REQUIRED;
+            conds.push(Cond::new(t, "True", &reason, message));
+        }
+        (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 
     let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
@@ -111,6 +118,8 @@ pub fn compute(
         node_name: vmi_status.and_then(|s| s.node_name.clone()),
         last_updated: previous.and_then(|p| p.last_updated.clone()),
         observed_generation: generation,
+        disks: r.disks.clone(),
+        vm_status: provisioning::vm_status(r.vm),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);
@@ -134,6 +143,8 @@ struct Cond {
     status: &'static str,
     reason: String,
     message: String,
+    /// False only while something works towards True (CDI importing, a claim binding).
+    waiting: bool,
 }
 
 impl Cond {
@@ -143,6 +154,7 @@ impl Cond {
             status,
             reason: reason.to_owned(),
             message,
+            waiting: false,
         }
     }
 
@@ -202,7 +214,13 @@ fn storage_condition(r: &Reconciled) -> Cond {
     if let Some(c) = problem_condition(r, t) {
         return c;
     }
-    if r.claims.is_empty() {
+    if let Some(v) = r.provisioning.filter(|v| !v.ready) {
+        let mut c = Cond::new(t, "False", &v.reason, v.message.clone());
+        c.waiting = v.waiting;
+        return c;
+    }
+    let volumes = r.claims.len() + r.provisioning.map_or(0, |_| sourced_count(r));
+    if volumes == 0 {
         return Cond::new(
             t,
             "True",
@@ -230,7 +248,7 @@ fn storage_condition(r: &Reconciled) -> Cond {
             t,
             "True",
             reason::PVC_BOUND,
-            format!("All {} PersistentVolumeClaims are bound", r.claims.len()),
+            format!("All {volumes} PersistentVolumeClaims are bound"),
         )
     } else {
         Cond::new(
@@ -243,6 +261,11 @@ fn storage_condition(r: &Reconciled) -> Cond {
             ),
         )
     }
+}
+
+/// The sourced volumes among `status.disks[]` (the blank disks are `claims`).
+fn sourced_count(r: &Reconciled) -> usize {
+    r.disks.len().saturating_sub(r.claims.len())
 }
 
 fn network_condition(r: &Reconciled) -> Cond {
@@ -338,8 +361,9 @@ fn machine_phase(r: &Reconciled) -> &'static str {
 /// Ready mirrors the most telling False condition: something to fix before something to wait for.
 fn ready_condition(phase: &str, others: [&Cond; 3]) -> Cond {
     let t = condition::READY;
-    let waiting =
-        |c: &&&Cond| matches!(c.reason.as_str(), reason::PVC_PENDING | reason::VM_PENDING);
+    let waiting = |c: &&&Cond| {
+        c.waiting || matches!(c.reason.as_str(), reason::PVC_PENDING | reason::VM_PENDING)
+    };
     let bad = others
         .iter()
         .find(|c| !c.is_true() && !waiting(c))

@@ -14,6 +14,8 @@ use crate::machine::{Catalog, resolve};
 use crate::reconciler::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
+mod data_volumes;
+
 const UID: &str = "uid-m";
 
 fn machine(name: &str, spec: Value) -> Machine {
@@ -49,6 +51,9 @@ fn observed(m: Machine) -> Observed {
         attachments: BTreeMap::new(),
         derived_secret: None,
         multus_installed: true,
+        data_volumes: BTreeMap::new(),
+        cdi_installed: true,
+        unwanted_data_volumes: vec![],
         unused_attachments: vec![],
     }
 }

@@ -4,6 +4,7 @@
 //! that points at a missing claim, network or Secret.
 
 pub mod cloud_init;
+pub mod datavolume;
 pub mod meta;
 pub mod network;
 pub mod pvc;
@@ -15,6 +16,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
+use super::cdi::DataVolume;
 use super::kubevirt::VirtualMachine;
 use super::multus::NetworkAttachmentDefinition;
 pub use cloud_init::SecretData;
@@ -36,8 +38,10 @@ pub struct Inputs<'a> {
 
 #[derive(Debug, Default)]
 pub struct Desired {
-    /// Claims for the disks whose StorageClass exists (or that use the default class).
+    /// Claims for the blank disks whose StorageClass exists (or that use the default class).
     pub pvcs: Vec<PersistentVolumeClaim>,
+    /// CDI DataVolumes for the disks with a source (same StorageClass rule) and the CD-ROMs.
+    pub data_volumes: Vec<DataVolume>,
     /// One attachment per distinct NetworkConfiguration the Machine uses.
     pub attachments: Vec<NetworkAttachmentDefinition>,
     /// The derived cloud-init Secret, when the user data lives under a key other than `userdata`.
@@ -50,6 +54,7 @@ pub struct Desired {
 pub fn derive(inputs: &Inputs) -> Desired {
     let Inputs { machine, spec, .. } = inputs;
     let mut out = Desired::default();
+    let mut sourced = Vec::new();
 
     for disk in &spec.disks {
         match &disk.storage_class {
@@ -59,9 +64,11 @@ pub fn derive(inputs: &Inputs) -> Desired {
                     storage_class: sc.clone(),
                 });
             }
+            _ if disk.source.is_some() => sourced.push(disk),
             _ => out.pvcs.push(pvc::pvc(machine, disk)),
         }
     }
+    out.data_volumes = datavolume::data_volumes(machine, sourced, &spec.cdroms);
 
     let mut seen = BTreeSet::new();
     for n in &spec.networks {

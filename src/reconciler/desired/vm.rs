@@ -7,12 +7,13 @@ use crate::api::machine::{Domain, MachineSpec};
 use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
 use crate::reconciler::kubevirt::{
     Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
-    HyperV, Interface, MachineType, Memory, Network, PvcSource, Spinlocks, TemplateMetadata,
-    VirtualMachine, VirtualMachineSpec, VmiSpec, VmiTemplate, Volume,
+    HyperV, Interface, MachineType, Memory, Network, Spinlocks, TemplateMetadata, VirtualMachine,
+    VirtualMachineSpec, VmiSpec, VmiTemplate, Volume,
 };
 use crate::reconciler::{CLOUD_INIT_VOLUME, RUN_STRATEGY_ALWAYS, RUN_STRATEGY_HALTED};
 
-use super::meta::{machine_labels, owned_by_machine, pvc_name};
+use super::datavolume;
+use super::meta::{machine_labels, owned_by_machine};
 
 pub const DISK_BUS: &str = "virtio";
 /// The spinlock retry count KubeVirt's Windows templates use.
@@ -25,20 +26,22 @@ pub fn vm(
     cloud_init: Option<Volume>,
 ) -> VirtualMachine {
     let name = machine.name_any();
-    let mut disks: Vec<Disk> = Vec::with_capacity(spec.disks.len() + 1);
-    let mut volumes: Vec<Volume> = Vec::with_capacity(spec.disks.len() + 1);
+    let devices = spec.disks.len() + spec.cdroms.len() + 1;
+    let mut disks: Vec<Disk> = Vec::with_capacity(devices);
+    let mut volumes: Vec<Volume> = Vec::with_capacity(devices);
     for d in &spec.disks {
         disks.push(virtio_disk(&d.name));
-        volumes.push(Volume {
-            name: d.name.clone(),
-            persistent_volume_claim: Some(PvcSource {
-                claim_name: pvc_name(&name, &d.name),
-            }),
-            ..Volume::default()
-        });
+        volumes.push(datavolume::disk_volume(&name, d));
     }
+    let (mut cdroms, cdrom_volumes): (Vec<Disk>, Vec<Volume>) = spec
+        .cdroms
+        .iter()
+        .map(|c| datavolume::cdrom(&name, c))
+        .unzip();
     let mut interfaces = interfaces;
-    apply_boot_order(&spec.boot_order, &mut disks, &mut interfaces);
+    apply_boot_order(&spec.boot_order, &mut disks, &mut cdroms, &mut interfaces);
+    disks.extend(cdroms);
+    volumes.extend(cdrom_volumes);
     if let Some(v) = cloud_init {
         disks.push(virtio_disk(CLOUD_INIT_VOLUME));
         volumes.push(v);
@@ -100,7 +103,7 @@ fn virtio_disk(name: &str) -> Disk {
         disk: Some(DiskTarget {
             bus: Some(DISK_BUS.to_owned()),
         }),
-        boot_order: None,
+        ..Disk::default()
     }
 }
 
@@ -168,14 +171,24 @@ fn firmware(domain: &Domain) -> Option<Firmware> {
 }
 
 /// Numbers devices in the Machine's boot order: each `disk` entry covers the Machine's disks in
-/// order, each `network` entry its interfaces; `cdrom` has no device yet. With no boot order,
-/// KubeVirt's own default applies (no device numbered).
-fn apply_boot_order(order: &[String], disks: &mut [Disk], interfaces: &mut [Interface]) {
+/// order, `cdrom` its CD-ROMs, `network` its interfaces. With no boot order, KubeVirt's own
+/// default applies (no device numbered).
+fn apply_boot_order(
+    order: &[String],
+    disks: &mut [Disk],
+    cdroms: &mut [Disk],
+    interfaces: &mut [Interface],
+) {
     let mut next = 1u32;
     for device in order {
         match device.as_str() {
-            "disk" => {
-                for d in disks.iter_mut() {
+            "disk" | "cdrom" => {
+                let drives = if device == "disk" {
+                    &mut *disks
+                } else {
+                    &mut *cdroms
+                };
+                for d in drives.iter_mut() {
                     d.boot_order = Some(next);
                     next += 1;
                 }

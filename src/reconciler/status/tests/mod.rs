@@ -67,6 +67,8 @@ impl<'a> Case<'a> {
             vmi: self.vmi,
             claims: self.claims.clone(),
             networks: self.networks,
+            provisioning: None,
+            disks: Vec::new(),
         };
         compute(previous, Some(3), &obs, now)
     }

@@ -1,0 +1,168 @@
+//! What a Machine's sources let its author reach, as the permissions the author must hold:
+//! the operator writes DataVolumes under its own identity, so the admission webhook asks the API
+//! server (SubjectAccessReview) whether the author could do the same natively.
+//!
+//! - a clone from another namespace: CDI's own rule, `create` on `datavolumes/source` there;
+//! - a `secretRef` or `certConfigMap`: `get` on that Secret or ConfigMap in the Machine's
+//!   namespace (the importer reads it on the author's behalf).
+//!
+//! Only sources new in this request are checked: an unchanged source was admitted before, and
+//! sources are immutable.
+
+use crate::api::MachineSpec;
+use crate::api::source::DiskSource;
+
+/// One permission to check with a SubjectAccessReview.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Needed {
+    pub verb: &'static str,
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub subresource: &'static str,
+    pub namespace: String,
+    /// Empty: any name (CDI's clone rule is per namespace).
+    pub name: String,
+    /// The field that needs it, e.g. `spec.disks[0].source.pvc.namespace` (the first one, when
+    /// several fields need the same permission).
+    pub field: String,
+}
+
+pub const CDI_GROUP: &str = "cdi.kubevirt.io";
+
+/// The permissions the sources new in `new` (compared with `old`) need, without repeats.
+pub fn needed(namespace: &str, old: Option<&MachineSpec>, new: &MachineSpec) -> Vec<Needed> {
+    let before: Vec<&DiskSource> = old
+        .map(|o| sources(o).into_iter().map(|(_, s)| s).collect())
+        .unwrap_or_default();
+    let mut out: Vec<Needed> = sources(new)
+        .into_iter()
+        .filter(|(_, s)| !before.contains(s))
+        .flat_map(|(path, s)| for_source(namespace, &path, s))
+        .collect();
+    out.sort();
+    out.dedup_by(|a, b| {
+        (&a.verb, &a.resource, &a.namespace, &a.name)
+            == (&b.verb, &b.resource, &b.namespace, &b.name)
+    });
+    out
+}
+
+/// Each source with the path of its `source` field.
+fn sources(spec: &MachineSpec) -> Vec<(String, &DiskSource)> {
+    let disks = spec
+        .disks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| Some((format!("spec.disks[{i}].source"), d.source.as_ref()?)));
+    let cdroms = spec
+        .cdroms
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.cdroms[{i}].source"), &c.source));
+    disks.chain(cdroms).collect()
+}
+
+fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Needed> {
+    let get = |resource: &'static str, name: &str, field: &str| Needed {
+        verb: "get",
+        group: "",
+        resource,
+        subresource: "",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        field: format!("{path}.{field}"),
+    };
+    let mut out = Vec::new();
+    if let Some(h) = &s.http {
+        out.extend((h.secret_ref.as_ref()).map(|r| get("secrets", &r.name, "http.secretRef.name")));
+        out.extend(
+            (h.cert_config_map.as_ref()).map(|c| get("configmaps", c, "http.certConfigMap")),
+        );
+    }
+    if let Some(r) = &s.registry {
+        out.extend(
+            (r.secret_ref.as_ref()).map(|r| get("secrets", &r.name, "registry.secretRef.name")),
+        );
+    }
+    let kind = if s.pvc.is_some() { "pvc" } else { "dataSource" };
+    if let Some(ns) = s
+        .clone_ref()
+        .and_then(|r| r.namespace.as_deref())
+        .filter(|ns| *ns != namespace)
+    {
+        out.push(Needed {
+            verb: "create",
+            group: CDI_GROUP,
+            resource: "datavolumes",
+            subresource: "source",
+            namespace: ns.to_owned(),
+            name: String::new(),
+            field: format!("{path}.{kind}.namespace"),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(v: serde_json::Value) -> MachineSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn short(n: &[Needed]) -> Vec<String> {
+        n.iter()
+            .map(|n| {
+                format!(
+                    "{} {}/{}/{} in {} {}",
+                    n.verb, n.group, n.resource, n.subresource, n.namespace, n.name
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn clones_from_other_namespaces_and_credentials() {
+        let s = spec(json!({
+            "disks": [
+                {"name": "a", "source": {"pvc": {"name": "golden", "namespace": "os-images"}}},
+                {"name": "b", "source": {"dataSource": {"name": "d", "namespace": "os-images"}}},
+                {"name": "c", "source": {"pvc": {"name": "local"}}},
+                {"name": "d", "source": {"pvc": {"name": "same", "namespace": "team"}}},
+                {"name": "e", "size": "1Gi", "source": {"http": {"url": "https://a/b", "secretRef": {"name": "creds"}, "certConfigMap": "ca"}}},
+                {"name": "f", "size": "1Gi"}
+            ],
+            "cdroms": [{"name": "iso", "source": {"registry": {"url": "docker://q/a", "secretRef": {"name": "pull"}}}}]
+        }));
+        assert_eq!(
+            short(&needed("team", None, &s)),
+            [
+                "create cdi.kubevirt.io/datavolumes/source in os-images ",
+                "get /configmaps/ in team ca",
+                "get /secrets/ in team creds",
+                "get /secrets/ in team pull",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_new_sources_are_checked() {
+        let old = spec(
+            json!({"disks": [{"name": "a", "source": {"pvc": {"name": "g", "namespace": "os"}}}]}),
+        );
+        let same = old.clone();
+        assert!(needed("team", Some(&old), &same).is_empty());
+        let more = spec(
+            json!({"disks": [{"name": "a", "source": {"pvc": {"name": "g", "namespace": "os"}}}],
+            "cdroms": [{"name": "iso", "source": {"dataSource": {"name": "win", "namespace": "media"}}}]}),
+        );
+        assert_eq!(
+            short(&needed("team", Some(&old), &more)),
+            ["create cdi.kubevirt.io/datavolumes/source in media "]
+        );
+        assert!(needed("team", None, &spec(json!({}))).is_empty());
+    }
+}

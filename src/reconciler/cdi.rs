@@ -1,0 +1,140 @@
+//! The slice of CDI's `cdi.kubevirt.io/v1beta1` DataVolume API this operator writes and reads.
+//!
+//! Like `kubevirt`, every field is optional and skipped when unset, so a server-side apply owns
+//! exactly what is written. The shapes follow CDI's CRD schema (`tests/fixtures/crds/`), which
+//! the tests check every derived DataVolume against.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+/// `spec` of a CDI DataVolume.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cdi.kubevirt.io",
+    version = "v1beta1",
+    kind = "DataVolume",
+    plural = "datavolumes",
+    namespaced,
+    status = "DataVolumeStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<DataVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<SourceRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSpec>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistrySource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<PvcSource>,
+}
+
+/// CDI names Secrets and ConfigMaps by a bare string.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpSource {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_config_map: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrySource {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_method: Option<String>,
+}
+
+/// CDI requires both fields.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PvcSource {
+    pub name: String,
+    pub namespace: String,
+}
+
+/// An indirect source; CDI supports only kind `DataSource`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceRef {
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// CDI's `storage` API: unset fields are filled from the StorageProfile, and for a clone an unset
+/// size is the source's.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_modes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<StorageResources>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mode: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageResources {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, String>,
+}
+
+/// What CDI reports about a DataVolume.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `45.20%`, or `N/A`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<DataVolumeCondition>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct DataVolumeCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// DataVolume phases CDI reports (`DataVolumePhase` in CDI's API).
+pub mod dv_phase {
+    pub const SUCCEEDED: &str = "Succeeded";
+    pub const FAILED: &str = "Failed";
+    pub const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
+    pub const PENDING: &str = "Pending";
+    pub const UNKNOWN: &str = "Unknown";
+}
+
+/// The kind `sourceRef` names.
+pub const DATA_SOURCE_KIND: &str = "DataSource";

@@ -1,0 +1,148 @@
+//! CDI DataVolumes for the disks with a source and for the CD-ROMs, and how the VM mounts them.
+//!
+//! A DataVolume is named like the claim a blank disk gets (`<machine>-<name>`): CDI names the
+//! claim it populates after the DataVolume, so a disk keeps its claim name whatever its source.
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+
+use crate::api::Machine;
+use crate::api::machine::Disk;
+use crate::api::source::{Cdrom, DEFAULT_CDROM_SIZE, DiskSource};
+use crate::reconciler::cdi::{
+    DATA_SOURCE_KIND, DataVolume, DataVolumeSource, DataVolumeSpec, HttpSource, PvcSource,
+    RegistrySource, SourceRef, StorageResources, StorageSpec,
+};
+use crate::reconciler::kubevirt::{self, CdromTarget, DataVolumeRef, PvcSource as VmPvc, Volume};
+
+use super::meta::{owned_by_machine, pvc_name};
+
+/// KubeVirt's bus for CD-ROMs (virtio has no CD-ROM device).
+pub const CDROM_BUS: &str = "sata";
+
+/// One DataVolume per given disk that has a source, then one per CD-ROM, in order.
+pub fn data_volumes<'a>(
+    machine: &Machine,
+    disks: impl IntoIterator<Item = &'a Disk>,
+    cdroms: &[Cdrom],
+) -> Vec<DataVolume> {
+    let disks = disks.into_iter().filter_map(|d| {
+        let source = d.source.as_ref()?;
+        Some(data_volume(machine, &d.name, source, disk_storage(d)))
+    });
+    let cdroms = cdroms
+        .iter()
+        .map(|c| data_volume(machine, &c.name, &c.source, cdrom_storage(c)));
+    disks.chain(cdroms).collect()
+}
+
+fn data_volume(
+    machine: &Machine,
+    name: &str,
+    source: &DiskSource,
+    storage: StorageSpec,
+) -> DataVolume {
+    let namespace = machine.namespace().unwrap_or_default();
+    let in_ns = |ns: &Option<String>| ns.clone().unwrap_or_else(|| namespace.clone());
+    let mut spec = DataVolumeSpec {
+        storage: Some(storage),
+        ..DataVolumeSpec::default()
+    };
+    if let Some(ds) = &source.data_source {
+        spec.source_ref = Some(SourceRef {
+            kind: DATA_SOURCE_KIND.to_owned(),
+            name: ds.name.clone(),
+            namespace: Some(in_ns(&ds.namespace)),
+        });
+    } else {
+        spec.source = Some(DataVolumeSource {
+            http: source.http.as_ref().map(|h| HttpSource {
+                url: h.url.clone(),
+                secret_ref: h.secret_ref.as_ref().map(|r| r.name.clone()),
+                cert_config_map: h.cert_config_map.clone(),
+            }),
+            registry: source.registry.as_ref().map(|r| RegistrySource {
+                url: r.url.clone(),
+                secret_ref: r.secret_ref.as_ref().map(|s| s.name.clone()),
+                pull_method: r.pull_method.clone(),
+            }),
+            pvc: source.pvc.as_ref().map(|p| PvcSource {
+                name: p.name.clone(),
+                namespace: in_ns(&p.namespace),
+            }),
+        });
+    }
+    DataVolume {
+        metadata: owned_by_machine(machine, pvc_name(&machine.name_any(), name)),
+        spec,
+        status: None,
+    }
+}
+
+/// The disk's resolved size and modes; no size for a clone that takes its source's.
+fn disk_storage(disk: &Disk) -> StorageSpec {
+    StorageSpec {
+        access_modes: disk.access_mode.clone().into_iter().collect(),
+        resources: disk.size.as_ref().map(|s| requests(s.as_str())),
+        storage_class_name: disk.storage_class.clone(),
+        volume_mode: disk.volume_mode.clone(),
+    }
+}
+
+/// A CD-ROM sets only a size; CDI's StorageProfile picks the modes and the default class.
+fn cdrom_storage(cdrom: &Cdrom) -> StorageSpec {
+    let size = match (&cdrom.size, cdrom.source.is_clone()) {
+        (Some(size), _) => Some(size.as_str()),
+        (None, true) => None,
+        (None, false) => Some(DEFAULT_CDROM_SIZE),
+    };
+    StorageSpec {
+        resources: size.map(requests),
+        ..StorageSpec::default()
+    }
+}
+
+fn requests(size: &str) -> StorageResources {
+    StorageResources {
+        requests: BTreeMap::from([("storage".to_owned(), size.to_owned())]),
+    }
+}
+
+/// The VM volume of a disk: its DataVolume when it has a source, else its claim.
+pub fn disk_volume(machine: &str, disk: &Disk) -> Volume {
+    let claim = pvc_name(machine, &disk.name);
+    match disk.source {
+        Some(_) => data_volume_volume(&disk.name, claim),
+        None => Volume {
+            name: disk.name.clone(),
+            persistent_volume_claim: Some(VmPvc { claim_name: claim }),
+            ..Volume::default()
+        },
+    }
+}
+
+/// A CD-ROM's drive and volume.
+pub fn cdrom(machine: &str, cdrom: &Cdrom) -> (kubevirt::Disk, Volume) {
+    let device = kubevirt::Disk {
+        name: cdrom.name.clone(),
+        cdrom: Some(CdromTarget {
+            bus: Some(CDROM_BUS.to_owned()),
+            readonly: Some(true),
+        }),
+        ..kubevirt::Disk::default()
+    };
+    let volume = data_volume_volume(&cdrom.name, pvc_name(machine, &cdrom.name));
+    (device, volume)
+}
+
+fn data_volume_volume(name: &str, data_volume: String) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        data_volume: Some(DataVolumeRef { name: data_volume }),
+        ..Volume::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,341 @@
+//! DataVolumes and VM devices for sources and CD-ROMs, checked against CDI's and KubeVirt's real
+//! CRD schemas (`tests/fixtures/crds/`): valid, and with no field the API server would prune.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::admission::schema::SchemaCheck;
+use crate::api::Machine;
+use crate::machine::{Catalog, resolve};
+use crate::reconciler::desired::{Desired, Inputs, derive};
+
+const UID: &str = "0a1b2c3d-0000-4000-8000-000000000012";
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "debian-http",
+        include_str!("../../../../examples/debian-http.yaml"),
+    ),
+    (
+        "registry-containerdisk",
+        include_str!("../../../../examples/registry-containerdisk.yaml"),
+    ),
+    (
+        "golden-clone",
+        include_str!("../../../../examples/golden-clone.yaml"),
+    ),
+    (
+        "installer-iso",
+        include_str!("../../../../examples/installer-iso.yaml"),
+    ),
+    ("basic", include_str!("../../../../examples/basic.yaml")),
+    (
+        "overrides",
+        include_str!("../../../../examples/overrides.yaml"),
+    ),
+    (
+        "cloud-init",
+        include_str!("../../../../examples/cloud-init.yaml"),
+    ),
+];
+const DV_CRD: &str =
+    include_str!("../../../../tests/fixtures/crds/datavolumes.cdi.kubevirt.io.yaml");
+const VM_CRD: &str =
+    include_str!("../../../../tests/fixtures/crds/virtualmachines.kubevirt.io.yaml");
+
+fn machine(name: &str, spec: Value) -> Machine {
+    let mut m = Machine::new(name, serde_json::from_value(spec).expect("spec"));
+    m.metadata.namespace = Some("ns".into());
+    m.metadata.uid = Some(UID.into());
+    m
+}
+
+fn derived(m: &Machine) -> Desired {
+    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    let scs = m
+        .spec
+        .disks
+        .iter()
+        .filter_map(|d| d.storage_class.clone())
+        .collect::<BTreeSet<_>>();
+    derive(&Inputs {
+        machine: m,
+        spec: &spec,
+        network_configurations: &BTreeMap::new(),
+        storage_classes: &scs,
+        cloud_init_secret: None,
+    })
+}
+
+fn dvs(d: &Desired) -> Vec<Value> {
+    d.data_volumes
+        .iter()
+        .map(|dv| serde_json::to_value(dv).unwrap())
+        .collect()
+}
+
+fn vm_spec(d: &Desired) -> Value {
+    serde_json::to_value(d.vm.as_ref().expect("a VM")).unwrap()["spec"]["template"]["spec"].clone()
+}
+
+#[test]
+fn an_http_disk_becomes_a_data_volume_named_like_its_claim() {
+    let m = machine(
+        "debian",
+        json!({"template": "small", "disks": [{"name": "root", "size": "20Gi", "storageClass": "fast",
+        "source": {"http": {"url": "https://cloud.debian.org/d.qcow2", "secretRef": {"name": "creds"}, "certConfigMap": "ca"}}}]}),
+    );
+    let d = derived(&m);
+    assert!(
+        d.problems.is_empty() && d.pvcs.is_empty(),
+        "no blank claim for a disk with a source"
+    );
+    assert_eq!(
+        dvs(&d),
+        [json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": "debian-root", "namespace": "ns",
+                "labels": {"vitistack.io/machine": "debian", "vitistack.io/managed-by": "kubevirt-operator"},
+                "ownerReferences": [{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine", "name": "debian", "uid": UID,
+                                     "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {
+                "source": {"http": {"url": "https://cloud.debian.org/d.qcow2", "secretRef": "creds", "certConfigMap": "ca"}},
+                "storage": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}},
+                            "storageClassName": "fast", "volumeMode": "Filesystem"}
+            }
+        })]
+    );
+    let spec = vm_spec(&d);
+    assert_eq!(
+        spec["volumes"],
+        json!([{"name": "root", "dataVolume": {"name": "debian-root"}}])
+    );
+    assert_eq!(
+        spec["domain"]["devices"]["disks"],
+        json!([{"name": "root", "disk": {"bus": "virtio"}}])
+    );
+}
+
+#[test]
+fn a_registry_disk() {
+    let m = machine(
+        "f",
+        json!({"disks": [{"name": "root", "size": "10Gi",
+        "source": {"registry": {"url": "docker://quay.io/containerdisks/fedora:40", "secretRef": {"name": "pull"}, "pullMethod": "node"}}}]}),
+    );
+    assert_eq!(
+        dvs(&derived(&m))[0]["spec"]["source"],
+        json!({"registry": {"url": "docker://quay.io/containerdisks/fedora:40", "secretRef": "pull", "pullMethod": "node"}})
+    );
+}
+
+#[test]
+fn clones_default_to_the_machines_namespace_and_the_sources_size() {
+    let m = machine(
+        "c",
+        json!({"disks": [
+        {"name": "root", "source": {"pvc": {"name": "golden"}}},
+        {"name": "data", "size": "50Gi", "source": {"dataSource": {"name": "debian-12", "namespace": "os-images"}}},
+        {"name": "scratch", "size": "1Gi"}]}),
+    );
+    let d = derived(&m);
+    let dvs = dvs(&d);
+    assert_eq!(
+        dvs[0]["spec"],
+        json!({
+            "source": {"pvc": {"name": "golden", "namespace": "ns"}},
+            "storage": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}
+        }),
+        "no size: CDI takes the source's"
+    );
+    assert_eq!(
+        dvs[1]["spec"],
+        json!({
+            "sourceRef": {"kind": "DataSource", "name": "debian-12", "namespace": "os-images"},
+            "storage": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}, "volumeMode": "Filesystem"}
+        })
+    );
+    assert_eq!(d.pvcs.len(), 1, "the blank disk stays a plain claim");
+    assert_eq!(d.pvcs[0].metadata.name.as_deref(), Some("c-scratch"));
+    assert_eq!(
+        vm_spec(&d)["volumes"],
+        json!([{"name": "root", "dataVolume": {"name": "c-root"}},
+               {"name": "data", "dataVolume": {"name": "c-data"}},
+               {"name": "scratch", "persistentVolumeClaim": {"claimName": "c-scratch"}}])
+    );
+}
+
+#[test]
+fn cdroms_are_read_only_sata_drives_and_boot_where_the_order_says() {
+    let m = machine(
+        "inst",
+        json!({"template": "small",
+        "cdroms": [{"name": "installer", "source": {"http": {"url": "https://a/netinst.iso"}}},
+                   {"name": "drivers", "size": "1Gi", "source": {"pvc": {"name": "virtio-win"}}},
+                   {"name": "tools", "source": {"dataSource": {"name": "tools"}}}],
+        "bootOrder": ["cdrom", "disk", "network"]}),
+    );
+    let d = derived(&m);
+    let dvs = dvs(&d);
+    assert_eq!(dvs.len(), 3);
+    assert_eq!(dvs[0]["metadata"]["name"], "inst-installer");
+    assert_eq!(
+        dvs[0]["spec"]["storage"],
+        json!({"resources": {"requests": {"storage": "10Gi"}}}),
+        "an imported CD-ROM without a size gets 10Gi; modes come from CDI's StorageProfile"
+    );
+    assert_eq!(
+        dvs[1]["spec"]["storage"],
+        json!({"resources": {"requests": {"storage": "1Gi"}}})
+    );
+    assert_eq!(
+        dvs[2]["spec"]["storage"],
+        json!({}),
+        "a cloned CD-ROM takes its source's size"
+    );
+    let spec = vm_spec(&d);
+    assert_eq!(
+        spec["domain"]["devices"]["disks"],
+        json!([
+            {"name": "root", "disk": {"bus": "virtio"}, "bootOrder": 4},
+            {"name": "installer", "cdrom": {"bus": "sata", "readonly": true}, "bootOrder": 1},
+            {"name": "drivers", "cdrom": {"bus": "sata", "readonly": true}, "bootOrder": 2},
+            {"name": "tools", "cdrom": {"bus": "sata", "readonly": true}, "bootOrder": 3},
+        ])
+    );
+    assert_eq!(spec["domain"]["devices"]["interfaces"][0]["bootOrder"], 5);
+    assert_eq!(
+        spec["volumes"][1],
+        json!({"name": "installer", "dataVolume": {"name": "inst-installer"}})
+    );
+    assert_eq!(d.pvcs.len(), 1, "the root disk stays blank");
+}
+
+#[test]
+fn without_cdrom_in_the_boot_order_cdroms_get_no_number() {
+    let m = machine(
+        "i",
+        json!({"cdroms": [{"name": "iso", "source": {"pvc": {"name": "p"}}}], "bootOrder": ["disk"]}),
+    );
+    let disks = vm_spec(&derived(&m))["domain"]["devices"]["disks"].clone();
+    assert_eq!(disks[0]["bootOrder"], 1);
+    assert!(disks[1].get("bootOrder").is_none());
+}
+
+#[test]
+fn a_missing_storage_class_holds_back_the_data_volume_too() {
+    let m = machine(
+        "m",
+        json!({"disks": [{"name": "d", "size": "1Gi", "storageClass": "gold", "source": {"pvc": {"name": "p"}}}]}),
+    );
+    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    let d = derive(&Inputs {
+        machine: &m,
+        spec: &spec,
+        network_configurations: &BTreeMap::new(),
+        storage_classes: &BTreeSet::new(),
+        cloud_init_secret: None,
+    });
+    assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);
+}
+
+/// The `openAPIV3Schema` of a CRD fixture's only version.
+fn crd_schema(yaml: &str) -> Value {
+    let crd = Value::deserialize(serde_yaml::Deserializer::from_str(yaml)).expect("CRD YAML");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+/// Paths in `value` the API server would prune: fields its structural schema does not declare.
+fn pruned(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+    if schema["x-kubernetes-preserve-unknown-fields"] == true {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let p = format!("{path}.{k}");
+                if let Some(s) = schema["properties"].get(k) {
+                    pruned(s, v, &p, out);
+                } else if schema["additionalProperties"].is_object() {
+                    pruned(&schema["additionalProperties"], v, &p, out);
+                } else if !path.is_empty() || !matches!(k.as_str(), "apiVersion" | "kind") {
+                    out.push(p);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                pruned(&schema["items"], v, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_against(schema: &Value, check: &SchemaCheck, object: &Value, what: &str) {
+    let errors: Vec<String> = check
+        .check(object)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what} breaks the CRD schema: {errors:?}\n{object:#}"
+    );
+    let mut unknown = Vec::new();
+    // metadata is the API server's own, not the CRD's.
+    let mut body = object.clone();
+    body.as_object_mut().map(|o| o.remove("metadata"));
+    pruned(schema, &body, "", &mut unknown);
+    assert!(
+        unknown.is_empty(),
+        "{what}: the API server would prune {unknown:?}"
+    );
+}
+
+#[test]
+fn every_examples_data_volumes_and_vm_match_the_real_crds() {
+    let dv_schema = crd_schema(DV_CRD);
+    let vm_schema = crd_schema(VM_CRD);
+    let dv_check = SchemaCheck::from_openapi(&dv_schema).expect("DataVolume schema compiles");
+    let vm_check = SchemaCheck::from_openapi(&vm_schema).expect("VirtualMachine schema compiles");
+    let mut seen_dvs = 0;
+    for (name, text) in EXAMPLES {
+        let mut m: Machine = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        m.metadata.uid = Some(UID.into());
+        let d = derived(&m);
+        assert!(d.problems.is_empty(), "{name}: {:?}", d.problems);
+        for dv in dvs(&d) {
+            check_against(&dv_schema, &dv_check, &dv, &format!("{name}: DataVolume"));
+            seen_dvs += 1;
+        }
+        let vm = serde_json::to_value(d.vm.as_ref().expect("a VM")).unwrap();
+        check_against(
+            &vm_schema,
+            &vm_check,
+            &vm,
+            &format!("{name}: VirtualMachine"),
+        );
+    }
+    assert_eq!(seen_dvs, 4, "one DataVolume per new example");
+}
+
+#[test]
+fn the_pruning_check_catches_a_misspelt_field() {
+    let schema = crd_schema(DV_CRD);
+    let mut out = Vec::new();
+    pruned(
+        &schema,
+        &json!({"spec": {"storage": {"storageClass": "x"}}}),
+        "",
+        &mut out,
+    );
+    assert_eq!(out, [".spec.storage.storageClass"]);
+    let check = SchemaCheck::from_openapi(&schema).unwrap();
+    assert_eq!(
+        check.check(&json!({"spec": {"sourceRef": {"name": "x"}, "storage": {"accessModes": "ReadWriteOnce"}}})).len(),
+        2,
+        "a missing required field and a wrong type"
+    );
+}

@@ -1,0 +1,458 @@
+//! CDI's phases, progress and conditions to disk status, StorageReady and Events.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::api::source::DiskSource;
+
+fn source(v: Value) -> DiskSource {
+    serde_json::from_value(v).unwrap()
+}
+
+fn dv(status: Value) -> DataVolume {
+    serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        "metadata": {"name": "m-root", "namespace": "ns"},
+        "spec": {}, "status": status
+    }))
+    .unwrap()
+}
+
+fn claim(phase: &str) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        status: Some(PersistentVolumeClaimStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn http() -> DiskSource {
+    source(json!({"http": {"url": "https://a/b.qcow2"}}))
+}
+
+fn pvc_clone() -> DiskSource {
+    source(json!({"pvc": {"name": "golden", "namespace": "os"}}))
+}
+
+fn volume<'a>(
+    src: &'a DiskSource,
+    dv: Option<&'a DataVolume>,
+    claim: Option<&'a PersistentVolumeClaim>,
+) -> Sourced<'a> {
+    Sourced {
+        label: "disk root".into(),
+        name: "root",
+        claim_name: "m-root".into(),
+        source: src,
+        data_volume: dv,
+        claim,
+        refused: None,
+    }
+}
+
+fn one(v: Sourced) -> (bool, String, String) {
+    let verdict = verdict(&[v], true).expect("a verdict");
+    (verdict.ready, verdict.reason, verdict.message)
+}
+
+/// (source, DataVolume status, claim, expected (ready, reason, message)).
+type Row<'a> = (
+    &'a DiskSource,
+    Option<Value>,
+    Option<&'a PersistentVolumeClaim>,
+    (bool, String, String),
+);
+
+fn f(reason: &str, message: &str) -> (bool, String, String) {
+    (false, reason.to_owned(), message.to_owned())
+}
+
+#[test]
+fn cdi_phases_to_storage_ready() {
+    let (imp, cl) = (http(), pvc_clone());
+    let bound = claim("Bound");
+    let pending = claim("Pending");
+    let table: Vec<Row> = vec![
+        (
+            &imp,
+            None,
+            None,
+            f("DataVolumePending", "disk root: DataVolumePending"),
+        ),
+        (
+            &imp,
+            Some(json!({})),
+            None,
+            f("DataVolumePending", "disk root: DataVolumePending"),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "Pending"})),
+            None,
+            f("DataVolumePending", "disk root: DataVolumePending Pending"),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "ImportScheduled", "progress": "N/A"})),
+            None,
+            f("ImportScheduled", "disk root: ImportScheduled"),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "ImportInProgress", "progress": "45.20%"})),
+            Some(&bound),
+            f("ImportInProgress", "disk root: ImportInProgress 45.20%"),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "WaitForFirstConsumer"})),
+            Some(&pending),
+            f(
+                "WaitForFirstConsumer",
+                "disk root: WaitForFirstConsumer (CDI starts once the VM's pod is scheduled)",
+            ),
+        ),
+        (
+            &cl,
+            Some(json!({"phase": "CloneInProgress", "progress": "12.00%"})),
+            None,
+            f("CloneInProgress", "disk root: CloneInProgress 12.00%"),
+        ),
+        (
+            &cl,
+            Some(json!({"phase": "CSICloneInProgress"})),
+            None,
+            f("CSICloneInProgress", "disk root: CSICloneInProgress"),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "Succeeded", "progress": "100.0%"})),
+            Some(&pending),
+            f(
+                "PVCPending",
+                "disk root: PVCPending (claim m-root not bound yet)",
+            ),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "Succeeded", "progress": "100.0%"})),
+            None,
+            f(
+                "PVCPending",
+                "disk root: PVCPending (claim m-root not bound yet)",
+            ),
+        ),
+        (
+            &imp,
+            Some(json!({"phase": "Succeeded", "progress": "100.0%"})),
+            Some(&bound),
+            (
+                true,
+                "DataVolumesReady".into(),
+                "disk root imported or cloned and bound".into(),
+            ),
+        ),
+        // Failures.
+        (
+            &imp,
+            Some(
+                json!({"phase": "Failed", "conditions": [{"type": "Running", "status": "False", "reason": "Error", "message": "Unable to connect to http data source: 404 Not Found"}]}),
+            ),
+            None,
+            f(
+                "ImportFailed",
+                "disk root: ImportFailed (Unable to connect to http data source: 404 Not Found)",
+            ),
+        ),
+        (
+            &cl,
+            Some(json!({"phase": "Failed"})),
+            None,
+            f("CloneFailed", "disk root: CloneFailed"),
+        ),
+        (
+            &imp,
+            Some(
+                json!({"phase": "ImportInProgress", "restartCount": 3, "conditions": [{"type": "Running", "status": "False", "reason": "Error", "message": "Unable to process data: qemu-img: Could not open"}]}),
+            ),
+            None,
+            f(
+                "ImportFailed",
+                "disk root: ImportFailed (Unable to process data: qemu-img: Could not open) after 3 restarts; CDI retries",
+            ),
+        ),
+        (
+            &imp,
+            Some(
+                json!({"phase": "ImportInProgress", "conditions": [{"type": "Running", "status": "False", "reason": "CrashLoopBackOff"}]}),
+            ),
+            None,
+            f("ImportFailed", "disk root: ImportFailed (CrashLoopBackOff)"),
+        ),
+        (
+            &imp,
+            Some(
+                json!({"phase": "ImportScheduled", "conditions": [{"type": "Running", "status": "False", "reason": "ImagePullBackOff", "message": "Back-off pulling image \"quay.io/x\""}]}),
+            ),
+            None,
+            f(
+                "ImagePullFailed",
+                "disk root: ImagePullFailed (Back-off pulling image \"quay.io/x\")",
+            ),
+        ),
+        (
+            &imp,
+            Some(
+                json!({"phase": "ImportScheduled", "conditions": [{"type": "Running", "status": "False", "reason": "ErrImagePull"}]}),
+            ),
+            None,
+            f(
+                "ImagePullFailed",
+                "disk root: ImagePullFailed (ErrImagePull)",
+            ),
+        ),
+        (
+            &cl,
+            Some(
+                json!({"phase": "CloneScheduled", "conditions": [{"type": "Bound", "status": "False", "reason": "CloneWithoutSource", "message": "The source pvc golden doesn't exist"}]}),
+            ),
+            None,
+            f(
+                "SourceNotFound",
+                "disk root: SourceNotFound (The source pvc golden doesn't exist)",
+            ),
+        ),
+        // A Running condition that is fine does not count as a failure.
+        (
+            &imp,
+            Some(
+                json!({"phase": "ImportInProgress", "progress": "1.00%", "conditions": [{"type": "Running", "status": "True", "reason": "Pod is running"}]}),
+            ),
+            None,
+            f("ImportInProgress", "disk root: ImportInProgress 1.00%"),
+        ),
+    ];
+    for (src, status, claim, want) in table {
+        let d = status.clone().map(dv);
+        assert_eq!(one(volume(src, d.as_ref(), claim)), want, "{status:?}");
+    }
+}
+
+#[test]
+fn a_failed_import_heals_when_the_data_volume_recovers() {
+    let src = http();
+    let failing = dv(
+        json!({"phase": "ImportInProgress", "restartCount": 1, "conditions": [{"type": "Running", "status": "False", "reason": "Error", "message": "timeout"}]}),
+    );
+    assert_eq!(one(volume(&src, Some(&failing), None)).1, "ImportFailed");
+    let recovered = dv(
+        json!({"phase": "ImportInProgress", "progress": "80.00%", "restartCount": 1, "conditions": [{"type": "Running", "status": "True"}]}),
+    );
+    assert_eq!(
+        one(volume(&src, Some(&recovered), None)).1,
+        "ImportInProgress"
+    );
+}
+
+#[test]
+fn cdi_refusing_a_clone_is_clone_unauthorized() {
+    let src = pvc_clone();
+    let mut v = volume(&src, None, None);
+    v.refused = Some(
+        "admission webhook \"datavolume-validate.cdi.kubevirt.io\" denied the request: Authorization failed",
+    );
+    let (_, reason, message) = one(v);
+    assert_eq!(reason, "CloneUnauthorized");
+    assert!(
+        message.starts_with("disk root: CloneUnauthorized (admission webhook"),
+        "{message}"
+    );
+}
+
+#[test]
+fn without_cdi_only_machines_with_sources_are_held() {
+    assert_eq!(verdict(&[], false), None, "no sources: CDI does not matter");
+    let src = http();
+    let v = verdict(&[volume(&src, None, None)], false).unwrap();
+    assert_eq!(
+        (v.ready, v.reason.as_str(), v.waiting),
+        (false, "CDINotInstalled", false)
+    );
+    assert!(v.message.contains("disk root"), "{}", v.message);
+}
+
+#[test]
+fn failures_come_before_work_and_every_unready_volume_is_named() {
+    let (imp, cl) = (http(), pvc_clone());
+    let working = dv(json!({"phase": "ImportInProgress", "progress": "45.20%"}));
+    let broken = dv(json!({"phase": "Failed"}));
+    let done = dv(json!({"phase": "Succeeded"}));
+    let bound = claim("Bound");
+    let mut a = volume(&imp, Some(&working), None);
+    a.label = "disk root".into();
+    let mut b = volume(&cl, Some(&broken), None);
+    b.label = "cdrom installer".into();
+    let mut c = volume(&imp, Some(&done), Some(&bound));
+    c.label = "disk data".into();
+    let v = verdict(&[a, b, c], true).unwrap();
+    assert_eq!(v.reason, "CloneFailed");
+    assert!(!v.waiting);
+    assert_eq!(v.message, "cdrom installer: CloneFailed");
+    let a = volume(&imp, Some(&working), None);
+    let v = verdict(&[a], true).unwrap();
+    assert!(v.waiting, "an import in progress is something to wait for");
+}
+
+#[test]
+fn disk_statuses() {
+    let src = http();
+    let d = dv(json!({"phase": "ImportInProgress", "progress": "45.20%"}));
+    assert_eq!(
+        sourced_status(&volume(&src, Some(&d), None)),
+        DiskStatus {
+            name: "root".into(),
+            claim_name: "m-root".into(),
+            phase: Some("ImportInProgress".into()),
+            progress: Some("45.20%".into())
+        }
+    );
+    let d = dv(json!({"phase": "ImportScheduled", "progress": "N/A"}));
+    assert_eq!(sourced_status(&volume(&src, Some(&d), None)).progress, None);
+    assert_eq!(sourced_status(&volume(&src, None, None)).phase, None);
+    let bound = claim("Bound");
+    assert_eq!(
+        blank_status("data", "m-data", Some(&bound)),
+        DiskStatus {
+            name: "data".into(),
+            claim_name: "m-data".into(),
+            phase: Some("Bound".into()),
+            progress: None
+        }
+    );
+}
+
+fn vm(status: Value) -> VirtualMachine {
+    serde_json::from_value(json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "m"}, "spec": {"template": {"spec": {"domain": {"devices": {}}}}}, "status": status})).unwrap()
+}
+
+#[test]
+fn vm_status_and_restart_required_mirror_kubevirt() {
+    assert_eq!(vm_status(None), None);
+    let v = vm(json!({"printableStatus": "Provisioning"}));
+    assert_eq!(vm_status(Some(&v)).as_deref(), Some("Provisioning"));
+    assert_eq!(restart_required(Some(&v)), None);
+    let v = vm(json!({"printableStatus": "Running", "conditions": [
+        {"type": "RestartRequired", "status": "True", "message": "a non-live-updatable field was changed in the template spec"}]}));
+    assert_eq!(
+        restart_required(Some(&v)),
+        Some((
+            "RestartRequired".into(),
+            "a non-live-updatable field was changed in the template spec".into()
+        ))
+    );
+    let v = vm(json!({"conditions": [{"type": "RestartRequired", "status": "False"}]}));
+    assert_eq!(restart_required(Some(&v)), None);
+}
+
+fn previous(disks: &[(&str, &str)], storage_reason: Option<&str>) -> MachineStatus {
+    let mut s = MachineStatus {
+        disks: disks
+            .iter()
+            .map(|(n, p)| DiskStatus {
+                name: (*n).into(),
+                claim_name: format!("m-{n}"),
+                phase: Some((*p).into()),
+                progress: None,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    if let Some(r) = storage_reason {
+        s.conditions
+            .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "StorageReady".into(),
+                status: "False".into(),
+                reason: r.into(),
+                message: String::new(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+                observed_generation: None,
+            });
+    }
+    s
+}
+
+fn reasons(events: &[Event]) -> Vec<(bool, &str)> {
+    events
+        .iter()
+        .map(|e| (e.warning, e.reason.as_str()))
+        .collect()
+}
+
+#[test]
+fn events_for_start_success_and_failure() {
+    let (imp, cl) = (http(), pvc_clone());
+    let run = |src: &DiskSource, prev: Option<&MachineStatus>, status: Value| {
+        let d = dv(status);
+        let bound = claim("Bound");
+        let v = volume(src, Some(&d), Some(&bound));
+        let now = [sourced_status(&v)];
+        let verdict = verdict(std::slice::from_ref(&v), true);
+        events(prev, std::slice::from_ref(&v), &now, verdict.as_ref())
+    };
+    let fresh = previous(&[], None);
+    let started = run(&imp, Some(&fresh), json!({"phase": "ImportScheduled"}));
+    assert_eq!(reasons(&started), [(false, "ImportStarted")]);
+    assert_eq!(started[0].message, "disk root: ImportScheduled");
+    assert_eq!(
+        reasons(&run(&cl, None, json!({"phase": "CloneScheduled"}))),
+        [(false, "CloneStarted")]
+    );
+    // Progress within a phase, and phase to phase while working, is not an Event.
+    let scheduled = previous(&[("root", "ImportScheduled")], Some("ImportScheduled"));
+    assert!(
+        run(
+            &imp,
+            Some(&scheduled),
+            json!({"phase": "ImportInProgress", "progress": "3%"})
+        )
+        .is_empty()
+    );
+    let ok = run(
+        &imp,
+        Some(&previous(
+            &[("root", "ImportInProgress")],
+            Some("ImportInProgress"),
+        )),
+        json!({"phase": "Succeeded"}),
+    );
+    assert_eq!(reasons(&ok), [(false, "ImportSucceeded")]);
+    assert_eq!(ok[0].message, "disk root: DataVolume m-root succeeded");
+    // Already succeeded before (e.g. after an operator restart): nothing new.
+    assert!(
+        run(
+            &imp,
+            Some(&previous(&[("root", "Succeeded")], Some("PVCBound"))),
+            json!({"phase": "Succeeded"})
+        )
+        .is_empty()
+    );
+    let failed = json!({"phase": "Failed", "conditions": [{"type": "Running", "status": "False", "reason": "Error", "message": "404"}]});
+    let failure = run(&imp, Some(&scheduled), failed.clone());
+    assert_eq!(reasons(&failure), [(true, "ImportFailed")]);
+    assert_eq!(failure[0].message, "disk root: ImportFailed (404)");
+    // The same failure again is not a new Event.
+    assert!(
+        run(
+            &imp,
+            Some(&previous(&[("root", "Failed")], Some("ImportFailed"))),
+            failed
+        )
+        .is_empty()
+    );
+}

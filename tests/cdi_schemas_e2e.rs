@@ -1,0 +1,114 @@
+//! The DataVolumes and VirtualMachines derived from every example Machine, written to a real
+//! kube-apiserver that has CDI's DataVolume and KubeVirt's VirtualMachine CRDs
+//! (`tests/fixtures/crds/`): accepted by their schemas and stored exactly as sent (nothing
+//! pruned, so every field we write is one CDI or KubeVirt reads).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use kubevirt_operator::api::Machine;
+use kubevirt_operator::machine::{Catalog, resolve};
+use kubevirt_operator::reconciler::cdi::DataVolume;
+use kubevirt_operator::reconciler::desired::{self, Inputs};
+use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use support::{ControlPlane, crd_fixtures};
+
+const EXAMPLES: &[&str] = &[
+    "debian-http.yaml",
+    "registry-containerdisk.yaml",
+    "golden-clone.yaml",
+    "installer-iso.yaml",
+];
+
+async fn create<K>(client: &Client, ns: &str, obj: &K) -> Value
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let stored = api
+        .create(&PostParams::default(), obj)
+        .await
+        .unwrap_or_else(|e| panic!("the API server refused {}: {e}", obj.name_any()));
+    serde_json::to_value(stored).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    cp.install_crds(&crd_fixtures().expect("fixtures"))
+        .await
+        .expect("CDI and KubeVirt CRDs install");
+    let client = cp.client().await.expect("admin client");
+    let ns = cp.namespace("cdi-schemas").await.expect("namespace");
+    let mut written = 0;
+    for file in EXAMPLES {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(file),
+        )
+        .expect("example");
+        let mut machine: Machine = serde_yaml::from_str(&text).expect("example YAML");
+        machine.metadata.namespace = Some(ns.clone());
+        machine.metadata.uid = Some("0a1b2c3d-0000-4000-8000-0000000012e2".into());
+        let spec = resolve(&machine.spec, None, &Catalog::default()).spec;
+        let d = desired::derive(&Inputs {
+            machine: &machine,
+            spec: &spec,
+            network_configurations: &BTreeMap::new(),
+            storage_classes: &BTreeSet::new(),
+            cloud_init_secret: None,
+        });
+        assert!(d.problems.is_empty(), "{file}: {:?}", d.problems);
+        assert!(!d.data_volumes.is_empty(), "{file} has a source");
+        for dv in &d.data_volumes {
+            let stored = create::<DataVolume>(&client, &ns, dv).await;
+            let sent = serde_json::to_value(dv).unwrap();
+            assert_eq!(
+                stored["spec"],
+                sent["spec"],
+                "{file}: DataVolume {}",
+                dv.name_any()
+            );
+            written += 1;
+        }
+        let vm = d.vm.as_ref().expect("a VM");
+        let stored = create::<VirtualMachine>(&client, &ns, vm).await;
+        let sent = serde_json::to_value(vm).unwrap();
+        assert_eq!(stored["spec"], sent["spec"], "{file}: VirtualMachine");
+    }
+    assert_eq!(written, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_refuses_what_cdi_would_not_accept() {
+    // The check above can fail: a DataVolume without the fields CDI requires is refused.
+    let cp = ControlPlane::shared().await.expect("control plane");
+    cp.install_crds(&crd_fixtures().expect("fixtures"))
+        .await
+        .expect("CRDs install");
+    let client = cp.client().await.expect("admin client");
+    let ns = cp.namespace("cdi-schemas-neg").await.expect("namespace");
+    let bad: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        "metadata": {"name": "bad"},
+        "spec": {"sourceRef": {"name": "no-kind"}}
+    }))
+    .unwrap();
+    let err =
+        Api::<DynamicObject>::namespaced_with(client, &ns, &ApiResource::erase::<DataVolume>(&()))
+            .create(&PostParams::default(), &bad)
+            .await
+            .expect_err("refused");
+    assert!(err.to_string().contains("spec.sourceRef.kind"), "{err}");
+}
