@@ -12,7 +12,7 @@ use crate::api::source::{
 
 use super::field_error::{FieldError, FieldPath};
 use super::names::{dns1123_label, dns1123_subdomain};
-use super::validation::MIN_DISK;
+use super::sizes::claim_size_problem;
 
 const HTTP_SCHEMES: &[&str] = &["http://", "https://"];
 const REGISTRY_SCHEMES: &[&str] = &["docker://", "oci-archive://"];
@@ -212,18 +212,12 @@ pub fn check_cdroms(
                     size.as_str(),
                     e.to_string(),
                 )),
-                // The same rules as a disk's size: a CD-ROM's DataVolume is a claim too.
-                Ok(a) if a < MIN_DISK => errors.push(FieldError::invalid(
-                    &size_path,
-                    size.as_str(),
-                    "must be at least 1Mi",
-                )),
-                Ok(a) if !a.is_whole() => errors.push(FieldError::invalid(
-                    &size_path,
-                    size.as_str(),
-                    "must be a whole number of bytes",
-                )),
-                Ok(_) => {}
+                // The same rule as a disk's size: a CD-ROM's DataVolume is a claim too.
+                Ok(a) => {
+                    if let Some(problem) = claim_size_problem(a) {
+                        errors.push(FieldError::invalid(&size_path, size.as_str(), problem));
+                    }
+                }
             }
         }
         errors.extend(check_source(&p.child("source"), &cdrom.source));

@@ -16,6 +16,7 @@ use crate::api::source::MAX_CDROMS;
 
 use super::field_error::{FieldError, FieldPath};
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
+use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
 use super::templates::Catalog;
 
@@ -23,8 +24,6 @@ pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
 /// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`).
 pub const MAX_USER_DATA: usize = 2048;
 pub const MAX_NETWORK_DATA: usize = 16 * 1024;
-/// The smallest disk a PVC can sensibly hold.
-pub const MIN_DISK: Amount = Amount::from_bytes(1024 * 1024);
 /// KubeVirt names the cloud-init volume this; a Machine disk of that name would clash.
 pub const RESERVED_DISK: &str = "cloudinitdisk";
 /// networkName becomes a label value.
@@ -209,20 +208,11 @@ fn validate_disks(
         match &disk.size {
             Some(size) => {
                 let size_path = p.child("size");
-                if let Some(amount) = check_quantity(out, &size_path, size) {
-                    if amount < MIN_DISK {
-                        out.errors.push(FieldError::invalid(
-                            &size_path,
-                            size.as_str(),
-                            "must be at least 1Mi",
-                        ));
-                    } else if !amount.is_whole() {
-                        out.errors.push(FieldError::invalid(
-                            &size_path,
-                            size.as_str(),
-                            "must be a whole number of bytes",
-                        ));
-                    }
+                if let Some(amount) = check_quantity(out, &size_path, size)
+                    && let Some(problem) = claim_size_problem(amount)
+                {
+                    out.errors
+                        .push(FieldError::invalid(&size_path, size.as_str(), problem));
                 }
             }
             // A clone without a size takes its source's.

@@ -1,10 +1,36 @@
 //! One vocabulary for what stops a Machine from converging. A [`Problem`]'s [`reason`]
 //! is the same word in the condition it sets, the Warning Event that announces it and the
-//! `error_type` label of `reconcile_errors_total`, so the three can never disagree.
+//! `error_type` label of `reconcile_errors_total`, so the three can never disagree. The
+//! condition types, phases and the reasons that are not problems live here too, so that status,
+//! provisioning and Events all take them from one place.
 //!
 //! [`reason`]: Problem::reason
 
 use std::fmt;
+
+/// SPEC's Machine phases.
+pub mod phase {
+    pub const PENDING: &str = "Pending";
+    pub const CREATING: &str = "Creating";
+    pub const RUNNING: &str = "Running";
+    pub const STOPPED: &str = "Stopped";
+    pub const FAILED: &str = "Failed";
+}
+
+/// Condition reasons that are not problems (a [`Problem`]'s reason is its own).
+pub mod reason {
+    pub const VM_CREATED: &str = "VMCreated";
+    pub const VM_FAILED: &str = "VMFailed";
+    pub const PVC_BOUND: &str = "PVCBound";
+    pub const PVC_PENDING: &str = "PVCPending";
+    pub const NETWORK_CONFIGURED: &str = "NetworkConfigured";
+    pub const INSUFFICIENT_RESOURCES: &str = "InsufficientResources";
+    /// The VM is held back until its dependencies are in place.
+    pub const VM_PENDING: &str = "VMPending";
+    pub const RUNNING: &str = "Running";
+    pub const CREATING: &str = "Creating";
+    pub const STOPPED: &str = "Stopped";
+}
 
 /// The condition types of SPEC's Machine status.
 pub mod condition {

@@ -11,7 +11,7 @@ use crate::api::source::{DiskSource, DiskStatus};
 
 use super::cdi::{DataVolume, DataVolumeCondition, dv_phase};
 use super::kubevirt::VirtualMachine;
-use super::status::reason::PVC_PENDING;
+use super::problem::reason::PVC_PENDING;
 
 pub mod reason {
     /// Machines with sources when the DataVolume API is not served.

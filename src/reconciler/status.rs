@@ -16,30 +16,7 @@ use super::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
 use super::problem::Problem;
 use super::provisioning::{self, Verdict};
 
-pub mod phase {
-    pub const PENDING: &str = "Pending";
-    pub const CREATING: &str = "Creating";
-    pub const RUNNING: &str = "Running";
-    pub const STOPPED: &str = "Stopped";
-    pub const FAILED: &str = "Failed";
-}
-
-pub use super::problem::condition;
-
-/// Condition reasons that are not problems (a [`Problem`]'s reason is its own).
-pub mod reason {
-    pub const VM_CREATED: &str = "VMCreated";
-    pub const VM_FAILED: &str = "VMFailed";
-    pub const PVC_BOUND: &str = "PVCBound";
-    pub const PVC_PENDING: &str = "PVCPending";
-    pub const NETWORK_CONFIGURED: &str = "NetworkConfigured";
-    pub const INSUFFICIENT_RESOURCES: &str = "InsufficientResources";
-    /// The VM is held back until its dependencies are in place.
-    pub const VM_PENDING: &str = "VMPending";
-    pub const RUNNING: &str = "Running";
-    pub const CREATING: &str = "Creating";
-    pub const STOPPED: &str = "Stopped";
-}
+pub use super::problem::{condition, phase, reason};
 
 /// What the reconciler saw and did for one Machine.
 pub struct Reconciled<'a> {
