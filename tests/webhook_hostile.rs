@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 /// hundreds of MiB.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(20);
 const NORMAL_WITHIN: Duration = Duration::from_secs(3);
+/// Attempts at a body answered 503 (saturated) before the test gives up.
+const SATURATED_RETRIES: u32 = 5;
 const PEAK_RSS_BELOW_MIB: u64 = 96;
 
 fn review_with_spec(spec: Value) -> Vec<u8> {
@@ -140,6 +142,8 @@ fn assert_bounded(what: &str, status: u16, body: &str) {
             json["message"].as_str().is_some_and(|m| !m.is_empty()),
             "{what}: {body}"
         ),
+        // Saturated: the designed answer past the budget, never a hang or a 500.
+        503 => assert_eq!(json["reason"], "ServiceUnavailable", "{what}: {body}"),
         other => panic!("{what}: HTTP {other}: {body}"),
     }
 }
@@ -157,17 +161,31 @@ async fn hostile_bodies_get_bounded_answers_in_bounded_time_and_memory() {
             body.len()
         );
         for path in [MUTATE_PATH, VALIDATE_PATH] {
-            let start = Instant::now();
-            let (status, answer) = post(&client, &format!("{base}{path}"), body.clone()).await;
-            let took = start.elapsed();
-            assert!(
-                took < ANSWERED_WITHIN,
-                "{what} on {path}: answered after {took:?}"
-            );
-            eprintln!(
-                "{what} on {path}: {took:?}, answer of {} bytes",
-                answer.len()
-            );
+            // A 503 past the answer budget is the lane's designed answer while the machine is
+            // saturated (docs/admission.md), and a client retries it: on a CI machine running
+            // several test binaries at once, the nice-19 large lane can starve for seconds
+            // (and keeps its one permit until the starved decision ends). Every attempt must
+            // answer in time and bounded; a 503 that outlasts the retries is still bounded.
+            let mut attempts = 0;
+            let (status, answer) = loop {
+                attempts += 1;
+                let start = Instant::now();
+                let (status, answer) = post(&client, &format!("{base}{path}"), body.clone()).await;
+                let took = start.elapsed();
+                assert!(
+                    took < ANSWERED_WITHIN,
+                    "{what} on {path}: answered after {took:?}"
+                );
+                eprintln!(
+                    "{what} on {path}: HTTP {status} in {took:?}, answer of {} bytes",
+                    answer.len()
+                );
+                if status == 503 && answer.contains("saturated") && attempts < SATURATED_RETRIES {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    continue;
+                }
+                break (status, answer);
+            };
             assert_bounded(&format!("{what} on {path}"), status, &answer);
         }
     }
