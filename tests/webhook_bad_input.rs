@@ -212,8 +212,19 @@ async fn a_body_over_3_mib_gets_413() {
     let mut review = valid_review("fits");
     review["request"]["object"]["spec"]["cloudInit"] =
         json!({"userData": "x".repeat(3 * 1024 * 1024 - 2048)});
-    let answer =
-        send_alongside_valid(&f, reqwest::Method::POST, VALIDATE_PATH, bytes(&review)).await;
+    // It takes the large lane, which decides at nice 19: while other test binaries saturate
+    // the CPU it may answer 503 (saturated, `Retry-After`), which a client retries.
+    let mut attempts = 0;
+    let answer = loop {
+        attempts += 1;
+        let answer =
+            send_alongside_valid(&f, reqwest::Method::POST, VALIDATE_PATH, bytes(&review)).await;
+        if answer.status == 503 && answer.body.contains("saturated") && attempts < 5 {
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            continue;
+        }
+        break answer;
+    };
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(answer.json()["response"]["uid"], "fits");
 }
