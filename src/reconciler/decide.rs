@@ -110,14 +110,11 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
         storage_classes: &o.storage_classes,
         cloud_init_secret: secret_data,
     });
-    let sourced: Vec<(String, String)> = sourced_volumes(&name, &o.spec)
-        .into_iter()
-        .map(|v| (v.label, v.claim_name))
-        .collect();
+    let sourced = sourced_volumes(&name, &o.spec);
     if !o.cdi_installed && !sourced.is_empty() {
         // Nothing can import or clone: no DataVolume, and no VM mounting one.
         out.problems.push(Problem::CdiNotInstalled {
-            volumes: sourced.iter().map(|(label, _)| label.clone()).collect(),
+            volumes: sourced.iter().map(|v| v.label.clone()).collect(),
         });
         desired.data_volumes.clear();
         desired.vm = None;
@@ -154,9 +151,7 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
             continue;
         }
         // retain-disks covers the disks' DataVolumes, not the CD-ROMs' (installer media).
-        let disk = sourced
-            .iter()
-            .any(|(label, n)| *n == dv_name && label.starts_with("disk "));
+        let disk = sourced.iter().any(|v| v.claim_name == dv_name && v.disk);
         if retain && disk {
             dv.metadata.owner_references = None;
         }
@@ -164,7 +159,7 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
     }
     // The claim CDI fills must be that DataVolume's: a claim of that name made otherwise (before
     // the DataVolume, or by someone else) could hold another's data.
-    for (_, claim_name) in &sourced {
+    for claim_name in sourced.iter().map(|v| &v.claim_name) {
         let Some(claim) = o.claims.get(claim_name) else {
             continue;
         };

@@ -137,7 +137,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
             if !ours(m, machine) || m.deletion_timestamp.is_some() {
                 continue;
             }
-            if retain && v.label.starts_with("disk ") {
+            if retain && v.disk {
                 release(&dvs, &v.claim_name, m, machine).await?;
             } else if let Some(uid) = m.uid.clone() {
                 delete_exact(&dvs, &v.claim_name, uid).await?;

@@ -25,6 +25,7 @@ use super::multus::NetworkAttachmentDefinition;
 use super::packed::{Brief, Packed};
 use super::presence::Presence;
 use super::spec::resolved_spec;
+use super::volumes::sourced_volumes;
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.
@@ -145,14 +146,9 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         }
     }
     let mut data_volumes = BTreeMap::new();
-    let sourced = spec
-        .disks
-        .iter()
-        .filter(|d| d.source.is_some())
-        .map(|d| &d.name);
-    let sourced: Vec<String> = sourced
-        .chain(spec.cdroms.iter().map(|c| &c.name))
-        .map(|v| pvc_name(&name, v))
+    let sourced: Vec<String> = sourced_volumes(&name, &spec)
+        .into_iter()
+        .map(|v| v.claim_name)
         .collect();
     let unwanted_data_volumes = ctx
         .stores

@@ -20,6 +20,8 @@ use super::provisioning::{self, Sourced, Verdict};
 pub struct SourcedVolume<'a> {
     /// `disk root` or `cdrom installer`, as messages name it.
     pub label: String,
+    /// A disk (retain-disks covers it), not a CD-ROM (installer media).
+    pub disk: bool,
     pub name: &'a str,
     pub claim_name: String,
     pub source: &'a DiskSource,
@@ -30,6 +32,7 @@ pub fn sourced_volumes<'a>(machine: &str, spec: &'a MachineSpec) -> Vec<SourcedV
     let disks = spec.disks.iter().filter_map(|d| {
         Some(SourcedVolume {
             label: format!("disk {}", d.name),
+            disk: true,
             name: &d.name,
             claim_name: pvc_name(machine, &d.name),
             source: d.source.as_ref()?,
@@ -37,6 +40,7 @@ pub fn sourced_volumes<'a>(machine: &str, spec: &'a MachineSpec) -> Vec<SourcedV
     });
     let cdroms = spec.cdroms.iter().map(|c| SourcedVolume {
         label: format!("cdrom {}", c.name),
+        disk: false,
         name: &c.name,
         claim_name: pvc_name(machine, &c.name),
         source: &c.source,
@@ -88,7 +92,7 @@ pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
             }
         }
     }
-    let disk_count = list.iter().filter(|s| s.label.starts_with("disk ")).count();
+    let disk_count = volumes.iter().filter(|v| v.disk).count();
     disks.extend(list[disk_count..].iter().map(provisioning::sourced_status));
     Provisioning {
         disks,
