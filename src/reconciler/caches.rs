@@ -17,8 +17,8 @@ impl Stores {
     /// kube's `Store::wait_until_ready` wakes only one of several waiters (the last to poll), so
     /// each store has one caller: this task, except for the Machine store, whose caller is the
     /// `Controller` itself; its first list is reported through `machines_listed` instead.
-    /// Reconciles wait on `ready`. A cache whose API is absent (KubeVirt or Multus not
-    /// installed) never fills: after [`CACHE_WAIT`] the reconciles go on with what the caches
+    /// Reconciles wait on `ready`. A cache whose API is absent (KubeVirt not installed) never
+    /// fills (those of Multus and CDI, optional, are not waited for then): after [`CACHE_WAIT`] the reconciles go on with what the caches
     /// hold, and writing to that API fails with a message in the Machine's status instead of
     /// hanging; `state` says synced only once every cache has filled.
     pub async fn track_readiness(
@@ -47,33 +47,13 @@ impl Stores {
                         .await
                         .map_err(drop)
                 },
-                async {
-                    match multus {
-                        true => self.nads.wait_until_ready().await.map_err(drop),
-                        false => Ok(()),
-                    }
-                },
+                if_served(multus, self.nads.wait_until_ready()),
                 async { self.storage_classes.wait_until_ready().await.map_err(drop) },
-                async {
-                    match cdi {
-                        true => self.data_volumes.wait_until_ready().await.map_err(drop),
-                        false => Ok(()),
-                    }
-                },
-                async {
-                    match cdi {
-                        true => self.dv_names.wait_until_ready().await.map_err(drop),
-                        false => Ok(()),
-                    }
-                },
+                if_served(cdi, self.data_volumes.wait_until_ready()),
+                if_served(cdi, self.dv_names.wait_until_ready()),
                 async { self.vm_names.wait_until_ready().await.map_err(drop) },
                 async { self.pvc_names.wait_until_ready().await.map_err(drop) },
-                async {
-                    match multus {
-                        true => self.nad_names.wait_until_ready().await.map_err(drop),
-                        false => Ok(()),
-                    }
-                },
+                if_served(multus, self.nad_names.wait_until_ready()),
             )
             .map(drop)
         };
@@ -96,6 +76,15 @@ impl Stores {
             state.set_caches_synced(true);
             tracing::info!("all watch caches filled");
         }
+    }
+}
+
+/// `wait`, when the optional API its cache watches is served; at once otherwise, as nothing
+/// will ever fill that cache.
+async fn if_served<E>(served: bool, wait: impl Future<Output = Result<(), E>>) -> Result<(), ()> {
+    match served {
+        true => wait.await.map_err(drop),
+        false => Ok(()),
     }
 }
 

@@ -20,7 +20,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
@@ -212,19 +212,9 @@ pub async fn run_scope(
         })
     };
     let m1 = machines.clone();
-    let by_network = move |nc: NetworkConfiguration| {
-        let name = nc.name_any();
-        machines_using(&m1, nc.namespace(), |m| {
-            m.networks.iter().any(|n| **n == *name)
-        })
-    };
+    let by_network = move |nc: NetworkConfiguration| naming_network(&m1, &nc);
     let m2 = machines.clone();
-    let by_attachment = move |nad: Packed<NetworkAttachmentDefinition>| {
-        let name = nad.name_any();
-        machines_using(&m2, nad.namespace(), |m| {
-            m.networks.iter().any(|n| **n == *name)
-        })
-    };
+    let by_attachment = move |nad: Packed<NetworkAttachmentDefinition>| naming_network(&m2, &nad);
     let m3 = machines.clone();
     let by_storage_class = move |sc: StorageClass| {
         let name = sc.name_any();
@@ -270,6 +260,18 @@ pub async fn run_scope(
     caches.abort();
     names.abort();
     tracing::info!("Machine controller stopped");
+}
+
+/// The Machines in `obj`'s namespace whose spec names a network called like `obj` (a
+/// NetworkConfiguration or its attachment).
+fn naming_network<K: Resource>(
+    machines: &Store<Packed<Machine>>,
+    obj: &K,
+) -> Vec<ObjectRef<Packed<Machine>>> {
+    let name = obj.name_any();
+    machines_using(machines, obj.namespace(), |m| {
+        m.networks.iter().any(|n| **n == *name)
+    })
 }
 
 /// The Machine an object's `vitistack.io/machine` label names (kept in its brief).
