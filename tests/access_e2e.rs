@@ -128,6 +128,28 @@ fn denial<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
     }
 }
 
+/// The webhook's denial of creating `obj`, retried until the webhooks are in force (the
+/// operator registers them after it starts).
+async fn first_denial(
+    api: &Api<DynamicObject>,
+    params: &PostParams,
+    obj: &DynamicObject,
+    op: &Proc,
+) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match api.create(params, obj).await {
+            Err(Error::Api(e)) if e.message.contains("admission webhook") => return e.message,
+            other => assert!(
+                Instant::now() < deadline,
+                "webhooks not in force: {other:?}\n{}",
+                op.log_tail(60)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 fn machines(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
 }
@@ -235,18 +257,7 @@ async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
     let forbidden = format!(
         r#"spec.cloudInit.secretRef.name: Forbidden: user "bob" cannot get secrets in namespace "{ns}""#
     );
-    let deadline = Instant::now() + WAIT;
-    let message = loop {
-        match as_bob.create(&dry, &machine("probe", "boot")).await {
-            Err(Error::Api(e)) if e.message.contains("admission webhook") => break e.message,
-            other => assert!(
-                Instant::now() < deadline,
-                "webhooks not in force: {other:?}\n{}",
-                op.log_tail(60)
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let message = first_denial(&as_bob, &dry, &machine("probe", "boot"), &op).await;
     // Dry-run is checked like a real write.
     assert!(message.contains(&forbidden), "{message}");
 
@@ -349,21 +360,7 @@ async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
     };
 
     let forbidden = r#"spec.disks[0].source.pvc.namespace: Forbidden: user "dave" cannot create datavolumes/source.cdi.kubevirt.io in namespace "os-images""#;
-    let deadline = Instant::now() + WAIT;
-    let message = loop {
-        match as_dave
-            .create(&dry, &cloning_machine("probe", "os-images"))
-            .await
-        {
-            Err(Error::Api(e)) if e.message.contains("admission webhook") => break e.message,
-            other => assert!(
-                Instant::now() < deadline,
-                "webhooks not in force: {other:?}\n{}",
-                op.log_tail(60)
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let message = first_denial(&as_dave, &dry, &cloning_machine("probe", "os-images"), &op).await;
     assert!(message.contains(forbidden), "{message}");
     let message = denial(
         as_dave
