@@ -60,9 +60,44 @@ pub struct Observed {
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
 }
 
-/// The cached copy, else our own recent write, else, when the names cache knows an object of
-/// that name (someone else's, or ours without our labels) or is not filled yet, or the cached
-/// copy does not decode, the API's.
+/// Where [`lookup`] finds an object.
+#[derive(Debug, PartialEq)]
+enum Found<K> {
+    Here(K),
+    /// Read it from the API server.
+    AskApi,
+    Absent,
+}
+
+/// Our own newer write, else the cached copy, else, when the names cache knows an object of that
+/// name (someone else's, or ours without our labels) or is not filled yet, the API's. A cached
+/// copy that does not decode is never taken as absent: the API's copy is read instead.
+fn find<K: Resource<DynamicType = ()> + DeserializeOwned + Brief>(
+    ours: Option<K>,
+    cached: Option<&Packed<K>>,
+    named: bool,
+    synced: bool,
+) -> Found<K> {
+    if let Some(k) = ours {
+        return Found::Here(k);
+    }
+    if let Some(c) = cached {
+        return match c.unpack() {
+            Ok(k) => Found::Here(k),
+            Err(e) => {
+                tracing::warn!(object = %c.name_any(), error = %e, "cached copy does not decode; reading it from the API server");
+                Found::AskApi
+            }
+        };
+    }
+    if named || !synced {
+        Found::AskApi
+    } else {
+        Found::Absent
+    }
+}
+
+/// The object `name` in `ns`, as [`find`] says where to read it.
 async fn lookup<K>(
     ctx: &Context,
     (store, names, written): (&Store<Packed<K>>, &Presence, &LastWrite<K>),
@@ -74,24 +109,13 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Brief,
 {
     let cached = store.get(&ObjectRef::new(name).within(ns));
-    let key = format!("{ns}/{name}");
     let cached_version = cached.as_ref().and_then(|c| c.resource_version());
-    if let Some(ours) = written.newer_than(&key, cached_version.as_deref()) {
-        return Ok(Some(ours));
-    }
-    if let Some(c) = cached {
-        match c.unpack() {
-            Ok(k) => return Ok(Some(k)),
-            Err(e) => {
-                tracing::warn!(object = %key, error = %e, "cached copy does not decode; reading it from the API server")
-            }
-        }
-        return api.get_opt(name).await;
-    }
-    if names.contains(ns, name) || !ctx.state.caches_synced() {
-        api.get_opt(name).await
-    } else {
-        Ok(None)
+    let ours = written.newer_than(&format!("{ns}/{name}"), cached_version.as_deref());
+    let named = names.contains(ns, name);
+    match find(ours, cached.as_deref(), named, ctx.state.caches_synced()) {
+        Found::Here(k) => Ok(Some(k)),
+        Found::AskApi => api.get_opt(name).await,
+        Found::Absent => Ok(None),
     }
 }
 
@@ -314,4 +338,77 @@ pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachment
         // The cache selects by this label; checked again as the deletion depends on it.
         .filter(|n| n.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn claim(version: &str) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("m-root".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn where_an_object_is_read() {
+        let cached = Packed::pack(&claim("5")).unwrap();
+        let damaged = cached.damaged();
+        use Found::*;
+        type Case<'a> = (
+            &'a str,
+            Option<PersistentVolumeClaim>,
+            Option<&'a Packed<PersistentVolumeClaim>>,
+            bool,
+            bool,
+            Found<PersistentVolumeClaim>,
+        );
+        let cases: [Case; 7] = [
+            (
+                "our newer write wins",
+                Some(claim("6")),
+                Some(&cached),
+                true,
+                true,
+                Here(claim("6")),
+            ),
+            (
+                "the cached copy",
+                None,
+                Some(&cached),
+                true,
+                true,
+                Here(claim("5")),
+            ),
+            (
+                "an undecodable copy is not absent",
+                None,
+                Some(&damaged),
+                false,
+                true,
+                AskApi,
+            ),
+            ("someone else's, by name", None, None, true, true, AskApi),
+            ("caches not filled yet", None, None, false, false, AskApi),
+            ("known absent", None, None, false, true, Absent),
+            (
+                "our write, nothing cached",
+                Some(claim("6")),
+                None,
+                false,
+                true,
+                Here(claim("6")),
+            ),
+        ];
+        for (what, ours, cached, named, synced, want) in cases {
+            assert_eq!(find(ours, cached, named, synced), want, "{what}");
+        }
+    }
 }
