@@ -323,11 +323,15 @@ async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
 }
 
 fn cloning_machine(name: &str, source_ns: &str) -> DynamicObject {
+    cloning(name, "golden-debian-12", source_ns)
+}
+
+fn cloning(name: &str, pvc: &str, source_ns: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
         "metadata": {"name": name},
         "spec": {"template": "small", "disks": [{"name": "root",
-            "source": {"pvc": {"name": "golden-debian-12", "namespace": source_ns}}}]}
+            "source": {"pvc": {"name": pvc, "namespace": source_ns}}}]}
     }))
     .expect("machine")
 }
@@ -343,7 +347,11 @@ async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
     let write_machines = rule("vitistack.io", "machines", &["get", "create", "patch"]);
     grant(&admin, ns, "carol", vec![write_machines.clone()]).await;
     grant(&admin, ns, "dave", vec![write_machines]).await;
-    let clone_right = rule("cdi.kubevirt.io", "datavolumes/source", &["create"]);
+    // Limited by name, as CDI asks about the source PVC by name.
+    let clone_right = PolicyRule {
+        resource_names: Some(vec!["golden-debian-12".into()]),
+        ..rule("cdi.kubevirt.io", "datavolumes/source", &["create"])
+    };
     grant(&admin, "os-images", "carol", vec![clone_right]).await;
     let carol = cp
         .client_for(&cp.mint_user("carol", &[]).expect("carol"))
@@ -384,6 +392,10 @@ async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
         )
         .await
         .expect("carol may clone from os-images");
+    let other = as_carol
+        .create(&dry, &cloning("carols-13", "golden-debian-13", "os-images"))
+        .await;
+    assert!(denial(other).contains(r#"user "carol" cannot create datavolumes/source"#));
 
     // Sources are immutable: CDI never imports or clones again.
     let changed = json!({"spec": {"disks": [{"name": "root",

@@ -2,7 +2,8 @@
 //! the operator writes DataVolumes under its own identity, so the admission webhook asks the API
 //! server (SubjectAccessReview) whether the author could do the same natively.
 //!
-//! - a clone from another namespace: CDI's own rule, `create` on `datavolumes/source` there;
+//! - a clone from another namespace: CDI's own rule, `create` on `datavolumes/source` there
+//!   (named like the PVC; CDI also lets same-namespace clones through unasked);
 //! - a `secretRef` or `certConfigMap`: `get` on that Secret or ConfigMap in the Machine's
 //!   namespace (the importer reads it on the author's behalf).
 //!
@@ -85,18 +86,17 @@ fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Needed> {
         );
     }
     let kind = if s.pvc.is_some() { "pvc" } else { "dataSource" };
-    if let Some(ns) = s
-        .clone_ref()
-        .and_then(|r| r.namespace.as_deref())
-        .filter(|ns| *ns != namespace)
-    {
+    let other_namespace = s.clone_ref().and_then(|r| r.namespace.clone());
+    if let Some(ns) = other_namespace.filter(|ns| ns != namespace) {
         out.push(Needed {
             verb: "create",
             group: CDI_GROUP,
             resource: "datavolumes",
             subresource: "source",
-            namespace: ns.to_owned(),
-            name: String::new(),
+            namespace: ns,
+            // CDI asks about the PVC by name, so a grant limited by `resourceNames` works; a
+            // DataSource's PVC is only known to CDI, so that clone needs the namespace-wide right.
+            name: s.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
             field: format!("{path}.{kind}.namespace"),
         });
     }
@@ -141,6 +141,7 @@ mod tests {
             short(&needed("team", None, &s)),
             [
                 "create cdi.kubevirt.io/datavolumes/source in os-images ",
+                "create cdi.kubevirt.io/datavolumes/source in os-images golden",
                 "get /configmaps/ in team ca",
                 "get /secrets/ in team creds",
                 "get /secrets/ in team pull",

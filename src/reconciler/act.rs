@@ -67,15 +67,7 @@ pub async fn act(
             let clone = is_clone(&dv);
             apply::ensure(&dvs, dv, live, &ctx.written.data_volumes)
                 .await
-                .map_err(|e| match &e {
-                    kube::Error::Api(s) if clone && clone_refused(s) => {
-                        Problem::CloneUnauthorized {
-                            name: dv_name,
-                            message: s.message.clone(),
-                        }
-                    }
-                    _ => failed(Kind::DataVolume, dv_name, &e),
-                })
+                .map_err(|e| data_volume_write_problem(dv_name, clone, &e))
         }
     });
     let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
@@ -230,10 +222,21 @@ fn is_clone(dv: &DataVolume) -> bool {
     dv.spec.source_ref.is_some() || dv.spec.source.as_ref().is_some_and(|s| s.pvc.is_some())
 }
 
-/// CDI's admission refuses a clone its creator may not make with a 403, or with a 422 saying
-/// "insufficient permissions" (CDI's wording for a failed `datavolumes/source` check).
-fn clone_refused(s: &kube::core::Status) -> bool {
-    s.code == 403 || s.message.contains("insufficient permissions")
+/// A refused DataVolume write. CDI's admission refuses a clone its creator may not make with a
+/// 403, or with a 422 saying "insufficient permissions" (its wording for a failed
+/// `datavolumes/source` check): that is `CloneUnauthorized`; anything else `DataVolumeFailed`.
+fn data_volume_write_problem(name: String, clone: bool, e: &kube::Error) -> Problem {
+    match e {
+        kube::Error::Api(s)
+            if clone && (s.code == 403 || s.message.contains("insufficient permissions")) =>
+        {
+            Problem::CloneUnauthorized {
+                name,
+                message: s.message.clone(),
+            }
+        }
+        _ => failed(Kind::DataVolume, name, e),
+    }
 }
 
 /// Deletes `name` if it is still the object with `uid` (never a namesake made since).
@@ -330,12 +333,12 @@ mod tests {
 
     use super::*;
 
-    fn status(code: u16, message: &str) -> kube::core::Status {
-        serde_json::from_value(
-            json!({"status": "Failure", "code": code, "message": message,
-            "reason": "Invalid"}),
+    fn refused(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            serde_json::from_value(json!({"status": "Failure", "code": code,
+                "message": message, "reason": "Invalid"}))
+            .expect("status"),
         )
-        .expect("status")
     }
 
     #[test]
@@ -350,11 +353,32 @@ mod tests {
         let mut import = clone.clone();
         import.spec.source = None;
         assert!(!is_clone(&import));
-        assert!(clone_refused(&status(
-            422,
-            "User system:serviceaccount:x:y has insufficient permissions in clone source namespace os"
-        )));
-        assert!(clone_refused(&status(403, "forbidden")));
-        assert!(!clone_refused(&status(422, "spec.storage: Invalid value")));
+
+        let cdi = "User system:serviceaccount:x:y has insufficient permissions in clone source \
+                   namespace os";
+        let problem = |clone, e| {
+            let p = data_volume_write_problem("m-root".into(), clone, &e);
+            (p.reason(), p.condition(), p.to_string())
+        };
+        assert_eq!(
+            problem(true, refused(422, cdi)),
+            (
+                "CloneUnauthorized",
+                "StorageReady",
+                format!("DataVolume m-root: CDI refused the clone: {cdi}")
+            )
+        );
+        assert_eq!(
+            problem(true, refused(403, "forbidden")).0,
+            "CloneUnauthorized"
+        );
+        let (reason, condition, message) = problem(true, refused(422, "spec.storage: Invalid"));
+        assert_eq!((reason, condition), ("DataVolumeFailed", "StorageReady"));
+        assert!(message.contains("spec.storage: Invalid"), "{message}");
+        // An import is never a clone refusal, whatever the code.
+        assert_eq!(
+            problem(false, refused(403, "forbidden")).0,
+            "DataVolumeFailed"
+        );
     }
 }

@@ -21,8 +21,6 @@ pub mod reason {
     pub const IMAGE_PULL_FAILED: &str = "ImagePullFailed";
     /// A clone's source PVC or DataSource does not exist.
     pub const SOURCE_NOT_FOUND: &str = "SourceNotFound";
-    /// CDI refused the clone: the operator may not read the source namespace.
-    pub const CLONE_UNAUTHORIZED: &str = "CloneUnauthorized";
     /// The DataVolume is not written or CDI has not picked it up yet.
     pub const DATA_VOLUME_PENDING: &str = "DataVolumePending";
     /// Every DataVolume succeeded (its claim populated) and its claim is bound.
@@ -52,8 +50,6 @@ pub struct Sourced<'a> {
     pub source: &'a DiskSource,
     pub data_volume: Option<&'a DataVolume>,
     pub claim: Option<&'a PersistentVolumeClaim>,
-    /// CDI's admission refused to create the DataVolume (its message).
-    pub refused: Option<&'a str>,
 }
 
 /// A `StorageReady` verdict about the DataVolumes.
@@ -165,17 +161,6 @@ impl State {
 
 fn state(v: &Sourced) -> State {
     let clone = v.source.is_clone();
-    if let Some(refused) = v.refused {
-        let reason = if clone {
-            reason::CLONE_UNAUTHORIZED
-        } else {
-            reason::IMPORT_FAILED
-        };
-        return State::Failed {
-            reason,
-            detail: format!("({refused})"),
-        };
-    }
     let Some(dv) = v.data_volume else {
         return working(reason::DATA_VOLUME_PENDING, String::new());
     };

@@ -71,15 +71,14 @@ fn sourced<'a>(v: &SourcedVolume<'a>, seen: &Seen<'a>) -> Sourced<'a> {
         source: v.source,
         data_volume: seen.data_volumes.get(&v.claim_name).copied(),
         claim: seen.claims.get(&v.claim_name).copied(),
-        refused: None,
     }
 }
 
 /// Disk statuses and the DataVolumes' verdict for `machine`'s resolved `spec`.
 pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
     let volumes = sourced_volumes(machine, spec);
-    // A refused DataVolume write is a `DataVolumeFailed` problem (with the API's message),
-    // which StorageReady shows before this verdict; `refused` stays unset.
+    // A refused DataVolume write is a problem (`CloneUnauthorized`, `DataVolumeFailed`) that
+    // StorageReady shows before this verdict.
     let list: Vec<Sourced> = volumes.iter().map(|v| sourced(v, seen)).collect();
     let mut disks = Vec::new();
     for d in &spec.disks {

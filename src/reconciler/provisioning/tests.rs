@@ -49,7 +49,6 @@ fn volume<'a>(
         source: src,
         data_volume: dv,
         claim,
-        refused: None,
     }
 }
 
@@ -225,6 +224,27 @@ fn cdi_phases_to_storage_ready() {
                 "disk root: SourceNotFound (The source pvc golden doesn't exist)",
             ),
         ),
+        // A clone's worker failing is the clone's failure.
+        (
+            &cl,
+            Some(
+                json!({"phase": "CloneInProgress", "conditions": [{"type": "Running", "status": "False", "reason": "Error", "message": "source pod failed"}]}),
+            ),
+            None,
+            f("CloneFailed", "disk root: CloneFailed (source pod failed)"),
+        ),
+        // CDI's own word for a pull failure.
+        (
+            &imp,
+            Some(
+                json!({"phase": "ImportScheduled", "conditions": [{"type": "Running", "status": "False", "reason": "ImagePullFailed", "message": "no such image"}]}),
+            ),
+            None,
+            f(
+                "ImagePullFailed",
+                "disk root: ImagePullFailed (no such image)",
+            ),
+        ),
         // A Running condition that is fine does not count as a failure.
         (
             &imp,
@@ -254,21 +274,6 @@ fn a_failed_import_heals_when_the_data_volume_recovers() {
     assert_eq!(
         one(volume(&src, Some(&recovered), None)).1,
         "ImportInProgress"
-    );
-}
-
-#[test]
-fn cdi_refusing_a_clone_is_clone_unauthorized() {
-    let src = pvc_clone();
-    let mut v = volume(&src, None, None);
-    v.refused = Some(
-        "admission webhook \"datavolume-validate.cdi.kubevirt.io\" denied the request: Authorization failed",
-    );
-    let (_, reason, message) = one(v);
-    assert_eq!(reason, "CloneUnauthorized");
-    assert!(
-        message.starts_with("disk root: CloneUnauthorized (admission webhook"),
-        "{message}"
     );
 }
 
@@ -304,6 +309,30 @@ fn failures_come_before_work_and_every_unready_volume_is_named() {
     let a = volume(&imp, Some(&working), None);
     let v = verdict(&[a], true).unwrap();
     assert!(v.waiting, "an import in progress is something to wait for");
+
+    // Every failing volume is named; the first gives the reason.
+    let mut a = volume(&imp, Some(&broken), None);
+    a.label = "disk root".into();
+    let mut b = volume(&cl, Some(&broken), None);
+    b.label = "cdrom installer".into();
+    let v = verdict(&[a, b], true).unwrap();
+    assert_eq!(v.reason, "ImportFailed");
+    assert_eq!(
+        v.message,
+        "disk root: ImportFailed; cdrom installer: CloneFailed"
+    );
+    // Likewise the volumes still working.
+    let scheduled = dv(json!({"phase": "CloneScheduled"}));
+    let mut a = volume(&cl, Some(&scheduled), None);
+    a.label = "disk root".into();
+    let mut b = volume(&imp, Some(&working), None);
+    b.label = "disk data".into();
+    let v = verdict(&[a, b], true).unwrap();
+    assert_eq!(v.reason, "CloneScheduled");
+    assert_eq!(
+        v.message,
+        "disk root: CloneScheduled; disk data: ImportInProgress 45.20%"
+    );
 }
 
 #[test]

@@ -95,13 +95,29 @@ fn retain_disks_releases_the_disks_data_volumes_not_the_cdroms() {
 }
 
 #[test]
-fn a_removed_cdroms_data_volume_is_deleted_if_ours() {
+fn only_a_removed_cdroms_data_volume_is_deleted_and_only_if_ours() {
+    // The VM as written before the update: sourced disks root and data, CD-ROMs iso, old-iso
+    // and other-iso.
+    let before = machine(
+        "m",
+        json!({"template": "small",
+               "disks": [{"name": "root", "size": "20Gi", "source": {"http": {"url": IMAGE}}},
+                         {"name": "data", "size": "1Gi", "source": {"http": {"url": IMAGE}}}],
+               "cdroms": [{"name": "iso", "source": {"http": {"url": "https://a/b.iso"}}},
+                          {"name": "old-iso", "source": {"http": {"url": "https://a/c.iso"}}},
+                          {"name": "other-iso", "source": {"http": {"url": "https://a/d.iso"}}}]}),
+    );
+    let live_vm = decide(&observed(before), &Catalog::default()).vm;
+    assert!(live_vm.is_some());
     let mut o = observed(imaged("m"));
+    o.vm = live_vm;
     o.unwanted_data_volumes = vec![
         data_volume("m-old-iso", Some(UID), Some("m")),
+        // A disk gone from the spec without the webhook: its claim holds data, kept.
+        data_volume("m-data", Some(UID), Some("m")),
         // Released by a retain-disks deletion, or someone else's: left alone.
-        data_volume("m-kept", None, Some("m")),
-        data_volume("m-other", Some("uid-a"), Some("m")),
+        data_volume("m-other-iso", None, Some("m")),
+        data_volume("m-kept", Some("uid-a"), Some("m")),
     ];
     let d = decide(&o, &Catalog::default());
     assert_eq!(
@@ -110,8 +126,15 @@ fn a_removed_cdroms_data_volume_is_deleted_if_ours() {
     );
     assert!(
         d.vm.is_some(),
-        "deleted only once the VM no longer mounts it"
+        "deleted with the VM that no longer mounts it"
     );
+
+    // A VM held back (here by a foreign DataVolume in the way) still mounts the CD-ROM: nothing
+    // is deleted.
+    o.data_volumes
+        .insert("m-root".into(), data_volume("m-root", Some("uid-a"), None));
+    let held = decide(&o, &Catalog::default());
+    assert!(held.vm.is_none() && held.delete_data_volumes.is_empty());
 }
 
 #[test]

@@ -100,3 +100,32 @@ fn events_for_start_success_and_failure() {
         .is_empty()
     );
 }
+
+#[test]
+fn clones_and_pull_failures_have_their_events_too() {
+    let (imp, cl) = (http(), pvc_clone());
+    let run = |src: &DiskSource, prev: &MachineStatus, status: Value| {
+        let d = dv(status);
+        let bound = claim("Bound");
+        let v = volume(src, Some(&d), Some(&bound));
+        let now = [sourced_status(&v)];
+        let verdict = verdict(std::slice::from_ref(&v), true);
+        events(Some(prev), std::slice::from_ref(&v), &now, verdict.as_ref())
+    };
+    let cloning = previous(&[("root", "CloneInProgress")], Some("CloneInProgress"));
+    let ok = run(&cl, &cloning, json!({"phase": "Succeeded"}));
+    assert_eq!(reasons(&ok), [(false, "CloneSucceeded")]);
+    let failed = run(&cl, &cloning, json!({"phase": "Failed"}));
+    assert_eq!(reasons(&failed), [(true, "CloneFailed")]);
+
+    let scheduled = previous(&[("root", "ImportScheduled")], Some("ImportScheduled"));
+    let pull = json!({"phase": "ImportScheduled", "conditions": [{"type": "Running",
+        "status": "False", "reason": "ImagePullBackOff", "message": "Back-off pulling image"}]});
+    let pulled = run(&imp, &scheduled, pull);
+    assert_eq!(reasons(&pulled), [(true, "ImagePullFailed")]);
+    assert!(
+        pulled[0].message.contains("Back-off pulling image"),
+        "{}",
+        pulled[0].message
+    );
+}

@@ -45,6 +45,8 @@ struct Case<'a> {
     vmi: Option<&'a VirtualMachineInstance>,
     claims: Vec<(String, Option<&'a PersistentVolumeClaim>)>,
     networks: usize,
+    provisioning: Option<Verdict>,
+    disks: Vec<DiskStatus>,
 }
 
 impl<'a> Case<'a> {
@@ -56,6 +58,8 @@ impl<'a> Case<'a> {
             vmi: None,
             claims: vec![],
             networks: 0,
+            provisioning: None,
+            disks: vec![],
         }
     }
 
@@ -67,8 +71,8 @@ impl<'a> Case<'a> {
             vmi: self.vmi,
             claims: self.claims.clone(),
             networks: self.networks,
-            provisioning: None,
-            disks: Vec::new(),
+            provisioning: self.provisioning.as_ref(),
+            disks: self.disks.clone(),
         };
         compute(previous, Some(3), &obs, now)
     }
@@ -184,3 +188,4 @@ fn missing_secret_and_key() {
 }
 
 mod lifecycle;
+mod provisioning;
