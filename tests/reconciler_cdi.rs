@@ -6,36 +6,20 @@
 //! issue 11's ownership rules: one the operator did not make is a `DataVolumeConflict`, never
 //! touched; retain-disks keeps a disk's DataVolume, released, for a Machine of that name.
 
+mod cdi;
 mod operator;
 mod ownership;
 mod support;
 
-use std::path::{Path, PathBuf};
-
-use kube::api::{ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use cdi::{IMAGE, all_crds, cdi_status, dv_ar};
 use operator::{OPERATOR_USER, Operator, operator_user};
 use ownership::*;
 use support::ControlPlane;
 
 static OPERATOR: tokio::sync::OnceCell<Operator> = tokio::sync::OnceCell::const_new();
-
-const IMAGE: &str =
-    "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-generic-amd64.qcow2";
-
-fn all_crds() -> Vec<PathBuf> {
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    crds
-}
-
-fn dv_ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataVolume"),
-        "datavolumes",
-    )
-}
 
 async fn env(prefix: &str) -> Env {
     let cp = ControlPlane::shared_with_controller_manager(&all_crds())
@@ -53,18 +37,6 @@ async fn env(prefix: &str) -> Env {
         ns: cp.namespace(prefix).await.expect("namespace"),
         operator_log: op.proc.log.clone(),
     }
-}
-
-/// CDI's part: the DataVolume's status.
-async fn cdi_status(env: &Env, dv: &str, status: Value) {
-    env.api(&dv_ar())
-        .patch_status(
-            dv,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("DataVolume {dv} status: {e}"));
 }
 
 /// CDI's (and the volume controller's) part: the claim it fills, bound.
@@ -290,7 +262,8 @@ async fn a_cdrom_is_a_read_only_sata_drive_booted_first() {
 async fn retain_disks_keeps_the_data_volume_for_the_next_machine_of_that_name() {
     let env = env("cdi-retain").await;
     let spec = json!({"template": "small", "disks": [
-        {"name": "root", "size": "2Gi", "source": {"http": {"url": IMAGE}}}]});
+        {"name": "root", "size": "2Gi", "source": {"http": {"url": IMAGE}}}],
+        "cdroms": [{"name": "iso", "source": {"http": {"url": "https://example.org/netinst.iso"}}}]});
     env.create(
         &machine_ar(),
         json!({"metadata": {"name": "keep", "annotations": {RETAIN_DISKS: "true"}}, "spec": spec}),
@@ -311,6 +284,8 @@ async fn retain_disks_keeps_the_data_volume_for_the_next_machine_of_that_name() 
         .expect("DataVolume kept");
     assert_eq!(uid(&kept), uid(&dv), "the same DataVolume");
     assert!(owner_uids(&kept).is_empty());
+    // Installer media hold no data of the Machine's: its CD-ROM's DataVolume goes.
+    env.wait_gone(&dv_ar(), "keep-iso").await;
 
     // A Machine of the same name adopts it.
     let again = env.machine("keep", spec).await;
@@ -320,7 +295,7 @@ async fn retain_disks_keeps_the_data_volume_for_the_next_machine_of_that_name() 
     })
     .await;
     let vm = env.wait_for(&vm_ar(), "keep").await;
-    assert_eq!(mounted_claims(&vm), ["keep-root"]);
+    assert_eq!(mounted_claims(&vm), ["keep-root", "keep-iso"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,38 +326,11 @@ async fn a_data_volume_the_operator_did_not_make_is_a_conflict() {
         env.get(&vm_ar(), "c").await.is_none(),
         "no VM mounts a volume another owns"
     );
-}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_cdi_the_operator_is_ready_and_only_machines_with_sources_wait() {
-    let crds: Vec<PathBuf> = all_crds()
-        .into_iter()
-        .filter(|p| !p.to_string_lossy().contains("cdi.kubevirt.io"))
-        .collect();
-    let cp = ControlPlane::start().await.expect("control plane");
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
-    let user = operator_user(&cp, &admin, OPERATOR_USER).await;
-    let op = Operator::start(&cp, &user, "no-cdi", &[]);
-    let env = Env {
-        client: admin.clone(),
-        ns: cp.namespace("no-cdi").await.expect("namespace"),
-        operator_log: op.proc.log.clone(),
-    };
-    env.until("/readyz 200 without the DataVolume CRD", || async {
-        (op.readyz().await == Some(200)).then_some(())
-    })
-    .await;
-    env.machine("plain", json!({"template": "small"})).await;
-    env.machine(
-        "imaged",
-        json!({"template": "small", "disks": [{"name": "root", "size": "2Gi", "source": {"http": {"url": IMAGE}}}]}),
-    )
-    .await;
-    env.wait_for(&vm_ar(), "plain").await;
-    env.wait_phase("plain", "Creating").await;
-    let message = env
-        .wait_condition("imaged", "StorageReady", "False", "CDINotInstalled")
+    // Nor does deleting the Machine touch it.
+    env.delete(&machine_ar(), "c", &DeleteParams::foreground())
         .await;
-    assert!(message.contains("disk root"), "{message}");
+    env.wait_gone(&machine_ar(), "c").await;
+    let after = env.get(&dv_ar(), "c-root").await.expect("still there");
+    assert_eq!(uid(&after), uid(&dv));
 }

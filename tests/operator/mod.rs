@@ -149,8 +149,6 @@ impl Operator {
             OPERATOR_NAMESPACE.into(),
             "--identity".into(),
             identity.into(),
-            "--reconcile-interval".into(),
-            format!("{}s", RESYNC.as_secs()).into(),
             "--cert-file".into(),
             dir.join("tls.crt").into(),
             "--key-file".into(),
@@ -162,6 +160,13 @@ impl Operator {
             "--health-probe-bind-address".into(),
             format!("127.0.0.1:{probes}").into(),
         ];
+        // RESYNC unless the test chose its own (one that must not lean on resyncs).
+        if !extra.contains(&"--reconcile-interval") {
+            args.extend([
+                "--reconcile-interval".into(),
+                format!("{}s", RESYNC.as_secs()).into(),
+            ]);
+        }
         args.extend(extra.iter().map(OsString::from));
         let proc = Proc::spawn_with_env(
             "kubevirt-operator",
