@@ -158,6 +158,38 @@ async fn ready(port: u16) -> bool {
 /// The namespaces of the scoped install.
 const TEAMS: [&str; 2] = ["team-a", "team-b"];
 
+/// Whether the chart's ServiceAccount holds CDI's clone right in `ns`, as CDI would ask.
+async fn may_clone_from(client: &kube::Client, ns: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+            )),
+            groups: Some(vec!["system:serviceaccounts".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.into()),
+                verb: Some("create".into()),
+                group: Some("cdi.kubevirt.io".into()),
+                resource: Some("datavolumes".into()),
+                subresource: Some("source".into()),
+                name: Some("golden".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("SubjectAccessReview")
+        .status
+        .is_some_and(|s| s.allowed)
+}
+
 #[tokio::test]
 async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     assert_eq!(NAMESPACE, OPERATOR_NAMESPACE);
@@ -195,9 +227,14 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
             "replicaCount=3",
             "--set",
             "watchNamespaces={team-a,team-b}",
+            "--set",
+            "cloneSourceNamespaces={team-a}",
         ],
     )
     .arg(chart_dir()));
+    // CDI's clone right, where listed only.
+    assert!(may_clone_from(&client, "team-a").await);
+    assert!(!may_clone_from(&client, "team-b").await);
     let d = deployments.get(SERVICE_ACCOUNT).await.expect("Deployment");
     assert!(
         d.metadata.generation.expect("generation") > generation,

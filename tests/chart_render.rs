@@ -175,6 +175,15 @@ fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
     found[0]
 }
 
+fn named<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = objs
+        .iter()
+        .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name}");
+    found[0]
+}
+
 fn env(deployment: &Value, name: &str) -> Option<String> {
     deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()?
@@ -349,7 +358,7 @@ fn rules_of(o: &Value) -> Vec<Value> {
 #[test]
 fn rbac_is_scoped_by_name_and_namespace() {
     let objs = docs(&helm_template(&[], &[]));
-    let cluster_role = one(&objs, "ClusterRole");
+    let cluster_role = named(&objs, "ClusterRole", "kubevirt-operator");
     for rule in rules_of(cluster_role) {
         if rule["apiGroups"][0] == "admissionregistration.k8s.io" {
             let verbs = rule["verbs"].as_array().expect("verbs");
@@ -368,7 +377,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         &[],
         &["--set", "watchNamespaces={team-a,team-b}"],
     ));
-    let cluster_role = one(&scoped, "ClusterRole");
+    let cluster_role = named(&scoped, "ClusterRole", "kubevirt-operator");
     let cluster_resources: Vec<String> = rules_of(cluster_role)
         .iter()
         .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
@@ -386,7 +395,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         ],
         "only cluster-scoped objects cluster-wide"
     );
-    let unscoped_machines_rules = rules_of(one(&objs, "ClusterRole"))
+    let unscoped_machines_rules = rules_of(named(&objs, "ClusterRole", "kubevirt-operator"))
         .into_iter()
         .filter(|r| {
             r["apiGroups"][0] != "admissionregistration.k8s.io"
@@ -408,6 +417,50 @@ fn rbac_is_scoped_by_name_and_namespace() {
     assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a,team-b"));
 }
 
+/// CDI's clone right: a ClusterRole bound to nobody by default, and bound to the operator in each
+/// namespace `cloneSourceNamespaces` lists, nowhere else.
+#[test]
+fn the_clone_right_is_bound_only_where_listed() {
+    let role =
+        |objs: &[Value]| rules_of(named(objs, "ClusterRole", "kubevirt-operator-clone-source"));
+    let bindings = |objs: &[Value]| -> Vec<(String, String)> {
+        objs.iter()
+            .filter(|o| o["roleRef"]["name"] == "kubevirt-operator-clone-source")
+            .map(|o| {
+                assert_eq!(o["kind"], "RoleBinding", "never cluster-wide: {o}");
+                assert_eq!(
+                    o["subjects"][0]["name"],
+                    "kubevirt-operator-controller-manager"
+                );
+                let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+                (
+                    ns.to_owned(),
+                    o["roleRef"]["kind"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let defaults = docs(&helm_template(&[], &[]));
+    assert_eq!(
+        role(&defaults),
+        [
+            json!({"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/source"], "verbs": ["create"]})
+        ]
+    );
+    assert!(bindings(&defaults).is_empty(), "bound to nobody by default");
+    let listed = docs(&helm_template(
+        &[],
+        &["--set", "cloneSourceNamespaces={os-images,media}"],
+    ));
+    assert_eq!(
+        bindings(&listed),
+        [
+            ("os-images".to_owned(), "ClusterRole".to_owned()),
+            ("media".to_owned(), "ClusterRole".to_owned())
+        ]
+    );
+}
+
 #[test]
 fn bad_values_are_refused_naming_the_value() {
     for (set, message) in [
@@ -423,6 +476,10 @@ fn bad_values_are_refused_naming_the_value() {
         ),
         ("log.format=xml", "log.format \"xml\""),
         ("watchNamespaces={Team_A}", "watchNamespaces \"Team_A\""),
+        (
+            "cloneSourceNamespaces={OS_Images}",
+            "cloneSourceNamespaces \"OS_Images\"",
+        ),
     ] {
         let out = tool("helm")
             .args(["template", "x"])

@@ -56,9 +56,11 @@ annotations:
 {{- if not (has .Values.log.format (list "json" "text")) -}}
 {{- fail (printf "log.format %q: expected json or text" .Values.log.format) -}}
 {{- end -}}
-{{- range .Values.watchNamespaces -}}
+{{- range $key := list "watchNamespaces" "cloneSourceNamespaces" -}}
+{{- range (index $.Values $key) -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .) -}}
-{{- fail (printf "watchNamespaces %q: not a namespace name (lower-case letters, digits and '-', at most 63)" .) -}}
+{{- fail (printf "%s %q: not a namespace name (lower-case letters, digits and '-', at most 63)" $key .) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.apiServerCIDRs) -}}
