@@ -16,36 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 const NAMESPACE: &str = "default";
-const PREREQUISITES: &str = r#"
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: fast-ssd}
-provisioner: kubernetes.io/no-provisioner
----
-apiVersion: vitistack.io/v1alpha1
-kind: NetworkConfiguration
-metadata: {name: prod-network, namespace: default}
-spec: {bridge: br-prod, vlan: 100}
----
-apiVersion: vitistack.io/v1alpha1
-kind: NetworkConfiguration
-metadata: {name: storage-network, namespace: default}
-spec: {bridge: br-storage, vlan: 200}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: os-images}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: golden-debian-12, namespace: os-images}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
----
-apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataSource
-metadata: {name: debian-12, namespace: os-images}
-spec: {source: {pvc: {name: golden-debian-12, namespace: os-images}}}
-"#;
+/// The StorageClass, NetworkConfigurations and golden image the examples expect.
+const PREREQUISITES: &str = include_str!("setup/prerequisites.yaml");
 
 struct Operator(Child);
 

@@ -1,13 +1,16 @@
-//! Issue 12 on control planes of their own: without CDI's CRDs, and with an operator that never
-//! resyncs within the test, so only its DataVolume watch can carry CDI's progress to the Machine.
+//! Issue 12 on control planes of their own: without CDI's CRDs; with an operator that never
+//! resyncs within the test, so only its DataVolume watch can carry CDI's progress to the Machine;
+//! and what `make dev` applies (examples/setup/, then examples/) in the namespace it uses.
 
 mod cdi;
 mod operator;
 mod ownership;
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use cdi::{IMAGE, all_crds, cdi_status, dv_ar};
@@ -76,4 +79,73 @@ async fn without_cdi_the_operator_is_ready_and_only_machines_with_sources_wait()
         .wait_condition("imaged", "StorageReady", "False", "CDINotInstalled")
         .await;
     assert!(message.contains("disk root"), "{message}");
+}
+
+/// What `make dev` shows: the golden image exists, every example is admitted, the four disk-image
+/// Machines get their DataVolumes and wait at `DataVolumePending` (no CDI runs), the others
+/// their claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_examples_apply_as_make_dev_applies_them() {
+    let (cp, op, mut env) = alone(&all_crds(), "dev", &[]).await;
+    env.until("/readyz 200", || async {
+        (op.readyz().await == Some(200)).then_some(())
+    })
+    .await;
+    env.ns = "default".into();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    // As dev.rs does: the setup as it is, the examples into `default`.
+    let apply = |args: &[&str], path: PathBuf| {
+        let out = cp
+            .kubectl()
+            .expect("kubectl")
+            .arg("apply")
+            .args(args)
+            .arg("-f")
+            .arg(&path)
+            .output()
+            .expect("kubectl apply");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = apply(&[], examples.join("setup"));
+    assert!(ok, "examples/setup: {err}");
+    // The webhook configurations reach kube-apiserver's informers a moment after readiness.
+    let mut applied = apply(&["-n", "default"], examples.clone());
+    for _ in 0..20 {
+        if applied.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        applied = apply(&["-n", "default"], examples.clone());
+    }
+    assert!(applied.0, "examples/: {}", applied.1);
+
+    let data_source = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataSource"),
+        "datasources",
+    );
+    let golden: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "os-images", &data_source);
+    golden
+        .get("debian-12")
+        .await
+        .expect("the golden image's DataSource");
+    for (machine, volumes) in [
+        ("debian-vm", &["debian-vm-root"][..]),
+        ("fedora-vm", &["fedora-vm-root"]),
+        ("golden-vm", &["golden-vm-root"]),
+        ("installer-vm", &["installer-vm-installer"]),
+    ] {
+        for dv in volumes {
+            env.wait_for(&dv_ar(), dv).await;
+        }
+        env.wait_condition(machine, "StorageReady", "False", "DataVolumePending")
+            .await;
+    }
+    for machine in ["basic-vm", "custom-vm", "networked-vm", "cloud-init-vm"] {
+        env.wait_for(&vm_ar(), machine).await;
+        env.wait_phase(machine, "Creating").await;
+    }
 }
