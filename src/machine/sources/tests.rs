@@ -166,6 +166,14 @@ fn cdroms() {
             "spec.cdroms[3].source: Required value: exactly one of http, registry, pvc, dataSource must be set",
         ]
     );
+    // KubeVirt refuses a VM with two volumes of one name; cloud-init's is "cloudinitdisk".
+    assert_eq!(
+        errors(json!({"cloudInit": {"userData": "#cloud-config\n"},
+                      "cdroms": [{"name": "cloudinitdisk", "source": {"pvc": {"name": "p"}}}]})),
+        [
+            r#"spec.cdroms[0].name: Invalid value: "cloudinitdisk": is reserved for the cloud-init volume"#
+        ]
+    );
     assert_eq!(
         errors(json!({"cdroms": [{"name": "big", "size": "0", "source": {"pvc": {"name": "p"}}}]})),
         [r#"spec.cdroms[0].size: Invalid value: "0": must be at least 1Mi"#]
