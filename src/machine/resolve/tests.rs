@@ -260,6 +260,36 @@ fn changing_the_template_rederives_template_values_and_keeps_overrides() {
 }
 
 #[test]
+fn changing_the_template_never_gives_a_clone_the_template_size() {
+    let catalog = Catalog::default();
+    let first = |root: serde_json::Value| {
+        resolve(
+            &spec(serde_json::json!({"template": "small", "disks": [root]})),
+            None,
+            &catalog,
+        )
+    };
+    let change_to_large = |first: &Resolved| {
+        let mut changed = first.spec.clone();
+        changed.template = Some("large".into());
+        resolve(&changed, Some(&first.from_template), &catalog)
+    };
+    let clone = first(serde_json::json!({"name": "root", "source": {"pvc": {"name": "golden"}}}));
+    let second = change_to_large(&clone);
+    assert_eq!(disks(&second.spec), vec![pair("root", "")]);
+    assert!(second.from_template.disks.iter().all(|d| d.size.is_none()));
+    assert!(second.spec.disks[0].source.is_some());
+    // The same change does re-derive an import's size: the clone's stays unset by rule.
+    let import = first(
+        serde_json::json!({"name": "root", "source": {"http": {"url": "https://example.com/a.qcow2"}}}),
+    );
+    assert_eq!(
+        disks(&change_to_large(&import).spec),
+        vec![pair("root", "80Gi")]
+    );
+}
+
+#[test]
 fn a_value_edited_after_defaulting_becomes_explicit() {
     let catalog = Catalog::default();
     let first = resolve(&MachineSpec::default(), None, &catalog);
