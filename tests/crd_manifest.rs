@@ -45,6 +45,17 @@ fn machine_crd_has_the_contracted_shape() {
         columns,
         ["Template", "Phase", "Storage", "VM", "Node", "IP", "Age"]
     );
+    // README: Storage is the StorageReady condition's reason (a CDI phase while importing).
+    let storage = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .find(|c| c.name == "Storage")
+        .map(|c| c.json_path.as_str());
+    assert_eq!(
+        storage,
+        Some(r#".status.conditions[?(@.type=="StorageReady")].reason"#)
+    );
     let schema = serde_json::to_value(
         version
             .schema

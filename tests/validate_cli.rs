@@ -188,7 +188,13 @@ fn the_disk_image_examples_validate_offline_and_keep_their_sources() {
             "/spec/disks/0/source/dataSource/namespace",
             "os-images",
         ),
+        (
+            "golden-clone.yaml",
+            "/spec/disks/0/source/dataSource/name",
+            "debian-12",
+        ),
         ("installer-iso.yaml", "/spec/cdroms/0/name", "installer"),
+        ("installer-iso.yaml", "/spec/bootOrder/0", "cdrom"),
     ] {
         let output = validate_file(&example(file));
         assert_ok(&output);
@@ -199,6 +205,14 @@ fn the_disk_image_examples_validate_offline_and_keep_their_sources() {
     // The clone keeps no size: CDI takes the golden image's.
     let clone = documents(&validate_file(&example("golden-clone.yaml")));
     assert!(clone[0].pointer("/spec/disks/0/size").is_none());
+    // The installer boots the ISO it names (the Debian version in the URL may move on).
+    let installer = documents(&validate_file(&example("installer-iso.yaml")));
+    let iso = installer[0].pointer("/spec/cdroms/0/source/http/url");
+    assert!(
+        iso.and_then(|u| u.as_str())
+            .is_some_and(|u| u.starts_with("https://") && u.ends_with("netinst.iso")),
+        "{iso:?}"
+    );
     let broken = r#"{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine", "metadata": {"name": "b"},
         "spec": {"disks": [{"name": "data", "size": "1Gi", "source": {"registry": {"url": "https://quay.io/a"}}}]}}"#;
     let output = run(&["validate", "-f", "-"], Some(broken));

@@ -1,5 +1,6 @@
-//! SPEC's names, defined once: labels, annotations, the finalizer and the field manager. Every
-//! module (admission, reconciler, tests) imports them from here; this module imports nothing.
+//! SPEC's names, defined once: labels, annotations, the finalizer, the field manager and the
+//! cloud-init volume. Every module (admission, reconciler, tests) imports them from here; this
+//! module imports nothing.
 
 /// Field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "kubevirt-operator";
@@ -20,3 +21,5 @@ pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
 pub const GROUP: &str = "vitistack.io";
 pub const VERSION: &str = "v1alpha1";
 pub const MACHINE_KIND: &str = "Machine";
+/// The VM's cloud-init volume; no Machine disk or CD-ROM may take the name (KubeVirt refuses two).
+pub const CLOUD_INIT_VOLUME: &str = "cloudinitdisk";

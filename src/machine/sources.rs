@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::api::machine::Disk;
+use crate::api::names::CLOUD_INIT_VOLUME;
 use crate::api::source::{
     Cdrom, DiskSource, HttpSource, LocalRef, MAX_URL_LEN, ObjectRef, PULL_METHODS, RegistrySource,
     SOURCE_KINDS,
@@ -170,8 +171,8 @@ fn check_object_ref(errors: &mut Vec<FieldError>, path: &FieldPath, r: &ObjectRe
     }
 }
 
-/// CD-ROM names (labels, unique, not a disk's name: both become `<machine>-<name>` claims) and
-/// sources.
+/// CD-ROM names (labels, unique, not the cloud-init volume's, and not a disk's name: disks and
+/// CD-ROMs both become `<machine>-<name>` claims) and sources.
 /// `is_disk` says whether the Machine (with its template) has a disk of that name.
 pub fn check_cdroms(
     path: &FieldPath,
@@ -191,6 +192,14 @@ pub fn check_cdroms(
                     .into_iter()
                     .map(|m| FieldError::invalid(&name_path, cdrom.name.as_str(), m)),
             );
+            // Like a disk: the VM would get two volumes of this name, which KubeVirt refuses.
+            if cdrom.name == CLOUD_INIT_VOLUME {
+                errors.push(FieldError::invalid(
+                    &name_path,
+                    cdrom.name.as_str(),
+                    "is reserved for the cloud-init volume",
+                ));
+            }
             if !seen.insert(&cdrom.name) {
                 errors.push(FieldError::duplicate(&name_path, cdrom.name.as_str()));
             } else if is_disk(&cdrom.name) {

@@ -11,6 +11,7 @@ use crate::api::machine::{
     ACCESS_MODES, BOOT_DEVICES, CORES, CloudInit, Disk, Domain, MAX_BOOT_ORDER, MAX_DISKS,
     MAX_NETWORKS, MachineSpec, NIC_MODELS, Network, SOCKETS, THREADS, VOLUME_MODES,
 };
+use crate::api::names::CLOUD_INIT_VOLUME;
 use crate::api::quantity::{Amount, Quantity};
 use crate::api::source::MAX_CDROMS;
 
@@ -24,8 +25,6 @@ pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
 /// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`).
 pub const MAX_USER_DATA: usize = 2048;
 pub const MAX_NETWORK_DATA: usize = 16 * 1024;
-/// KubeVirt names the cloud-init volume this; a Machine disk of that name would clash.
-pub const RESERVED_DISK: &str = "cloudinitdisk";
 /// networkName becomes a label value.
 pub const MAX_NETWORK_NAME: usize = 63;
 
@@ -193,7 +192,7 @@ fn validate_disks(
             out.errors.push(FieldError::required(&name_path, ""));
         } else {
             push_all(out, &name_path, &disk.name, dns1123_label(&disk.name));
-            if disk.name == RESERVED_DISK {
+            if disk.name == CLOUD_INIT_VOLUME {
                 out.errors.push(FieldError::invalid(
                     &name_path,
                     disk.name.as_str(),

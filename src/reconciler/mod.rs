@@ -43,11 +43,10 @@ pub use scopes::run;
 
 // SPEC's names live in `crate::api::names`; the children use them through here.
 use crate::api::names::{
-    APPLIED_HASH_ANNOTATION, FIELD_MANAGER, FINALIZER, MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
-    RETAIN_DISKS_ANNOTATION,
+    APPLIED_HASH_ANNOTATION, CLOUD_INIT_VOLUME, FIELD_MANAGER, FINALIZER, MACHINE_LABEL,
+    MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION,
 };
 
-pub const CLOUD_INIT_VOLUME: &str = "cloudinitdisk";
 /// The Secret key KubeVirt reads cloud-init user data from.
 pub const USERDATA_KEY: &str = "userdata";
 pub const RUN_STRATEGY_ALWAYS: &str = "Always";

@@ -357,4 +357,27 @@ mod tests {
             Some("Stopped")
         );
     }
+
+    /// The trigger maps a DataVolume or VMI to its Machine by this brief, not by an owner.
+    #[test]
+    fn data_volume_and_vmi_briefs_are_the_machine_label() {
+        use crate::reconciler::cdi::DataVolumeSpec;
+        use crate::reconciler::kubevirt::VirtualMachineInstanceSpec;
+        let labels = |machine: Option<&str>| {
+            let mut l = std::collections::BTreeMap::from([(
+                "vitistack.io/managed-by".to_owned(),
+                "kubevirt-operator".to_owned(),
+            )]);
+            l.extend(machine.map(|m| ("vitistack.io/machine".to_owned(), m.to_owned())));
+            l
+        };
+        for machine in [Some("m"), None] {
+            let mut dv = DataVolume::new("m-root", DataVolumeSpec::default());
+            *dv.labels_mut() = labels(machine);
+            assert_eq!(Packed::pack(&dv).unwrap().brief().as_deref(), machine);
+            let mut vmi = VirtualMachineInstance::new("m", VirtualMachineInstanceSpec {});
+            *vmi.labels_mut() = labels(machine);
+            assert_eq!(Packed::pack(&vmi).unwrap().brief().as_deref(), machine);
+        }
+    }
 }

@@ -1,5 +1,6 @@
 use serde_json::json;
 
+use crate::machine::names::{LABEL_MSG, SUBDOMAIN_MSG};
 use crate::machine::update_rules::validate_update;
 use crate::machine::validation::validate;
 use crate::machine::{Catalog, resolve};
@@ -90,6 +91,18 @@ fn url_schemes() {
             r#"spec.disks[0].source.registry.url: Invalid value: "quay.io/containerdisks/fedora:40": must start with docker:// or oci-archive://"#,
         ),
         (
+            json!({"registry": {"url": "docker:///x"}}),
+            r#"spec.disks[0].source.registry.url: Invalid value: "docker:///x": must name a host"#,
+        ),
+        (
+            json!({"registry": {"url": "oci-archive://"}}),
+            r#"spec.disks[0].source.registry.url: Invalid value: "oci-archive://": must name a host"#,
+        ),
+        (
+            json!({"registry": {"url": ""}}),
+            "spec.disks[0].source.registry.url: Required value: a URL starting with docker:// or oci-archive://",
+        ),
+        (
             json!({"registry": {"url": "docker://q/a", "pullMethod": "kubelet"}}),
             r#"spec.disks[0].source.registry.pullMethod: Unsupported value: "kubelet": supported values: "node", "pod""#,
         ),
@@ -102,6 +115,13 @@ fn url_schemes() {
         ["spec.disks[0].source.http.url: Too long: may not be more than 2048 bytes"]
     );
     assert!(disk_source(json!({"http": {"url": "HTTPS://A/B"}})).is_empty());
+    // Registry URLs: at most 2048 bytes, as documented.
+    let registry_url = |len: usize| format!("docker://q/{}", "x".repeat(len - "docker://q/".len()));
+    assert!(disk_source(json!({"registry": {"url": registry_url(2048)}})).is_empty());
+    assert_eq!(
+        disk_source(json!({"registry": {"url": registry_url(2049)}})),
+        ["spec.disks[0].source.registry.url: Too long: may not be more than 2048 bytes"]
+    );
 }
 
 #[test]
@@ -122,6 +142,27 @@ fn names_and_namespaces() {
             "spec.disks[0].source.http.secretRef.name: Required value: the name of a Secret in the Machine's namespace"
         ]
     );
+    // Secret and DataSource names are DNS-1123 subdomains, namespaces DNS-1123 labels.
+    let invalid = |field: &str, value: &str, message: &str| {
+        format!("spec.disks[0].source.{field}: Invalid value: {value:?}: {message}")
+    };
+    assert_eq!(
+        disk_source(json!({"registry": {"url": "docker://q/a", "secretRef": {"name": "Creds_"}}})),
+        [invalid("registry.secretRef.name", "Creds_", SUBDOMAIN_MSG)]
+    );
+    assert_eq!(
+        disk_source(json!({"dataSource": {"name": "Deb_12", "namespace": "os-images"}})),
+        [invalid("dataSource.name", "Deb_12", SUBDOMAIN_MSG)]
+    );
+    assert_eq!(
+        disk_source(json!({"dataSource": {"name": "debian-12", "namespace": "OS_Images"}})),
+        [invalid("dataSource.namespace", "OS_Images", LABEL_MSG)]
+    );
+    // A valid subdomain is still no namespace.
+    assert_eq!(
+        disk_source(json!({"dataSource": {"name": "debian.12", "namespace": "os.images"}})),
+        [invalid("dataSource.namespace", "os.images", LABEL_MSG)]
+    );
     let e = disk_source(json!({"http": {"url": "https://a/b", "certConfigMap": "CA"}}));
     assert_eq!(e.len(), 1);
     assert!(e[0].starts_with(r#"spec.disks[0].source.http.certConfigMap: Invalid value: "CA""#));
@@ -138,6 +179,14 @@ fn clones_need_no_size_imports_do() {
     );
     assert_eq!(
         errors(json!({"disks": [{"name": "data", "source": {"http": {"url": "https://a/b"}}}]})),
+        [
+            r#"spec.disks[0].size: Required value: disk "data" is not in template "medium", so it needs a size"#
+        ]
+    );
+    assert_eq!(
+        errors(
+            json!({"disks": [{"name": "data", "source": {"registry": {"url": "docker://q/a"}}}]})
+        ),
         [
             r#"spec.disks[0].size: Required value: disk "data" is not in template "medium", so it needs a size"#
         ]
@@ -164,6 +213,23 @@ fn cdroms() {
             r#"spec.cdroms[2].name: Duplicate value: "iso""#,
             "spec.cdroms[3].name: Required value",
             "spec.cdroms[3].source: Required value: exactly one of http, registry, pvc, dataSource must be set",
+        ]
+    );
+    // CD-ROM names are DNS-1123 labels (a dot, fine in a subdomain, is refused too).
+    for name in ["ISO", "iso.v1"] {
+        assert_eq!(
+            errors(json!({"cdroms": [{"name": name, "source": {"pvc": {"name": "p"}}}]})),
+            [format!(
+                "spec.cdroms[0].name: Invalid value: {name:?}: {LABEL_MSG}"
+            )],
+        );
+    }
+    // KubeVirt refuses a VM with two volumes of one name; cloud-init's is "cloudinitdisk".
+    assert_eq!(
+        errors(json!({"cloudInit": {"userData": "#cloud-config\n"},
+                      "cdroms": [{"name": "cloudinitdisk", "source": {"pvc": {"name": "p"}}}]})),
+        [
+            r#"spec.cdroms[0].name: Invalid value: "cloudinitdisk": is reserved for the cloud-init volume"#
         ]
     );
     assert_eq!(

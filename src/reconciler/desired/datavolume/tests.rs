@@ -167,6 +167,27 @@ fn clones_default_to_the_machines_namespace_and_the_sources_size() {
 }
 
 #[test]
+fn a_data_source_defaults_to_the_machines_namespace_a_pvcs_own_namespace_is_kept() {
+    let m = machine(
+        "c",
+        json!({"disks": [
+        {"name": "root", "source": {"dataSource": {"name": "debian-12"}}},
+        {"name": "data", "source": {"pvc": {"name": "golden-debian-12", "namespace": "os-images"}}}]}),
+    );
+    let dvs = dvs(&derived(&m));
+    assert_eq!(
+        dvs[0]["spec"]["sourceRef"],
+        json!({"kind": "DataSource", "name": "debian-12", "namespace": "ns"})
+    );
+    assert!(dvs[0]["spec"].get("source").is_none(), "{:#}", dvs[0]);
+    assert_eq!(
+        dvs[1]["spec"]["source"],
+        json!({"pvc": {"name": "golden-debian-12", "namespace": "os-images"}})
+    );
+    assert!(dvs[1]["spec"].get("sourceRef").is_none(), "{:#}", dvs[1]);
+}
+
+#[test]
 fn cdroms_are_read_only_sata_drives_and_boot_where_the_order_says() {
     let m = machine(
         "inst",
