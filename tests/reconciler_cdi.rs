@@ -200,6 +200,12 @@ async fn a_failed_import_shows_import_failed_and_heals() {
     .await;
     env.wait_condition("bad", "StorageReady", "False", "ImportInProgress")
         .await;
+
+    // Without retain-disks a disk's DataVolume goes with its Machine, as a blank disk's claim.
+    env.delete(&machine_ar(), "bad", &DeleteParams::background())
+        .await;
+    env.wait_gone(&machine_ar(), "bad").await;
+    env.wait_gone(&dv_ar(), "bad-root").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
