@@ -2,15 +2,15 @@
 //! kustomize) and checked: `helm lint`, `kubernetes-validate --strict` against the Kubernetes
 //! 1.30 and 1.33 schemas, the chart and kustomize installing the same objects, and the facts
 //! an admin relies on (pinned image, no CPU limit, drain within the grace period, the webhook
-//! Service name carried to the operator, RBAC by scope).
+//! Service name carried to the operator). RBAC: `chart_rbac.rs`.
 
 mod chart;
 
 use std::collections::BTreeMap;
 
 use chart::{
-    ALL_TOGGLES, COMPONENTS, NAMESPACE, chart_dir, docs, helm_template, kustomize,
-    kustomize_with_components, overlay, repo, run, text, tool, values_file,
+    ALL_TOGGLES, COMPONENTS, NAMESPACE, chart_dir, docs, env, helm_template, kustomize,
+    kustomize_with_components, one, overlay, repo, run, text, tool, values_file,
 };
 use serde_json::{Value, json};
 
@@ -169,29 +169,6 @@ fn rendered_objects_pass_kubernetes_validate_strict_for_1_30_and_1_33() {
     assert!(!out.status.success(), "{}", text(&out));
 }
 
-fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
-    let found: Vec<&Value> = objs.iter().filter(|d| d["kind"] == kind).collect();
-    assert_eq!(found.len(), 1, "one {kind}");
-    found[0]
-}
-
-fn named<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    let found: Vec<&Value> = objs
-        .iter()
-        .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .collect();
-    assert_eq!(found.len(), 1, "one {kind} {name}");
-    found[0]
-}
-
-fn env(deployment: &Value, name: &str) -> Option<String> {
-    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-        .as_array()?
-        .iter()
-        .find(|e| e["name"] == name)
-        .and_then(|e| e["value"].as_str().map(str::to_owned))
-}
-
 #[test]
 fn the_deployment_has_no_traps() {
     for rendered in [helm_template(&[], &[]), kustomize(&repo("manifests"))] {
@@ -346,118 +323,6 @@ fn cert_manager_webhooks_match_the_operators_own() {
             .iter()
             .any(|o| o["kind"] == "Role"
                 && o["metadata"]["name"] == "kubevirt-operator-certificates")
-    );
-}
-
-fn rules_of(o: &Value) -> Vec<Value> {
-    o["rules"].as_array().cloned().unwrap_or_default()
-}
-
-/// RBAC by scope: the operator's own webhook configurations and certificate objects by name
-/// (only `create` unnamed), and in namespace-scoped mode no cluster-wide namespaced rights.
-#[test]
-fn rbac_is_scoped_by_name_and_namespace() {
-    let objs = docs(&helm_template(&[], &[]));
-    let cluster_role = named(&objs, "ClusterRole", "kubevirt-operator");
-    for rule in rules_of(cluster_role) {
-        if rule["apiGroups"][0] == "admissionregistration.k8s.io" {
-            let verbs = rule["verbs"].as_array().expect("verbs");
-            if verbs == &vec![json!("create")] {
-                assert!(rule.get("resourceNames").is_none());
-            } else {
-                assert_eq!(
-                    rule["resourceNames"],
-                    json!(["kubevirt-operator"]),
-                    "{rule}"
-                );
-            }
-        }
-    }
-    let scoped = docs(&helm_template(
-        &[],
-        &["--set", "watchNamespaces={team-a,team-b}"],
-    ));
-    let cluster_role = named(&scoped, "ClusterRole", "kubevirt-operator");
-    let cluster_resources: Vec<String> = rules_of(cluster_role)
-        .iter()
-        .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
-        .map(|r| r.as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert_eq!(
-        cluster_resources,
-        [
-            "storageclasses",
-            "subjectaccessreviews",
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations",
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations"
-        ],
-        "only cluster-scoped objects cluster-wide"
-    );
-    let unscoped_machines_rules = rules_of(named(&objs, "ClusterRole", "kubevirt-operator"))
-        .into_iter()
-        .filter(|r| {
-            r["apiGroups"][0] != "admissionregistration.k8s.io"
-                && r["resources"][0] != "storageclasses"
-                && r["resources"][0] != "subjectaccessreviews"
-        })
-        .collect::<Vec<_>>();
-    for ns in ["team-a", "team-b"] {
-        let role = scoped
-            .iter()
-            .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == ns)
-            .unwrap_or_else(|| panic!("a Role in {ns}"));
-        assert_eq!(rules_of(role), unscoped_machines_rules, "{ns}");
-        assert!(scoped.iter().any(|o| o["kind"] == "RoleBinding"
-            && o["metadata"]["namespace"] == ns
-            && o["subjects"][0]["name"] == "kubevirt-operator-controller-manager"));
-    }
-    let d = one(&scoped, "Deployment");
-    assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a,team-b"));
-}
-
-/// CDI's clone right: a ClusterRole bound to nobody by default, and bound to the operator in each
-/// namespace `cloneSourceNamespaces` lists, nowhere else.
-#[test]
-fn the_clone_right_is_bound_only_where_listed() {
-    let role =
-        |objs: &[Value]| rules_of(named(objs, "ClusterRole", "kubevirt-operator-clone-source"));
-    let bindings = |objs: &[Value]| -> Vec<(String, String)> {
-        objs.iter()
-            .filter(|o| o["roleRef"]["name"] == "kubevirt-operator-clone-source")
-            .map(|o| {
-                assert_eq!(o["kind"], "RoleBinding", "never cluster-wide: {o}");
-                assert_eq!(
-                    o["subjects"][0]["name"],
-                    "kubevirt-operator-controller-manager"
-                );
-                let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
-                (
-                    ns.to_owned(),
-                    o["roleRef"]["kind"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect()
-    };
-    let defaults = docs(&helm_template(&[], &[]));
-    assert_eq!(
-        role(&defaults),
-        [
-            json!({"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/source"], "verbs": ["create"]})
-        ]
-    );
-    assert!(bindings(&defaults).is_empty(), "bound to nobody by default");
-    let listed = docs(&helm_template(
-        &[],
-        &["--set", "cloneSourceNamespaces={os-images,media}"],
-    ));
-    assert_eq!(
-        bindings(&listed),
-        [
-            ("os-images".to_owned(), "ClusterRole".to_owned()),
-            ("media".to_owned(), "ClusterRole".to_owned())
-        ]
     );
 }
 

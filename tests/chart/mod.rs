@@ -143,3 +143,29 @@ pub fn kustomize_with_components() -> String {
         "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy]\n",
     ))
 }
+
+/// The one object of `kind` among `objs`.
+pub fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = objs.iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "one {kind}");
+    found[0]
+}
+
+/// The one object of `kind` named `name` among `objs`.
+pub fn named<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = objs
+        .iter()
+        .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name}");
+    found[0]
+}
+
+/// The value of the environment variable `name` of `deployment`'s first container.
+pub fn env(deployment: &Value, name: &str) -> Option<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str().map(str::to_owned))
+}

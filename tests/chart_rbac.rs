@@ -1,0 +1,120 @@
+//! The chart's RBAC by scope: the operator's own webhook configurations and certificate objects
+//! by name, no cluster-wide namespaced rights in namespace-scoped mode, and CDI's clone right
+//! bound only where `cloneSourceNamespaces` lists.
+
+mod chart;
+
+use chart::{docs, env, helm_template, named, one};
+use serde_json::{Value, json};
+
+fn rules_of(o: &Value) -> Vec<Value> {
+    o["rules"].as_array().cloned().unwrap_or_default()
+}
+
+/// RBAC by scope: the operator's own webhook configurations and certificate objects by name
+/// (only `create` unnamed), and in namespace-scoped mode no cluster-wide namespaced rights.
+#[test]
+fn rbac_is_scoped_by_name_and_namespace() {
+    let objs = docs(&helm_template(&[], &[]));
+    let cluster_role = named(&objs, "ClusterRole", "kubevirt-operator");
+    for rule in rules_of(cluster_role) {
+        if rule["apiGroups"][0] == "admissionregistration.k8s.io" {
+            let verbs = rule["verbs"].as_array().expect("verbs");
+            if verbs == &vec![json!("create")] {
+                assert!(rule.get("resourceNames").is_none());
+            } else {
+                assert_eq!(
+                    rule["resourceNames"],
+                    json!(["kubevirt-operator"]),
+                    "{rule}"
+                );
+            }
+        }
+    }
+    let scoped = docs(&helm_template(
+        &[],
+        &["--set", "watchNamespaces={team-a,team-b}"],
+    ));
+    let cluster_role = named(&scoped, "ClusterRole", "kubevirt-operator");
+    let cluster_resources: Vec<String> = rules_of(cluster_role)
+        .iter()
+        .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+        .map(|r| r.as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        cluster_resources,
+        [
+            "storageclasses",
+            "subjectaccessreviews",
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations"
+        ],
+        "only cluster-scoped objects cluster-wide"
+    );
+    let unscoped_machines_rules = rules_of(named(&objs, "ClusterRole", "kubevirt-operator"))
+        .into_iter()
+        .filter(|r| {
+            r["apiGroups"][0] != "admissionregistration.k8s.io"
+                && r["resources"][0] != "storageclasses"
+                && r["resources"][0] != "subjectaccessreviews"
+        })
+        .collect::<Vec<_>>();
+    for ns in ["team-a", "team-b"] {
+        let role = scoped
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == ns)
+            .unwrap_or_else(|| panic!("a Role in {ns}"));
+        assert_eq!(rules_of(role), unscoped_machines_rules, "{ns}");
+        assert!(scoped.iter().any(|o| o["kind"] == "RoleBinding"
+            && o["metadata"]["namespace"] == ns
+            && o["subjects"][0]["name"] == "kubevirt-operator-controller-manager"));
+    }
+    let d = one(&scoped, "Deployment");
+    assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a,team-b"));
+}
+
+/// CDI's clone right: a ClusterRole bound to nobody by default, and bound to the operator in each
+/// namespace `cloneSourceNamespaces` lists, nowhere else.
+#[test]
+fn the_clone_right_is_bound_only_where_listed() {
+    let role =
+        |objs: &[Value]| rules_of(named(objs, "ClusterRole", "kubevirt-operator-clone-source"));
+    let bindings = |objs: &[Value]| -> Vec<(String, String)> {
+        objs.iter()
+            .filter(|o| o["roleRef"]["name"] == "kubevirt-operator-clone-source")
+            .map(|o| {
+                assert_eq!(o["kind"], "RoleBinding", "never cluster-wide: {o}");
+                assert_eq!(
+                    o["subjects"][0]["name"],
+                    "kubevirt-operator-controller-manager"
+                );
+                let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+                (
+                    ns.to_owned(),
+                    o["roleRef"]["kind"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let defaults = docs(&helm_template(&[], &[]));
+    assert_eq!(
+        role(&defaults),
+        [
+            json!({"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/source"], "verbs": ["create"]})
+        ]
+    );
+    assert!(bindings(&defaults).is_empty(), "bound to nobody by default");
+    let listed = docs(&helm_template(
+        &[],
+        &["--set", "cloneSourceNamespaces={os-images,media}"],
+    ));
+    assert_eq!(
+        bindings(&listed),
+        [
+            ("os-images".to_owned(), "ClusterRole".to_owned()),
+            ("media".to_owned(), "ClusterRole".to_owned())
+        ]
+    );
+}
