@@ -116,16 +116,8 @@ pub struct DataVolumeStatus {
     pub conditions: Vec<DataVolumeCondition>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct DataVolumeCondition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
+/// CDI reports conditions in KubeVirt's shape (type, status, reason, message).
+pub type DataVolumeCondition = super::kubevirt::KubeVirtCondition;
 
 /// DataVolume phases CDI reports (`DataVolumePhase` in CDI's API).
 pub mod dv_phase {

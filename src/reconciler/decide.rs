@@ -204,16 +204,12 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
             if !names_derived && secret_ownership == Ownership::Ours {
                 out.delete_derived_secret = o.derived_secret.as_ref().and_then(|m| m.uid.clone());
             }
-            // A removed CD-ROM's, controlled by this Machine: a released one (retain-disks) is
-            // left alone, and so is a disk's, whose claim holds data (disks are never removed
-            // through the webhook; one gone some other way keeps its volume, as a blank disk's
-            // claim does). The live VM tells the two apart: it still mounts the removed CD-ROM.
-            let cdroms = mounted_cdroms(o.vm.as_ref());
+            // A removed CD-ROM's, once the VM no longer mounts it, and controlled by this
+            // Machine only: a released one (retain-disks) is left alone.
             out.delete_data_volumes = o
                 .unwanted_data_volumes
                 .iter()
                 .filter(|dv| ownership::controlled_by(dv.meta(), uid.as_deref()))
-                .filter(|dv| cdroms.contains(&dv.name_any().as_str()))
                 .filter_map(|dv| Some((dv.name_any(), dv.uid()?)))
                 .collect();
             out.vm = Some(vm);
@@ -251,16 +247,3 @@ pub fn own_vmi<'a>(
 
 #[cfg(test)]
 mod tests;
-
-/// The DataVolumes `vm` mounts as CD-ROMs.
-fn mounted_cdroms(vm: Option<&VirtualMachine>) -> Vec<&str> {
-    let Some(spec) = vm.map(|vm| &vm.spec.template.spec) else {
-        return Vec::new();
-    };
-    let drives = &spec.domain.devices.disks;
-    spec.volumes
-        .iter()
-        .filter(|v| drives.iter().any(|d| d.name == v.name && d.cdrom.is_some()))
-        .filter_map(|v| Some(v.data_volume.as_ref()?.name.as_str()))
-        .collect()
-}

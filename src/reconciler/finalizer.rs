@@ -129,7 +129,8 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     // retain-disks keeps the disks' ones, released; a CD-ROM is installer media, not a disk.
     if ctx.cdi_installed {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-        for v in sourced_volumes(&name, &spec) {
+        let volumes = sourced_volumes(&name, &spec);
+        for v in &volumes {
             let Some(dv) = dvs.get_metadata_opt(&v.claim_name).await? else {
                 continue;
             };
@@ -149,6 +150,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
             dv.namespace().as_deref() == Some(ns.as_str())
                 && dv.brief().as_deref() == Some(name.as_str())
                 && ownership::controlled_by(dv.meta(), machine.uid().as_deref())
+                && !volumes.iter().any(|v| v.claim_name == dv.name_any())
         });
         for dv in leftovers {
             if let Some(uid) = dv.uid() {

@@ -289,7 +289,7 @@ pub struct VirtualMachineStatus {
     pub conditions: Vec<KubeVirtCondition>,
 }
 
-/// KubeVirt's condition shape (VM and VMI), reduced to what is read.
+/// KubeVirt's condition shape (VM and VMI, and CDI's DataVolumes), reduced to what is read.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct KubeVirtCondition {
     #[serde(rename = "type")]

@@ -25,7 +25,7 @@ use super::multus::NetworkAttachmentDefinition;
 use super::packed::{Brief, Packed};
 use super::presence::Presence;
 use super::spec::resolved_spec;
-use super::volumes::sourced_volumes;
+use super::volumes::{removed_cdroms, sourced_volumes};
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.
@@ -54,7 +54,8 @@ pub struct Observed {
     pub data_volumes: BTreeMap<String, DataVolume>,
     /// Whether CDI's DataVolume API is served.
     pub cdi_installed: bool,
-    /// Cached DataVolumes labelled for this Machine that it no longer wants (a removed CD-ROM).
+    /// Cached DataVolumes labelled for this Machine of CD-ROMs its live VM mounts but the spec no
+    /// longer names.
     pub unwanted_data_volumes: Vec<DataVolume>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
@@ -174,21 +175,9 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .into_iter()
         .map(|v| v.claim_name)
         .collect();
-    let unwanted_data_volumes = ctx
-        .stores
-        .data_volumes
-        .state_filter(|dv| {
-            dv.namespace().as_deref() == Some(ns.as_str())
-                && dv.brief().as_deref() == Some(name.as_str())
-                && !sourced.contains(&dv.name_any())
-        })
-        .iter()
-        // One that does not decode is left alone: only ever a reason not to delete.
-        .filter_map(|dv| dv.unpack().ok())
-        .collect();
     if ctx.cdi_installed && !sourced.is_empty() {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-        for dv_name in sourced {
+        for dv_name in sourced.iter().cloned() {
             let caches = (
                 &stores.data_volumes,
                 &stores.dv_names,
@@ -208,6 +197,14 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         &name,
     )
     .await?;
+    // A removed CD-ROM's DataVolume, from our cache; one that does not decode is left alone
+    // (only ever a reason not to delete).
+    let unwanted_data_volumes = removed_cdroms(vm.as_ref(), &sourced)
+        .into_iter()
+        .filter_map(|dv| stores.data_volumes.get(&ObjectRef::new(dv).within(&ns)))
+        .filter(|dv| dv.brief().as_deref() == Some(name.as_str()))
+        .filter_map(|dv| dv.unpack().ok())
+        .collect();
     let derived = derived_secret_name(&name);
     let derived_secret = if source_secret.is_some()
         || vm

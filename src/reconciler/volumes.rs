@@ -14,6 +14,7 @@ use crate::api::{MachineSpec, MachineStatus};
 use super::cdi::DataVolume;
 use super::desired::meta::pvc_name;
 use super::events::Notice;
+use super::kubevirt::VirtualMachine;
 use super::provisioning::{self, Sourced, Verdict};
 
 /// A disk with a source or a CD-ROM: a DataVolume named like its claim.
@@ -133,6 +134,23 @@ pub fn notices(
         .collect()
 }
 
+/// The DataVolumes of CD-ROMs `vm` still mounts that `wanted` (the spec's sourced volumes) no
+/// longer names: the only DataVolumes a live Machine may delete. A disk's is never one: its
+/// claim holds data, and disks are not removed through the webhook; one gone some other way
+/// keeps its volume, as a blank disk's claim does.
+pub fn removed_cdroms<'v>(vm: Option<&'v VirtualMachine>, wanted: &[String]) -> Vec<&'v str> {
+    let Some(spec) = vm.map(|vm| &vm.spec.template.spec) else {
+        return Vec::new();
+    };
+    let drives = &spec.domain.devices.disks;
+    spec.volumes
+        .iter()
+        .filter(|v| drives.iter().any(|d| d.name == v.name && d.cdrom.is_some()))
+        .filter_map(|v| Some(v.data_volume.as_ref()?.name.as_str()))
+        .filter(|name| !wanted.iter().any(|w| w == name))
+        .collect()
+}
+
 /// The DataVolumes and claims by name, `written` first.
 pub fn by_name<'a, K: ResourceExt>(
     written: &'a [K],
@@ -146,7 +164,7 @@ pub fn by_name<'a, K: ResourceExt>(
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -221,6 +239,31 @@ mod tests {
                 true
             )
         );
+    }
+
+    #[test]
+    fn only_removed_cdroms_the_vm_still_mounts_may_go() {
+        let vm = |disks: Value, volumes: Value| -> VirtualMachine {
+            serde_json::from_value(json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": {"name": "m"},
+                "spec": {"template": {"spec": {"domain": {"devices": {"disks": disks}},
+                    "volumes": volumes}}}
+            }))
+            .expect("vm")
+        };
+        let live = vm(
+            json!([{"name": "root", "disk": {}}, {"name": "data", "disk": {}},
+                   {"name": "iso", "cdrom": {}}, {"name": "old-iso", "cdrom": {}}]),
+            json!([{"name": "root", "dataVolume": {"name": "m-root"}},
+                   {"name": "data", "dataVolume": {"name": "m-data"}},
+                   {"name": "iso", "dataVolume": {"name": "m-iso"}},
+                   {"name": "old-iso", "dataVolume": {"name": "m-old-iso"}}]),
+        );
+        // The spec kept root and iso: data (a disk, gone without the webhook) is kept.
+        let wanted = ["m-root".to_owned(), "m-iso".to_owned()];
+        assert_eq!(removed_cdroms(Some(&live), &wanted), ["m-old-iso"]);
+        assert!(removed_cdroms(None, &wanted).is_empty(), "no VM: nothing");
     }
 
     #[test]
