@@ -1,12 +1,15 @@
 //! Access checks as the requesting user: the operator reads some objects on a Machine author's
-//! behalf (a cloud-init Secret today; image and clone sources later), so the author must be
-//! allowed to read them too, or installing the operator would grant a right nobody gave.
+//! behalf (a cloud-init Secret, a disk image's credentials, a golden image to clone), so the
+//! author must be allowed to reach them too, or installing the operator would grant a right
+//! nobody gave.
 //!
 //! - [`needs`]: pure, which permissions a request needs from its author, given (old, new).
+//! - [`sources`]: pure, what the disk and CD-ROM sources among them need.
 //! - [`review`]: the I/O shell, one SubjectAccessReview per needed permission, as the author.
 
 pub mod needs;
 pub mod review;
+pub mod sources;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -5,9 +5,8 @@
 
 use serde_json::Value;
 
-use super::Permission;
+use super::{Permission, sources};
 use crate::api::MachineSpec;
-use crate::machine::source_access;
 
 /// A Machine write as the access check sees it: the objects as the API server sent them
 /// (after mutation), and the namespace they live in.
@@ -66,7 +65,7 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
 /// `spec.disks[].source` and `spec.cdroms[].source`: the operator creates DataVolumes that
 /// clone or import on the author's behalf, so the author needs what CDI would ask of them (a
 /// clone's `create datavolumes/source` in another namespace) and `get` on the credentials and
-/// CA bundle the importer reads ([`crate::machine::source_access`]). Sources new in this
+/// CA bundle the importer reads ([`sources`]). Sources new in this
 /// request only: an unchanged one was checked when it was set.
 fn disk_sources(change: &Change) -> Vec<Permission> {
     let spec =
@@ -77,18 +76,7 @@ fn disk_sources(change: &Change) -> Vec<Permission> {
         return Vec::new();
     };
     let old = change.old.and_then(spec);
-    source_access::needed(change.namespace, old.as_ref(), &new)
-        .into_iter()
-        .map(|n| Permission {
-            field: n.field,
-            verb: n.verb.to_owned(),
-            group: n.group.to_owned(),
-            resource: n.resource.to_owned(),
-            subresource: n.subresource.to_owned(),
-            namespace: n.namespace,
-            name: n.name,
-        })
-        .collect()
+    sources::needed(change.namespace, old.as_ref(), &new)
 }
 
 #[cfg(test)]

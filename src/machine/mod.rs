@@ -5,7 +5,6 @@ pub mod field_error;
 pub mod names;
 pub mod resolve;
 pub mod sizes;
-pub mod source_access;
 pub mod sources;
 pub mod templates;
 pub mod update_rules;

@@ -10,42 +10,37 @@
 //! Only sources new in this request are checked: an unchanged source was admitted before, and
 //! sources are immutable.
 
+use super::Permission;
 use crate::api::MachineSpec;
 use crate::api::source::DiskSource;
-
-/// One permission to check with a SubjectAccessReview.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Needed {
-    pub verb: &'static str,
-    pub group: &'static str,
-    pub resource: &'static str,
-    pub subresource: &'static str,
-    pub namespace: String,
-    /// Empty: any name (CDI's clone rule is per namespace).
-    pub name: String,
-    /// The field that needs it, e.g. `spec.disks[0].source.pvc.namespace` (the first one, when
-    /// several fields need the same permission).
-    pub field: String,
-}
 
 pub const CDI_GROUP: &str = "cdi.kubevirt.io";
 
 /// The permissions the sources new in `new` (compared with `old`) need, without repeats.
-pub fn needed(namespace: &str, old: Option<&MachineSpec>, new: &MachineSpec) -> Vec<Needed> {
+pub fn needed(namespace: &str, old: Option<&MachineSpec>, new: &MachineSpec) -> Vec<Permission> {
     let before: Vec<&DiskSource> = old
         .map(|o| sources(o).into_iter().map(|(_, s)| s).collect())
         .unwrap_or_default();
-    let mut out: Vec<Needed> = sources(new)
+    let mut out: Vec<Permission> = sources(new)
         .into_iter()
         .filter(|(_, s)| !before.contains(s))
         .flat_map(|(path, s)| for_source(namespace, &path, s))
         .collect();
-    out.sort();
-    out.dedup_by(|a, b| {
-        (&a.verb, &a.resource, &a.namespace, &a.name)
-            == (&b.verb, &b.resource, &b.namespace, &b.name)
-    });
+    out.sort_by(|a, b| key(a).cmp(&key(b)).then_with(|| a.field.cmp(&b.field)));
+    out.dedup_by(|a, b| key(a) == key(b));
     out
+}
+
+/// What a SubjectAccessReview asks, without the field that needs it.
+fn key(p: &Permission) -> [&str; 6] {
+    [
+        &p.verb,
+        &p.group,
+        &p.resource,
+        &p.subresource,
+        &p.namespace,
+        &p.name,
+    ]
 }
 
 /// Each source with the path of its `source` field.
@@ -63,12 +58,12 @@ fn sources(spec: &MachineSpec) -> Vec<(String, &DiskSource)> {
     disks.chain(cdroms).collect()
 }
 
-fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Needed> {
-    let get = |resource: &'static str, name: &str, field: &str| Needed {
-        verb: "get",
-        group: "",
-        resource,
-        subresource: "",
+fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Permission> {
+    let get = |resource: &str, name: &str, field: &str| Permission {
+        verb: "get".to_owned(),
+        group: String::new(),
+        resource: resource.to_owned(),
+        subresource: String::new(),
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         field: format!("{path}.{field}"),
@@ -88,11 +83,11 @@ fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Needed> {
     let kind = if s.pvc.is_some() { "pvc" } else { "dataSource" };
     let other_namespace = s.clone_ref().and_then(|r| r.namespace.clone());
     if let Some(ns) = other_namespace.filter(|ns| ns != namespace) {
-        out.push(Needed {
-            verb: "create",
-            group: CDI_GROUP,
-            resource: "datavolumes",
-            subresource: "source",
+        out.push(Permission {
+            verb: "create".to_owned(),
+            group: CDI_GROUP.to_owned(),
+            resource: "datavolumes".to_owned(),
+            subresource: "source".to_owned(),
             namespace: ns,
             // CDI asks about the PVC by name, so a grant limited by `resourceNames` works; a
             // DataSource's PVC is only known to CDI, so that clone needs the namespace-wide right.
@@ -113,7 +108,7 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn short(n: &[Needed]) -> Vec<String> {
+    fn short(n: &[Permission]) -> Vec<String> {
         n.iter()
             .map(|n| {
                 format!(
