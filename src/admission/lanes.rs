@@ -125,7 +125,7 @@ impl Lanes {
         let (permit, bytes, release) = match declared {
             Some(n) if n <= SMALL_BODY_BYTES => {
                 let Ok(bytes) = axum::body::to_bytes(body, SMALL_BODY_BYTES).await else {
-                    return Err(too_large(SMALL_BODY_BYTES));
+                    return Err(unread(too_large(SMALL_BODY_BYTES)));
                 };
                 let Ok(Ok(permit)) = wait(&self.small).await else {
                     return Err(busy());
@@ -134,11 +134,11 @@ impl Lanes {
             }
             _ => {
                 let Ok(Ok(permit)) = wait(&self.large).await else {
-                    return Err(busy());
+                    return Err(unread(busy()));
                 };
                 let taken = Instant::now();
                 let Ok(bytes) = read_paced(body, MAX_BODY_BYTES, s.large_rate).await else {
-                    return Err(too_large(MAX_BODY_BYTES));
+                    return Err(unread(too_large(MAX_BODY_BYTES)));
                 };
                 let share = bytes.len() as f64 / s.large_rate.max(1) as f64;
                 (permit, bytes, Some(taken + Duration::from_secs_f64(share)))
@@ -196,6 +196,17 @@ async fn read_paced(body: Body, limit: usize, rate: usize) -> Result<Bytes, ()> 
         tokio::time::sleep_until(started + due).await;
     }
     Ok(Bytes::from(read))
+}
+
+/// An answer given before the body was read in full. hyper then closes the connection, and
+/// says so (`Connection: close`) only if the answer does: without it a client may put the
+/// closing connection back in its pool and lose its next request on it.
+fn unread(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 fn busy() -> Response {

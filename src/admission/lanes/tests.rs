@@ -161,3 +161,64 @@ async fn without_a_rate_to_keep_the_large_lane_frees_at_once() {
         assert_eq!(decide(&lanes, BIG).await, Ok(BIG));
     }
 }
+
+/// An answer given before the body was read in full closes the connection and says so; one
+/// given after reading it keeps the connection.
+#[tokio::test]
+async fn an_answer_before_the_body_is_read_closes_the_connection() {
+    let closes = |r: &Response| {
+        r.headers()
+            .get(header::CONNECTION)
+            .is_some_and(|v| v == "close")
+    };
+    let lanes = lanes(Duration::from_millis(50), rate());
+    let hold = |len: usize| {
+        lanes.run(
+            Some(len),
+            Body::from(vec![b' '; len]),
+            lanes.deadline(),
+            |b| b.len(),
+        )
+    };
+    // The large lane held: the second large body is refused unread.
+    let (first, refused) = tokio::join!(hold(BIG), async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        hold(BIG).await
+    });
+    assert!(first.is_ok());
+    let refused = refused.expect_err("busy");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(closes(&refused));
+    // Too large for the lane its declared size chose: not read in full either.
+    let lied = lanes
+        .run(
+            Some(10),
+            Body::from(vec![b' '; BIG]),
+            lanes.deadline(),
+            |b| b.len(),
+        )
+        .await
+        .expect_err("too large");
+    assert_eq!(lied.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(closes(&lied));
+    // A small body read in full, then refused for want of a permit: the connection stays.
+    let small = Lanes::new(LaneSettings {
+        small: 1,
+        wait: Duration::from_millis(50),
+        ..LaneSettings::default()
+    });
+    let (_, busy) = tokio::join!(
+        small.run(Some(2), Body::from("{}"), small.deadline(), |_| {
+            std::thread::sleep(Duration::from_millis(300));
+        }),
+        async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            small
+                .run(Some(2), Body::from("{}"), small.deadline(), |_| ())
+                .await
+        }
+    );
+    let busy = busy.expect_err("busy");
+    assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!closes(&busy));
+}
