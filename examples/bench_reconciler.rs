@@ -33,11 +33,11 @@ use serde_json::json;
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::certs::{SERVING_SECRET, TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY};
 use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
-use kubevirt_operator::reconciler::apply;
-use kubevirt_operator::reconciler::desired::{self, Inputs};
-use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
-use kubevirt_operator::reconciler::last_write::LastWrite;
-use kubevirt_operator::reconciler::status::{self, Reconciled};
+use kubevirt_operator::reconciler::act::apply;
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
+use kubevirt_operator::reconciler::decide::status::{self, Reconciled};
+use kubevirt_operator::reconciler::store::last_write::LastWrite;
 use support::ControlPlane;
 
 struct Args {

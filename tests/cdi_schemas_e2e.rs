@@ -14,9 +14,9 @@ use serde_json::Value;
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::machine::{Catalog, resolve};
-use kubevirt_operator::reconciler::cdi::DataVolume;
-use kubevirt_operator::reconciler::desired::{self, Inputs};
-use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::apis::cdi::DataVolume;
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
 use support::{ControlPlane, crd_fixtures};
 
 const EXAMPLES: &[&str] = &[

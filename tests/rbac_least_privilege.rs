@@ -33,8 +33,8 @@ use kubevirt_operator::api::{Machine, NetworkConfiguration};
 use kubevirt_operator::certs::{
     BUNDLE_CONFIGMAP, BUNDLE_KEY, CA_SECRET, SERVING_SECRET, WEBHOOK_CONFIGURATION,
 };
-use kubevirt_operator::reconciler::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use kubevirt_operator::reconciler::multus::NetworkAttachmentDefinition;
+use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
 use operator::{eventually, install_crds};
 use support::{AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Proc};
 

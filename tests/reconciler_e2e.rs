@@ -28,9 +28,9 @@ use serde_json::{Value, json};
 
 use kubevirt_operator::api::{Machine, MachineStatus, NetworkConfiguration};
 use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
-use kubevirt_operator::reconciler::desired::{self, Inputs, SecretData};
-use kubevirt_operator::reconciler::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use kubevirt_operator::reconciler::multus::NetworkAttachmentDefinition;
+use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
+use kubevirt_operator::reconciler::decide::desired::{self, Inputs, SecretData};
 use operator::{OPERATOR_USER, Operator, RESYNC, eventually, install_crds, operator_user};
 use support::ControlPlane;
 

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::leader::LEASE_DURATION;
-use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use operator::{Operator, eventually, install_crds, lease_holder, operator_user};
 use stalling_proxy::StallingProxy;
 use support::ControlPlane;

@@ -20,7 +20,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use kubevirt_operator::api::Machine;
-use kubevirt_operator::reconciler::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use operator::{OPERATOR_USER, Operator, eventually, install_crds, operator_user};
 use support::ControlPlane;
 

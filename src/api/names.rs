@@ -15,7 +15,7 @@ pub const NETWORK_LABEL: &str = "vitistack.io/network-configuration";
 pub const FINALIZER: &str = "machine.vitistack.io/cleanup";
 /// `"true"` keeps a Machine's PVCs when it is deleted (released, labelled for re-adoption).
 pub const RETAIN_DISKS_ANNOTATION: &str = "vitistack.io/retain-disks";
-/// Hash of what was last applied to an object (see `reconciler::drift`).
+/// Hash of what was last applied to an object (see `reconciler::decide::drift`).
 pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
 /// The Machine kind and its API group/version.
 pub const GROUP: &str = "vitistack.io";

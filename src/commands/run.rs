@@ -16,7 +16,7 @@ use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
 use crate::leader::{self, Election, Stop};
 use crate::machine::Catalog;
-use crate::reconciler::{self, Clients, Settings, readiness};
+use crate::reconciler::{self, Clients, Settings, run::readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
@@ -81,7 +81,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         catalog: catalog.clone(),
         instance: identity(args.identity),
         metrics: metrics.clone(),
-        scopes: reconciler::watches::scopes(&args.watch_namespaces),
+        scopes: reconciler::run::watches::scopes(&args.watch_namespaces),
     };
 
     let slot = CertSlot::new();

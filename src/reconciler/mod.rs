@@ -1,45 +1,34 @@
 //! The reconciler: turns each Machine into a KubeVirt VirtualMachine, its PersistentVolumeClaims,
 //! Multus attachments and status, on the leader only.
 //!
-//! Pure core, thin I/O shell: [`desired`] and [`status`] are plain functions of what was observed
-//! (unit-tested exhaustively); [`controller`] wires the watches ([`watches`]) to observe ->
-//! decide -> act ([`observe`], [`decide`], [`act`]); [`ownership`] and [`problem`] are the
-//! shared vocabulary. It runs on the leader only
-//! (`crate::leader` starts and stops it).
+//! Pure core, thin I/O shell: [`decide::desired`] and [`decide::status`] are plain functions of
+//! what was observed (unit-tested exhaustively); [`run::controller`] wires the watches
+//! ([`run::watches`]) to observe -> decide -> act ([`observe`], [`decide`], [`act`]);
+//! [`decide::ownership`] and [`decide::problem`] are the shared vocabulary. It runs on the leader
+//! only (`crate::leader` starts and stops it).
+//!
+//! The folders, by stage and by foreign API:
+//! - [`mod@run`]: the entry point [`run()`], the controllers, their watches, context, readiness
+//!   and metrics (I/O).
+//! - [`store`]: the watch caches and what they keep: packed entries, presence, our last writes.
+//! - [`observe`]: gathers what one Machine's reconcile needs from the caches and by-name GETs (I/O).
+//! - [`decide`]: pure, no API calls: desired objects, ownership, drift, provisioning, status,
+//!   problems, volumes, the resolved spec, and the decision itself.
+//! - [`act`]: carries out a decision: applies, deletes, the finalizer, Events (I/O).
+//! - [`apis`]: the typed slices of foreign APIs (KubeVirt, CDI, Multus); types only.
 
 pub mod act;
-pub mod apply;
-pub mod caches;
-pub mod cdi;
-pub mod context;
-pub mod controller;
+pub mod apis;
 pub mod decide;
-pub mod desired;
-pub mod drift;
 pub mod error;
-pub mod events;
-pub mod finalizer;
-pub mod kubevirt;
-pub mod last_write;
-pub mod metrics;
-pub mod multus;
 pub mod observe;
-pub mod ownership;
-pub mod packed;
-pub mod presence;
-pub mod problem;
-pub mod provisioning;
-pub mod readiness;
-pub mod scopes;
-pub mod spec;
-pub mod status;
-pub mod volumes;
-pub mod watches;
+pub mod run;
+pub mod store;
 
-pub use context::{Clients, Settings};
+pub use decide::problem::Problem;
 pub use error::Error;
-pub use problem::Problem;
-pub use scopes::run;
+pub use run::context::{Clients, Settings};
+pub use run::scopes::run;
 
 // SPEC's names live in `crate::api::names`; the children use them through here.
 use crate::api::names::{

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
 use crate::machine::{Catalog, resolve};
-use crate::reconciler::multus::NetworkAttachmentDefinitionSpec;
+use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 mod data_volumes;

@@ -2,7 +2,7 @@
 //! the claim CDI fills, retain-disks, and CDI not installed.
 
 use super::*;
-use crate::reconciler::cdi::DataVolume;
+use crate::reconciler::apis::cdi::DataVolume;
 
 const IMAGE: &str = "https://cloud.debian.org/debian-12-generic-amd64.qcow2";
 

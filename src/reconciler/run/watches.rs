@@ -20,9 +20,9 @@ use serde::de::DeserializeOwned;
 use crate::api::Machine;
 use crate::config::WatchScope;
 
-use super::packed::{Brief, MachineBrief, Packed};
-use super::presence::Presence;
-use super::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::reconciler::store::packed::{Brief, MachineBrief, Packed};
+use crate::reconciler::store::presence::Presence;
+use crate::reconciler::{MANAGED_BY, MANAGED_BY_LABEL};
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -299,7 +299,7 @@ pub async fn serves(client: &Client, group_version: &str, plural: &str) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconciler::kubevirt::VirtualMachine;
+    use crate::reconciler::apis::kubevirt::VirtualMachine;
     use serde_json::json;
 
     #[test]

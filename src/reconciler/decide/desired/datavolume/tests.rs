@@ -9,40 +9,40 @@ use serde_json::{Value, json};
 use crate::admission::schema::SchemaCheck;
 use crate::api::Machine;
 use crate::machine::{Catalog, resolve};
-use crate::reconciler::desired::{Desired, Inputs, derive};
+use crate::reconciler::decide::desired::{Desired, Inputs, derive};
 
 const UID: &str = "0a1b2c3d-0000-4000-8000-000000000012";
 const EXAMPLES: &[(&str, &str)] = &[
     (
         "debian-http",
-        include_str!("../../../../examples/debian-http.yaml"),
+        include_str!("../../../../../examples/debian-http.yaml"),
     ),
     (
         "registry-containerdisk",
-        include_str!("../../../../examples/registry-containerdisk.yaml"),
+        include_str!("../../../../../examples/registry-containerdisk.yaml"),
     ),
     (
         "golden-clone",
-        include_str!("../../../../examples/golden-clone.yaml"),
+        include_str!("../../../../../examples/golden-clone.yaml"),
     ),
     (
         "installer-iso",
-        include_str!("../../../../examples/installer-iso.yaml"),
+        include_str!("../../../../../examples/installer-iso.yaml"),
     ),
-    ("basic", include_str!("../../../../examples/basic.yaml")),
+    ("basic", include_str!("../../../../../examples/basic.yaml")),
     (
         "overrides",
-        include_str!("../../../../examples/overrides.yaml"),
+        include_str!("../../../../../examples/overrides.yaml"),
     ),
     (
         "cloud-init",
-        include_str!("../../../../examples/cloud-init.yaml"),
+        include_str!("../../../../../examples/cloud-init.yaml"),
     ),
 ];
 const DV_CRD: &str =
-    include_str!("../../../../tests/fixtures/crds/datavolumes.cdi.kubevirt.io.yaml");
+    include_str!("../../../../../tests/fixtures/crds/datavolumes.cdi.kubevirt.io.yaml");
 const VM_CRD: &str =
-    include_str!("../../../../tests/fixtures/crds/virtualmachines.kubevirt.io.yaml");
+    include_str!("../../../../../tests/fixtures/crds/virtualmachines.kubevirt.io.yaml");
 
 fn machine(name: &str, spec: Value) -> Machine {
     let mut m = Machine::new(name, serde_json::from_value(spec).expect("spec"));

@@ -14,10 +14,10 @@ use crate::telemetry::metrics::{
     ControllerError, NetworkError, PhaseTemplate, StorageClass, VmStatus,
 };
 
-use super::kubevirt::VirtualMachine;
-use super::packed::Packed;
-use super::problem::Problem;
-use super::status::phase::PENDING;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::decide::problem::Problem;
+use crate::reconciler::decide::status::phase::PENDING;
+use crate::reconciler::store::packed::Packed;
 
 pub const CONTROLLER: &str = "machine";
 

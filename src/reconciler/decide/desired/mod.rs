@@ -16,9 +16,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
-use super::cdi::DataVolume;
-use super::kubevirt::VirtualMachine;
-use super::multus::NetworkAttachmentDefinition;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 pub use cloud_init::SecretData;
 
 pub use super::problem::Problem;

@@ -19,19 +19,19 @@ use serde_json::json;
 
 use crate::api::Machine;
 
-use super::act::delete_exact;
-use super::cdi::DataVolume;
-use super::context::Context;
-use super::decide::retains_disks;
-use super::desired::meta::{derived_secret_name, pvc_name};
-use super::error::{Error, is_not_found};
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use super::multus::NetworkAttachmentDefinition;
-use super::observe::unused_networks as unused_in;
-use super::ownership::{self, Ownership};
-use super::spec::resolved_spec;
-use super::volumes::sourced_volumes;
-use super::{FIELD_MANAGER, FINALIZER};
+use super::delete_exact;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
+use crate::reconciler::decide::ownership::{self, Ownership};
+use crate::reconciler::decide::retains_disks;
+use crate::reconciler::decide::spec::resolved_spec;
+use crate::reconciler::decide::volumes::sourced_volumes;
+use crate::reconciler::error::{Error, is_not_found};
+use crate::reconciler::observe::unused_networks as unused_in;
+use crate::reconciler::run::context::Context;
+use crate::reconciler::{FIELD_MANAGER, FINALIZER};
 
 pub fn has_finalizer(machine: &Machine) -> bool {
     machine.finalizers().iter().any(|f| f == FINALIZER)

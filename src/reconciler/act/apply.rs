@@ -1,4 +1,4 @@
-//! Writes: server-side apply of derived objects (only when [`drift`](super::drift) says so),
+//! Writes: server-side apply of derived objects (only when [`drift`] says so),
 //! and the Machine's status.
 
 use std::fmt::Debug;
@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 
 use crate::api::{Machine, MachineStatus};
 
-use super::FIELD_MANAGER;
-use super::drift;
-use super::last_write::LastWrite;
+use crate::reconciler::FIELD_MANAGER;
+use crate::reconciler::decide::drift;
+use crate::reconciler::store::last_write::LastWrite;
 
 /// Applies `desired` (stamping it first) unless `live` already matches; returns the object as
 /// the API server now has it. `written` remembers the result, and stands in for `live` while the

@@ -1,6 +1,8 @@
 //! Observe: everything `decide` needs about one Machine, gathered from the watch caches, our own
 //! recent writes, and by-name GETs where a label-selected cache cannot hold the object (one
 //! made by someone else, without our labels, under a name we want).
+//!
+//! This folder does I/O (cache reads, by-name GETs); its tests are in `observe/tests.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -14,19 +16,19 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
-use super::cdi::DataVolume;
-use super::context::Context;
-use super::desired::cloud_init::secret_source;
-use super::desired::meta::{derived_secret_name, pvc_name};
-use super::desired::vm::references_secret;
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use super::last_write::LastWrite;
-use super::multus::NetworkAttachmentDefinition;
-use super::packed::{Brief, Packed};
-use super::presence::Presence;
-use super::spec::resolved_spec;
-use super::volumes::{removed_cdroms, sourced_volumes};
-use super::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::desired::cloud_init::secret_source;
+use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
+use crate::reconciler::decide::desired::vm::references_secret;
+use crate::reconciler::decide::spec::resolved_spec;
+use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
+use crate::reconciler::run::context::Context;
+use crate::reconciler::store::last_write::LastWrite;
+use crate::reconciler::store::packed::{Brief, Packed};
+use crate::reconciler::store::presence::Presence;
+use crate::reconciler::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// What was observed of one Machine and its surroundings.
 #[derive(Clone, Debug)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::context::Stores;
-use super::readiness::State;
+use crate::reconciler::run::context::Stores;
+use crate::reconciler::run::readiness::State;
 
 /// How long a reconcile waits for the caches before it works with what they hold.
 pub const CACHE_WAIT: Duration = Duration::from_secs(10);

@@ -5,7 +5,7 @@ use kube::ResourceExt;
 use crate::api::Machine;
 use crate::api::machine::{Domain, MachineSpec};
 use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
-use crate::reconciler::kubevirt::{
+use crate::reconciler::apis::kubevirt::{
     Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
     HyperV, Interface, MachineType, Memory, Network, Spinlocks, TemplateMetadata, VirtualMachine,
     VirtualMachineSpec, VmiSpec, VmiTemplate, Volume,

@@ -11,11 +11,11 @@ use kube::runtime::events::EventType;
 use crate::api::source::{DiskSource, DiskStatus};
 use crate::api::{MachineSpec, MachineStatus};
 
-use super::cdi::DataVolume;
 use super::desired::meta::pvc_name;
-use super::events::Notice;
-use super::kubevirt::VirtualMachine;
 use super::provisioning::{self, Sourced, Verdict};
+use crate::reconciler::act::events::Notice;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
 
 /// A disk with a source or a CD-ROM: a DataVolume named like its claim.
 pub struct SourcedVolume<'a> {

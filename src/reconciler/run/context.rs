@@ -15,16 +15,16 @@ use crate::api::{Machine, MachineStatus, NetworkConfiguration};
 use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 
-use super::cdi::DataVolume;
-use super::events::Publisher;
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use super::last_write::LastWrite;
 use super::metrics::BindTimes;
-use super::multus::NetworkAttachmentDefinition;
-use super::packed::Packed;
-use super::presence::Presence;
 use super::readiness::State;
 use super::watches::{Scope, key_of};
+use crate::reconciler::act::events::Publisher;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::store::last_write::LastWrite;
+use crate::reconciler::store::packed::Packed;
+use crate::reconciler::store::presence::Presence;
 
 /// How the reconciler runs.
 #[derive(Clone, Debug)]

@@ -1,13 +1,26 @@
 //! Decide: a pure function of what was observed. It says what to write and delete, and which
 //! problems block what; nothing here talks to the API (table tests in `decide/tests.rs`).
 //!
-//! Ownership gates every write (see [`ownership`](super::ownership)): an object with a name we
+//! Ownership gates every write (see [`ownership`]): an object with a name we
 //! want that is not ours (and, for a claim, not a released one of this Machine) is a conflict,
 //! never written. The VM is decided only when every claim it mounts, every attachment and the
 //! derived Secret it names may be written by us; `act` then writes it only after those writes
 //! succeeded, so it never mounts a claim another Machine controls. DataVolumes (disks with a
 //! source, CD-ROMs) follow the claims' rules; the claim CDI fills for one must be controlled by
 //! that DataVolume.
+//!
+//! This folder is the pure core: nothing in it calls the API. Beside the decision itself: the
+//! [`desired`] objects, [`ownership`] rules, [`drift`], [`provisioning`], [`status`], the
+//! [`problem`] vocabulary, [`volumes`] and the resolved [`spec`].
+
+pub mod desired;
+pub mod drift;
+pub mod ownership;
+pub mod problem;
+pub mod provisioning;
+pub mod spec;
+pub mod status;
+pub mod volumes;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::{Resource, ResourceExt};
@@ -15,17 +28,17 @@ use kube::{Resource, ResourceExt};
 use crate::machine::Catalog;
 use crate::machine::validation::{validate, validate_name};
 
-use super::cdi::DataVolume;
-use super::desired::meta::derived_secret_name;
-use super::desired::vm::references_secret;
-use super::desired::{self, Inputs, SecretData};
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use super::multus::NetworkAttachmentDefinition;
-use super::observe::Observed;
-use super::ownership::{self, Ownership};
-use super::problem::{Kind, Problem};
-use super::volumes::sourced_volumes;
-use super::{FINALIZER, RETAIN_DISKS_ANNOTATION};
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::desired::meta::derived_secret_name;
+use crate::reconciler::decide::desired::vm::references_secret;
+use crate::reconciler::decide::desired::{Inputs, SecretData};
+use crate::reconciler::decide::ownership::Ownership;
+use crate::reconciler::decide::problem::{Kind, Problem};
+use crate::reconciler::decide::volumes::sourced_volumes;
+use crate::reconciler::observe::Observed;
+use crate::reconciler::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 
 #[derive(Debug, Default)]
 pub struct Decision {

@@ -12,9 +12,9 @@ use kube::ResourceExt;
 use crate::api::MachineStatus;
 use crate::api::source::DiskStatus;
 
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
 use super::problem::Problem;
 use super::provisioning::{self, Verdict};
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
 
 pub use super::problem::{condition, phase, reason};
 
@@ -361,7 +361,9 @@ fn ready_condition(phase: &str, others: [&Cond; 3]) -> Cond {
 }
 
 /// Guest addresses from every interface, in interface order, without repeats.
-fn ip_addresses(s: &super::kubevirt::VirtualMachineInstanceStatus) -> Vec<String> {
+fn ip_addresses(
+    s: &crate::reconciler::apis::kubevirt::VirtualMachineInstanceStatus,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for i in &s.interfaces {
         let addrs = if i.ip_addresses.is_empty() {

@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use crate::api::Machine;
 use crate::api::machine::CloudInit;
 use crate::machine::resolve::DEFAULT_SECRET_KEY;
-use crate::reconciler::kubevirt::{CloudInitNoCloud, LocalObjectReference, Volume};
+use crate::reconciler::apis::kubevirt::{CloudInitNoCloud, LocalObjectReference, Volume};
 use crate::reconciler::{CLOUD_INIT_VOLUME, USERDATA_KEY};
 
 use super::Problem;

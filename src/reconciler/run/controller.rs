@@ -29,17 +29,17 @@ use tracing::Instrument;
 use crate::api::{Machine, NetworkConfiguration};
 use crate::telemetry::metrics::Controller as ControllerLabel;
 
-use super::cdi::DataVolume;
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
-use super::error::Error;
-use super::events::Publisher;
-use super::kubevirt::VirtualMachine;
 use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
-use super::multus::NetworkAttachmentDefinition;
-use super::packed::{Brief, Packed};
 use super::readiness::State;
 use super::watches::{self, Scope, ignore, machines_using, managed};
-use super::{FIELD_MANAGER, MACHINE_LABEL, act, decide, finalizer, observe};
+use crate::reconciler::act::events::Publisher;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::error::Error;
+use crate::reconciler::store::packed::{Brief, Packed};
+use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL, act, act::finalizer, decide, observe};
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
 /// off on its own errors (`default_backoff`). kube's default pauses the merged stream, so every
@@ -302,7 +302,7 @@ fn reconcile_span(machine: &Packed<Machine>) -> tracing::Span {
         .brief()
         .phase
         .as_deref()
-        .unwrap_or(super::status::phase::PENDING);
+        .unwrap_or(crate::reconciler::decide::status::phase::PENDING);
     tracing::info_span!(
         "reconcile",
         controller = CONTROLLER,

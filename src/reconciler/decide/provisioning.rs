@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use crate::api::MachineStatus;
 use crate::api::source::{DiskSource, DiskStatus};
 
-use super::cdi::{DataVolume, DataVolumeCondition, dv_phase};
-use super::kubevirt::VirtualMachine;
 use super::problem::reason::PVC_PENDING;
+use crate::reconciler::apis::cdi::{DataVolume, DataVolumeCondition, dv_phase};
+use crate::reconciler::apis::kubevirt::VirtualMachine;
 
 pub mod reason {
     /// Machines with sources when the DataVolume API is not served.

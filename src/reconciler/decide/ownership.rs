@@ -11,7 +11,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ownership {

@@ -9,8 +9,8 @@ use kube::ResourceExt;
 use crate::api::NetworkConfiguration;
 use crate::api::machine::Network;
 use crate::api::names::{MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL};
-use crate::reconciler::kubevirt::{self, Empty, Interface, MultusNetwork};
-use crate::reconciler::multus::{
+use crate::reconciler::apis::kubevirt::{self, Empty, Interface, MultusNetwork};
+use crate::reconciler::apis::multus::{
     BridgeCniConfig, CNI_VERSION, NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec,
 };
 

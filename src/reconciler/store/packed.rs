@@ -24,10 +24,10 @@ use serde_json::Value;
 
 use crate::api::Machine;
 
-use super::MACHINE_LABEL;
-use super::cdi::DataVolume;
-use super::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use super::multus::NetworkAttachmentDefinition;
+use crate::reconciler::MACHINE_LABEL;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 
 /// What a packed object keeps decoded, for readers that scan the whole cache.
 pub trait Brief {
@@ -361,8 +361,8 @@ mod tests {
     /// The trigger maps a DataVolume or VMI to its Machine by this brief, not by an owner.
     #[test]
     fn data_volume_and_vmi_briefs_are_the_machine_label() {
-        use crate::reconciler::cdi::DataVolumeSpec;
-        use crate::reconciler::kubevirt::VirtualMachineInstanceSpec;
+        use crate::reconciler::apis::cdi::DataVolumeSpec;
+        use crate::reconciler::apis::kubevirt::VirtualMachineInstanceSpec;
         let labels = |machine: Option<&str>| {
             let mut l = std::collections::BTreeMap::from([(
                 "vitistack.io/managed-by".to_owned(),

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::api::Quantity;
 
-use super::APPLIED_HASH_ANNOTATION;
+use crate::reconciler::APPLIED_HASH_ANNOTATION;
 
 /// Keys whose string values are Kubernetes quantities: the API server may rewrite them in
 /// canonical form (`1.5Gi` becomes `1536Mi`), so they compare by amount.

@@ -1,6 +1,13 @@
 //! Act: carry out a [`Decision`]: the claims, attachments and derived Secret at once, then the
 //! VM only if all of those were written, then the deletions; then the status and its Events.
 //! DataVolumes are written with the claims, and feed `status.disks[]` and `StorageReady`.
+//!
+//! This folder does I/O: it writes to the API server ([`apply`]), runs the cleanup
+//! [`finalizer`], and publishes [`events`].
+
+pub mod apply;
+pub mod events;
+pub mod finalizer;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::jiff::Timestamp;
@@ -10,20 +17,18 @@ use serde_json::json;
 
 use crate::api::{Machine, MachineStatus};
 
-use super::FIELD_MANAGER;
-use super::apply;
-use super::cdi::DataVolume;
-use super::context::Context;
-use super::decide::{Decision, own_vmi};
-use super::error::{Error, api_message, is_not_found};
-use super::events;
-use super::kubevirt::VirtualMachine;
-use super::multus::NetworkAttachmentDefinition;
-use super::observe::Observed;
-use super::ownership::{self, Ownership};
-use super::problem::{Kind, Problem};
-use super::status::{self, Reconciled};
-use super::volumes::{self, Seen};
+use crate::reconciler::FIELD_MANAGER;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::ownership::{self, Ownership};
+use crate::reconciler::decide::problem::{Kind, Problem};
+use crate::reconciler::decide::status::{self, Reconciled};
+use crate::reconciler::decide::volumes::{self, Seen};
+use crate::reconciler::decide::{Decision, own_vmi};
+use crate::reconciler::error::{Error, api_message, is_not_found};
+use crate::reconciler::observe::Observed;
+use crate::reconciler::run::context::Context;
 
 fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
     Problem::WriteFailed {
@@ -143,8 +148,9 @@ pub async fn act(
                 Ok(applied) => {
                     vm = Some(applied);
                     if let Some(uid) = decision.delete_derived_secret {
-                        let derived =
-                            super::desired::meta::derived_secret_name(&machine.name_any());
+                        let derived = crate::reconciler::decide::desired::meta::derived_secret_name(
+                            &machine.name_any(),
+                        );
                         delete_exact(&secrets, &derived, uid).await?;
                     }
                     for (name, uid) in decision.delete_data_volumes {
@@ -170,7 +176,8 @@ pub async fn act(
         .iter()
         .filter(|d| d.source.is_none())
         .map(|d| {
-            let n = super::desired::meta::pvc_name(&machine.name_any(), &d.name);
+            let n =
+                crate::reconciler::decide::desired::meta::pvc_name(&machine.name_any(), &d.name);
             let p = written_claims.iter().find(|p| p.name_any() == n);
             (n, p)
         })
@@ -206,14 +213,14 @@ pub async fn act(
         volumes::notices(&machine_name, &o.spec, &seen, old, new, verdict)
     };
     let status = update_status(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
-    super::metrics::record_problems(&ctx.settings.metrics, &problems);
+    crate::reconciler::run::metrics::record_problems(&ctx.settings.metrics, &problems);
     // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase), once:
     // CDINotInstalled is a problem as well.
     if let Some(v) = (provisioning.verdict.as_ref())
         .filter(|v| !v.ready && !v.waiting)
         .filter(|v| !problems.iter().any(|p| p.reason() == v.reason))
     {
-        super::metrics::record_error(&ctx.settings.metrics, &v.reason);
+        crate::reconciler::run::metrics::record_error(&ctx.settings.metrics, &v.reason);
     }
     Ok((status, !problems.is_empty()))
 }
@@ -258,7 +265,7 @@ where
 /// Adds the finalizer, guarded by the resourceVersion it was computed from.
 async fn add_finalizer(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
     let mut list = machine.finalizers().to_vec();
-    list.push(super::FINALIZER.to_owned());
+    list.push(crate::reconciler::FINALIZER.to_owned());
     let patch = json!({"metadata": {
         "finalizers": list,
         "resourceVersion": machine.resource_version(),

@@ -4,8 +4,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSta
 use serde_json::json;
 
 use super::*;
-use crate::reconciler::kubevirt::VirtualMachineSpec;
-use crate::reconciler::problem::Kind;
+use crate::reconciler::apis::kubevirt::VirtualMachineSpec;
+use crate::reconciler::decide::problem::Kind;
 
 fn t(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
@@ -13,10 +13,12 @@ fn t(secs: i64) -> Timestamp {
 
 fn vm(printable: Option<&str>) -> VirtualMachine {
     let mut vm = VirtualMachine::new("m", VirtualMachineSpec::default());
-    vm.status = printable.map(|p| crate::reconciler::kubevirt::VirtualMachineStatus {
-        printable_status: Some(p.into()),
-        conditions: vec![],
-    });
+    vm.status = printable.map(
+        |p| crate::reconciler::apis::kubevirt::VirtualMachineStatus {
+            printable_status: Some(p.into()),
+            conditions: vec![],
+        },
+    );
     vm
 }
 

@@ -6,7 +6,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
 
-use super::status::{condition, phase, reason};
+use crate::reconciler::decide::status::{condition, phase, reason};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {

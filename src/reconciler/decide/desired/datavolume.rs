@@ -10,11 +10,13 @@ use kube::ResourceExt;
 use crate::api::Machine;
 use crate::api::machine::Disk;
 use crate::api::source::{Cdrom, DEFAULT_CDROM_SIZE, DiskSource};
-use crate::reconciler::cdi::{
+use crate::reconciler::apis::cdi::{
     DATA_SOURCE_KIND, DataVolume, DataVolumeSource, DataVolumeSpec, HttpSource, PvcSource,
     RegistrySource, SourceRef, StorageResources, StorageSpec,
 };
-use crate::reconciler::kubevirt::{self, CdromTarget, DataVolumeRef, PvcSource as VmPvc, Volume};
+use crate::reconciler::apis::kubevirt::{
+    self, CdromTarget, DataVolumeRef, PvcSource as VmPvc, Volume,
+};
 
 use super::meta::{owned_by_machine, pvc_name};
 
