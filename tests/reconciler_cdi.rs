@@ -45,6 +45,9 @@ async fn bound_claim(env: &Env, name: &str, owner: Option<&Value>) {
     if let Some(dv) = owner {
         meta["ownerReferences"] = json!([{"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
             "name": dv["metadata"]["name"], "uid": dv["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]);
+        // CDI marks the claim it makes with its DataVolume's uid.
+        meta["annotations"] =
+            json!({"cdi.kubevirt.io/createdForDataVolume": dv["metadata"]["uid"]});
     }
     if env.get(&pvc_ar(), name).await.is_none() {
         env.create(

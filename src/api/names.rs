@@ -15,6 +15,11 @@ pub const NETWORK_LABEL: &str = "vitistack.io/network-configuration";
 pub const FINALIZER: &str = "machine.vitistack.io/cleanup";
 /// `"true"` keeps a Machine's PVCs when it is deleted (released, labelled for re-adoption).
 pub const RETAIN_DISKS_ANNOTATION: &str = "vitistack.io/retain-disks";
+/// On every object the reconciler makes for a Machine: the Machine's uid and an HMAC only the
+/// operator can make (see `reconciler::decide::evidence`).
+pub const PROOF_ANNOTATION: &str = "vitistack.io/made-for";
+/// The Secret, in the operator's namespace, holding the key of [`PROOF_ANNOTATION`].
+pub const OWNERSHIP_KEY_SECRET: &str = "kubevirt-operator-ownership-key";
 /// Hash of what was last applied to an object (see `reconciler::decide::drift`).
 pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
 /// The Machine kind and its API group/version.

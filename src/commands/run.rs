@@ -82,6 +82,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         instance: identity(args.identity),
         metrics: metrics.clone(),
         scopes: reconciler::run::watches::scopes(&args.watch_namespaces),
+        namespace: args.namespace.clone(),
     };
 
     let slot = CertSlot::new();

@@ -11,8 +11,10 @@ use serde_json::{Map, Value};
 
 use crate::api::{Machine, MachineStatus};
 
+use crate::api::names::PROOF_ANNOTATION;
 use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::decide::drift;
+use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::store::last_write::LastWrite;
 
 /// Applies `desired` (stamping it first) unless `live` already matches; returns the object as
@@ -48,6 +50,66 @@ where
             Ok(applied)
         }
     }
+}
+
+/// Proves what the reconciler makes for one Machine (see `decide::evidence`).
+pub struct Prover<'a> {
+    pub key: &'a OwnershipKey,
+    pub machine: &'a str,
+    pub machine_uid: &'a str,
+}
+
+impl Prover<'_> {
+    /// Puts the proof for the object with `uid` (what `desired` will be written over) on it.
+    fn stamp<K: Resource<DynamicType = ()>>(&self, desired: &mut K, uid: &str) {
+        let kind = K::kind(&());
+        let meta = desired.meta();
+        let target = Target {
+            kind: &kind,
+            namespace: meta.namespace.as_deref().unwrap_or_default(),
+            name: meta.name.as_deref().unwrap_or_default(),
+            uid,
+        };
+        let proof = self.key.proof(&target, self.machine, self.machine_uid);
+        desired
+            .meta_mut()
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(PROOF_ANNOTATION.to_owned(), proof);
+    }
+
+    fn holds<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        self.key.made_for(&K::kind(&()), obj.meta(), self.machine) == Some(self.machine_uid)
+    }
+}
+
+/// [`ensure`], with the proof that the object is this Machine's. Over an existing object the
+/// proof goes in the same write (an adoption is proven only if it succeeds); a new object gets
+/// its uid from the API server first, then a second write with the proof.
+pub async fn ensure_proven<K>(
+    api: &Api<K>,
+    mut desired: K,
+    live: Option<K>,
+    written: &LastWrite<K>,
+    prover: &Prover<'_>,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let unproven = desired.clone();
+    if let Some(uid) = live.as_ref().and_then(|l| l.meta().uid.clone()) {
+        prover.stamp(&mut desired, &uid);
+    }
+    let applied = ensure(api, desired, live, written).await?;
+    if prover.holds(&applied) {
+        return Ok(applied);
+    }
+    let Some(uid) = applied.meta().uid.clone() else {
+        return Ok(applied);
+    };
+    let mut again = unproven;
+    prover.stamp(&mut again, &uid);
+    ensure(api, again, Some(applied), written).await
 }
 
 /// Every field of the Machine status, so a merge patch can clear the ones now unset.

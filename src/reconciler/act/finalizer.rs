@@ -5,8 +5,10 @@
 //!
 //! Cleanup deletes explicitly rather than relying on owner-reference garbage collection, so it
 //! also works where no garbage collector runs, and under orphan deletion. It reads every object
-//! by name from the API (the caches may not hold it yet), and touches only what is ours (see
-//! `ownership`): controlled by this Machine, or released with this Machine's labels.
+//! by name from the API (the caches may not hold it yet), and touches only what is this
+//! Machine's on the evidence of `decide::ownership`: never a released object, a conflicting one,
+//! or one whose adoption failed. Under `retain-disks` or an orphan deletion the disks stay,
+//! released.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -20,11 +22,15 @@ use serde_json::json;
 use crate::api::Machine;
 
 use super::delete_exact;
+use super::disks;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
-use crate::reconciler::decide::ownership::{self, Ownership};
+use crate::reconciler::decide::disks::{Fate, fate, release_of};
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
+use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::retains_disks;
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
@@ -66,12 +72,20 @@ async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error
     }
 }
 
-fn ours(meta: &ObjectMeta, machine: &Machine) -> bool {
-    matches!(
-        ownership::of_machine_object(Some(meta), &machine.name_any(), machine.uid().as_deref()),
-        Ownership::Ours | Ownership::Released
-    )
+/// Whether the object of `kind` is this Machine's on the evidence (never a released one, a
+/// conflicting one, or one whose adoption failed).
+fn ours(kind: &str, meta: &ObjectMeta, machine: &Machine, key: &OwnershipKey) -> bool {
+    ownership::of_meta(Some(meta), kind, MachineRef::of(machine), key) == Ownership::Ours
 }
+
+/// Whether the disks stay: `retain-disks`, or a deletion that orphans dependents
+/// (`--cascade=orphan` puts the `orphan` finalizer on the Machine).
+pub fn keeps_disks(machine: &Machine) -> bool {
+    retains_disks(machine) || machine.finalizers().iter().any(|f| f == ORPHAN_FINALIZER)
+}
+
+/// The garbage collector's finalizer for orphan deletion.
+const ORPHAN_FINALIZER: &str = "orphan";
 
 /// Runs the cleanup steps in order; returns once the finalizer is removed, or an error while a
 /// step is waiting (the controller retries with backoff, and the VMI's deletion triggers a run).
@@ -83,14 +97,16 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     let name = machine.name_any();
     let client = ctx.client.clone();
     let spec = resolved_spec(machine, &ctx.settings.catalog);
+    let key = &ctx.ownership_key;
 
     // 1. The VM, then wait for KubeVirt to take down the VMI it controls.
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = vms.get_metadata_opt(&name).await?;
     // A VM of that name that is not ours (a conflict) is left alone, and so is its VMI.
-    let foreign_vm = vm.as_ref().is_some_and(|v| !ours(&v.metadata, machine));
+    let vm_kind = VirtualMachine::kind(&());
+    let foreign_vm = (vm.as_ref()).is_some_and(|v| !ours(&vm_kind, &v.metadata, machine, key));
     let vm_uid = vm.as_ref().and_then(|v| v.metadata.uid.clone());
-    if let Some(vm) = vm.filter(|v| ours(&v.metadata, machine))
+    if let Some(vm) = vm.filter(|v| ours(&vm_kind, &v.metadata, machine, key))
         && vm.metadata.deletion_timestamp.is_none()
         && let Some(uid) = vm.metadata.uid.clone()
     {
@@ -105,23 +121,29 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         return Err(Error::VmiStillRunning(format!("{ns}/{name}")));
     }
 
-    // 2. The disks, by name: deleted, or kept, released and labelled for re-adoption.
+    // 2. The disks, by name: deleted, or kept and released (retain-disks, orphan deletion): their
+    // proof then names a Machine that is gone, so a Machine of this name may adopt them.
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let retain = retains_disks(machine);
+    let retain = keeps_disks(machine);
+    let uid = machine.uid();
     for disk in &spec.disks {
         let claim_name = pvc_name(&name, &disk.name);
         let Some(claim) = pvcs.get_metadata_opt(&claim_name).await? else {
             continue;
         };
         let m = &claim.metadata;
-        if !ours(m, machine) || m.deletion_timestamp.is_some() {
+        if !ours("PersistentVolumeClaim", m, machine, key) || m.deletion_timestamp.is_some() {
             continue;
         }
-        if retain {
-            release(&pvcs, &claim_name, m, machine).await?;
-        } else if let Some(uid) = m.uid.clone() {
-            delete_exact(&pvcs, &claim_name, uid).await?;
-            tracing::info!(pvc = %claim_name, "deleted disk");
+        match fate(retain, true, release_of(Kind::Claim, m, uid.as_deref())) {
+            Fate::Keep(Some(r)) => disks::release(&client, &ns, &r).await?,
+            Fate::Keep(None) => {}
+            Fate::Delete => {
+                if let Some(claim_uid) = m.uid.clone() {
+                    delete_exact(&pvcs, &claim_name, claim_uid).await?;
+                    tracing::info!(pvc = %claim_name, "deleted disk");
+                }
+            }
         }
     }
 
@@ -135,23 +157,33 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
                 continue;
             };
             let m = &dv.metadata;
-            if !ours(m, machine) || m.deletion_timestamp.is_some() {
+            if !ours("DataVolume", m, machine, key) || m.deletion_timestamp.is_some() {
                 continue;
             }
-            if retain && v.disk {
-                release(&dvs, &v.claim_name, m, machine).await?;
-            } else if let Some(uid) = m.uid.clone() {
-                delete_exact(&dvs, &v.claim_name, uid).await?;
-                tracing::info!(data_volume = %v.claim_name, "deleted DataVolume");
+            match fate(
+                retain,
+                v.disk,
+                release_of(Kind::DataVolume, m, uid.as_deref()),
+            ) {
+                Fate::Keep(Some(r)) => disks::release(&client, &ns, &r).await?,
+                Fate::Keep(None) => {}
+                Fate::Delete => {
+                    if let Some(dv_uid) = m.uid.clone() {
+                        delete_exact(&dvs, &v.claim_name, dv_uid).await?;
+                        tracing::info!(data_volume = %v.claim_name, "deleted DataVolume");
+                    }
+                }
             }
         }
         // A removed CD-ROM's, if the live Machine had not deleted it yet (cached, ours only).
         let leftovers = ctx.stores.data_volumes.state_filter(|dv| {
             dv.namespace().as_deref() == Some(ns.as_str())
                 && dv.brief().as_deref() == Some(name.as_str())
-                && ownership::controlled_by(dv.meta(), machine.uid().as_deref())
                 && !volumes.iter().any(|v| v.claim_name == dv.name_any())
         });
+        let leftovers = (leftovers.iter())
+            .filter_map(|dv| dv.unpack().ok())
+            .filter(|dv| ownership::of(Some(dv), MachineRef::of(machine), key) == Ownership::Ours);
         for dv in leftovers {
             if let Some(uid) = dv.uid() {
                 delete_exact(&dvs, &dv.name_any(), uid).await?;
@@ -163,7 +195,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let derived = derived_secret_name(&name);
     if let Some(s) = secrets.get_metadata_opt(&derived).await?
-        && ours(&s.metadata, machine)
+        && ours("Secret", &s.metadata, machine, key)
         && let Some(uid) = s.metadata.uid.clone()
     {
         delete_exact(&secrets, &derived, uid).await?;
@@ -211,36 +243,6 @@ fn held_by_vm(meta: &ObjectMeta, machine: &str, vm_uid: Option<&str>) -> bool {
             && r.name == machine
             && vm_uid.is_none_or(|u| u == r.uid)
     })
-}
-
-/// Drops every owner reference to the Machine and keeps the labels, so the claim (or
-/// DataVolume) outlives it and a Machine of the same name may adopt it.
-async fn release<K>(
-    pvcs: &Api<K>,
-    claim: &str,
-    meta: &ObjectMeta,
-    machine: &Machine,
-) -> Result<(), kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let uid = machine.uid();
-    let refs = meta.owner_references.clone().unwrap_or_default();
-    if !refs.iter().any(|o| Some(&o.uid) == uid.as_ref()) {
-        return Ok(()); // A retain-disks Machine's claims carry none.
-    }
-    let owners: Vec<_> = refs
-        .into_iter()
-        .filter(|o| Some(&o.uid) != uid.as_ref())
-        .collect();
-    let patch = json!({"metadata": {
-        "ownerReferences": owners,
-        "resourceVersion": meta.resource_version,
-    }});
-    pvcs.patch(claim, &patch_params(), &Patch::Merge(patch))
-        .await?;
-    tracing::info!(object = %claim, "retained disk, released from the Machine");
-    Ok(())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! [`finalizer`], and publishes [`events`].
 
 pub mod apply;
+pub mod disks;
 pub mod events;
 pub mod finalizer;
 
@@ -18,12 +19,14 @@ use serde_json::json;
 use crate::api::{Machine, MachineStatus};
 
 use crate::reconciler::FIELD_MANAGER;
+use crate::reconciler::act::apply::Prover;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
-use crate::reconciler::decide::ownership::{self, Ownership};
+use crate::reconciler::decide::held;
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::status::{self, Reconciled};
+use crate::reconciler::decide::status::{self, Reconciled, reason};
 use crate::reconciler::decide::volumes::{self, Seen};
 use crate::reconciler::decide::{Decision, own_vmi};
 use crate::reconciler::error::{Error, api_message, is_not_found};
@@ -51,6 +54,19 @@ pub async fn act(
     if decision.add_finalizer {
         add_finalizer(&machines, machine).await?;
     }
+    let machine_name = machine.name_any();
+    let machine_uid = machine.uid().unwrap_or_default();
+    let prover = Prover {
+        key: &ctx.ownership_key,
+        machine: &machine_name,
+        machine_uid: &machine_uid,
+    };
+    let prover = &prover;
+    // retain-disks first, and on its own: a spec write that fails below must not keep a
+    // reference the garbage collector acts on.
+    let mut problems = decision.problems;
+    problems.extend(disks::release_all(client, &ns, &decision.release).await);
+    problems.extend(disks::grow_all(client, &ns, &decision.grow_claims).await);
 
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let claim_writes = decision.claims.into_iter().map(|claim| {
@@ -58,7 +74,7 @@ pub async fn act(
         async move {
             let claim_name = claim.name_any();
             let live = o.claims.get(&claim_name).cloned();
-            apply::ensure(&pvcs, claim, live, &ctx.written.pvcs)
+            apply::ensure_proven(&pvcs, claim, live, &ctx.written.pvcs, prover)
                 .await
                 .map_err(|e| failed(Kind::Claim, claim_name, &e))
         }
@@ -70,7 +86,7 @@ pub async fn act(
             let dv_name = dv.name_any();
             let live = o.data_volumes.get(&dv_name).cloned();
             let clone = is_clone(&dv);
-            apply::ensure(&dvs, dv, live, &ctx.written.data_volumes)
+            apply::ensure_proven(&dvs, dv, live, &ctx.written.data_volumes, prover)
                 .await
                 .map_err(|e| data_volume_write_problem(dv_name, clone, &e))
         }
@@ -97,7 +113,7 @@ pub async fn act(
                     .get_opt(&secret_name)
                     .await
                     .map_err(|e| failed(Kind::Secret, secret_name.clone(), &e))?;
-                apply::ensure(&secrets, secret, live, &ctx.written.secrets)
+                apply::ensure_proven(&secrets, secret, live, &ctx.written.secrets, prover)
                     .await
                     .map(drop)
                     .map_err(|e| failed(Kind::Secret, secret_name, &e))
@@ -110,7 +126,6 @@ pub async fn act(
         futures::future::join_all(nad_writes),
         secret_write
     );
-    let mut problems = decision.problems;
     let mut written_claims = Vec::new();
     for c in claims {
         match c {
@@ -133,36 +148,38 @@ pub async fn act(
     problems.extend(secret.err());
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
-    let mut vm = o.vm.clone().filter(|vm| {
-        ownership::of_machine_object(
-            Some(vm.meta()),
-            &machine.name_any(),
-            machine.uid().as_deref(),
-        ) == Ownership::Ours
-    });
-    match decision.vm {
-        // Every claim it mounts, attachment and Secret it names is now in place, and ours.
-        Some(desired) if problems.is_empty() => {
-            let vm_name = desired.name_any();
-            match apply::ensure(&vms, desired, vm.clone(), &ctx.written.vms).await {
-                Ok(applied) => {
-                    vm = Some(applied);
-                    if let Some(uid) = decision.delete_derived_secret {
-                        let derived = crate::reconciler::decide::desired::meta::derived_secret_name(
-                            &machine.name_any(),
-                        );
-                        delete_exact(&secrets, &derived, uid).await?;
-                    }
-                    for (name, uid) in decision.delete_data_volumes {
-                        delete_exact(&dvs, &name, uid).await?;
-                        tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
-                    }
+    let me = MachineRef::of(machine);
+    let mut vm = (o.vm.clone())
+        .filter(|vm| ownership::of(Some(vm), me, &ctx.ownership_key) == Ownership::Ours);
+    // A failed volume write holds back only the VM changes that need that volume.
+    let failed_volumes: Vec<String> = (problems.iter())
+        .filter_map(|p| p.failed_volume().map(str::to_owned))
+        .collect();
+    let failed_names: Vec<&str> = failed_volumes.iter().map(String::as_str).collect();
+    let held = (decision.vm)
+        .filter(|_| !problems.iter().any(Problem::holds_vm))
+        .and_then(|desired| held::without_failed(desired, vm.as_ref(), &failed_names));
+    // Every claim it mounts, attachment and Secret it names is in place, and ours.
+    if let Some(desired) = held {
+        let vm_name = desired.name_any();
+        match apply::ensure_proven(&vms, desired, vm.clone(), &ctx.written.vms, prover).await {
+            Ok(applied) => {
+                vm = Some(applied);
+                if let Some(uid) = decision.delete_derived_secret {
+                    let derived = crate::reconciler::decide::desired::meta::derived_secret_name(
+                        &machine.name_any(),
+                    );
+                    delete_exact(&secrets, &derived, uid).await?;
                 }
-                Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
+                for (name, uid) in decision.delete_data_volumes {
+                    delete_exact(&dvs, &name, uid).await?;
+                    tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
+                }
             }
+            Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
         }
-        _ => {}
     }
+    publish_adoptions(ctx, machine, &decision.adopting, &problems);
     for nad in decision.delete_attachments {
         if let Some(uid) = nad.uid() {
             delete_exact(&nads, &nad.name_any(), uid).await?;
@@ -183,7 +200,6 @@ pub async fn act(
         })
         .collect();
     // CDI's claims (of the DataVolumes) as observed; the blank disks' as just written.
-    let machine_name = machine.name_any();
     let sourced: Vec<String> = volumes::sourced_volumes(&machine_name, &o.spec)
         .into_iter()
         .map(|v| v.claim_name)
@@ -207,6 +223,7 @@ pub async fn act(
         networks: o.spec.networks.len(),
         provisioning: provisioning.verdict.as_ref(),
         disks: provisioning.disks.clone(),
+        retain: decision.retain,
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
@@ -244,6 +261,33 @@ fn data_volume_write_problem(name: String, clone: bool, e: &kube::Error) -> Prob
         }
         _ => failed(Kind::DataVolume, name, e),
     }
+}
+
+/// A Normal Event for each released claim or DataVolume adopted (its write did not fail).
+fn publish_adoptions(
+    ctx: &Context,
+    machine: &Machine,
+    adopting: &[(Kind, String)],
+    problems: &[Problem],
+) {
+    let notices: Vec<events::Notice> = adopting
+        .iter()
+        .filter(|(_, name)| !problems.iter().any(|p| p.failed_volume() == Some(name)))
+        .map(|(kind, name)| events::Notice {
+            type_: kube::runtime::events::EventType::Normal,
+            reason: reason::ADOPTED.to_owned(),
+            note: format!(
+                "adopted {} {name}, released by this operator for a Machine of this name",
+                kind.as_str()
+            ),
+        })
+        .collect();
+    if notices.is_empty() {
+        return;
+    }
+    tracing::info!(objects = ?adopting, "adopted retained disks");
+    let (recorder, machine) = (ctx.events.clone(), machine.clone());
+    tokio::spawn(async move { events::publish(&recorder, &machine, notices).await });
 }
 
 /// Deletes `name` if it is still the object with `uid` (never a namesake made since).

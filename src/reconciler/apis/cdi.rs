@@ -9,6 +9,33 @@ use std::collections::BTreeMap;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
+/// CDI's annotation on a DataVolume: `"false"` keeps it after a completed import (CDI's garbage
+/// collection would delete it otherwise, where enabled).
+pub const DELETE_AFTER_COMPLETION: &str = "cdi.kubevirt.io/storage.deleteAfterCompletion";
+/// CDI's annotation on a DataVolume: `"false"` forbids it to adopt an existing claim of its name.
+pub const ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
+/// CDI's annotation on a claim it made for a DataVolume: that DataVolume's uid.
+pub const CREATED_FOR_DATA_VOLUME: &str = "cdi.kubevirt.io/createdForDataVolume";
+
+/// Whether `claim` is the one CDI made for the DataVolume with uid `dv_uid`: controlled by it
+/// and annotated with its uid (a claim of that name made otherwise could hold another's data).
+pub fn filled_for(
+    claim: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    dv_uid: &str,
+) -> bool {
+    let controlled = claim
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == dv_uid);
+    let annotated = claim
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CREATED_FOR_DATA_VOLUME))
+        .is_some_and(|u| u == dv_uid);
+    controlled && annotated
+}
+
 /// `spec` of a CDI DataVolume.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(

@@ -14,7 +14,10 @@
 //! [`problem`] vocabulary, [`volumes`] and the resolved [`spec`].
 
 pub mod desired;
+pub mod disks;
 pub mod drift;
+pub mod evidence;
+pub mod held;
 pub mod ownership;
 pub mod problem;
 pub mod provisioning;
@@ -34,7 +37,9 @@ use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::derived_secret_name;
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::desired::{Inputs, SecretData};
-use crate::reconciler::decide::ownership::Ownership;
+use crate::reconciler::decide::disks::{Release, conflict};
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::observe::Observed;
@@ -59,6 +64,14 @@ pub struct Decision {
     /// Our derived Secret, once the VM written no longer names it (its uid, as a precondition).
     pub delete_derived_secret: Option<String>,
     pub problems: Vec<Problem>,
+    /// `retain-disks` holds: `DisksRetained` is shown.
+    pub retain: bool,
+    /// Claims and DataVolumes of ours to free of the Machine's owner references first.
+    pub release: Vec<Release>,
+    /// CDI's claims to grow (name, size): a grown disk or CD-ROM with a source.
+    pub grow_claims: Vec<(String, String)>,
+    /// Released claims and DataVolumes the writes adopt.
+    pub adopting: Vec<(Kind, String)>,
 }
 
 pub fn retains_disks(machine: &impl Resource) -> bool {
@@ -70,10 +83,10 @@ pub fn retains_disks(machine: &impl Resource) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
+pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let machine = &o.machine;
     let name = machine.name_any();
-    let uid = machine.uid();
+    let me = MachineRef::of(machine);
     let mut out = Decision {
         add_finalizer: machine.status.is_none()
             && !machine.finalizers().iter().any(|f| f == FINALIZER),
@@ -141,46 +154,21 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
     }
     out.problems.append(&mut desired.problems);
 
-    let retain = retains_disks(machine);
-    for mut claim in desired.pvcs {
-        let claim_name = claim.name_any();
-        let live = o.claims.get(&claim_name).map(|c| c.meta());
-        if !ownership::of_machine_object(live, &name, uid.as_deref()).writable(true) {
-            out.problems.push(conflict(Kind::Claim, claim_name));
-            continue;
-        }
-        if retain {
-            // No reference the garbage collector acts on: no deletion path can take the claim.
-            claim.metadata.owner_references = None;
-        }
-        out.claims.push(claim);
-    }
-    for mut dv in desired.data_volumes {
-        let dv_name = dv.name_any();
-        let live = o.data_volumes.get(&dv_name).map(|d| d.meta());
-        // Adoptable like a claim: a retain-disks deletion leaves its DataVolumes released.
-        if !ownership::of_machine_object(live, &name, uid.as_deref()).writable(true) {
-            out.problems.push(conflict(Kind::DataVolume, dv_name));
-            continue;
-        }
-        // retain-disks covers the disks' DataVolumes, not the CD-ROMs' (installer media).
-        let disk = sourced.iter().any(|v| v.claim_name == dv_name && v.disk);
-        if retain && disk {
-            dv.metadata.owner_references = None;
-        }
-        out.data_volumes.push(dv);
-    }
-    // The claim CDI fills must be that DataVolume's: a claim of that name made otherwise (before
-    // the DataVolume, or by someone else) could hold another's data.
-    for claim_name in sourced.iter().map(|v| &v.claim_name) {
-        let Some(claim) = o.claims.get(claim_name) else {
-            continue;
-        };
-        let dv_uid = o.data_volumes.get(claim_name).and_then(|d| d.uid());
-        if !ownership::controlled_by(claim.meta(), dv_uid.as_deref()) {
-            out.problems.push(conflict(Kind::Claim, claim_name.clone()));
-        }
-    }
+    out.retain = retains_disks(machine);
+    let disks = disks::decide(
+        o,
+        key,
+        out.retain,
+        &sourced,
+        desired.pvcs,
+        desired.data_volumes,
+    );
+    out.claims = disks.claims;
+    out.data_volumes = disks.data_volumes;
+    out.release = disks.release;
+    out.grow_claims = disks.grow;
+    out.adopting = disks.adopting;
+    out.problems.extend(disks.problems);
     for nad in desired.attachments {
         let nad_name = nad.name_any();
         let nc_uid = o
@@ -195,8 +183,7 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
         }
     }
     let derived = derived_secret_name(&name);
-    let secret_ownership =
-        ownership::of_machine_object(o.derived_secret.as_ref(), &name, uid.as_deref());
+    let secret_ownership = ownership::of_meta(o.derived_secret.as_ref(), "Secret", me, key);
     if let Some(secret) = desired.secret {
         if secret_ownership.writable(false) {
             out.secret = Some(secret);
@@ -205,8 +192,7 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
         }
     }
     if let Some(vm) = desired.vm {
-        let live = o.vm.as_ref().map(|v| v.meta());
-        let vm_ours = ownership::of_machine_object(live, &name, uid.as_deref()).writable(false);
+        let vm_ours = ownership::of(o.vm.as_ref(), me, key).writable(false);
         if !vm_ours {
             out.problems
                 .push(conflict(Kind::VirtualMachine, name.clone()));
@@ -217,12 +203,12 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
             if !names_derived && secret_ownership == Ownership::Ours {
                 out.delete_derived_secret = o.derived_secret.as_ref().and_then(|m| m.uid.clone());
             }
-            // A removed CD-ROM's, once the VM no longer mounts it, and controlled by this
-            // Machine only: a released one (retain-disks) is left alone.
+            // A removed CD-ROM's, once the VM no longer mounts it, and this Machine's only: a
+            // released one (retain-disks) is left alone.
             out.delete_data_volumes = o
                 .unwanted_data_volumes
                 .iter()
-                .filter(|dv| ownership::controlled_by(dv.meta(), uid.as_deref()))
+                .filter(|dv| ownership::of(Some(*dv), me, key) == Ownership::Ours)
                 .filter_map(|dv| Some((dv.name_any(), dv.uid()?)))
                 .collect();
             out.vm = Some(vm);
@@ -242,10 +228,6 @@ pub fn decide(o: &Observed, catalog: &Catalog) -> Decision {
         .cloned()
         .collect();
     out
-}
-
-fn conflict(kind: Kind, name: String) -> Problem {
-    Problem::Conflict { kind, name }
 }
 
 /// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries

@@ -1,16 +1,23 @@
-//! Whose an object is, decided from its metadata alone (pure, table-tested below).
+//! Whose an object is, decided on evidence no Machine author can forge (pure, table-tested
+//! below). The evidence is the proof of [`evidence`](super::evidence); labels and owner
+//! references are never enough on their own.
 //!
-//! - **Ours**: its controller owner reference carries the owner's uid (the Machine's, or for a
-//!   NetworkAttachmentDefinition the NetworkConfiguration's).
-//! - **Released**: no controller owner, and the operator's labels for this Machine
-//!   (`vitistack.io/managed-by: kubevirt-operator`, `vitistack.io/machine: <name>`). That is
-//!   how a claim is left by a `retain-disks` deletion (and how a live retain-disks Machine holds
-//!   its claims, with no reference the garbage collector acts on), so a Machine of that name may
-//!   adopt it. Only claims are adopted; a released VM or Secret is only ever cleaned up.
-//! - **Foreign**: anything else with the name we want. Never modified nor deleted: a conflict.
+//! - **Ours**: its proof says this operator made it for this Machine (name and uid).
+//! - **Released**: its proof says this operator made it for a Machine of this name that is gone
+//!   (another uid), and nothing of that Machine holds it any more (no owner reference to it, not
+//!   being deleted): what a `retain-disks` deletion leaves. Only claims and DataVolumes are
+//!   adopted; a released VM or Secret is never written.
+//! - **Foreign**: anything else with the name we want, including labels or a controller
+//!   reference to the Machine's uid without a proof. Never modified nor deleted: a conflict.
+//!
+//! Objects created before the key existed (an upgrade) are judged once more by the second
+//! edition's rules (controller uid, or our labels without a controller), and get their proof with
+//! the next write.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 
+use super::evidence::OwnershipKey;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +35,24 @@ impl Ownership {
             Ownership::Absent | Ownership::Ours => true,
             Ownership::Released => adoptable,
             Ownership::Foreign => false,
+        }
+    }
+}
+
+/// The Machine objects are judged for.
+#[derive(Clone, Copy, Debug)]
+pub struct MachineRef<'a> {
+    pub name: &'a str,
+    /// `None` only for a Machine the API server never stored: nothing is ours then.
+    pub uid: Option<&'a str>,
+}
+
+impl<'a> MachineRef<'a> {
+    pub fn of(machine: &'a impl Resource) -> MachineRef<'a> {
+        let meta = machine.meta();
+        MachineRef {
+            name: meta.name.as_deref().unwrap_or_default(),
+            uid: meta.uid.as_deref(),
         }
     }
 }
@@ -53,26 +78,56 @@ pub fn labelled_for(meta: &ObjectMeta, machine: &str) -> bool {
     label(meta, MANAGED_BY_LABEL) == Some(MANAGED_BY) && label(meta, MACHINE_LABEL) == Some(machine)
 }
 
-/// Ownership of an object made for Machine `machine` (uid `owner_uid`).
-pub fn of_machine_object(
+/// Whether anything of the Machine with uid `uid` still holds `meta`'s object: an owner
+/// reference the garbage collector acts on, or a deletion under way.
+fn held_by(meta: &ObjectMeta, uid: &str) -> bool {
+    meta.deletion_timestamp.is_some()
+        || meta.owner_references.iter().flatten().any(|r| r.uid == uid)
+}
+
+/// Ownership of `obj` (one with a name made for `machine`).
+pub fn of<K: Resource<DynamicType = ()>>(
+    obj: Option<&K>,
+    machine: MachineRef,
+    key: &OwnershipKey,
+) -> Ownership {
+    let kind = K::kind(&());
+    of_meta(obj.map(Resource::meta), &kind, machine, key)
+}
+
+/// [`of`], for the metadata of an object of `kind`.
+pub fn of_meta(
     meta: Option<&ObjectMeta>,
-    machine: &str,
-    owner_uid: Option<&str>,
+    kind: &str,
+    machine: MachineRef,
+    key: &OwnershipKey,
 ) -> Ownership {
     let Some(meta) = meta else {
         return Ownership::Absent;
     };
+    match key.made_for(kind, meta, machine.name) {
+        Some(made) if Some(made) == machine.uid => Ownership::Ours,
+        Some(made) if held_by(meta, made) => Ownership::Foreign,
+        Some(_) => Ownership::Released,
+        None if key.predates(meta) => second_edition(meta, machine),
+        None => Ownership::Foreign,
+    }
+}
+
+/// The second edition's rule, for objects older than the key.
+fn second_edition(meta: &ObjectMeta, machine: MachineRef) -> Ownership {
     match controller_uid(meta) {
-        Some(c) if Some(c) == owner_uid => Ownership::Ours,
+        Some(c) if Some(c) == machine.uid => Ownership::Ours,
         Some(_) => Ownership::Foreign,
-        None if labelled_for(meta, machine) => Ownership::Released,
+        None if labelled_for(meta, machine.name) => Ownership::Released,
         None => Ownership::Foreign,
     }
 }
 
 /// Ownership of a NetworkAttachmentDefinition made for a NetworkConfiguration (uid `nc_uid`,
 /// `None` once the NetworkConfiguration is gone: then a controller reference to a
-/// NetworkConfiguration of the attachment's name is enough).
+/// NetworkConfiguration of the attachment's name is enough). Attachments serve every Machine on
+/// a network and hold no data; they keep the second edition's rule.
 pub fn of_attachment(meta: Option<&ObjectMeta>, nc_uid: Option<&str>) -> Ownership {
     let Some(meta) = meta else {
         return Ownership::Absent;
@@ -96,129 +151,10 @@ pub fn of_attachment(meta: Option<&ObjectMeta>, nc_uid: Option<&str>) -> Ownersh
     }
 }
 
-/// Whether `meta` (a VMI's) is controlled by the object with uid `owner_uid` (its VM's).
+/// Whether `meta` (a VMI's, a CDI claim's) is controlled by the object with uid `owner_uid`.
 pub fn controlled_by(meta: &ObjectMeta, owner_uid: Option<&str>) -> bool {
     owner_uid.is_some() && controller_uid(meta) == owner_uid
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
-    use super::*;
-
-    fn meta(controller: Option<(&str, bool)>, labels: &[(&str, &str)]) -> ObjectMeta {
-        ObjectMeta {
-            name: Some("m-root".into()),
-            owner_references: controller.map(|(uid, is_controller)| {
-                vec![OwnerReference {
-                    uid: uid.into(),
-                    controller: Some(is_controller),
-                    ..OwnerReference::default()
-                }]
-            }),
-            labels: (!labels.is_empty()).then(|| {
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect::<BTreeMap<_, _>>()
-            }),
-            ..ObjectMeta::default()
-        }
-    }
-
-    /// A controller (or plain) owner reference: (uid, is controller).
-    type Owner = Option<(&'static str, bool)>;
-    type Labels = &'static [(&'static str, &'static str)];
-
-    const OURS: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY), (MACHINE_LABEL, "m")];
-    const OTHER_MACHINE: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY), (MACHINE_LABEL, "a")];
-    const SOMEONE: &[(&str, &str)] = &[(MANAGED_BY_LABEL, "helm"), (MACHINE_LABEL, "m")];
-
-    #[test]
-    fn machine_objects() {
-        use Ownership::*;
-        // (controller owner, labels, expected, adoptable claim writable, VM/Secret writable)
-        let cases: &[(Owner, Labels, Ownership, bool, bool)] = &[
-            (Some(("uid-m", true)), OURS, Ours, true, true),
-            // Ours even without labels (someone stripped them): the uid decides.
-            (Some(("uid-m", true)), &[], Ours, true, true),
-            // Another Machine's (the colliding `a` + `b-root` / `a-b` + `root` case).
-            (Some(("uid-a", true)), OTHER_MACHINE, Foreign, false, false),
-            // Our labels copied onto someone else's controlled object.
-            (Some(("uid-x", true)), OURS, Foreign, false, false),
-            // A non-controller reference to us is not control.
-            (Some(("uid-m", false)), &[], Foreign, false, false),
-            // Released by a retain-disks deletion: adoptable claim.
-            (None, OURS, Released, true, false),
-            (Some(("uid-m", false)), OURS, Released, true, false),
-            // Released, but for another Machine name.
-            (None, OTHER_MACHINE, Foreign, false, false),
-            // Made by someone else: unlabelled, or labelled by another manager.
-            (None, &[], Foreign, false, false),
-            (None, SOMEONE, Foreign, false, false),
-        ];
-        for (i, (controller, labels, want, claim_ok, other_ok)) in cases.iter().enumerate() {
-            let m = meta(*controller, labels);
-            let got = of_machine_object(Some(&m), "m", Some("uid-m"));
-            assert_eq!(got, *want, "case {i}");
-            assert_eq!(got.writable(true), *claim_ok, "case {i} claim");
-            assert_eq!(got.writable(false), *other_ok, "case {i} VM/Secret");
-        }
-        assert_eq!(of_machine_object(None, "m", Some("uid-m")), Absent);
-        assert!(Absent.writable(false));
-    }
-
-    #[test]
-    fn attachments() {
-        use Ownership::*;
-        let managed: &[(&str, &str)] = &[(MANAGED_BY_LABEL, MANAGED_BY)];
-        let cases: &[(Owner, Labels, Ownership)] = &[
-            (Some(("uid-nc", true)), managed, Ours),
-            (Some(("uid-nc", true)), &[], Foreign),
-            (Some(("uid-other", true)), managed, Foreign),
-            (None, managed, Foreign),
-            (None, &[], Foreign),
-        ];
-        for (i, (controller, labels, want)) in cases.iter().enumerate() {
-            let m = meta(*controller, labels);
-            assert_eq!(of_attachment(Some(&m), Some("uid-nc")), *want, "case {i}");
-        }
-        assert_eq!(of_attachment(None, Some("uid-nc")), Absent);
-        // The NetworkConfiguration is gone: a reference to one of the attachment's name is ours.
-        let mut m = meta(Some(("uid-gone", true)), managed);
-        m.name = Some("lan".into());
-        assert_eq!(
-            of_attachment(Some(&m), None),
-            Foreign,
-            "not a NetworkConfiguration"
-        );
-        if let Some(r) = m.owner_references.as_mut().and_then(|r| r.first_mut()) {
-            r.kind = "NetworkConfiguration".into();
-            r.name = "lan".into();
-        }
-        assert_eq!(of_attachment(Some(&m), None), Ours);
-        m.labels = None;
-        assert_eq!(of_attachment(Some(&m), None), Foreign, "not labelled ours");
-    }
-
-    #[test]
-    fn a_vmi_counts_only_when_its_vm_controls_it() {
-        assert!(controlled_by(
-            &meta(Some(("uid-vm", true)), &[]),
-            Some("uid-vm")
-        ));
-        assert!(!controlled_by(
-            &meta(Some(("uid-vm", false)), OURS),
-            Some("uid-vm")
-        ));
-        assert!(!controlled_by(&meta(None, OURS), Some("uid-vm")));
-        assert!(!controlled_by(
-            &meta(Some(("uid-x", true)), OURS),
-            Some("uid-vm")
-        ));
-        assert!(!controlled_by(&meta(None, OURS), None));
-    }
-}
+mod tests;

@@ -30,6 +30,10 @@ pub mod reason {
     pub const RUNNING: &str = "Running";
     pub const CREATING: &str = "Creating";
     pub const STOPPED: &str = "Stopped";
+    /// `DisksRetained`: every claim and DataVolume of a disk is free of owner references.
+    pub const DISKS_RELEASED: &str = "DisksReleased";
+    /// An adopted claim or DataVolume (a Normal Event).
+    pub const ADOPTED: &str = "Adopted";
 }
 
 /// The condition types of SPEC's Machine status.
@@ -38,6 +42,9 @@ pub mod condition {
     pub const VIRTUAL_MACHINE_READY: &str = "VirtualMachineReady";
     pub const STORAGE_READY: &str = "StorageReady";
     pub const NETWORK_READY: &str = "NetworkReady";
+    /// Shown while `vitistack.io/retain-disks` is `"true"`: whether deleting the Machine, in any
+    /// propagation, now keeps every disk.
+    pub const DISKS_RETAINED: &str = "DisksRetained";
 }
 
 /// The kinds of object the reconciler makes (named in conflict and write-failure messages).
@@ -108,6 +115,12 @@ pub enum Problem {
         name: String,
         message: String,
     },
+    /// retain-disks: freeing a claim or DataVolume of the Machine's owner reference failed.
+    ReleaseFailed {
+        kind: Kind,
+        name: String,
+        message: String,
+    },
     /// The API server refused a write (its message, never object contents).
     WriteFailed {
         kind: Kind,
@@ -140,6 +153,7 @@ impl Problem {
                 Kind::DataVolume => "DataVolumeConflict",
             },
             Problem::CloneUnauthorized { .. } => "CloneUnauthorized",
+            Problem::ReleaseFailed { .. } => "ReleaseFailed",
             Problem::WriteFailed { kind, .. } => match kind {
                 Kind::Claim => "PVCFailed",
                 Kind::VirtualMachine => "KubeVirtApiError",
@@ -164,11 +178,39 @@ impl Problem {
             Problem::SecretNotFound { .. } | Problem::SecretKeyNotFound { .. } => {
                 VIRTUAL_MACHINE_READY
             }
+            Problem::ReleaseFailed { .. } => DISKS_RETAINED,
             Problem::Conflict { kind, .. } | Problem::WriteFailed { kind, .. } => match kind {
                 Kind::Claim | Kind::DataVolume => STORAGE_READY,
                 Kind::Attachment => NETWORK_READY,
                 Kind::VirtualMachine | Kind::Secret => VIRTUAL_MACHINE_READY,
             },
+        }
+    }
+
+    /// Whether the problem holds the VM back. A failed volume write holds back only the VM
+    /// changes that need that volume (see `act::held`), a failed release nothing.
+    pub fn holds_vm(&self) -> bool {
+        !matches!(
+            self,
+            Problem::ReleaseFailed { .. }
+                | Problem::WriteFailed {
+                    kind: Kind::Claim | Kind::DataVolume,
+                    ..
+                }
+                | Problem::CloneUnauthorized { .. }
+        )
+    }
+
+    /// The claim or DataVolume whose write failed, if that is this problem.
+    pub fn failed_volume(&self) -> Option<&str> {
+        match self {
+            Problem::WriteFailed {
+                kind: Kind::Claim | Kind::DataVolume,
+                name,
+                ..
+            }
+            | Problem::CloneUnauthorized { name, .. } => Some(name),
+            _ => None,
         }
     }
 
@@ -189,6 +231,7 @@ impl Problem {
         "SecretConflict",
         "DataVolumeConflict",
         "CloneUnauthorized",
+        "ReleaseFailed",
         "PVCFailed",
         "KubeVirtApiError",
         "NetworkFailed",
@@ -229,6 +272,16 @@ impl fmt::Display for Problem {
             Problem::Conflict { kind, name } => write!(
                 f,
                 "{} {name} exists and is not controlled by this Machine",
+                kind.as_str()
+            ),
+            Problem::ReleaseFailed {
+                kind,
+                name,
+                message,
+            } => write!(
+                f,
+                "{} {name} still carries the Machine's owner reference (deleting the Machine \
+                 now could delete it): {message}",
                 kind.as_str()
             ),
             Problem::CloneUnauthorized { name, message } => {
@@ -293,6 +346,11 @@ mod tests {
             });
         }
         v.push(Problem::CloneUnauthorized {
+            name: "x".into(),
+            message: "m".into(),
+        });
+        v.push(Problem::ReleaseFailed {
+            kind: Kind::Claim,
             name: "x".into(),
             message: "m".into(),
         });

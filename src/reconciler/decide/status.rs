@@ -36,6 +36,8 @@ pub struct Reconciled<'a> {
     pub provisioning: Option<&'a Verdict>,
     /// `status.disks[]`.
     pub disks: Vec<DiskStatus>,
+    /// `vitistack.io/retain-disks` is `"true"`: `DisksRetained` is shown.
+    pub retain: bool,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -75,6 +77,9 @@ pub fn compute(
         if let Some((reason, message)) = provisioning::restart_required(r.vm) {
             let t = provisioning::reason::RESTART_REQUIRED;
             conds.push(Cond::new(t, "True", &reason, message));
+        }
+        if r.retain {
+            conds.push(disks_retained(r));
         }
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
@@ -184,6 +189,17 @@ fn problem_condition(r: &Reconciled, type_: &'static str) -> Option<Cond> {
         .collect::<Vec<_>>()
         .join("; ");
     Some(Cond::new(type_, "False", reason, message))
+}
+
+/// True once no claim or DataVolume of a disk carries an owner reference to the Machine (the
+/// release step ran before the status): a failed release says which.
+fn disks_retained(r: &Reconciled) -> Cond {
+    let t = condition::DISKS_RETAINED;
+    problem_condition(r, t).unwrap_or_else(|| {
+        let message = "no disk carries an owner reference to the Machine: deleting it, in any \
+                       propagation, keeps them for a Machine of the same name";
+        Cond::new(t, "True", reason::DISKS_RELEASED, message.to_owned())
+    })
 }
 
 fn storage_condition(r: &Reconciled) -> Cond {

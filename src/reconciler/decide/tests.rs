@@ -9,9 +9,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::names::PROOF_ANNOTATION;
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
 use crate::machine::{Catalog, resolve};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
+use crate::reconciler::decide::evidence::Target;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 mod data_volumes;
@@ -58,9 +60,32 @@ fn observed(m: Machine) -> Observed {
     }
 }
 
-/// Metadata of an existing object: controller owner uid (if any) and labels for `machine`.
-fn meta(name: &str, controller: Option<&str>, labelled_for: Option<&str>) -> ObjectMeta {
+/// The key the tests' objects are proven with.
+fn key() -> OwnershipKey {
+    OwnershipKey::new(&[9; 32], None).expect("key")
+}
+
+/// Metadata of an existing object of `kind`: controller owner uid (if any) and labels for
+/// `machine`. One labelled for a Machine was made by the operator for it: it carries the proof
+/// for that Machine and its controller (a gone one's when it has none: released).
+fn meta(
+    kind: &str,
+    name: &str,
+    controller: Option<&str>,
+    labelled_for: Option<&str>,
+) -> ObjectMeta {
+    let target = Target {
+        kind,
+        namespace: "ns",
+        name,
+        uid: &format!("uid-{name}"),
+    };
+    let proof = labelled_for.filter(|_| !kind.is_empty()).map(|m| {
+        let proof = key().proof(&target, m, controller.unwrap_or("uid-gone"));
+        BTreeMap::from([(PROOF_ANNOTATION.to_owned(), proof)])
+    });
     ObjectMeta {
+        annotations: proof,
         name: Some(name.into()),
         namespace: Some("ns".into()),
         uid: Some(format!("uid-{name}")),
@@ -90,7 +115,7 @@ fn claim(
     labelled_for: Option<&str>,
 ) -> PersistentVolumeClaim {
     PersistentVolumeClaim {
-        metadata: meta(name, controller, labelled_for),
+        metadata: meta("PersistentVolumeClaim", name, controller, labelled_for),
         ..PersistentVolumeClaim::default()
     }
 }
@@ -138,7 +163,7 @@ fn claims() {
         if let Some((c, l)) = existing(e) {
             o.claims.insert("m-root".into(), claim("m-root", c, l));
         }
-        let d = decide(&o, &Catalog::default());
+        let d = decide(&o, &Catalog::default(), &key());
         let writable = matches!(e, Absent | Ours | ReleasedForThisMachine);
         assert_eq!(d.claims.len(), usize::from(writable), "{e:?}");
         assert_eq!(d.vm.is_some(), writable, "{e:?}: VM only with its claim");
@@ -162,7 +187,7 @@ fn colliding_claim_names_block_the_second_machine() {
         "a-b-root".into(),
         claim("a-b-root", Some("uid-a"), Some("a")),
     );
-    let d = decide(&o, &Catalog::default());
+    let d = decide(&o, &Catalog::default(), &key());
     assert!(d.claims.is_empty() && d.vm.is_none());
     assert_eq!(
         d.problems[0].to_string(),
@@ -182,7 +207,7 @@ fn retain_disks_claims_carry_no_owner_reference() {
         if let Some((c, l)) = existing(e) {
             o.claims.insert("m-root".into(), claim("m-root", c, l));
         }
-        let d = decide(&o, &Catalog::default());
+        let d = decide(&o, &Catalog::default(), &key());
         assert_eq!(d.claims.len(), 1, "{e:?}");
         assert_eq!(d.claims[0].metadata.owner_references, None, "{e:?}");
         assert!(d.vm.is_some(), "{e:?}");
@@ -195,10 +220,10 @@ fn virtual_machines() {
         let mut o = observed(machine("m", json!({"template": "small"})));
         if let Some((c, l)) = existing(e) {
             let mut vm = VirtualMachine::new("m", Default::default());
-            vm.metadata = meta("m", c, l);
+            vm.metadata = meta("VirtualMachine", "m", c, l);
             o.vm = Some(vm);
         }
-        let d = decide(&o, &Catalog::default());
+        let d = decide(&o, &Catalog::default(), &key());
         // A released VM is not adopted: only claims are.
         let writable = matches!(e, Absent | Ours);
         assert_eq!(d.vm.is_some(), writable, "{e:?}");
@@ -227,7 +252,7 @@ fn attachments() {
             json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lan"}]}),
         ));
         if let Some((controller, managed)) = live {
-            let mut m = meta("lan", controller, None);
+            let mut m = meta("", "lan", controller, None);
             if managed {
                 m.labels = Some(BTreeMap::from([(
                     MANAGED_BY_LABEL.to_owned(),
@@ -242,7 +267,7 @@ fn attachments() {
                 },
             );
         }
-        let d = decide(&o, &Catalog::default());
+        let d = decide(&o, &Catalog::default(), &key());
         assert_eq!(d.attachments.len(), usize::from(writable), "case {i}");
         assert_eq!(d.vm.is_some(), writable, "case {i}");
         if !writable {
@@ -266,9 +291,9 @@ fn derived_secrets() {
             ..Secret::default()
         });
         if let Some((c, l)) = existing(e) {
-            o.derived_secret = Some(meta("m-cloudinit", c, l));
+            o.derived_secret = Some(meta("Secret", "m-cloudinit", c, l));
         }
-        let d = decide(&o, &Catalog::default());
+        let d = decide(&o, &Catalog::default(), &key());
         let writable = matches!(e, Absent | Ours);
         assert_eq!(d.secret.is_some(), writable, "{e:?}");
         assert_eq!(d.vm.is_some(), writable, "{e:?}");
@@ -285,13 +310,13 @@ fn without_multus_only_machines_with_networks_wait() {
         json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lan"}]}),
     ));
     o.multus_installed = false;
-    let d = decide(&o, &Catalog::default());
+    let d = decide(&o, &Catalog::default(), &key());
     assert_eq!(reasons(&d), ["MultusNotInstalled"]);
     assert!(d.vm.is_none() && d.attachments.is_empty());
 
     let mut plain = observed(machine("p", json!({"template": "small"})));
     plain.multus_installed = false;
-    let d = decide(&plain, &Catalog::default());
+    let d = decide(&plain, &Catalog::default(), &key());
     assert!(d.problems.is_empty() && d.vm.is_some());
 }
 
@@ -299,7 +324,7 @@ fn without_multus_only_machines_with_networks_wait() {
 fn only_our_unused_attachments_are_deleted() {
     let mut o = observed(machine("m", json!({"template": "small"})));
     let nad = |name: &str, controller: Option<&str>| {
-        let mut m = meta(name, controller, None);
+        let mut m = meta("", name, controller, None);
         m.labels = Some(BTreeMap::from([(
             MANAGED_BY_LABEL.to_owned(),
             MANAGED_BY.to_owned(),
@@ -311,7 +336,7 @@ fn only_our_unused_attachments_are_deleted() {
     };
     // `lan` is controlled by its NetworkConfiguration; `other` by something else.
     o.unused_attachments = vec![nad("lan", Some("uid-nc")), nad("other", Some("uid-x"))];
-    let d = decide(&o, &Catalog::default());
+    let d = decide(&o, &Catalog::default(), &key());
     let deleted: Vec<String> = d.delete_attachments.iter().map(|n| n.name_any()).collect();
     assert_eq!(deleted, ["lan"]);
 }
@@ -320,10 +345,10 @@ fn only_our_unused_attachments_are_deleted() {
 fn the_finalizer_is_added_only_before_the_first_reconcile() {
     let mut m = machine("m", json!({"template": "small"}));
     m.metadata.finalizers = None;
-    assert!(decide(&observed(m.clone()), &Catalog::default()).add_finalizer);
+    assert!(decide(&observed(m.clone()), &Catalog::default(), &key()).add_finalizer);
     // Reconciled before: a finalizer someone removed stays removed.
     m.status = Some(MachineStatus::default());
-    assert!(!decide(&observed(m), &Catalog::default()).add_finalizer);
+    assert!(!decide(&observed(m), &Catalog::default(), &key()).add_finalizer);
 }
 
 #[test]
@@ -341,7 +366,7 @@ fn a_vmi_reports_only_when_its_vm_controls_it() {
         own_vmi(Some(&vm), Some(&vmi)).is_none(),
         "forged: labels only"
     );
-    vmi.metadata.owner_references = meta("m", Some("uid-vm"), None).owner_references;
+    vmi.metadata.owner_references = meta("", "m", Some("uid-vm"), None).owner_references;
     assert!(own_vmi(Some(&vm), Some(&vmi)).is_some());
     assert!(own_vmi(None, Some(&vmi)).is_none());
 }
@@ -349,7 +374,45 @@ fn a_vmi_reports_only_when_its_vm_controls_it() {
 #[test]
 fn an_invalid_spec_makes_nothing() {
     let o = observed(machine("m", json!({"template": "huge"})));
-    let d = decide(&o, &Catalog::default());
+    let d = decide(&o, &Catalog::default(), &key());
     assert_eq!(reasons(&d), ["TemplateNotFound"]);
     assert!(d.claims.is_empty() && d.vm.is_none() && !d.add_finalizer);
+}
+
+#[test]
+fn retain_disks_releases_what_is_ours_and_adoptions_are_listed() {
+    let mut m = machine("m", json!({"template": "small"}));
+    m.metadata.annotations = Some(BTreeMap::from([(
+        RETAIN_DISKS_ANNOTATION.to_owned(),
+        "true".to_owned(),
+    )]));
+    let mut o = observed(m);
+    o.claims
+        .insert("m-root".into(), claim("m-root", Some(UID), Some("m")));
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(d.retain);
+    let released: Vec<(&str, usize)> = (d.release.iter())
+        .map(|r| (r.name.as_str(), r.owners.len()))
+        .collect();
+    assert_eq!(
+        released,
+        [("m-root", 0)],
+        "its one reference, the Machine's, goes"
+    );
+    assert_eq!(d.claims[0].metadata.owner_references, None);
+    assert!(d.adopting.is_empty());
+
+    // Released by us for a Machine of this name that is gone: adopted, nothing to release.
+    o.claims
+        .insert("m-root".into(), claim("m-root", None, Some("m")));
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(d.release.is_empty());
+    assert_eq!(d.adopting, [(Kind::Claim, "m-root".to_owned())]);
+
+    // Without retain-disks nothing is released.
+    let mut o = observed(machine("m", json!({"template": "small"})));
+    o.claims
+        .insert("m-root".into(), claim("m-root", Some(UID), Some("m")));
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(!d.retain && d.release.is_empty());
 }

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::api::{Machine, MachineStatus, NetworkConfiguration};
 use crate::machine::Catalog;
+use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::telemetry::Metrics;
 
 use super::metrics::BindTimes;
@@ -40,6 +41,8 @@ pub struct Settings {
     pub metrics: Arc<Metrics>,
     /// The namespaces watched: every one, or one controller per namespace listed.
     pub scopes: Vec<Scope>,
+    /// The operator's own namespace (`NAMESPACE`), where its ownership key lives.
+    pub namespace: String,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own
@@ -163,6 +166,8 @@ pub struct Context {
     /// Consecutive failures by Machine (`namespace/name`), for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
     pub bind_times: BindTimes,
+    /// Says which objects this operator made (see `decide::evidence`).
+    pub ownership_key: OwnershipKey,
 }
 
 const FIRST_RETRY: Duration = Duration::from_secs(1);

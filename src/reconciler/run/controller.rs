@@ -37,6 +37,7 @@ use crate::reconciler::act::events::Publisher;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::{Brief, Packed};
 use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL, act, act::finalizer, decide, observe};
@@ -66,6 +67,7 @@ pub async fn run_scope(
     scope: Scope,
     (stores, writers): (Stores, Writers),
     state: Arc<State>,
+    ownership_key: OwnershipKey,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = clients.api.clone();
@@ -166,6 +168,7 @@ pub async fn run_scope(
         caches_ready: watch::Sender::new(false),
         failures: Mutex::new(HashMap::new()),
         bind_times: BindTimes::default(),
+        ownership_key,
     });
     // The names caches only fill sets; nothing is triggered by them.
     let names = {
@@ -381,7 +384,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
             .map(|()| Reconciled::Done);
     }
     let observed = observe::observe(machine, ctx).await?;
-    let decision = decide::decide(&observed, &ctx.settings.catalog);
+    let decision = decide::decide(&observed, &ctx.settings.catalog, &ctx.ownership_key);
     let (status, blocked) = act::act(ctx, &observed, decision).await?;
     if let Some(phase) = status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);

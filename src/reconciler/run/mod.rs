@@ -5,6 +5,7 @@
 pub mod context;
 pub mod controller;
 pub mod metrics;
+pub mod ownership_key;
 pub mod readiness;
 pub mod scopes;
 pub mod watches;

@@ -15,6 +15,7 @@ use futures::future::join_all;
 use super::context::{Clients, Settings, Stores};
 use super::controller::run_scope;
 use super::metrics::refresh_gauges;
+use super::ownership_key::wait_for_key;
 use super::readiness::State;
 
 const GAUGE_REFRESH: Duration = Duration::from_secs(5);
@@ -29,6 +30,11 @@ pub async fn run(
 ) {
     let shutdown = shutdown.shared();
     state.set_caches_synced(false);
+    // Nothing can be told ours without the key: no controller starts before it is read.
+    let key = tokio::select! {
+        key = wait_for_key(&clients.api, &settings.namespace) => key,
+        () = shutdown.clone() => return,
+    };
     let scopes: Vec<_> = settings
         .scopes
         .iter()
@@ -64,6 +70,7 @@ pub async fn run(
             scope,
             stores,
             part,
+            key.clone(),
             shutdown.clone(),
         )
     }))

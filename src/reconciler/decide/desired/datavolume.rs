@@ -11,8 +11,9 @@ use crate::api::Machine;
 use crate::api::machine::Disk;
 use crate::api::source::{Cdrom, DEFAULT_CDROM_SIZE, DiskSource};
 use crate::reconciler::apis::cdi::{
-    DATA_SOURCE_KIND, DataVolume, DataVolumeSource, DataVolumeSpec, HttpSource, PvcSource,
-    RegistrySource, SourceRef, StorageResources, StorageSpec,
+    ALLOW_CLAIM_ADOPTION, DATA_SOURCE_KIND, DELETE_AFTER_COMPLETION, DataVolume, DataVolumeSource,
+    DataVolumeSpec, HttpSource, PvcSource, RegistrySource, SourceRef, StorageResources,
+    StorageSpec,
 };
 use crate::reconciler::apis::kubevirt::{
     self, CdromTarget, DataVolumeRef, PvcSource as VmPvc, Volume,
@@ -75,8 +76,15 @@ fn data_volume(
             }),
         });
     }
+    let mut metadata = owned_by_machine(machine, pvc_name(&machine.name_any(), name));
+    // CDI neither deletes a DataVolume once imported (our retain-disks and drift would recreate
+    // it, which CDI refuses) nor adopts a claim of its name that it did not make.
+    metadata.annotations = Some(BTreeMap::from([
+        (DELETE_AFTER_COMPLETION.to_owned(), "false".to_owned()),
+        (ALLOW_CLAIM_ADOPTION.to_owned(), "false".to_owned()),
+    ]));
     DataVolume {
-        metadata: owned_by_machine(machine, pvc_name(&machine.name_any(), name)),
+        metadata,
         spec,
         status: None,
     }

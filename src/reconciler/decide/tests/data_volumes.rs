@@ -2,7 +2,9 @@
 //! the claim CDI fills, retain-disks, and CDI not installed.
 
 use super::*;
-use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::cdi::{
+    CREATED_FOR_DATA_VOLUME, DataVolume, StorageResources, StorageSpec,
+};
 
 const IMAGE: &str = "https://cloud.debian.org/debian-12-generic-amd64.qcow2";
 
@@ -17,7 +19,7 @@ fn imaged(name: &str) -> Machine {
 
 fn data_volume(name: &str, controller: Option<&str>, labelled_for: Option<&str>) -> DataVolume {
     DataVolume {
-        metadata: meta(name, controller, labelled_for),
+        metadata: meta("DataVolume", name, controller, labelled_for),
         spec: Default::default(),
         status: None,
     }
@@ -35,7 +37,7 @@ fn data_volumes_follow_the_claims_rules() {
             o.data_volumes
                 .insert("m-root".into(), data_volume("m-root", c, l));
         }
-        let d = decide(&o, &Catalog::default());
+        let d = decide(&o, &Catalog::default(), &key());
         let writable = matches!(e, Absent | Ours | ReleasedForThisMachine);
         assert_eq!(
             d.vm.is_some(),
@@ -63,22 +65,129 @@ fn data_volumes_follow_the_claims_rules() {
 
 #[test]
 fn the_claim_cdi_fills_must_be_the_data_volumes() {
-    let mut o = observed(imaged("m"));
-    let dv = data_volume("m-root", Some(UID), Some("m"));
-    o.data_volumes.insert("m-root".into(), dv);
-    // CDI's claim, controlled by the DataVolume.
-    o.claims
-        .insert("m-root".into(), claim("m-root", Some("uid-m-root"), None));
-    let d = decide(&o, &Catalog::default());
-    assert!(d.problems.is_empty() && d.vm.is_some(), "{:?}", d.problems);
+    // CDI's claim: controlled by the DataVolume and annotated with its uid.
+    let cdi_claim = |controller: Option<&str>, created_for: Option<&str>| {
+        let mut c = claim("m-root", controller, None);
+        c.metadata.annotations = created_for
+            .map(|uid| BTreeMap::from([(CREATED_FOR_DATA_VOLUME.to_owned(), uid.to_owned())]));
+        c
+    };
+    // (claim, DataVolume exists, expected problems): a claim CDI did not make for that very
+    // DataVolume is a conflict, and no DataVolume is written over it.
+    let cases: &[(Option<PersistentVolumeClaim>, bool, &[&str])] = &[
+        (None, false, &[]),
+        (None, true, &[]),
+        (
+            Some(cdi_claim(Some("uid-m-root"), Some("uid-m-root"))),
+            true,
+            &[],
+        ),
+        // Controlled by the DataVolume without CDI's mark (the owner reference alone is forgeable).
+        (
+            Some(cdi_claim(Some("uid-m-root"), None)),
+            true,
+            &["ClaimConflict"],
+        ),
+        // Marked for it, not controlled by it.
+        (
+            Some(cdi_claim(None, Some("uid-m-root"))),
+            true,
+            &["ClaimConflict"],
+        ),
+        // Made for another DataVolume.
+        (
+            Some(cdi_claim(Some("uid-x"), Some("uid-x"))),
+            true,
+            &["ClaimConflict"],
+        ),
+        // Someone else's, before the DataVolume exists: CDI must never adopt it.
+        (
+            Some(claim("m-root", Some("uid-a"), Some("a"))),
+            false,
+            &["ClaimConflict"],
+        ),
+        (Some(claim("m-root", None, None)), false, &["ClaimConflict"]),
+    ];
+    for (i, (c, dv_exists, want)) in cases.iter().enumerate() {
+        let mut o = observed(imaged("m"));
+        if *dv_exists {
+            let dv = data_volume("m-root", Some(UID), Some("m"));
+            o.data_volumes.insert("m-root".into(), dv);
+        }
+        if let Some(c) = c {
+            o.claims.insert("m-root".into(), c.clone());
+        }
+        let d = decide(&o, &Catalog::default(), &key());
+        assert_eq!(reasons(&d), *want, "case {i}");
+        assert_eq!(d.vm.is_some(), want.is_empty(), "case {i}");
+        let written = names(&d).contains(&"m-root".to_owned());
+        assert_eq!(written, want.is_empty(), "case {i}: DataVolume written");
+    }
+}
 
-    // A claim of that name someone else made (here before the DataVolume exists).
-    let mut o = observed(imaged("m"));
-    o.claims
-        .insert("m-root".into(), claim("m-root", Some("uid-a"), Some("a")));
-    let d = decide(&o, &Catalog::default());
-    assert_eq!(reasons(&d), ["ClaimConflict"]);
-    assert!(d.vm.is_none());
+#[test]
+fn a_grown_sourced_disk_grows_cdis_claim_and_never_the_data_volume() {
+    let mut m = imaged("m");
+    m.spec.disks[0].size = Some("30Gi".into());
+    let mut o = observed(m);
+    let mut dv = data_volume("m-root", Some(UID), Some("m"));
+    dv.spec.storage = Some(StorageSpec {
+        resources: Some(StorageResources {
+            requests: BTreeMap::from([("storage".to_owned(), "20Gi".to_owned())]),
+        }),
+        ..StorageSpec::default()
+    });
+    o.data_volumes.insert("m-root".into(), dv);
+    let mut c = claim("m-root", Some("uid-m-root"), None);
+    c.metadata.annotations = Some(BTreeMap::from([(
+        CREATED_FOR_DATA_VOLUME.to_owned(),
+        "uid-m-root".to_owned(),
+    )]));
+    c.spec = Some(k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
+        resources: Some(k8s_openapi::api::core::v1::VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([(
+                "storage".to_owned(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("20Gi".into()),
+            )])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    o.claims.insert("m-root".into(), c.clone());
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let size = |dv: &DataVolume| {
+        dv.spec
+            .storage
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .map(|r| r.requests["storage"].clone())
+    };
+    assert_eq!(
+        size(&d.data_volumes[0]),
+        Some("20Gi".to_owned()),
+        "the DataVolume keeps its size"
+    );
+    assert_eq!(d.grow_claims, [("m-root".to_owned(), "30Gi".to_owned())]);
+
+    // Already grown (the server writes 30Gi as given): nothing more to do.
+    if let Some(r) = c
+        .spec
+        .as_mut()
+        .and_then(|s| s.resources.as_mut())
+        .and_then(|r| r.requests.as_mut())
+    {
+        r.insert(
+            "storage".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("30Gi".into()),
+        );
+    }
+    o.claims.insert("m-root".into(), c);
+    assert!(
+        decide(&o, &Catalog::default(), &key())
+            .grow_claims
+            .is_empty()
+    );
 }
 
 #[test]
@@ -88,7 +197,7 @@ fn retain_disks_releases_the_disks_data_volumes_not_the_cdroms() {
         RETAIN_DISKS_ANNOTATION.to_owned(),
         "true".to_owned(),
     )]));
-    let d = decide(&observed(m), &Catalog::default());
+    let d = decide(&observed(m), &Catalog::default(), &key());
     assert_eq!(names(&d), ["m-root", "m-iso"]);
     assert_eq!(d.data_volumes[0].metadata.owner_references, None);
     assert!(d.data_volumes[1].metadata.owner_references.is_some());
@@ -105,7 +214,7 @@ fn a_removed_cdroms_data_volume_is_deleted_if_ours_with_the_vm() {
         data_volume("m-other-iso", None, Some("m")),
         data_volume("m-kept", Some("uid-a"), Some("m")),
     ];
-    let d = decide(&o, &Catalog::default());
+    let d = decide(&o, &Catalog::default(), &key());
     assert_eq!(
         d.delete_data_volumes,
         [("m-old-iso".to_owned(), "uid-m-old-iso".to_owned())]
@@ -119,7 +228,7 @@ fn a_removed_cdroms_data_volume_is_deleted_if_ours_with_the_vm() {
     // is deleted.
     o.data_volumes
         .insert("m-root".into(), data_volume("m-root", Some("uid-a"), None));
-    let held = decide(&o, &Catalog::default());
+    let held = decide(&o, &Catalog::default(), &key());
     assert!(held.vm.is_none() && held.delete_data_volumes.is_empty());
 }
 
@@ -127,13 +236,13 @@ fn a_removed_cdroms_data_volume_is_deleted_if_ours_with_the_vm() {
 fn without_cdi_only_machines_with_sources_wait() {
     let mut o = observed(imaged("m"));
     o.cdi_installed = false;
-    let d = decide(&o, &Catalog::default());
+    let d = decide(&o, &Catalog::default(), &key());
     assert_eq!(reasons(&d), ["CDINotInstalled"]);
     assert!(d.problems[0].to_string().contains("disk root, cdrom iso"));
     assert!(d.vm.is_none() && d.data_volumes.is_empty());
 
     let mut plain = observed(machine("p", json!({"template": "small"})));
     plain.cdi_installed = false;
-    let d = decide(&plain, &Catalog::default());
+    let d = decide(&plain, &Catalog::default(), &key());
     assert!(d.problems.is_empty() && d.vm.is_some());
 }

@@ -97,6 +97,9 @@ fn an_http_disk_becomes_a_data_volume_named_like_its_claim() {
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
             "metadata": {"name": "debian-root", "namespace": "ns",
                 "labels": {"vitistack.io/machine": "debian", "vitistack.io/managed-by": "kubevirt-operator"},
+                // CDI neither collects it after the import nor adopts a claim it did not make.
+                "annotations": {"cdi.kubevirt.io/allowClaimAdoption": "false",
+                                "cdi.kubevirt.io/storage.deleteAfterCompletion": "false"},
                 "ownerReferences": [{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine", "name": "debian", "uid": UID,
                                      "controller": true, "blockOwnerDeletion": true}]},
             "spec": {

@@ -49,6 +49,7 @@ struct Case<'a> {
     networks: usize,
     provisioning: Option<Verdict>,
     disks: Vec<DiskStatus>,
+    retain: bool,
 }
 
 impl<'a> Case<'a> {
@@ -62,6 +63,7 @@ impl<'a> Case<'a> {
             networks: 0,
             provisioning: None,
             disks: vec![],
+            retain: false,
         }
     }
 
@@ -75,6 +77,7 @@ impl<'a> Case<'a> {
             networks: self.networks,
             provisioning: self.provisioning.as_ref(),
             disks: self.disks.clone(),
+            retain: self.retain,
         };
         compute(previous, Some(3), &obs, now)
     }
@@ -191,3 +194,35 @@ fn missing_secret_and_key() {
 
 mod lifecycle;
 mod provisioning;
+
+#[test]
+fn disks_retained_shows_only_under_retain_disks_and_names_a_failed_release() {
+    let now = Timestamp::UNIX_EPOCH;
+    let plain = Case::new().status(None, now);
+    assert!(
+        !plain.conditions.iter().any(|c| c.type_ == "DisksRetained"),
+        "{plain:?}"
+    );
+    let mut c = Case::new();
+    c.retain = true;
+    let held = c.status(None, now);
+    let d = cond(&held, "DisksRetained");
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str()),
+        ("True", "DisksReleased")
+    );
+    c.problems = vec![Problem::ReleaseFailed {
+        kind: crate::reconciler::decide::problem::Kind::Claim,
+        name: "m-data".into(),
+        message: "conflict".into(),
+    }];
+    let failed = c.status(None, now);
+    let d = cond(&failed, "DisksRetained");
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str()),
+        ("False", "ReleaseFailed")
+    );
+    assert!(d.message.contains("m-data"), "{}", d.message);
+    // A failed release is no reason to call the Machine not ready.
+    assert_eq!(cond(&failed, "Ready").status, cond(&held, "Ready").status);
+}
