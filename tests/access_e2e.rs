@@ -3,111 +3,18 @@
 //! minted as real users with and without `get secrets` in their namespace. kube-apiserver calls
 //! the validating webhook, which asks kube-apiserver with a SubjectAccessReview as the author.
 
+mod access;
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::{Client, Error};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::Error;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use kubevirt_operator::api::{Machine, NetworkConfiguration};
-use support::{ControlPlane, Proc};
-
-const WAIT: Duration = Duration::from_secs(90);
-
-/// `run` with self-managed certificates: it registers its own webhook configurations for the
-/// whole cluster, hence the dedicated control plane.
-fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
-    let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
-    let dir = cp.dir().join("access-operator");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let mut args: Vec<String> = [
-        "--log-format",
-        "json",
-        "run",
-        "--kubeconfig",
-        &cp.admin_kubeconfig().display().to_string(),
-        "--namespace",
-        op_ns,
-        "--identity",
-        "access",
-        "--reconcile-interval",
-        "2s",
-        "--webhook-url",
-        &format!("https://127.0.0.1:{webhook}"),
-        "--listen",
-        &format!("127.0.0.1:{webhook}"),
-        "--metrics-bind-address",
-        &format!("127.0.0.1:{metrics}"),
-        "--health-probe-bind-address",
-        &format!("127.0.0.1:{probes}"),
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    Proc::spawn(
-        "kubevirt-operator",
-        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
-        args.into_iter().map(Into::into).collect(),
-        dir.join("operator.log"),
-    )
-    .expect("spawn operator")
-}
-
-async fn create_namespace(admin: &Client, name: &str) {
-    let mut ns = Namespace::default();
-    ns.metadata.name = Some(name.into());
-    Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace");
-}
-
-/// A Role in `ns` with `rules`, bound to `user`.
-async fn grant(admin: &Client, ns: &str, user: &str, rules: Vec<PolicyRule>) {
-    let mut role = Role {
-        rules: Some(rules),
-        ..Default::default()
-    };
-    role.metadata.name = Some(user.into());
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("role");
-    let mut rb = RoleBinding {
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: user.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            namespace: None,
-        }]),
-        ..Default::default()
-    };
-    rb.metadata.name = Some(user.into());
-    Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &rb)
-        .await
-        .expect("role binding");
-}
-
-fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.into()]),
-        resources: Some(vec![resource.into()]),
-        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        ..Default::default()
-    }
-}
+use access::{WAIT, create_namespace, denial, first_denial, grant, machines, rule, setup};
+use kubevirt_operator::api::NetworkConfiguration;
 
 fn machine(name: &str, secret: &str) -> DynamicObject {
     serde_json::from_value(json!({
@@ -116,56 +23,6 @@ fn machine(name: &str, secret: &str) -> DynamicObject {
         "spec": {"cloudInit": {"secretRef": {"name": secret}}}
     }))
     .expect("machine")
-}
-
-fn denial<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
-    match result {
-        Err(Error::Api(e)) => {
-            assert_eq!(e.code, 403, "{e:?}");
-            e.message
-        }
-        other => panic!("expected the API server to deny, got {other:?}"),
-    }
-}
-
-/// The webhook's denial of creating `obj`, retried until the webhooks are in force (the
-/// operator registers them after it starts).
-async fn first_denial(
-    api: &Api<DynamicObject>,
-    params: &PostParams,
-    obj: &DynamicObject,
-    op: &Proc,
-) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match api.create(params, obj).await {
-            Err(Error::Api(e)) if e.message.contains("admission webhook") => return e.message,
-            other => assert!(
-                Instant::now() < deadline,
-                "webhooks not in force: {other:?}\n{}",
-                op.log_tail(60)
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-fn machines(client: &Client, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
-}
-
-/// A dedicated control plane with the CRDs, namespace `team-a`, and the operator started.
-async fn setup(extra: &[&str]) -> (ControlPlane, Client, Proc) {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
-    create_namespace(&admin, "access-operator").await;
-    create_namespace(&admin, "team-a").await;
-    let op = start_operator(&cp, "access-operator", extra);
-    (cp, admin, op)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -283,6 +283,34 @@ fn a_stream_with_one_invalid_machine_exits_1_and_still_reports_the_valid_ones() 
     assert!(stderr(&output).contains("spec.disks[1].accessMode"));
 }
 
+/// `vitistack.io/retain-disks` is read as `"true"` or nothing: any other value would quietly
+/// mean "delete the disks", so it is refused offline as by the webhook.
+#[test]
+fn retain_disks_other_than_true_or_false_is_refused() {
+    let machine = |value: &str| {
+        format!(
+            r#"{{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {{"name": "keeper", "annotations": {{"vitistack.io/retain-disks": "{value}"}}}}}}"#
+        )
+    };
+    for value in ["True", "yes", ""] {
+        let output = run(&["validate", "-f", "-"], Some(&machine(value)));
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{value:?}: {}",
+            stderr(&output)
+        );
+        let expected = format!(
+            r#"metadata.annotations[vitistack.io/retain-disks]: Unsupported value: "{value}": supported values: "false", "true""#
+        );
+        assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
+    }
+    for value in ["true", "false"] {
+        assert_ok(&run(&["validate", "-f", "-"], Some(&machine(value))));
+    }
+}
+
 #[test]
 fn warnings_go_to_stderr_and_do_not_fail() {
     let machine = r#"{"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",

@@ -5,8 +5,11 @@
 //!
 //! - [`needs`]: pure, which permissions a request needs from its author, given (old, new).
 //! - [`sources`]: pure, what the disk and CD-ROM sources among them need.
-//! - [`review`]: the I/O shell, one SubjectAccessReview per needed permission, as the author.
+//! - [`claims`]: pure, what adopting an existing claim (left by `retain-disks`) needs.
+//! - [`review`]: the I/O shell, one SubjectAccessReview per needed permission, as the author,
+//!   and the look-up of which claims exist.
 
+pub mod claims;
 pub mod needs;
 pub mod review;
 pub mod sources;
@@ -44,6 +47,10 @@ pub struct Permission {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
+    /// The object exists and the Machine would take it over (a claim a `retain-disks` deletion
+    /// left): the denial names it and says so. Otherwise it is not named, whether it exists
+    /// being none of the author's business.
+    pub adopted: bool,
 }
 
 impl Permission {
@@ -57,8 +64,8 @@ impl Permission {
     }
 }
 
-/// Why a permission is refused. Names the verb, resource and namespace only: whether the object
-/// exists is not the author's to learn from us.
+/// Why a permission is refused. Names the verb, resource and namespace only, unless the object
+/// is [`Permission::adopted`]: whether it exists is not the author's to learn from us.
 pub struct Denial<'a> {
     pub user: &'a str,
     pub permission: &'a Permission,
@@ -72,10 +79,19 @@ impl fmt::Display for Denial<'_> {
         } else {
             format!("{}.{}", p.resource_path(), p.group)
         };
-        write!(
-            f,
-            "user {:?} cannot {} {resource} in namespace {:?}",
-            self.user, p.verb, p.namespace
-        )
+        if p.adopted {
+            write!(
+                f,
+                "user {:?} cannot {} {resource} {:?} in namespace {:?}, \
+                 which exists and would be adopted by this disk",
+                self.user, p.verb, p.name, p.namespace
+            )
+        } else {
+            write!(
+                f,
+                "user {:?} cannot {} {resource} in namespace {:?}",
+                self.user, p.verb, p.namespace
+            )
+        }
     }
 }

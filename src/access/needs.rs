@@ -3,8 +3,11 @@
 //! Each kind of reference the operator follows on the author's behalf is one function in
 //! [`SOURCES`]; a new source (CDI `datavolumes/source`, ConfigMaps) adds a function there.
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
+use super::claims::{self, Candidate};
 use super::{Permission, sources};
 use crate::api::MachineSpec;
 
@@ -16,9 +19,25 @@ pub struct Change<'a> {
     /// The stored object on UPDATE; `None` on CREATE.
     pub old: Option<&'a Value>,
     pub new: &'a Value,
+    /// Which of the [`claim_candidates`] exist, as the shell read them.
+    pub existing_claims: &'a BTreeSet<String>,
 }
 
 impl Change<'_> {
+    /// The Machine's name; validation sees it set, generateName included.
+    fn machine(&self) -> &str {
+        (self.new.pointer("/metadata/name").and_then(Value::as_str)).unwrap_or_default()
+    }
+
+    /// Both specs, typed. Admitted by the rules already, so the new one decodes; one that does
+    /// not has nothing we could act on either.
+    fn specs(&self) -> Option<(Option<MachineSpec>, MachineSpec)> {
+        let spec = |v: &Value| -> Option<MachineSpec> {
+            serde_json::from_value(v.get("spec")?.clone()).ok()
+        };
+        Some((self.old.and_then(spec), spec(self.new)?))
+    }
+
     /// The value at `pointer` in the new object, when CREATE sets it or UPDATE changes it: an
     /// unchanged reference was checked when it was set and is not re-checked.
     pub fn set_or_changed(&self, pointer: &str) -> Option<&Value> {
@@ -31,7 +50,8 @@ impl Change<'_> {
 }
 
 /// The references a Machine can carry, each yielding the permissions it needs.
-pub const SOURCES: &[fn(&Change) -> Vec<Permission>] = &[cloud_init_secret, disk_sources];
+pub const SOURCES: &[fn(&Change) -> Vec<Permission>] =
+    &[cloud_init_secret, disk_sources, adopted_claims];
 
 /// Every permission the change needs from its author, in field order.
 pub fn machine_needs(change: &Change) -> Vec<Permission> {
@@ -59,6 +79,7 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
         subresource: String::new(),
         namespace: change.namespace.to_owned(),
         name: name.to_owned(),
+        adopted: false,
     }]
 }
 
@@ -68,15 +89,34 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
 /// CA bundle the importer reads ([`sources`]). Sources new in this
 /// request only: an unchanged one was checked when it was set.
 fn disk_sources(change: &Change) -> Vec<Permission> {
-    let spec =
-        |v: &Value| -> Option<MachineSpec> { serde_json::from_value(v.get("spec")?.clone()).ok() };
-    // Admitted by the rules already, so the spec decodes; one that does not has no sources we
-    // could act on either.
-    let Some(new) = spec(change.new) else {
+    let Some((old, new)) = change.specs() else {
         return Vec::new();
     };
-    let old = change.old.and_then(spec);
     sources::needed(change.namespace, old.as_ref(), &new)
+}
+
+/// The claims the shell must look up before [`machine_needs`]: those of the disks new in this
+/// request ([`claims::candidates`]).
+pub fn claim_candidates(change: &Change) -> Vec<Candidate> {
+    let Some((old, new)) = change.specs() else {
+        return Vec::new();
+    };
+    claims::candidates(change.machine(), old.as_ref(), &new)
+}
+
+/// `spec.disks[]` whose claim `<machine>-<disk>` exists already: the Machine adopts it, so
+/// the author needs `update` and `delete` on it ([`claims`]).
+fn adopted_claims(change: &Change) -> Vec<Permission> {
+    let Some((old, new)) = change.specs() else {
+        return Vec::new();
+    };
+    claims::needed(
+        change.namespace,
+        change.machine(),
+        old.as_ref(),
+        &new,
+        change.existing_claims,
+    )
 }
 
 #[cfg(test)]
@@ -101,6 +141,7 @@ mod tests {
             namespace: "team-a",
             old,
             new,
+            existing_claims: &BTreeSet::new(),
         })
         .into_iter()
         .map(|p| (p.resource_path(), p))
@@ -159,6 +200,7 @@ mod tests {
                 namespace: "team-a",
                 old,
                 new,
+                existing_claims: &BTreeSet::new(),
             })
             .into_iter()
             .map(|p| (p.field.clone(), p.verb.clone(), p.resource_path()))
@@ -187,11 +229,53 @@ mod tests {
     }
 
     #[test]
+    fn an_existing_claim_of_a_new_disk_needs_update_and_delete_named() {
+        let db = json!({"metadata": {"name": "db"},
+            "spec": {"disks": [{"name": "root"}, {"name": "data", "size": "1Gi"}]}});
+        let existing: BTreeSet<String> = ["db-data".to_owned()].into();
+        let change = Change {
+            namespace: "team-a",
+            old: None,
+            new: &db,
+            existing_claims: &existing,
+        };
+        let candidates: Vec<String> = claim_candidates(&change)
+            .into_iter()
+            .map(|c| c.claim)
+            .collect();
+        assert_eq!(candidates, ["db-root", "db-data"]);
+        let denials: Vec<String> = machine_needs(&change)
+            .iter()
+            .map(|p| {
+                let denial = super::super::Denial {
+                    user: "bob",
+                    permission: p,
+                };
+                format!("{}: {denial}", p.field)
+            })
+            .collect();
+        assert_eq!(
+            denials,
+            [
+                r#"spec.disks[1]: user "bob" cannot update persistentvolumeclaims "db-data" in namespace "team-a", which exists and would be adopted by this disk"#,
+                r#"spec.disks[1]: user "bob" cannot delete persistentvolumeclaims "db-data" in namespace "team-a", which exists and would be adopted by this disk"#,
+            ]
+        );
+        // Kept on UPDATE: asked when it was added, not again.
+        let kept = Change {
+            old: Some(&db),
+            ..change
+        };
+        assert!(claim_candidates(&kept).is_empty() && machine_needs(&kept).is_empty());
+    }
+
+    #[test]
     fn denial_names_verb_resource_and_namespace_only() {
         let p = &machine_needs(&Change {
             namespace: "team-a",
             old: None,
             new: &with_ref("db-password", Some("k")),
+            existing_claims: &BTreeSet::new(),
         })[0];
         let text = super::super::Denial {
             user: "bob",

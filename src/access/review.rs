@@ -1,14 +1,23 @@
-//! The I/O shell of the access check: one SubjectAccessReview per needed permission, asked as
-//! the request's author (user, groups, uid, extra), in parallel, under one deadline.
+//! The I/O shell of the access check: which claims exist (a GET by name each, as the operator),
+//! then one SubjectAccessReview per needed permission, asked as the request's author (user,
+//! groups, uid, extra); each batch concurrent, at most [`MAX_IN_FLIGHT`] calls at a time, under
+//! the request's one deadline.
 
-use futures::future::try_join_all;
+use std::collections::BTreeSet;
+
+use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use kube::{Client, core::ObjectMeta};
 
 use super::{Permission, UserInfo};
+
+/// Calls one review keeps in flight at once: a Machine with 256 disks may need 256 look-ups
+/// and 512 reviews, which must not reach kube-apiserver all at once.
+pub const MAX_IN_FLIGHT: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
@@ -16,19 +25,69 @@ pub enum AccessError {
     Api(#[from] kube::Error),
     #[error("SubjectAccessReview got no answer within the admission's time budget")]
     Timeout,
+    #[error("cannot read persistentvolumeclaims {name:?} in namespace {namespace:?}: {source}")]
+    Claim {
+        name: String,
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("reading persistentvolumeclaims got no answer within the admission's time budget")]
+    ClaimTimeout,
 }
 
-/// Asks kube-apiserver whether a user may do something (`create` on `subjectaccessreviews`).
+/// Asks kube-apiserver whether a user may do something (`create` on `subjectaccessreviews`),
+/// and which claims exist (`get` on `persistentvolumeclaims`, the reconciler's right).
 #[derive(Clone)]
 pub struct AccessReviewer {
     api: Api<SubjectAccessReview>,
+    client: Client,
 }
 
 impl AccessReviewer {
     pub fn new(client: Client) -> Self {
         AccessReviewer {
-            api: Api::all(client),
+            api: Api::all(client.clone()),
+            client,
         }
+    }
+
+    /// Which of the claims `names` exist in `namespace`, read by `deadline`. A failed or late
+    /// read is an error: the caller denies (fail closed).
+    pub async fn existing_claims(
+        &self,
+        namespace: &str,
+        names: Vec<String>,
+        deadline: tokio::time::Instant,
+    ) -> Result<BTreeSet<String>, AccessError> {
+        if names.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        // Futures collected first, not made in a stream's closure: the closure's borrows would
+        // make the webhook's future fail to be `Send` for all lifetimes.
+        let lookups: Vec<_> = names
+            .into_iter()
+            .map(|name| {
+                let (api, namespace) = (api.clone(), namespace.to_owned());
+                async move {
+                    match api.get_metadata_opt(&name).await {
+                        Ok(found) => Ok(found.map(|_| name)),
+                        Err(source) => Err(AccessError::Claim {
+                            name,
+                            namespace,
+                            source,
+                        }),
+                    }
+                }
+            })
+            .collect();
+        let lookups = stream::iter(lookups)
+            .buffer_unordered(MAX_IN_FLIGHT)
+            .try_collect::<Vec<Option<String>>>();
+        let found = tokio::time::timeout_at(deadline, lookups)
+            .await
+            .map_err(|_| AccessError::ClaimTimeout)??;
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// The permissions of `needed` the user does not have, answered by `deadline`. Any failed
@@ -42,8 +101,11 @@ impl AccessReviewer {
         if needed.is_empty() {
             return Ok(needed);
         }
-        let reviews = needed.iter().map(|p| self.allowed(user, p));
-        let answers = tokio::time::timeout_at(deadline, try_join_all(reviews))
+        let reviews: Vec<_> = needed.iter().map(|p| self.allowed(user, p)).collect();
+        let reviews = stream::iter(reviews)
+            .buffered(MAX_IN_FLIGHT)
+            .try_collect::<Vec<bool>>();
+        let answers = tokio::time::timeout_at(deadline, reviews)
             .await
             .map_err(|_| AccessError::Timeout)??;
         Ok(needed

@@ -67,6 +67,7 @@ fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Permission> {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         field: format!("{path}.{field}"),
+        adopted: false,
     };
     let mut out = Vec::new();
     if let Some(h) = &s.http {
@@ -93,6 +94,7 @@ fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Permission> {
             // DataSource's PVC is only known to CDI, so that clone needs the namespace-wide right.
             name: s.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
             field: format!("{path}.{kind}.namespace"),
+            adopted: false,
         });
     }
     out

@@ -1,9 +1,12 @@
 //! The validating webhook's access check: after the rules admit a Machine, every permission
 //! it needs from its author is asked of kube-apiserver as that author (see [`crate::access`]).
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
-use crate::access::{AccessReviewer, Change, Denial, Permission, machine_needs};
+use crate::access::needs::claim_candidates;
+use crate::access::{AccessError, AccessReviewer, Change, Denial, Permission, machine_needs};
 use crate::machine::FieldError;
 use crate::machine::field_error::{ErrorType, join};
 
@@ -11,7 +14,7 @@ use super::review::{Request, Verdict};
 
 /// Turns an allowing verdict into a denial when the author lacks a permission the Machine needs,
 /// or when the check cannot be made by `deadline` (fail closed). Denials and other operations
-/// pass unchanged.
+/// pass unchanged. First reads which claims the new disks would adopt, then asks.
 pub async fn check(
     reviewer: &AccessReviewer,
     req: &Request,
@@ -23,40 +26,60 @@ pub async fn check(
     let (true, true, false, Some(new)) = (verdict.allowed, writes, subresource, &req.object) else {
         return verdict;
     };
-    let change = Change {
-        namespace: req.namespace.as_deref().unwrap_or_default(),
+    let namespace = req.namespace.as_deref().unwrap_or_default();
+    let none = BTreeSet::new();
+    let mut change = Change {
+        namespace,
         old: (req.operation == "UPDATE")
             .then_some(req.old_object.as_ref())
             .flatten(),
         new,
+        existing_claims: &none,
     };
+    let candidates = claim_candidates(&change);
+    let claims = candidates.iter().map(|c| c.claim.clone()).collect();
+    let existing = match reviewer.existing_claims(namespace, claims, deadline).await {
+        Ok(existing) => existing,
+        Err(e) => {
+            let fields: Vec<&str> = candidates.iter().map(|c| c.field.as_str()).collect();
+            return unchecked(req, &fields, &e);
+        }
+    };
+    change.existing_claims = &existing;
     let needed = machine_needs(&change);
     if needed.is_empty() {
         return verdict;
     }
-    let fields = needed
-        .iter()
-        .map(|p| p.field.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    match reviewer.denied(&req.user_info, needed, deadline).await {
+    match reviewer
+        .denied(&req.user_info, needed.clone(), deadline)
+        .await
+    {
         Ok(denied) if denied.is_empty() => verdict,
         Ok(denied) => Verdict::deny(forbidden(&req.name, &req.user_info.username, &denied))
             .with_warnings(verdict.warnings),
         Err(e) => {
-            tracing::warn!(uid = %req.uid, error = %e, "access check failed; denying");
-            Verdict::deny(Status {
-                code: Some(500),
-                reason: Some("InternalError".to_owned()),
-                status: Some("Failure".to_owned()),
-                message: Some(format!(
-                    "cannot check whether the author may use {fields} ({e}); \
-                     refused until the check can be made"
-                )),
-                ..Default::default()
-            })
+            let fields: Vec<&str> = needed.iter().map(|p| p.field.as_str()).collect();
+            unchecked(req, &fields, &e)
         }
     }
+}
+
+/// 500 InternalError: the check could not be made, so the Machine is refused until it can.
+fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verdict {
+    tracing::warn!(uid = %req.uid, error = %e, "access check failed; denying");
+    let mut fields = fields.to_vec();
+    fields.dedup();
+    Verdict::deny(Status {
+        code: Some(500),
+        reason: Some("InternalError".to_owned()),
+        status: Some("Failure".to_owned()),
+        message: Some(format!(
+            "cannot check whether the author may use {} ({e}); \
+             refused until the check can be made",
+            fields.join(", ")
+        )),
+        ..Default::default()
+    })
 }
 
 /// 403 Forbidden, one cause per refused permission, worded like the API server's field errors.
@@ -179,6 +202,39 @@ mod tests {
         assert_eq!(check(&reviewer, &req, denied.clone(), soon()).await, denied);
     }
 
+    /// Whether a disk's claim exists is read before anything is asked: when it cannot be read,
+    /// a Machine with disks is refused (fail closed), naming the disks and the claim.
+    #[tokio::test]
+    async fn an_unreadable_claim_denies_a_machine_with_disks() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+        let reviewer = AccessReviewer::new(kube::Client::try_from(config).expect("client"));
+        let req = Request {
+            name: "db".into(),
+            object: Some(json!({"metadata": {"name": "db"},
+                "spec": {"disks": [{"name": "data", "size": "1Gi"}]}})),
+            ..secret_ref_request()
+        };
+        let verdict = check(&reviewer, &req, Verdict::allow(), soon()).await;
+        assert!(!verdict.allowed);
+        let status = verdict.status.unwrap_or_default();
+        assert_eq!(status.code, Some(500));
+        let message = status.message.unwrap_or_default();
+        assert!(
+            message.starts_with(
+                r#"cannot check whether the author may use spec.disks[0] (cannot read persistentvolumeclaims "db-data" in namespace "team-a": "#
+            ),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("refused until the check can be made"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn forbidden_message_names_field_verb_resource_and_namespace() {
         let p = Permission {
@@ -189,6 +245,7 @@ mod tests {
             subresource: String::new(),
             namespace: "team-a".into(),
             name: "db".into(),
+            adopted: false,
         };
         let s = forbidden("vm", "bob", &[p]);
         assert_eq!(s.code, Some(403));

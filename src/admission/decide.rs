@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::access::AccessReviewer;
 use crate::api::MachineSpec;
+use crate::machine::annotations::annotation_errors;
 use crate::machine::update_rules::validate_update;
 use crate::machine::validation::{validate, validate_name};
 use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FINALIZER, FieldError, FieldPath, resolve};
@@ -242,6 +243,15 @@ impl Admission {
                 prune_nulls(&mut old_spec);
                 old_spec == object["spec"]
             });
+        // Annotations the reconciler acts on: an UPDATE that leaves the spec alone may still
+        // set one, so they are checked before that shortcut.
+        let old_object = (req.operation == "UPDATE")
+            .then_some(req.old_object.as_ref())
+            .flatten();
+        let metadata_errors = annotation_errors(old_object, raw);
+        if unchanged && !metadata_errors.is_empty() {
+            return Err(Box::new(Verdict::deny(invalid(&name, &metadata_errors))));
+        }
         let mut schema_errors = self.schema.check(&object);
         if !raw.is_object() {
             schema_errors.push(FieldError::type_invalid(
@@ -256,6 +266,7 @@ impl Admission {
             Ok(spec) => {
                 let outcome = validate(&spec, &self.catalog);
                 let mut errors = validate_name(&name);
+                errors.extend(metadata_errors);
                 errors.extend(combine(schema_errors, outcome.errors));
                 let recorded = recorded_defaults(raw);
                 Ok(Admitted {
@@ -274,7 +285,9 @@ impl Admission {
                 if schema_errors.is_empty() {
                     schema_errors.push(e);
                 }
-                Err(Box::new(Verdict::deny(invalid(&name, &schema_errors))))
+                let errors: Vec<FieldError> =
+                    metadata_errors.into_iter().chain(schema_errors).collect();
+                Err(Box::new(Verdict::deny(invalid(&name, &errors))))
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The Machine domain core: pure functions of their inputs, shared by the webhooks, the offline
 //! `validate` command and the reconciler.
 
+pub mod annotations;
 pub mod field_error;
 pub mod names;
 pub mod resolve;

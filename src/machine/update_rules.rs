@@ -87,7 +87,42 @@ pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> 
         &old.cdroms,
         &new.cdroms,
     ));
+    errors.extend(swapped_names(&spec_path, old, new));
     errors
+}
+
+/// A name that changes between CD-ROM and disk in one update. Both keep their volume in an
+/// object named `<machine>-<name>`: the CD-ROM's DataVolume is deleted once the VM no longer
+/// mounts it, so a disk taking its name at once would take over, or lose, that volume.
+fn swapped_names(spec: &FieldPath, old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> {
+    let was_cdrom = |name: &str| old.cdroms.iter().any(|c| c.name == name);
+    let was_disk = |name: &str| old.disks.iter().any(|d| d.name == name);
+    let disks = spec.child("disks");
+    let cdroms = spec.child("cdroms");
+    let disk_errors = new.disks.iter().enumerate();
+    let disk_errors = disk_errors
+        .filter(|(_, d)| was_cdrom(&d.name) && !was_disk(&d.name))
+        .map(|(i, d)| {
+            let item = disks.index(i);
+            FieldError::invalid(
+                &item.child("name"),
+                d.name.as_str(),
+                "was a CD-ROM; a disk may not take a CD-ROM's name in the same update \
+                 (remove the CD-ROM first)",
+            )
+        });
+    let cdrom_errors = new.cdroms.iter().enumerate();
+    let cdrom_errors = cdrom_errors
+        .filter(|(_, c)| was_disk(&c.name) && !was_cdrom(&c.name))
+        .map(|(i, c)| {
+            let item = cdroms.index(i);
+            FieldError::invalid(
+                &item.child("name"),
+                c.name.as_str(),
+                "was a disk; a CD-ROM may not take a disk's name in the same update",
+            )
+        });
+    disk_errors.chain(cdrom_errors).collect()
 }
 
 fn immutable(
@@ -193,6 +228,56 @@ mod tests {
         );
         assert_eq!(e.len(), 1);
         assert!(e[0].starts_with(r#"spec.disks: Forbidden: disk "data" may not be removed: its PersistentVolumeClaim holds the guest's data"#), "{e:?}");
+    }
+
+    /// A CD-ROM's DataVolume `<machine>-<name>` goes once the VM no longer mounts it; a disk's
+    /// claim of the same name made in that update would be taken or lost with it.
+    #[test]
+    fn a_cdrom_and_a_disk_never_swap_a_name_in_one_update() {
+        let iso = |name: &str| serde_json::json!({"name": name, "source": {"http": {"url": "https://a/b.iso"}}});
+        let disk = |name: &str| serde_json::json!({"name": name, "size": "1Gi"});
+        let cases = [
+            (
+                "CD-ROM x becomes disk x",
+                serde_json::json!({"cdroms": [iso("x")]}),
+                serde_json::json!({"disks": [disk("x")]}),
+                vec![
+                    r#"spec.disks[1].name: Invalid value: "x": was a CD-ROM; a disk may not take a CD-ROM's name in the same update (remove the CD-ROM first)"#,
+                ],
+            ),
+            (
+                "disk x becomes CD-ROM x",
+                serde_json::json!({"disks": [disk("x")]}),
+                serde_json::json!({"cdroms": [iso("x")]}),
+                vec![
+                    r#"spec.disks: Forbidden: disk "x" may not be removed: its PersistentVolumeClaim holds the guest's data; to remove it, delete the Machine (annotate it vitistack.io/retain-disks=true to keep the volumes)"#,
+                    r#"spec.cdroms[0].name: Invalid value: "x": was a disk; a CD-ROM may not take a disk's name in the same update"#,
+                ],
+            ),
+            (
+                "CD-ROM removed, disk of another name added",
+                serde_json::json!({"cdroms": [iso("x")]}),
+                serde_json::json!({"disks": [disk("y")]}),
+                vec![],
+            ),
+            (
+                "CD-ROM x kept, disk y added",
+                serde_json::json!({"cdroms": [iso("x")]}),
+                serde_json::json!({"cdroms": [iso("x")], "disks": [disk("y")]}),
+                vec![],
+            ),
+        ];
+        for (what, old, new, want) in cases {
+            assert_eq!(errors(old, new), want, "{what}");
+        }
+        // Once the CD-ROM is gone from the stored Machine, the name is free.
+        assert!(
+            errors(
+                serde_json::json!({}),
+                serde_json::json!({"disks": [disk("x")]})
+            )
+            .is_empty()
+        );
     }
 
     #[test]

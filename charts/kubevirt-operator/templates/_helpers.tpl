@@ -93,6 +93,8 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["kubevirt.io"]
   resources: ["virtualmachineinstances"]
   verbs: ["get", "list", "watch"]
+# Claims: also read by name by the validating webhook, to learn whether a new disk would adopt
+# one that exists (its author is then asked for update and delete on it).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
@@ -117,8 +119,9 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["list", "watch"]
-# The validating webhook asks, as a Machine's author, whether they may read what the Machine
-# refers to (the cloud-init Secret): src/access/review.rs.
+# The validating webhook asks, as a Machine's author, whether they may reach what the Machine
+# refers to (Secrets, ConfigMaps, a clone's source) or would adopt (an existing claim):
+# src/access/review.rs.
 - apiGroups: ["authorization.k8s.io"]
   resources: ["subjectaccessreviews"]
   verbs: ["create"]

@@ -1,0 +1,158 @@
+//! Shared by the access e2e tests: `kubevirt-operator run` with self-managed certificates on a
+//! dedicated control plane (it registers its webhooks for the whole cluster), namespaces, users'
+//! Roles, and reading the API server's denials.
+
+#![allow(dead_code)] // Not every test binary uses every helper.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::{Client, Error};
+
+use crate::support::{self, ControlPlane, Proc};
+use kubevirt_operator::api::Machine;
+
+pub const WAIT: Duration = Duration::from_secs(90);
+
+/// `run` with self-managed certificates: it registers its own webhook configurations for the
+/// whole cluster, hence the dedicated control plane.
+pub fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
+    let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
+    let dir = cp.dir().join("access-operator");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut args: Vec<String> = [
+        "--log-format",
+        "json",
+        "run",
+        "--kubeconfig",
+        &cp.admin_kubeconfig().display().to_string(),
+        "--namespace",
+        op_ns,
+        "--identity",
+        "access",
+        "--reconcile-interval",
+        "2s",
+        "--webhook-url",
+        &format!("https://127.0.0.1:{webhook}"),
+        "--listen",
+        &format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address",
+        &format!("127.0.0.1:{metrics}"),
+        "--health-probe-bind-address",
+        &format!("127.0.0.1:{probes}"),
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args.into_iter().map(Into::into).collect(),
+        dir.join("operator.log"),
+    )
+    .expect("spawn operator")
+}
+
+pub async fn create_namespace(admin: &Client, name: &str) {
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.into());
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+}
+
+/// A Role in `ns` with `rules`, bound to `user`.
+pub async fn grant(admin: &Client, ns: &str, user: &str, rules: Vec<PolicyRule>) {
+    let mut role = Role {
+        rules: Some(rules),
+        ..Default::default()
+    };
+    role.metadata.name = Some(user.into());
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
+    let mut rb = RoleBinding {
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: user.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: user.into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            namespace: None,
+        }]),
+        ..Default::default()
+    };
+    rb.metadata.name = Some(user.into());
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &rb)
+        .await
+        .expect("role binding");
+}
+
+pub fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.into()]),
+        resources: Some(vec![resource.into()]),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn denial<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
+    match result {
+        Err(Error::Api(e)) => {
+            assert_eq!(e.code, 403, "{e:?}");
+            e.message
+        }
+        other => panic!("expected the API server to deny, got {other:?}"),
+    }
+}
+
+/// The webhook's denial of creating `obj`, retried until the webhooks are in force (the
+/// operator registers them after it starts).
+pub async fn first_denial(
+    api: &Api<DynamicObject>,
+    params: &PostParams,
+    obj: &DynamicObject,
+    op: &Proc,
+) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match api.create(params, obj).await {
+            Err(Error::Api(e)) if e.message.contains("admission webhook") => return e.message,
+            other => assert!(
+                Instant::now() < deadline,
+                "webhooks not in force: {other:?}\n{}",
+                op.log_tail(60)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+pub fn machines(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
+}
+
+/// A dedicated control plane with the CRDs, namespace `team-a`, and the operator started.
+pub async fn setup(extra: &[&str]) -> (ControlPlane, Client, Proc) {
+    support::init_crypto();
+    let cp = ControlPlane::start().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("admin client");
+    create_namespace(&admin, "access-operator").await;
+    create_namespace(&admin, "team-a").await;
+    let op = start_operator(&cp, "access-operator", extra);
+    (cp, admin, op)
+}
