@@ -303,6 +303,22 @@ fn normalize(mut v: Value, ns: &str) -> Value {
     {
         a.insert("vitistack.io/applied-hash".into(), "HASH".into());
     }
+    // The made-for proof names the Machine's uid, then an HMAC under the operator's key: kept
+    // as MACHINE_UID.PROOF when its uid is the controller owner's (anything else shows raw).
+    let controller = meta
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|o| o.iter().find(|o| o["controller"] == true))
+        .and_then(|o| o["uid"].as_str())
+        .map(str::to_owned);
+    if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut)
+        && let Some(proof) = a.get("vitistack.io/made-for").and_then(Value::as_str)
+        && let Some((uid, tag)) = proof.split_once('.')
+        && Some(uid) == controller.as_deref()
+        && tag.len() == 43
+    {
+        a.insert("vitistack.io/made-for".into(), "MACHINE_UID.PROOF".into());
+    }
     if let Some(owners) = meta
         .get_mut("ownerReferences")
         .and_then(Value::as_array_mut)

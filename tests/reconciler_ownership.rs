@@ -311,6 +311,10 @@ async fn retained_claims_survive(prefix: &str, policy: PropagationPolicy) {
         Some(())
     })
     .await;
+    // Each adoption is announced, naming the claim.
+    let (type_, note) = env.wait_event("keeper", "Adopted").await;
+    assert_eq!(type_, "Normal");
+    assert!(note.contains("keeper-"), "{note}");
     env.until("the new VM to mount both claims", || async {
         let vm = env.get(&vm_ar(), "keeper").await?;
         let mounted = mounted_claims(&vm);

@@ -18,6 +18,9 @@ pub const RETAIN_DISKS_ANNOTATION: &str = "vitistack.io/retain-disks";
 /// On every object the reconciler makes for a Machine: the Machine's uid and an HMAC only the
 /// operator can make (see `reconciler::decide::evidence`).
 pub const PROOF_ANNOTATION: &str = "vitistack.io/made-for";
+/// On a disk kept when its Machine went: an HMAC over its uid and the Machine's name, so only
+/// that very object may be adopted by a Machine of that name.
+pub const RELEASE_ANNOTATION: &str = "vitistack.io/released-for";
 /// The Secret, in the operator's namespace, holding the key of [`PROOF_ANNOTATION`].
 pub const OWNERSHIP_KEY_SECRET: &str = "kubevirt-operator-ownership-key";
 /// Hash of what was last applied to an object (see `reconciler::decide::drift`).

@@ -60,15 +60,14 @@ pub struct Prover<'a> {
 }
 
 impl Prover<'_> {
-    /// Puts the proof for the object with `uid` (what `desired` will be written over) on it.
-    fn stamp<K: Resource<DynamicType = ()>>(&self, desired: &mut K, uid: &str) {
+    /// Puts the made-for proof on `desired`.
+    fn stamp<K: Resource<DynamicType = ()>>(&self, desired: &mut K) {
         let kind = K::kind(&());
         let meta = desired.meta();
         let target = Target {
             kind: &kind,
             namespace: meta.namespace.as_deref().unwrap_or_default(),
             name: meta.name.as_deref().unwrap_or_default(),
-            uid,
         };
         let proof = self.key.proof(&target, self.machine, self.machine_uid);
         desired
@@ -77,15 +76,10 @@ impl Prover<'_> {
             .get_or_insert_with(Default::default)
             .insert(PROOF_ANNOTATION.to_owned(), proof);
     }
-
-    fn holds<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
-        self.key.made_for(&K::kind(&()), obj.meta(), self.machine) == Some(self.machine_uid)
-    }
 }
 
-/// [`ensure`], with the proof that the object is this Machine's. Over an existing object the
-/// proof goes in the same write (an adoption is proven only if it succeeds); a new object gets
-/// its uid from the API server first, then a second write with the proof.
+/// [`ensure`], with the proof that the object is this Machine's in the same write: making an
+/// object costs one write, and an adoption is proven only if its write succeeds.
 pub async fn ensure_proven<K>(
     api: &Api<K>,
     mut desired: K,
@@ -96,20 +90,8 @@ pub async fn ensure_proven<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let unproven = desired.clone();
-    if let Some(uid) = live.as_ref().and_then(|l| l.meta().uid.clone()) {
-        prover.stamp(&mut desired, &uid);
-    }
-    let applied = ensure(api, desired, live, written).await?;
-    if prover.holds(&applied) {
-        return Ok(applied);
-    }
-    let Some(uid) = applied.meta().uid.clone() else {
-        return Ok(applied);
-    };
-    let mut again = unproven;
-    prover.stamp(&mut again, &uid);
-    ensure(api, again, Some(applied), written).await
+    prover.stamp(&mut desired);
+    ensure(api, desired, live, written).await
 }
 
 /// Every field of the Machine status, so a merge patch can clear the ones now unset.

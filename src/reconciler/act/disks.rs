@@ -6,6 +6,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::api::names::RELEASE_ANNOTATION;
 use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::decide::disks::Release;
@@ -21,10 +22,14 @@ fn params() -> PatchParams {
 
 /// Frees one object of the Machine's owner references; guarded by the version they were read at.
 pub async fn release(client: &Client, ns: &str, r: &Release) -> Result<(), kube::Error> {
-    let patch = Patch::Merge(json!({"metadata": {
+    let mut metadata = json!({
         "ownerReferences": r.owners,
         "resourceVersion": r.resource_version,
-    }}));
+    });
+    if let Some(proof) = &r.release_proof {
+        metadata["annotations"] = json!({ RELEASE_ANNOTATION: proof });
+    }
+    let patch = Patch::Merge(json!({ "metadata": metadata }));
     match r.kind {
         Kind::DataVolume => {
             let api: Api<DataVolume> = Api::namespaced(client.clone(), ns);

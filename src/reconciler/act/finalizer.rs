@@ -27,7 +27,7 @@ use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
-use crate::reconciler::decide::disks::{Fate, fate, release_of};
+use crate::reconciler::decide::disks::{Fate, fate, keep, release_of};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
@@ -135,9 +135,13 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         if !ours("PersistentVolumeClaim", m, machine, key) || m.deletion_timestamp.is_some() {
             continue;
         }
-        match fate(retain, true, release_of(Kind::Claim, m, uid.as_deref())) {
-            Fate::Keep(Some(r)) => disks::release(&client, &ns, &r).await?,
-            Fate::Keep(None) => {}
+        let references = release_of(Kind::Claim, m, uid.as_deref()).is_some();
+        match fate(retain, true, references) {
+            Fate::Keep => {
+                if let Some(r) = keep(Kind::Claim, m, MachineRef::of(machine), key) {
+                    disks::release(&client, &ns, &r).await?;
+                }
+            }
             Fate::Delete => {
                 if let Some(claim_uid) = m.uid.clone() {
                     delete_exact(&pvcs, &claim_name, claim_uid).await?;
@@ -160,13 +164,13 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
             if !ours("DataVolume", m, machine, key) || m.deletion_timestamp.is_some() {
                 continue;
             }
-            match fate(
-                retain,
-                v.disk,
-                release_of(Kind::DataVolume, m, uid.as_deref()),
-            ) {
-                Fate::Keep(Some(r)) => disks::release(&client, &ns, &r).await?,
-                Fate::Keep(None) => {}
+            let references = release_of(Kind::DataVolume, m, uid.as_deref()).is_some();
+            match fate(retain, v.disk, references) {
+                Fate::Keep => {
+                    if let Some(r) = keep(Kind::DataVolume, m, MachineRef::of(machine), key) {
+                        disks::release(&client, &ns, &r).await?;
+                    }
+                }
                 Fate::Delete => {
                     if let Some(dv_uid) = m.uid.clone() {
                         delete_exact(&dvs, &v.claim_name, dv_uid).await?;

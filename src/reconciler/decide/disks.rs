@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::Quantity;
 use crate::reconciler::apis::cdi::{DataVolume, filled_for};
-use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::volumes::SourcedVolume;
@@ -34,6 +34,8 @@ pub struct Release {
     pub owners: Vec<OwnerReference>,
     /// The version they were read at: a concurrent change is a conflict, retried.
     pub resource_version: Option<String>,
+    /// The release proof to add (at cleanup, for a disk kept for a Machine of this name).
+    pub release_proof: Option<String>,
 }
 
 /// The release `meta`'s object needs, if it references the Machine with uid `machine_uid`.
@@ -48,26 +50,53 @@ pub fn release_of(kind: Kind, meta: &ObjectMeta, machine_uid: Option<&str>) -> O
         name: meta.name.clone().unwrap_or_default(),
         owners: refs.iter().filter(|r| r.uid != uid).cloned().collect(),
         resource_version: meta.resource_version.clone(),
+        release_proof: None,
     })
 }
 
+/// What keeps `meta`'s object (of `kind`, ours) at cleanup: the Machine's references dropped
+/// and the release proof, bound to the object's uid, added; `None` when it has both already.
+pub fn keep(
+    kind: Kind,
+    meta: &ObjectMeta,
+    machine: MachineRef,
+    key: &OwnershipKey,
+) -> Option<Release> {
+    let uid = meta.uid.as_deref()?;
+    let target = Target::of(kind.as_str(), meta)?;
+    let proven = key.released_for(kind.as_str(), meta, machine.name);
+    let release = release_of(kind, meta, machine.uid);
+    if proven && release.is_none() {
+        return None;
+    }
+    let proof = (!proven).then(|| key.release_proof(&target, uid, machine.name));
+    let mut r = release.unwrap_or_else(|| Release {
+        kind,
+        name: meta.name.clone().unwrap_or_default(),
+        owners: meta.owner_references.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone(),
+        release_proof: None,
+    });
+    r.release_proof = proof;
+    Some(r)
+}
+
 /// What cleanup does with one of the Machine's claims or DataVolumes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fate {
-    /// Kept: released first when it still references the Machine.
-    Keep(Option<Release>),
+    /// Kept, released (see [`keep`]).
+    Keep,
     Delete,
 }
 
-/// The fate of an object of ours at cleanup: a disk's stays under `keep` (retain-disks or an
-/// orphan deletion), and so does one that no longer references the Machine at all (the garbage
+/// The fate of an object of ours at cleanup: a disk's stays under `retain` (retain-disks or an
+/// orphan deletion), and so does one that no longer `references` the Machine at all (the garbage
 /// collector orphaned it before the cleanup ran, or an admin freed it); a CD-ROM's goes.
-pub fn fate(keep: bool, disk: bool, release: Option<Release>) -> Fate {
-    match (disk, keep, release) {
+pub fn fate(retain: bool, disk: bool, references: bool) -> Fate {
+    match (disk, retain, references) {
         (false, _, _) => Fate::Delete,
-        (true, true, release) => Fate::Keep(release),
-        (true, false, None) => Fate::Keep(None),
-        (true, false, Some(_)) => Fate::Delete,
+        (true, true, _) | (true, false, false) => Fate::Keep,
+        (true, false, true) => Fate::Delete,
     }
 }
 
@@ -181,11 +210,15 @@ pub fn decide(
             (None, _) => {}
         }
         if let Some(live) = live {
+            // Grown: larger than the DataVolume was made with, and than CDI's claim asks (CDI
+            // may size its claim above the DataVolume for filesystem overhead).
             let want = dv_size(&dv).cloned();
-            set_dv_size(&mut dv, dv_size(live));
+            let made = dv_size(live).cloned();
+            set_dv_size(&mut dv, made.as_ref());
             let have = claim
                 .and_then(|c| requested(c.spec.as_ref()?.resources.as_ref()?.requests.as_ref()));
-            if let (Some(want), Some(have)) = (want, have)
+            if let (Some(want), Some(made), Some(have)) = (want, made, have)
+                && larger(&want, &made)
                 && larger(&want, &have)
             {
                 out.grow.push((name.clone(), want));
@@ -256,21 +289,44 @@ mod tests {
 
     #[test]
     fn cleanup_keeps_disks_under_retain_or_orphan_and_those_no_longer_referenced() {
-        let r = || release_of(Kind::Claim, &referencing(&["uid-m"]), Some("uid-m"));
-        // (keep, disk, references the Machine, expected)
+        use Fate::*;
+        // (retain or orphan, disk, references the Machine, expected)
         let cases = [
-            (true, true, true, Fate::Keep(r())),
-            (true, true, false, Fate::Keep(None)),
-            (false, true, true, Fate::Delete),
+            (true, true, true, Keep),
+            (true, true, false, Keep),
+            (false, true, true, Delete),
             // Orphaned by the garbage collector before the cleanup saw the orphan finalizer.
-            (false, true, false, Fate::Keep(None)),
+            (false, true, false, Keep),
             // A CD-ROM's DataVolume is installer media: it goes in every case.
-            (true, false, true, Fate::Delete),
-            (false, false, false, Fate::Delete),
+            (true, false, true, Delete),
+            (false, false, false, Delete),
         ];
-        for (i, (keep, disk, referenced, want)) in cases.into_iter().enumerate() {
-            let release = if referenced { r() } else { None };
-            assert_eq!(fate(keep, disk, release), want, "case {i}");
+        for (i, (retain, disk, references, want)) in cases.into_iter().enumerate() {
+            assert_eq!(fate(retain, disk, references), want, "case {i}");
         }
+    }
+
+    #[test]
+    fn a_kept_disk_gets_the_release_proof_for_its_very_uid_once() {
+        let key = OwnershipKey::new(&[3; 32], None).expect("key");
+        let m = MachineRef {
+            name: "m",
+            uid: Some("uid-m"),
+        };
+        let mut meta = referencing(&["uid-m", "uid-x"]);
+        meta.uid = Some("uid-c".into());
+        let r = keep(Kind::Claim, &meta, m, &key).expect("a release");
+        let left: Vec<&str> = r.owners.iter().map(|o| o.uid.as_str()).collect();
+        assert_eq!(left, ["uid-x"]);
+        let proof = r.release_proof.clone().expect("a release proof");
+        // Applied: proven, unreferenced: nothing more to do.
+        meta.owner_references = Some(r.owners);
+        meta.annotations = Some([(crate::api::names::RELEASE_ANNOTATION.to_owned(), proof)].into());
+        assert!(key.released_for("PersistentVolumeClaim", &meta, "m"));
+        assert_eq!(keep(Kind::Claim, &meta, m, &key), None);
+        // Proven but referenced again: only the references go.
+        meta.owner_references = Some(referencing(&["uid-m"]).owner_references.unwrap_or_default());
+        let again = keep(Kind::Claim, &meta, m, &key).expect("a release");
+        assert_eq!((again.owners.len(), again.release_proof), (0, None));
     }
 }

@@ -1,12 +1,12 @@
-//! Whose an object is, decided on evidence no Machine author can forge (pure, table-tested
-//! below). The evidence is the proof of [`evidence`](super::evidence); labels and owner
-//! references are never enough on their own.
+//! Whose an object is, decided on evidence no Machine author can forge (pure, table-tested in
+//! `ownership/tests.rs`). The evidence is the proofs of [`evidence`](super::evidence); labels
+//! and owner references are never enough on their own.
 //!
-//! - **Ours**: its proof says this operator made it for this Machine (name and uid).
-//! - **Released**: its proof says this operator made it for a Machine of this name that is gone
-//!   (another uid), and nothing of that Machine holds it any more (no owner reference to it, not
-//!   being deleted): what a `retain-disks` deletion leaves. Only claims and DataVolumes are
-//!   adopted; a released VM or Secret is never written.
+//! - **Ours**: its made-for proof says this operator made it for this Machine (name and uid).
+//! - **Released**: its release proof says this operator released this very object (its uid) for
+//!   a Machine of this name, and nothing of the Machine it was made for still holds it (no owner
+//!   reference to it, not being deleted): what a `retain-disks` or orphan deletion leaves. Only
+//!   claims and DataVolumes are adopted; a released VM or Secret is never written.
 //! - **Foreign**: anything else with the name we want, including labels or a controller
 //!   reference to the Machine's uid without a proof. Never modified nor deleted: a conflict.
 //!
@@ -105,13 +105,23 @@ pub fn of_meta(
     let Some(meta) = meta else {
         return Ownership::Absent;
     };
-    match key.made_for(kind, meta, machine.name) {
-        Some(made) if Some(made) == machine.uid => Ownership::Ours,
-        Some(made) if held_by(meta, made) => Ownership::Foreign,
-        Some(_) => Ownership::Released,
-        None if key.predates(meta) => second_edition(meta, machine),
-        None => Ownership::Foreign,
+    let made = key.made_for(kind, meta, machine.name);
+    if made.is_some() && made == machine.uid {
+        return Ownership::Ours;
     }
+    if key.released_for(kind, meta, machine.name) {
+        // Released by us for this name; taken only once nothing of its earlier Machine holds it.
+        let held = meta.deletion_timestamp.is_some() || made.is_some_and(|uid| held_by(meta, uid));
+        return if held {
+            Ownership::Foreign
+        } else {
+            Ownership::Released
+        };
+    }
+    if made.is_none() && key.predates(meta) {
+        return second_edition(meta, machine);
+    }
+    Ownership::Foreign
 }
 
 /// The second edition's rule, for objects older than the key.

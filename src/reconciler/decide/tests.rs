@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::names::PROOF_ANNOTATION;
+use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
 use crate::machine::{Catalog, resolve};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
@@ -66,8 +66,9 @@ fn key() -> OwnershipKey {
 }
 
 /// Metadata of an existing object of `kind`: controller owner uid (if any) and labels for
-/// `machine`. One labelled for a Machine was made by the operator for it: it carries the proof
-/// for that Machine and its controller (a gone one's when it has none: released).
+/// `machine`. One labelled for a Machine was made by the operator for it: it carries the made-for
+/// proof for that Machine and its controller, and, without a controller, the release proof (a
+/// gone Machine's disk the operator kept).
 fn meta(
     kind: &str,
     name: &str,
@@ -78,11 +79,21 @@ fn meta(
         kind,
         namespace: "ns",
         name,
-        uid: &format!("uid-{name}"),
     };
+    let uid = format!("uid-{name}");
     let proof = labelled_for.filter(|_| !kind.is_empty()).map(|m| {
-        let proof = key().proof(&target, m, controller.unwrap_or("uid-gone"));
-        BTreeMap::from([(PROOF_ANNOTATION.to_owned(), proof)])
+        let k = key();
+        let mut a = BTreeMap::from([(
+            PROOF_ANNOTATION.to_owned(),
+            k.proof(&target, m, controller.unwrap_or("uid-gone")),
+        )]);
+        if controller.is_none() {
+            a.insert(
+                RELEASE_ANNOTATION.to_owned(),
+                k.release_proof(&target, &uid, m),
+            );
+        }
+        a
     });
     ObjectMeta {
         annotations: proof,

@@ -5,7 +5,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::super::evidence::Target;
 use super::*;
-use crate::api::names::PROOF_ANNOTATION;
+use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 
 const PVC: &str = "PersistentVolumeClaim";
 const KEY_MADE: &str = "2026-06-01T00:00:00Z";
@@ -20,10 +20,13 @@ fn key() -> OwnershipKey {
 /// What a claim `m-root` (uid `uid-c`) carries.
 #[derive(Clone, Copy, Default)]
 struct Claim {
-    /// A proof made for (Machine name, Machine uid) by our key.
-    proof: Option<(&'static str, &'static str)>,
-    /// A proof made by another key (a tenant guessing).
-    forged_proof: bool,
+    /// A made-for proof for (Machine name, Machine uid) by our key.
+    made: Option<(&'static str, &'static str)>,
+    /// A release proof by our key for (Machine name, the uid it was made on): `uid-c` is this
+    /// very claim, anything else a proof copied from another object.
+    released: Option<(&'static str, &'static str)>,
+    /// Proofs made by another key (a tenant guessing).
+    forged_proofs: bool,
     /// (owner uid, is controller)
     owner: Option<(&'static str, bool)>,
     labels_for: Option<&'static str>,
@@ -37,19 +40,28 @@ fn meta(c: Claim) -> ObjectMeta {
         kind: PVC,
         namespace: "ns",
         name: "m-root",
-        uid: "uid-c",
     };
-    if let Some((machine, uid)) = c.proof {
+    if let Some((machine, uid)) = c.made {
         annotations.insert(
             PROOF_ANNOTATION.to_owned(),
             key().proof(&target, machine, uid),
         );
     }
-    if c.forged_proof {
+    if let Some((machine, on_uid)) = c.released {
+        annotations.insert(
+            RELEASE_ANNOTATION.to_owned(),
+            key().release_proof(&target, on_uid, machine),
+        );
+    }
+    if c.forged_proofs {
         let other = OwnershipKey::new(&[1; 32], None).expect("key");
         annotations.insert(
             PROOF_ANNOTATION.to_owned(),
             other.proof(&target, "m", "uid-m"),
+        );
+        annotations.insert(
+            RELEASE_ANNOTATION.to_owned(),
+            other.release_proof(&target, "uid-c", "m"),
         );
     }
     ObjectMeta {
@@ -90,7 +102,7 @@ fn every_kind_of_evidence() {
         (
             "ours: our proof for this Machine",
             Claim {
-                proof: Some(("m", "uid-m")),
+                made: Some(("m", "uid-m")),
                 owner: Some(("uid-m", true)),
                 ..c()
             },
@@ -99,42 +111,73 @@ fn every_kind_of_evidence() {
         (
             "ours, retain-disks: no owner reference at all",
             Claim {
-                proof: Some(("m", "uid-m")),
+                made: Some(("m", "uid-m")),
                 ..c()
             },
             Ours,
         ),
         (
-            "released by us: a gone Machine of this name, nothing holds it",
+            "ours after an adoption (its release proof stays)",
             Claim {
-                proof: Some(("m", "uid-old")),
+                made: Some(("m", "uid-m")),
+                released: Some(("m", "uid-c")),
+                ..c()
+            },
+            Ours,
+        ),
+        (
+            "released by us: this very claim, for a gone Machine of this name",
+            Claim {
+                made: Some(("m", "uid-old")),
+                released: Some(("m", "uid-c")),
                 labels_for: Some("m"),
                 ..c()
             },
             Released,
         ),
         (
-            "failed adoption: still the old Machine's proof",
+            "failed adoption: still the old Machine's proofs",
             Claim {
-                proof: Some(("m", "uid-old")),
+                made: Some(("m", "uid-old")),
+                released: Some(("m", "uid-c")),
                 ..c()
             },
             Released,
         ),
         (
-            "made for the previous Machine, which still holds it",
+            "released, but its earlier Machine references it again",
             Claim {
-                proof: Some(("m", "uid-old")),
+                made: Some(("m", "uid-old")),
+                released: Some(("m", "uid-c")),
                 owner: Some(("uid-old", true)),
                 ..c()
             },
             Foreign,
         ),
         (
-            "made for the previous Machine, being deleted",
+            "released, being deleted",
             Claim {
-                proof: Some(("m", "uid-old")),
+                made: Some(("m", "uid-old")),
+                released: Some(("m", "uid-c")),
                 deleting: true,
+                ..c()
+            },
+            Foreign,
+        ),
+        (
+            "made for an earlier Machine of this name, never released (its cleanup did not run)",
+            Claim {
+                made: Some(("m", "uid-old")),
+                ..c()
+            },
+            Foreign,
+        ),
+        (
+            "our proofs copied onto a claim planted after ours was deleted",
+            Claim {
+                made: Some(("m", "uid-old")),
+                released: Some(("m", "uid-ours-deleted")),
+                labels_for: Some("m"),
                 ..c()
             },
             Foreign,
@@ -157,9 +200,9 @@ fn every_kind_of_evidence() {
             Foreign,
         ),
         (
-            "a proof made with another key",
+            "proofs made with another key",
             Claim {
-                forged_proof: true,
+                forged_proofs: true,
                 owner: Some(("uid-m", true)),
                 ..c()
             },
@@ -168,8 +211,17 @@ fn every_kind_of_evidence() {
         (
             "conflicting: made by us for another Machine (a + b-root vs a-b + root)",
             Claim {
-                proof: Some(("m-x", "uid-x")),
+                made: Some(("m-x", "uid-x")),
                 owner: Some(("uid-x", true)),
+                ..c()
+            },
+            Foreign,
+        ),
+        (
+            "conflicting: released by us for another Machine name",
+            Claim {
+                made: Some(("m-x", "uid-x")),
+                released: Some(("m-x", "uid-c")),
                 ..c()
             },
             Foreign,
@@ -222,7 +274,7 @@ fn every_kind_of_evidence() {
     assert!(Absent.writable(false));
     // A proof for a PersistentVolumeClaim says nothing about another kind.
     let ours = meta(Claim {
-        proof: Some(("m", "uid-m")),
+        made: Some(("m", "uid-m")),
         ..Claim::default()
     });
     assert_eq!(of_meta(Some(&ours), "DataVolume", M, &key()), Foreign);

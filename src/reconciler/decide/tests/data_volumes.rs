@@ -182,12 +182,31 @@ fn a_grown_sourced_disk_grows_cdis_claim_and_never_the_data_volume() {
             k8s_openapi::apimachinery::pkg::api::resource::Quantity("30Gi".into()),
         );
     }
-    o.claims.insert("m-root".into(), c);
+    o.claims.insert("m-root".into(), c.clone());
     assert!(
         decide(&o, &Catalog::default(), &key())
             .grow_claims
             .is_empty()
     );
+
+    // Not grown (the disk is the DataVolume's size), whatever CDI's claim asks: nothing.
+    let grown = o.data_volumes.get("m-root").cloned();
+    let mut o = observed(imaged("m"));
+    o.data_volumes
+        .extend(grown.map(|dv| ("m-root".to_owned(), dv)));
+    if let Some(r) = (c.spec.as_mut())
+        .and_then(|s| s.resources.as_mut())
+        .and_then(|r| r.requests.as_mut())
+    {
+        r.insert(
+            "storage".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into()),
+        );
+    }
+    o.claims.insert("m-root".into(), c);
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert!(d.grow_claims.is_empty());
 }
 
 #[test]
