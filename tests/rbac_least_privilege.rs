@@ -1,6 +1,7 @@
 //! Least privilege, proven from the API server's audit log: `kubevirt-operator run` (self-managed
 //! certificates, leader election on) runs on a dedicated control plane as a user bound to exactly
-//! `manifests/rbac/cluster_role.yaml`, `leader_election_role.yaml` and `certificates_role.yaml`,
+//! `manifests/rbac/cluster_role.yaml`, `leader_election_role.yaml`, `certificates_role.yaml` and
+//! `ownership_key_role.yaml`,
 //! through a scenario that walks the operator's code paths. Then, for that user's requests:
 //! (a) none was forbidden (a grant is missing), and (b) every (apiGroup, resource, verb) the
 //! manifests grant was used at least once (a grant is superfluous), except a short, checked list
@@ -28,6 +29,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+
+use kubevirt_operator::api::names::OWNERSHIP_KEY_SECRET;
 
 use kubevirt_operator::api::{Machine, NetworkConfiguration};
 use kubevirt_operator::certs::{
@@ -138,6 +141,7 @@ fn grants_on_the_operators_own_objects_name_them() {
     let cluster_role: ClusterRole = yaml("manifests/rbac/cluster_role.yaml");
     let lease_role: Role = yaml("manifests/rbac/leader_election_role.yaml");
     let certs_role: Role = yaml("manifests/rbac/certificates_role.yaml");
+    let key_role: Role = yaml("manifests/rbac/ownership_key_role.yaml");
     let mut checked = 0;
     let named = |g: &Grant, expected: &[&str]| {
         if g.verb == "create" {
@@ -181,11 +185,21 @@ fn grants_on_the_operators_own_objects_name_them() {
         }
         checked += 1;
     }
+    for g in grants(
+        "ownership_key_role.yaml",
+        Some(OPERATOR_NAMESPACE),
+        key_role.rules.as_deref().unwrap_or_default(),
+    ) {
+        assert_eq!(g.resource, "secrets", "{g:?}");
+        named(&g, &[OWNERSHIP_KEY_SECRET]);
+        checked += 1;
+    }
     // Webhook configurations: 2 kinds x (get, list, watch, update, create); the Lease: get,
-    // patch, create; Secrets: get, list, watch, update, delete, create; the ConfigMap: 5.
+    // patch, create; Secrets: get, list, watch, update, delete, create; the ConfigMap: 5; the
+    // ownership key: get, create.
     assert_eq!(
         checked,
-        10 + 3 + 6 + 5,
+        10 + 3 + 6 + 5 + 2,
         "every grant on the operator's own objects was checked"
     );
 }
@@ -205,6 +219,7 @@ async fn bind_manifests(client: &Client) -> Vec<Grant> {
     let cluster_role: ClusterRole = yaml("manifests/rbac/cluster_role.yaml");
     let lease_role: Role = yaml("manifests/rbac/leader_election_role.yaml");
     let certs_role: Role = yaml("manifests/rbac/certificates_role.yaml");
+    let key_role: Role = yaml("manifests/rbac/ownership_key_role.yaml");
     let subject = Subject {
         kind: "User".into(),
         name: USER.into(),
@@ -231,6 +246,7 @@ async fn bind_manifests(client: &Client) -> Vec<Grant> {
     for (file, role) in [
         ("leader_election_role.yaml", &lease_role),
         ("certificates_role.yaml", &certs_role),
+        ("ownership_key_role.yaml", &key_role),
     ] {
         let ns = role.namespace().expect("Roles name their namespace");
         assert_eq!(ns, OPERATOR_NAMESPACE, "{file}");

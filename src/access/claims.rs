@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use super::Permission;
 use crate::api::MachineSpec;
-use crate::reconciler::decide::desired::meta::pvc_name;
+use crate::api::names::pvc_name;
 
 /// What adopting a claim lets the author do through the operator: write it (resize, relabel,
 /// mount) and delete it with the Machine.

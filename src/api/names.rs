@@ -1,6 +1,6 @@
 //! SPEC's names, defined once: labels, annotations, the finalizer, the field manager and the
-//! cloud-init volume. Every module (admission, reconciler, tests) imports them from here; this
-//! module imports nothing.
+//! cloud-init volume, and the claim name of a disk. Every module (admission, reconciler, tests)
+//! imports them from here; this module imports nothing.
 
 /// Field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "kubevirt-operator";
@@ -31,3 +31,8 @@ pub const VERSION: &str = "v1alpha1";
 pub const MACHINE_KIND: &str = "Machine";
 /// The VM's cloud-init volume; no Machine disk or CD-ROM may take the name (KubeVirt refuses two).
 pub const CLOUD_INIT_VOLUME: &str = "cloudinitdisk";
+
+/// The claim (and DataVolume) of `volume` (a disk or CD-ROM) of Machine `machine`.
+pub fn pvc_name(machine: &str, volume: &str) -> String {
+    format!("{machine}-{volume}")
+}

@@ -35,10 +35,7 @@ pub fn owned_by_machine(machine: &Machine, name: String) -> ObjectMeta {
     }
 }
 
-/// Name of the PVC that holds `disk` of `machine`.
-pub fn pvc_name(machine: &str, disk: &str) -> String {
-    format!("{machine}-{disk}")
-}
+pub use crate::api::names::pvc_name;
 
 /// Name of the Secret derived for cloud-init user data under a key other than `userdata`.
 pub fn derived_secret_name(machine: &str) -> String {
