@@ -224,7 +224,7 @@ async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
         ..Default::default()
     };
 
-    let forbidden = r#"spec.disks[0].source.pvc.namespace: Forbidden: user "dave" cannot create datavolumes/source.cdi.kubevirt.io in namespace "os-images""#;
+    let forbidden = r#"spec.disks[0].source.pvc.namespace: Forbidden: user "dave" cannot create datavolumes/source.cdi.kubevirt.io "golden-debian-12" in namespace "os-images""#;
     let message = first_denial(&as_dave, &dry, &cloning_machine("probe", "os-images"), &op).await;
     assert!(message.contains(forbidden), "{message}");
     let message = denial(
@@ -236,11 +236,19 @@ async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
             .await,
     );
     assert!(message.contains(forbidden), "{message}");
-    // A clone from the Machine's own namespace asks nothing more of its author.
-    as_dave
-        .create(&PostParams::default(), &cloning_machine("daves-local", ns))
-        .await
-        .expect("a clone in the author's namespace");
+    // A clone from the Machine's own namespace is asked too (issue 25): CDI would let the
+    // operator, the DataVolume's creator, through unasked.
+    let local = denial(
+        as_dave
+            .create(&PostParams::default(), &cloning_machine("daves-local", ns))
+            .await,
+    );
+    assert!(
+        local.contains(&format!(
+            r#"cannot create datavolumes/source.cdi.kubevirt.io "golden-debian-12" in namespace "{ns}""#
+        )),
+        "{local}"
+    );
 
     as_carol
         .create(

@@ -53,7 +53,37 @@ pub struct Permission {
     pub adopted: bool,
 }
 
+/// At most this many distinct permissions are asked of kube-apiserver for one request (each is
+/// a SubjectAccessReview): a review needing more is refused at once, naming the limit, so no
+/// request can make the webhook a SubjectAccessReview amplifier.
+pub const MAX_ACCESS_CHECKS: usize = 16;
+
+/// The number of distinct SubjectAccessReviews `needed` asks, when over [`MAX_ACCESS_CHECKS`].
+pub fn over_limit(needed: &[Permission]) -> Option<usize> {
+    let distinct: std::collections::BTreeSet<_> =
+        needed.iter().map(Permission::review_key).collect();
+    (distinct.len() > MAX_ACCESS_CHECKS).then_some(distinct.len())
+}
+
 impl Permission {
+    /// What a SubjectAccessReview asks, without the field that needs it.
+    pub fn review_key(&self) -> [&str; 6] {
+        [
+            &self.verb,
+            &self.group,
+            &self.resource,
+            &self.subresource,
+            &self.namespace,
+            &self.name,
+        ]
+    }
+
+    /// Whether a denial may name the object: one the author named as a clone source (CDI
+    /// names it in its own refusal), or one that would be adopted.
+    fn named_in_denial(&self) -> bool {
+        self.adopted || (self.subresource == "source" && !self.name.is_empty())
+    }
+
     /// The resource as RBAC rules spell it: `secrets`, `datavolumes/source`.
     pub fn resource_path(&self) -> String {
         if self.subresource.is_empty() {
@@ -79,7 +109,13 @@ impl fmt::Display for Denial<'_> {
         } else {
             format!("{}.{}", p.resource_path(), p.group)
         };
-        if p.adopted {
+        if p.named_in_denial() && !p.adopted {
+            write!(
+                f,
+                "user {:?} cannot {} {resource} {:?} in namespace {:?}",
+                self.user, p.verb, p.name, p.namespace
+            )
+        } else if p.adopted {
             write!(
                 f,
                 "user {:?} cannot {} {resource} {:?} in namespace {:?}, \

@@ -38,16 +38,25 @@ impl Change<'_> {
         Some((self.old.and_then(spec), spec(self.new)?))
     }
 
-    /// The value at `pointer` in the new object, when CREATE sets it or UPDATE changes it: an
-    /// unchanged reference was checked when it was set and is not re-checked.
-    pub fn set_or_changed(&self, pointer: &str) -> Option<&Value> {
-        let new = self.new.pointer(pointer).filter(|v| !v.is_null())?;
-        match self.old {
-            Some(old) if old.pointer(pointer) == Some(new) => None,
-            _ => Some(new),
-        }
+    /// Whether the write changes what the guest boots or sees ([`GUEST_FIELDS`]); a CREATE
+    /// always does. Such a write re-checks every reference of the new spec as its author: an
+    /// author who may only update a Machine must not activate a dormant `secretRef` (by
+    /// removing inline `userData`) or boot their own CD-ROM beside the Secret and the clones.
+    pub fn guest_affected(&self) -> bool {
+        let Some(old) = self.old else { return true };
+        GUEST_FIELDS.iter().any(|p| {
+            old.pointer(p).filter(|v| !v.is_null()) != self.new.pointer(p).filter(|v| !v.is_null())
+        })
     }
 }
+
+/// What the guest boots or sees: its disks, CD-ROMs, boot order and cloud-init.
+pub const GUEST_FIELDS: &[&str] = &[
+    "/spec/disks",
+    "/spec/cdroms",
+    "/spec/bootOrder",
+    "/spec/cloudInit",
+];
 
 /// The references a Machine can carry, each yielding the permissions it needs.
 pub const SOURCES: &[fn(&Change) -> Vec<Permission>] =
@@ -59,9 +68,14 @@ pub fn machine_needs(change: &Change) -> Vec<Permission> {
 }
 
 /// `spec.cloudInit.secretRef`: the operator reads that Secret and hands its data to the guest,
-/// so the author must be able to `get` it. Name or key changed: checked again.
+/// so the author must be able to `get` it, on every write that changes what the guest sees.
 fn cloud_init_secret(change: &Change) -> Vec<Permission> {
-    let Some(reference) = change.set_or_changed("/spec/cloudInit/secretRef") else {
+    if !change.guest_affected() {
+        return Vec::new();
+    }
+    let Some(reference) =
+        (change.new.pointer("/spec/cloudInit/secretRef")).filter(|v| !v.is_null())
+    else {
         return Vec::new();
     };
     let Some(name) = reference.get("name").and_then(Value::as_str) else {
@@ -86,13 +100,16 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
 /// `spec.disks[].source` and `spec.cdroms[].source`: the operator creates DataVolumes that
 /// clone or import on the author's behalf, so the author needs what CDI would ask of them (a
 /// clone's `create datavolumes/source` in another namespace) and `get` on the credentials and
-/// CA bundle the importer reads ([`sources`]). Sources new in this
-/// request only: an unchanged one was checked when it was set.
+/// CA bundle the importer reads ([`sources`]). Every source of the new spec on a write that
+/// changes what the guest sees; none otherwise (sources cannot change then).
 fn disk_sources(change: &Change) -> Vec<Permission> {
-    let Some((old, new)) = change.specs() else {
+    let Some((_, new)) = change.specs() else {
         return Vec::new();
     };
-    sources::needed(change.namespace, old.as_ref(), &new)
+    if !change.guest_affected() {
+        return Vec::new();
+    }
+    sources::needed(change.namespace, None, &new)
 }
 
 /// The claims the shell must look up before [`machine_needs`]: those of the disks new in this
@@ -157,7 +174,12 @@ mod tests {
         let cases: &[(&str, Option<&Value>, &Value, Needed)] = &[
             ("create with a reference", None, &boot, get_boot.clone()),
             ("create without", None, &none, vec![]),
-            ("update, reference unchanged", Some(&boot), &boot, vec![]),
+            (
+                "update, nothing the guest sees changed",
+                Some(&boot),
+                &boot,
+                vec![],
+            ),
             (
                 "update, other Secret",
                 Some(&boot),
@@ -177,6 +199,16 @@ mod tests {
                 get_boot.clone(),
             ),
             ("update, reference removed", Some(&boot), &none, vec![]),
+            (
+                "update, cpu only: the guest sees the same",
+                Some(&boot),
+                &{
+                    let mut b = boot.clone();
+                    b["spec"]["resources"] = json!({"cpu": {"cores": 4}});
+                    b
+                },
+                vec![],
+            ),
             (
                 "empty name (validation refuses it)",
                 None,
@@ -221,11 +253,61 @@ mod tests {
                 ),
             ]
         );
-        // Unchanged sources (labels edited, say) are not asked again.
+        // Nothing the guest sees changed (labels edited, say): not asked again.
         assert!(fields(Some(&clone), &clone).is_empty());
+        // A same-namespace clone needs CDI's right too: the operator creates the DataVolume.
         let same_ns = json!({"spec": {"disks": [
             {"name": "root", "source": {"pvc": {"name": "golden"}}}]}});
-        assert!(fields(None, &same_ns).is_empty());
+        assert_eq!(fields(None, &same_ns).len(), 1);
+    }
+
+    #[test]
+    fn a_write_changing_what_the_guest_sees_rechecks_every_reference() {
+        // A dormant secretRef (inline userData wins), a clone, and a CD-ROM's credentials.
+        let stored = json!({"metadata": {"name": "m"}, "spec": {
+            "cloudInit": {"userData": "#cloud-config", "secretRef": {"name": "db-password"}},
+            "disks": [{"name": "root", "source": {"pvc": {"name": "golden", "namespace": "os"}}}]}});
+        let asked = |new: &Value| -> Vec<String> {
+            machine_needs(&Change {
+                namespace: "team-a",
+                old: Some(&stored),
+                new,
+                existing_claims: &BTreeSet::new(),
+            })
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {} {}/{}",
+                    p.verb,
+                    p.resource_path(),
+                    p.namespace,
+                    p.name
+                )
+            })
+            .collect()
+        };
+        let every = [
+            "get secrets team-a/db-password",
+            "create datavolumes/source os/golden",
+        ];
+        // Inline userData removed: the dormant Secret takes effect.
+        let mut activated = stored.clone();
+        activated["spec"]["cloudInit"] = json!({"secretRef": {"name": "db-password"}});
+        assert_eq!(asked(&activated), every);
+        // A CD-ROM added and booted first, beside the Secret and the cloned disk.
+        let mut cdrom = stored.clone();
+        cdrom["spec"]["cdroms"] =
+            json!([{"name": "mine", "source": {"http": {"url": "https://a/b.iso"}}}]);
+        cdrom["spec"]["bootOrder"] = json!(["cdrom", "disk"]);
+        assert_eq!(asked(&cdrom), every);
+        // Boot order alone.
+        let mut boot = stored.clone();
+        boot["spec"]["bootOrder"] = json!(["network", "disk"]);
+        assert_eq!(asked(&boot), every);
+        // CPU and memory only: nothing the guest boots or sees.
+        let mut cpu = stored.clone();
+        cpu["spec"]["resources"] = json!({"cpu": {"cores": 8}});
+        assert!(asked(&cpu).is_empty());
     }
 
     #[test]
@@ -300,7 +382,8 @@ mod tests {
                 permission: &cdi
             }
             .to_string(),
-            r#"user "bob" cannot create datavolumes/source.cdi.kubevirt.io in namespace "team-a""#
+            // A clone source is named: the author named it, and CDI's refusal names it too.
+            r#"user "bob" cannot create datavolumes/source.cdi.kubevirt.io "db-password" in namespace "team-a""#
         );
     }
 }

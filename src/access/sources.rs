@@ -2,13 +2,15 @@
 //! the operator writes DataVolumes under its own identity, so the admission webhook asks the API
 //! server (SubjectAccessReview) whether the author could do the same natively.
 //!
-//! - a clone from another namespace: CDI's own rule, `create` on `datavolumes/source` there
-//!   (named like the PVC; CDI also lets same-namespace clones through unasked);
+//! - every clone, same namespace included: CDI's rule, `create` on `datavolumes/source` in the
+//!   source namespace, named like the PVC. CDI lets a same-namespace clone through unasked
+//!   because it assumes the DataVolume's creator holds `create datavolumes` there; the creator
+//!   is the operator, not the author, so the author is asked;
 //! - a `secretRef` or `certConfigMap`: `get` on that Secret or ConfigMap in the Machine's
 //!   namespace (the importer reads it on the author's behalf).
 //!
-//! Only sources new in this request are checked: an unchanged source was admitted before, and
-//! sources are immutable.
+//! Sources are compared per volume name: a source counts as new unless the same disk (or
+//! CD-ROM) had it before, so copying another disk's clone source onto a new disk is asked too.
 
 use super::Permission;
 use crate::api::MachineSpec;
@@ -18,43 +20,33 @@ pub const CDI_GROUP: &str = "cdi.kubevirt.io";
 
 /// The permissions the sources new in `new` (compared with `old`) need, without repeats.
 pub fn needed(namespace: &str, old: Option<&MachineSpec>, new: &MachineSpec) -> Vec<Permission> {
-    let before: Vec<&DiskSource> = old
-        .map(|o| sources(o).into_iter().map(|(_, s)| s).collect())
+    let before: Vec<(&str, &DiskSource)> = old
+        .map(|o| sources(o).into_iter().map(|(_, n, s)| (n, s)).collect())
         .unwrap_or_default();
     let mut out: Vec<Permission> = sources(new)
         .into_iter()
-        .filter(|(_, s)| !before.contains(s))
-        .flat_map(|(path, s)| for_source(namespace, &path, s))
+        .filter(|(_, n, s)| !before.contains(&(*n, *s)))
+        .flat_map(|(path, _, s)| for_source(namespace, &path, s))
         .collect();
-    out.sort_by(|a, b| key(a).cmp(&key(b)).then_with(|| a.field.cmp(&b.field)));
-    out.dedup_by(|a, b| key(a) == key(b));
+    out.sort_by(|a, b| (a.review_key().cmp(&b.review_key())).then_with(|| a.field.cmp(&b.field)));
+    out.dedup_by(|a, b| a.review_key() == b.review_key());
     out
 }
 
-/// What a SubjectAccessReview asks, without the field that needs it.
-fn key(p: &Permission) -> [&str; 6] {
-    [
-        &p.verb,
-        &p.group,
-        &p.resource,
-        &p.subresource,
-        &p.namespace,
-        &p.name,
-    ]
-}
-
-/// Each source with the path of its `source` field.
-fn sources(spec: &MachineSpec) -> Vec<(String, &DiskSource)> {
-    let disks = spec
-        .disks
-        .iter()
-        .enumerate()
-        .filter_map(|(i, d)| Some((format!("spec.disks[{i}].source"), d.source.as_ref()?)));
-    let cdroms = spec
-        .cdroms
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.cdroms[{i}].source"), &c.source));
+/// Each source with the path of its `source` field and its volume's name (a disk's and a
+/// CD-ROM's never share one).
+fn sources(spec: &MachineSpec) -> Vec<(String, &str, &DiskSource)> {
+    let disks = spec.disks.iter().enumerate().filter_map(|(i, d)| {
+        let path = format!("spec.disks[{i}].source");
+        Some((path, d.name.as_str(), d.source.as_ref()?))
+    });
+    let cdroms = (spec.cdroms.iter().enumerate()).map(|(i, c)| {
+        (
+            format!("spec.cdroms[{i}].source"),
+            c.name.as_str(),
+            &c.source,
+        )
+    });
     disks.chain(cdroms).collect()
 }
 
@@ -82,8 +74,11 @@ fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Permission> {
         );
     }
     let kind = if s.pvc.is_some() { "pvc" } else { "dataSource" };
-    let other_namespace = s.clone_ref().and_then(|r| r.namespace.clone());
-    if let Some(ns) = other_namespace.filter(|ns| ns != namespace) {
+    if let Some(clone) = s.clone_ref() {
+        let ns = clone
+            .namespace
+            .clone()
+            .unwrap_or_else(|| namespace.to_owned());
         out.push(Permission {
             verb: "create".to_owned(),
             group: CDI_GROUP.to_owned(),
@@ -134,11 +129,14 @@ mod tests {
             ],
             "cdroms": [{"name": "iso", "source": {"registry": {"url": "docker://q/a", "secretRef": {"name": "pull"}}}}]
         }));
+        // Same-namespace clones too (`c` defaults to the Machine's namespace, `d` names it).
         assert_eq!(
             short(&needed("team", None, &s)),
             [
                 "create cdi.kubevirt.io/datavolumes/source in os-images ",
                 "create cdi.kubevirt.io/datavolumes/source in os-images golden",
+                "create cdi.kubevirt.io/datavolumes/source in team local",
+                "create cdi.kubevirt.io/datavolumes/source in team same",
                 "get /configmaps/ in team ca",
                 "get /secrets/ in team creds",
                 "get /secrets/ in team pull",
@@ -162,5 +160,13 @@ mod tests {
             ["create cdi.kubevirt.io/datavolumes/source in media "]
         );
         assert!(needed("team", None, &spec(json!({}))).is_empty());
+        // Compared per volume: another disk's source copied onto a new disk is asked again.
+        let copied = spec(json!({"disks": [
+            {"name": "a", "source": {"pvc": {"name": "g", "namespace": "os"}}},
+            {"name": "b", "source": {"pvc": {"name": "g", "namespace": "os"}}}]}));
+        assert_eq!(
+            short(&needed("team", Some(&old), &copied)),
+            ["create cdi.kubevirt.io/datavolumes/source in os g"]
+        );
     }
 }

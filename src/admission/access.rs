@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
 use crate::access::needs::claim_candidates;
-use crate::access::{AccessError, AccessReviewer, Change, Denial, Permission, machine_needs};
+use crate::access::{
+    AccessError, AccessReviewer, Change, Denial, MAX_ACCESS_CHECKS, Permission, machine_needs,
+    over_limit,
+};
 use crate::machine::FieldError;
 use crate::machine::field_error::{ErrorType, join};
 
@@ -50,6 +53,10 @@ pub async fn check(
     if needed.is_empty() {
         return verdict;
     }
+    if let Some(count) = over_limit(&needed) {
+        tracing::info!(uid = %req.uid, count, "access checks over the limit; denying unasked");
+        return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
+    }
     match reviewer
         .denied(&req.user_info, needed.clone(), deadline)
         .await
@@ -61,6 +68,28 @@ pub async fn check(
             let fields: Vec<&str> = needed.iter().map(|p| p.field.as_str()).collect();
             unchecked(req, &fields, &e)
         }
+    }
+}
+
+/// 403 Forbidden before any SubjectAccessReview: the request needs more distinct access checks
+/// of its author than one request may make.
+fn too_many(name: &str, count: usize) -> Status {
+    Status {
+        code: Some(403),
+        reason: Some("Forbidden".to_owned()),
+        status: Some("Failure".to_owned()),
+        message: Some(format!(
+            "Machine.vitistack.io {name:?} is forbidden: it needs {count} distinct access checks \
+             of its author (Secrets, clone sources, credentials, adopted claims); at most \
+             {MAX_ACCESS_CHECKS} are made for one request: make the change in smaller steps"
+        )),
+        details: Some(StatusDetails {
+            name: (!name.is_empty()).then(|| name.to_owned()),
+            group: Some("vitistack.io".to_owned()),
+            kind: Some("Machine".to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -233,6 +262,49 @@ mod tests {
             message.ends_with("refused until the check can be made"),
             "{message}"
         );
+    }
+
+    /// 17 distinct checks (17 CD-ROMs with credentials): refused at once, naming the limit,
+    /// without a single call (the API server here refuses connections, which would be a 500).
+    #[tokio::test]
+    async fn more_access_checks_than_the_limit_are_refused_unasked() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+        let reviewer = AccessReviewer::new(kube::Client::try_from(config).expect("client"));
+        let cdroms = |n: usize| -> Vec<serde_json::Value> {
+            (0..n)
+                .map(|i| {
+                    json!({"name": format!("c{i}"), "source": {"http": {
+                    "url": "https://a/b.iso", "secretRef": {"name": format!("creds-{i}")}}}})
+                })
+                .collect()
+        };
+        let req = |n: usize| Request {
+            name: "many".into(),
+            object: Some(json!({"metadata": {"name": "many"}, "spec": {"cdroms": cdroms(n)}})),
+            ..secret_ref_request()
+        };
+        let verdict = check(
+            &reviewer,
+            &req(MAX_ACCESS_CHECKS + 1),
+            Verdict::allow(),
+            soon(),
+        )
+        .await;
+        let status = verdict.status.unwrap_or_default();
+        assert_eq!(status.code, Some(403), "{status:?}");
+        let message = status.message.unwrap_or_default();
+        assert!(
+            message.contains("it needs 17 distinct access checks")
+                && message.contains("at most 16 are made for one request"),
+            "{message}"
+        );
+        // At the limit, the checks are asked (and fail closed here: no API server).
+        let at = check(&reviewer, &req(MAX_ACCESS_CHECKS), Verdict::allow(), soon()).await;
+        assert_eq!(at.status.and_then(|s| s.code), Some(500));
     }
 
     #[test]
