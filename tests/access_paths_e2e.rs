@@ -91,6 +91,51 @@ async fn access_is_checked_on_every_path() {
         .await
         .expect("frank may clone golden");
 
+    // 1b. A DataSource in her own namespace pointing at a PVC elsewhere: asked about the PVC
+    // it points to, where CDI clones from, not about the DataSource's namespace.
+    access::create_namespace(&admin, "secret-images").await;
+    let ds_ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataSource"),
+        "datasources",
+    );
+    let ds: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+        "metadata": {"name": "sneaky"},
+        "spec": {"source": {"pvc": {"name": "payroll-db", "namespace": "secret-images"}}}
+    }))
+    .expect("DataSource");
+    kube::api::Api::<DynamicObject>::namespaced_with(admin.clone(), ns, &ds_ar)
+        .create(&PostParams::default(), &ds)
+        .await
+        .expect("DataSource");
+    let through = |ds: &str| {
+        machine(
+            "through",
+            json!({"template": "small", "disks": [{"name": "root", "source": {"dataSource": {"name": ds}}}]}),
+        )
+    };
+    let redirected = denial(
+        machines(&frank, ns)
+            .create(&PostParams::default(), &through("sneaky"))
+            .await,
+    );
+    assert!(
+        redirected.contains(
+            r#"cannot create datavolumes/source.cdi.kubevirt.io "payroll-db" in namespace "secret-images""#
+        ),
+        "{redirected}"
+    );
+    // One that does not exist: what it would clone is unknown, so it is refused.
+    let nowhere = denial(
+        machines(&frank, ns)
+            .create(&PostParams::default(), &through("missing"))
+            .await,
+    );
+    assert!(
+        nowhere.contains(r#"DataSource "missing" in namespace "team-a" does not exist"#),
+        "{nowhere}"
+    );
+
     // 2. An update-only author and a Machine an admin made with a dormant secretRef (inline
     // userData wins) and a cloned disk.
     let stored = machine(

@@ -414,6 +414,18 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     };
     boot.metadata.name = Some("boot".into());
     create(&Api::<Secret>::namespaced(admin.clone(), &ns), &boot).await;
+    // A DataSource: the webhook reads it to ask the author about the PVC it points to.
+    let ds_ar = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataSource"),
+        "datasources",
+    );
+    let ds: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+        "metadata": {"name": "golden"},
+        "spec": {"source": {"pvc": {"name": "golden-disk", "namespace": ns}}}
+    }))
+    .expect("DataSource");
+    create(&dynamic(&admin, &ns, &ds_ar), &ds).await;
 
     // Machines, through the webhooks (retried until kube-apiserver trusts the certificate).
     let machines_json = [
@@ -428,6 +440,9 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
         // A disk image: its DataVolume is applied, watched, read and deleted.
         json!({"metadata": {"name": "delta"}, "spec": {"template": "small",
             "disks": [{"name": "root", "source": {"http": {"url": "https://example.com/a.qcow2"}}}]}}),
+        // A clone through a DataSource, which the webhook resolves.
+        json!({"metadata": {"name": "epsilon"}, "spec": {"template": "small",
+            "disks": [{"name": "root", "source": {"dataSource": {"name": "golden"}}}]}}),
     ];
     for m in machines_json {
         let t0 = Instant::now();

@@ -10,6 +10,7 @@
 //!   and the look-up of which claims exist.
 
 pub mod claims;
+pub mod data_sources;
 pub mod needs;
 pub mod review;
 pub mod sources;

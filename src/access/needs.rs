@@ -3,11 +3,12 @@
 //! Each kind of reference the operator follows on the author's behalf is one function in
 //! [`SOURCES`]; a new source (CDI `datavolumes/source`, ConfigMaps) adds a function there.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
 use super::claims::{self, Candidate};
+use super::data_sources::{self, Ref, Target};
 use super::{Permission, sources};
 use crate::api::MachineSpec;
 
@@ -21,6 +22,8 @@ pub struct Change<'a> {
     pub new: &'a Value,
     /// Which of the [`claim_candidates`] exist, as the shell read them.
     pub existing_claims: &'a BTreeSet<String>,
+    /// Where the [`data_source_refs`] point, as the shell read them.
+    pub data_sources: &'a BTreeMap<Ref, Target>,
 }
 
 impl Change<'_> {
@@ -109,7 +112,32 @@ fn disk_sources(change: &Change) -> Vec<Permission> {
     if !change.guest_affected() {
         return Vec::new();
     }
-    sources::needed(change.namespace, None, &new)
+    sources::needed(change.namespace, None, &new, change.data_sources)
+}
+
+/// The DataSources the shell must resolve before [`machine_needs`]: those the new spec names,
+/// on a write that changes what the guest sees.
+pub fn data_source_refs(change: &Change) -> Vec<Ref> {
+    match change.specs() {
+        Some((_, new)) if change.guest_affected() => {
+            data_sources::references(change.namespace, &new)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The `dataSource` sources that point nowhere CDI could clone from
+/// ([`data_sources::unresolved`]): (field, DataSource).
+pub fn unresolved_data_sources(change: &Change) -> Vec<(String, Ref)> {
+    match change.specs() {
+        Some((_, new)) if change.guest_affected() => {
+            data_sources::unresolved(change.namespace, &new, change.data_sources)
+                .into_iter()
+                .map(|(field, r, _)| (field, r))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The claims the shell must look up before [`machine_needs`]: those of the disks new in this
@@ -159,6 +187,7 @@ mod tests {
             old,
             new,
             existing_claims: &BTreeSet::new(),
+            data_sources: &BTreeMap::new(),
         })
         .into_iter()
         .map(|p| (p.resource_path(), p))
@@ -233,6 +262,7 @@ mod tests {
                 old,
                 new,
                 existing_claims: &BTreeSet::new(),
+                data_sources: &BTreeMap::new(),
             })
             .into_iter()
             .map(|p| (p.field.clone(), p.verb.clone(), p.resource_path()))
@@ -273,6 +303,7 @@ mod tests {
                 old: Some(&stored),
                 new,
                 existing_claims: &BTreeSet::new(),
+                data_sources: &BTreeMap::new(),
             })
             .iter()
             .map(|p| {
@@ -320,6 +351,7 @@ mod tests {
             old: None,
             new: &db,
             existing_claims: &existing,
+            data_sources: &BTreeMap::new(),
         };
         let candidates: Vec<String> = claim_candidates(&change)
             .into_iter()
@@ -358,6 +390,7 @@ mod tests {
             old: None,
             new: &with_ref("db-password", Some("k")),
             existing_claims: &BTreeSet::new(),
+            data_sources: &BTreeMap::new(),
         })[0];
         let text = super::super::Denial {
             user: "bob",

@@ -3,16 +3,17 @@
 //! groups, uid, extra); each batch concurrent, at most [`MAX_IN_FLIGHT`] calls at a time, under
 //! the request's one deadline.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Client, core::ObjectMeta};
 
+use super::data_sources::{self, Ref, Target};
 use super::{Permission, UserInfo};
 
 /// Calls one review keeps in flight at once: a Machine with 256 disks may need 256 look-ups
@@ -33,6 +34,16 @@ pub enum AccessError {
     },
     #[error("reading persistentvolumeclaims got no answer within the admission's time budget")]
     ClaimTimeout,
+    #[error(
+        "cannot read datasources.cdi.kubevirt.io {name:?} in namespace {namespace:?}: {source}"
+    )]
+    DataSource {
+        name: String,
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("reading datasources.cdi.kubevirt.io got no answer within the admission's time budget")]
+    DataSourceTimeout,
 }
 
 /// Asks kube-apiserver whether a user may do something (`create` on `subjectaccessreviews`),
@@ -88,6 +99,54 @@ impl AccessReviewer {
             .await
             .map_err(|_| AccessError::ClaimTimeout)??;
         Ok(found.into_iter().flatten().collect())
+    }
+
+    /// Where each DataSource of `refs` points, read by `deadline` (`get` on
+    /// `datasources.cdi.kubevirt.io`). One that does not exist, or CDI's API not served, is
+    /// [`Target::Missing`]; any other failed or late read is an error: the caller denies.
+    pub async fn data_sources(
+        &self,
+        refs: Vec<Ref>,
+        deadline: tokio::time::Instant,
+    ) -> Result<BTreeMap<Ref, Target>, AccessError> {
+        if refs.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataSource"),
+            "datasources",
+        );
+        let lookups: Vec<_> = refs
+            .into_iter()
+            .map(|(namespace, name)| {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), &namespace, &resource);
+                async move {
+                    let found = match api.get_opt(&name).await {
+                        Ok(found) => found,
+                        // CDI's API not served: no DataSource can exist.
+                        Err(kube::Error::Api(e)) if e.code == 404 => None,
+                        Err(source) => {
+                            return Err(AccessError::DataSource {
+                                name,
+                                namespace,
+                                source,
+                            });
+                        }
+                    };
+                    let json = found.and_then(|d| serde_json::to_value(d).ok());
+                    let target = data_sources::resolve(&namespace, json.as_ref());
+                    Ok(((namespace, name), target))
+                }
+            })
+            .collect();
+        let lookups = stream::iter(lookups)
+            .buffer_unordered(MAX_IN_FLIGHT)
+            .try_collect::<Vec<(Ref, Target)>>();
+        let found = tokio::time::timeout_at(deadline, lookups)
+            .await
+            .map_err(|_| AccessError::DataSourceTimeout)??;
+        Ok(found.into_iter().collect())
     }
 
     /// The permissions of `needed` the user does not have, answered by `deadline`. Any failed

@@ -12,21 +12,29 @@
 //! Sources are compared per volume name: a source counts as new unless the same disk (or
 //! CD-ROM) had it before, so copying another disk's clone source onto a new disk is asked too.
 
+use std::collections::BTreeMap;
+
 use super::Permission;
+use super::data_sources::{Ref, Target};
 use crate::api::MachineSpec;
 use crate::api::source::DiskSource;
 
 pub const CDI_GROUP: &str = "cdi.kubevirt.io";
 
 /// The permissions the sources new in `new` (compared with `old`) need, without repeats.
-pub fn needed(namespace: &str, old: Option<&MachineSpec>, new: &MachineSpec) -> Vec<Permission> {
+pub fn needed(
+    namespace: &str,
+    old: Option<&MachineSpec>,
+    new: &MachineSpec,
+    data_sources: &BTreeMap<Ref, Target>,
+) -> Vec<Permission> {
     let before: Vec<(&str, &DiskSource)> = old
         .map(|o| sources(o).into_iter().map(|(_, n, s)| (n, s)).collect())
         .unwrap_or_default();
     let mut out: Vec<Permission> = sources(new)
         .into_iter()
         .filter(|(_, n, s)| !before.contains(&(*n, *s)))
-        .flat_map(|(path, _, s)| for_source(namespace, &path, s))
+        .flat_map(|(path, _, s)| for_source(namespace, &path, s, data_sources))
         .collect();
     out.sort_by(|a, b| (a.review_key().cmp(&b.review_key())).then_with(|| a.field.cmp(&b.field)));
     out.dedup_by(|a, b| a.review_key() == b.review_key());
@@ -50,7 +58,12 @@ fn sources(spec: &MachineSpec) -> Vec<(String, &str, &DiskSource)> {
     disks.chain(cdroms).collect()
 }
 
-fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Permission> {
+fn for_source(
+    namespace: &str,
+    path: &str,
+    s: &DiskSource,
+    data_sources: &BTreeMap<Ref, Target>,
+) -> Vec<Permission> {
     let get = |resource: &str, name: &str, field: &str| Permission {
         verb: "get".to_owned(),
         group: String::new(),
@@ -73,24 +86,31 @@ fn for_source(namespace: &str, path: &str, s: &DiskSource) -> Vec<Permission> {
             (r.secret_ref.as_ref()).map(|r| get("secrets", &r.name, "registry.secretRef.name")),
         );
     }
-    let kind = if s.pvc.is_some() { "pvc" } else { "dataSource" };
-    if let Some(clone) = s.clone_ref() {
-        let ns = clone
-            .namespace
-            .clone()
-            .unwrap_or_else(|| namespace.to_owned());
-        out.push(Permission {
-            verb: "create".to_owned(),
-            group: CDI_GROUP.to_owned(),
-            resource: "datavolumes".to_owned(),
-            subresource: "source".to_owned(),
-            namespace: ns,
-            // CDI asks about the PVC by name, so a grant limited by `resourceNames` works; a
-            // DataSource's PVC is only known to CDI, so that clone needs the namespace-wide right.
-            name: s.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
-            field: format!("{path}.{kind}.namespace"),
-            adopted: false,
-        });
+    let clone = |namespace: &str, name: &str, field: String| Permission {
+        verb: "create".to_owned(),
+        group: CDI_GROUP.to_owned(),
+        resource: "datavolumes".to_owned(),
+        subresource: "source".to_owned(),
+        namespace: namespace.to_owned(),
+        // CDI asks about the PVC by name, so a grant limited by `resourceNames` works.
+        name: name.to_owned(),
+        field,
+        adopted: false,
+    };
+    if let Some(p) = &s.pvc {
+        let ns = p.namespace.as_deref().unwrap_or(namespace);
+        out.push(clone(ns, &p.name, format!("{path}.pvc.namespace")));
+    }
+    if let Some(d) = &s.data_source {
+        // What the DataSource points to, as resolved by the shell; one that points nowhere is
+        // refused by the caller (`data_sources::unresolved`).
+        let key = (
+            d.namespace.clone().unwrap_or_else(|| namespace.to_owned()),
+            d.name.clone(),
+        );
+        if let Some((ns, name, _)) = data_sources.get(&key).and_then(Target::source) {
+            out.push(clone(ns, name, format!("{path}.dataSource.name")));
+        }
     }
     out
 }
@@ -131,9 +151,8 @@ mod tests {
         }));
         // Same-namespace clones too (`c` defaults to the Machine's namespace, `d` names it).
         assert_eq!(
-            short(&needed("team", None, &s)),
+            short(&needed("team", None, &s, &BTreeMap::new())),
             [
-                "create cdi.kubevirt.io/datavolumes/source in os-images ",
                 "create cdi.kubevirt.io/datavolumes/source in os-images golden",
                 "create cdi.kubevirt.io/datavolumes/source in team local",
                 "create cdi.kubevirt.io/datavolumes/source in team same",
@@ -144,28 +163,40 @@ mod tests {
         );
     }
 
+    /// DataSources as the shell resolved them: `media/win` points at `golden-images/win11`.
+    fn resolved() -> BTreeMap<Ref, Target> {
+        BTreeMap::from([(
+            ("media".to_owned(), "win".to_owned()),
+            Target::Pvc {
+                namespace: "golden-images".into(),
+                name: "win11".into(),
+            },
+        )])
+    }
+
     #[test]
     fn only_new_sources_are_checked() {
         let old = spec(
             json!({"disks": [{"name": "a", "source": {"pvc": {"name": "g", "namespace": "os"}}}]}),
         );
         let same = old.clone();
-        assert!(needed("team", Some(&old), &same).is_empty());
+        assert!(needed("team", Some(&old), &same, &BTreeMap::new()).is_empty());
         let more = spec(
             json!({"disks": [{"name": "a", "source": {"pvc": {"name": "g", "namespace": "os"}}}],
             "cdroms": [{"name": "iso", "source": {"dataSource": {"name": "win", "namespace": "media"}}}]}),
         );
         assert_eq!(
-            short(&needed("team", Some(&old), &more)),
-            ["create cdi.kubevirt.io/datavolumes/source in media "]
+            short(&needed("team", Some(&old), &more, &resolved())),
+            // A DataSource's clone is asked where it points: the PVC, by name, in its namespace.
+            ["create cdi.kubevirt.io/datavolumes/source in golden-images win11"]
         );
-        assert!(needed("team", None, &spec(json!({}))).is_empty());
+        assert!(needed("team", None, &spec(json!({})), &BTreeMap::new()).is_empty());
         // Compared per volume: another disk's source copied onto a new disk is asked again.
         let copied = spec(json!({"disks": [
             {"name": "a", "source": {"pvc": {"name": "g", "namespace": "os"}}},
             {"name": "b", "source": {"pvc": {"name": "g", "namespace": "os"}}}]}));
         assert_eq!(
-            short(&needed("team", Some(&old), &copied)),
+            short(&needed("team", Some(&old), &copied, &BTreeMap::new())),
             ["create cdi.kubevirt.io/datavolumes/source in os g"]
         );
     }

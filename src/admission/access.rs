@@ -1,11 +1,12 @@
 //! The validating webhook's access check: after the rules admit a Machine, every permission
 //! it needs from its author is asked of kube-apiserver as that author (see [`crate::access`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
-use crate::access::needs::claim_candidates;
+use crate::access::data_sources::Ref;
+use crate::access::needs::{claim_candidates, data_source_refs, unresolved_data_sources};
 use crate::access::{
     AccessError, AccessReviewer, Change, Denial, MAX_ACCESS_CHECKS, Permission, machine_needs,
     over_limit,
@@ -31,6 +32,7 @@ pub async fn check(
     };
     let namespace = req.namespace.as_deref().unwrap_or_default();
     let none = BTreeSet::new();
+    let unresolved = BTreeMap::new();
     let mut change = Change {
         namespace,
         old: (req.operation == "UPDATE")
@@ -38,7 +40,21 @@ pub async fn check(
             .flatten(),
         new,
         existing_claims: &none,
+        data_sources: &unresolved,
     };
+    // Where each DataSource points: the author is asked about what CDI would clone.
+    let data_sources = match reviewer
+        .data_sources(data_source_refs(&change), deadline)
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => return unchecked(req, &["spec.disks[].source.dataSource"], &e),
+    };
+    change.data_sources = &data_sources;
+    let nowhere = unresolved_data_sources(&change);
+    if !nowhere.is_empty() {
+        return Verdict::deny(points_nowhere(&req.name, &nowhere)).with_warnings(verdict.warnings);
+    }
     let candidates = claim_candidates(&change);
     let claims = candidates.iter().map(|c| c.claim.clone()).collect();
     let existing = match reviewer.existing_claims(namespace, claims, deadline).await {
@@ -82,6 +98,39 @@ fn too_many(name: &str, count: usize) -> Status {
             "Machine.vitistack.io {name:?} is forbidden: it needs {count} distinct access checks \
              of its author (Secrets, clone sources, credentials, adopted claims); at most \
              {MAX_ACCESS_CHECKS} are made for one request: make the change in smaller steps"
+        )),
+        details: Some(StatusDetails {
+            name: (!name.is_empty()).then(|| name.to_owned()),
+            group: Some("vitistack.io".to_owned()),
+            kind: Some("Machine".to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// 403 Forbidden: a `dataSource` that names no DataSource, or one pointing at neither a PVC nor
+/// a snapshot: what would be cloned is unknown, so the author's right to clone it cannot be asked.
+fn points_nowhere(name: &str, nowhere: &[(String, Ref)]) -> Status {
+    let errors: Vec<FieldError> = nowhere
+        .iter()
+        .map(|(field, (ns, ds))| FieldError {
+            kind: ErrorType::Forbidden,
+            field: field.clone(),
+            value: serde_json::Value::Null,
+            detail: format!(
+                "DataSource {ds:?} in namespace {ns:?} does not exist or names no PVC or \
+                 snapshot: what it clones must be known to ask the author's right to clone it"
+            ),
+        })
+        .collect();
+    Status {
+        code: Some(403),
+        reason: Some("Forbidden".to_owned()),
+        status: Some("Failure".to_owned()),
+        message: Some(format!(
+            "Machine.vitistack.io {name:?} is forbidden: {}",
+            join(&errors)
         )),
         details: Some(StatusDetails {
             name: (!name.is_empty()).then(|| name.to_owned()),

@@ -119,6 +119,11 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["list", "watch"]
+# DataSources, read by name by the validating webhook in whatever namespace a Machine names, to
+# ask its author about the PVC or snapshot a dataSource clone points to.
+- apiGroups: ["cdi.kubevirt.io"]
+  resources: ["datasources"]
+  verbs: ["get"]
 # The validating webhook asks, as a Machine's author, whether they may reach what the Machine
 # refers to (Secrets, ConfigMaps, a clone's source) or would adopt (an existing claim):
 # src/access/review.rs.
