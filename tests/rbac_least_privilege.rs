@@ -29,6 +29,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use kubevirt_operator::api::names::MACHINE_CRD;
 use kubevirt_operator::api::{Machine, NetworkConfiguration};
 use kubevirt_operator::certs::{
     BUNDLE_CONFIGMAP, BUNDLE_KEY, CA_SECRET, SERVING_SECRET, WEBHOOK_CONFIGURATION,
@@ -157,6 +158,14 @@ fn grants_on_the_operators_own_objects_name_them() {
         if g.group == "admissionregistration.k8s.io" {
             named(&g, &[WEBHOOK_CONFIGURATION]);
             checked += 1;
+        } else if g.group == "apiextensions.k8s.io" {
+            // Read only, and only the Machine CRD (its status schema, at leader start).
+            assert_eq!(
+                (g.verb.as_str(), g.resource.as_str()),
+                ("get", "customresourcedefinitions")
+            );
+            named(&g, &[MACHINE_CRD]);
+            checked += 1;
         } else {
             assert!(g.names.is_empty(), "{g:?}");
         }
@@ -181,11 +190,12 @@ fn grants_on_the_operators_own_objects_name_them() {
         }
         checked += 1;
     }
-    // Webhook configurations: 2 kinds x (get, list, watch, update, create); the Lease: get,
-    // patch, create; Secrets: get, list, watch, update, delete, create; the ConfigMap: 5.
+    // Webhook configurations: 2 kinds x (get, list, watch, update, create); the Machine CRD:
+    // get; the Lease: get, patch, create; Secrets: get, list, watch, update, delete, create; the
+    // ConfigMap: 5.
     assert_eq!(
         checked,
-        10 + 3 + 6 + 5,
+        10 + 1 + 3 + 6 + 5,
         "every grant on the operator's own objects was checked"
     );
 }
