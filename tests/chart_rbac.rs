@@ -1,5 +1,5 @@
-//! The chart's RBAC by scope: the operator's own webhook configurations and certificate objects
-//! by name, no cluster-wide namespaced rights in namespace-scoped mode, and CDI's clone right
+//! The chart's RBAC by scope: the operator's own webhook configurations, certificate objects and
+//! the Machine CRD by name, no cluster-wide namespaced rights in namespace-scoped mode, and CDI's clone right
 //! bound only where `cloneSourceNamespaces` lists.
 
 mod chart;
@@ -17,7 +17,23 @@ fn rules_of(o: &Value) -> Vec<Value> {
 fn rbac_is_scoped_by_name_and_namespace() {
     let objs = docs(&helm_template(&[], &[]));
     let cluster_role = named(&objs, "ClusterRole", "kubevirt-operator");
+    let mut crd_rules = 0;
     for rule in rules_of(cluster_role) {
+        if rule["apiGroups"][0] == "apiextensions.k8s.io" {
+            // Only the Machine CRD, only read (the status schema check at leader start).
+            assert_eq!(
+                rule["resources"],
+                json!(["customresourcedefinitions"]),
+                "{rule}"
+            );
+            assert_eq!(
+                rule["resourceNames"],
+                json!(["machines.vitistack.io"]),
+                "{rule}"
+            );
+            assert_eq!(rule["verbs"], json!(["get"]), "{rule}");
+            crd_rules += 1;
+        }
         if rule["apiGroups"][0] == "admissionregistration.k8s.io" {
             let verbs = rule["verbs"].as_array().expect("verbs");
             if verbs == &vec![json!("create")] {
@@ -31,6 +47,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
             }
         }
     }
+    assert_eq!(crd_rules, 1, "the Machine CRD is readable by name");
     let scoped = docs(&helm_template(
         &[],
         &["--set", "watchNamespaces={team-a,team-b}"],
@@ -49,6 +66,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
             // images live outside the watched namespaces); `get` only.
             "datasources",
             "subjectaccessreviews",
+            "customresourcedefinitions",
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations",
             "mutatingwebhookconfigurations",
@@ -63,6 +81,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
                 && r["resources"][0] != "storageclasses"
                 && r["resources"][0] != "datasources"
                 && r["resources"][0] != "subjectaccessreviews"
+                && r["resources"][0] != "customresourcedefinitions"
         })
         .collect::<Vec<_>>();
     for ns in ["team-a", "team-b"] {

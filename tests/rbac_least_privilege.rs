@@ -30,8 +30,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use kubevirt_operator::api::names::OWNERSHIP_KEY_SECRET;
-
+use kubevirt_operator::api::names::{MACHINE_CRD, OWNERSHIP_KEY_SECRET};
 use kubevirt_operator::api::{Machine, NetworkConfiguration};
 use kubevirt_operator::certs::{
     BUNDLE_CONFIGMAP, BUNDLE_KEY, CA_SECRET, SERVING_SECRET, WEBHOOK_CONFIGURATION,
@@ -161,6 +160,14 @@ fn grants_on_the_operators_own_objects_name_them() {
         if g.group == "admissionregistration.k8s.io" {
             named(&g, &[WEBHOOK_CONFIGURATION]);
             checked += 1;
+        } else if g.group == "apiextensions.k8s.io" {
+            // Read only, and only the Machine CRD (its status schema, at leader start).
+            assert_eq!(
+                (g.verb.as_str(), g.resource.as_str()),
+                ("get", "customresourcedefinitions")
+            );
+            named(&g, &[MACHINE_CRD]);
+            checked += 1;
         } else {
             assert!(g.names.is_empty(), "{g:?}");
         }
@@ -194,12 +201,12 @@ fn grants_on_the_operators_own_objects_name_them() {
         named(&g, &[OWNERSHIP_KEY_SECRET]);
         checked += 1;
     }
-    // Webhook configurations: 2 kinds x (get, list, watch, update, create); the Lease: get,
-    // patch, create; Secrets: get, list, watch, update, delete, create; the ConfigMap: 5; the
-    // ownership key: get, create.
+    // Webhook configurations: 2 kinds x (get, list, watch, update, create); the Machine CRD:
+    // get; the Lease: get, patch, create; Secrets: get, list, watch, update, delete, create; the
+    // ConfigMap: 5; the ownership key: get, create.
     assert_eq!(
         checked,
-        10 + 3 + 6 + 5 + 2,
+        10 + 1 + 3 + 6 + 5 + 2,
         "every grant on the operator's own objects was checked"
     );
 }

@@ -29,6 +29,8 @@ pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
 pub const GROUP: &str = "vitistack.io";
 pub const VERSION: &str = "v1alpha1";
 pub const MACHINE_KIND: &str = "Machine";
+/// The Machine CustomResourceDefinition's name (`<plural>.<group>`).
+pub const MACHINE_CRD: &str = "machines.vitistack.io";
 /// The VM's cloud-init volume; no Machine disk or CD-ROM may take the name (KubeVirt refuses two).
 pub const CLOUD_INIT_VOLUME: &str = "cloudinitdisk";
 

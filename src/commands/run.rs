@@ -83,6 +83,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         scopes: reconciler::run::watches::scopes(&args.watch_namespaces),
         namespace: args.namespace.clone(),
+        served_status: Default::default(),
     };
 
     let slot = CertSlot::new();

@@ -130,6 +130,12 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["authorization.k8s.io"]
   resources: ["subjectaccessreviews"]
   verbs: ["create"]
+# At leader start the served Machine CRD is read, by name only, to warn when its status schema
+# lacks fields the operator writes: src/reconciler/run/served_crd.rs.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["machines.vitistack.io"]
+  verbs: ["get"]
 {{- if ne (include "kubevirt-operator.certManager" .) "true" }}
 # Only the operator's own webhook configurations, by name; create cannot be limited by name.
 - apiGroups: ["admissionregistration.k8s.io"]

@@ -94,8 +94,9 @@ where
     ensure(api, desired, live, written).await
 }
 
-/// Every field of the Machine status, so a merge patch can clear the ones now unset.
-const STATUS_FIELDS: &[&str] = &[
+/// Every field of the Machine status, so a merge patch can clear the ones now unset (and what
+/// the served CRD's status schema is checked for at leader start).
+pub const STATUS_FIELDS: &[&str] = &[
     "phase",
     "conditions",
     "vmName",
@@ -120,19 +121,19 @@ pub fn status_patch(status: &MachineStatus) -> Value {
     serde_json::json!({ "status": fields })
 }
 
-/// Writes `status`; returns the Machine's new resourceVersion.
+/// Writes `status`; returns the Machine as the API server stored it (what it kept of the
+/// status may be less than was sent: see `decide::status_write::pruned`).
 pub async fn write_status(
     api: &Api<Machine>,
     name: &str,
     status: &MachineStatus,
-) -> Result<Option<String>, kube::Error> {
+) -> Result<Machine, kube::Error> {
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
     api.patch_status(name, &params, &Patch::Merge(status_patch(status)))
         .await
-        .map(|m| m.resource_version())
 }
 
 #[cfg(test)]

@@ -232,8 +232,9 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         }
     }
 
-    // 5. Let the Machine go.
+    // 5. Let the Machine go, and what is remembered of it.
     remove(&Api::namespaced(client, &ns), machine).await?;
+    ctx.per_machine.forget(&format!("{ns}/{name}"));
     tracing::info!("cleanup finished, finalizer removed");
     Ok(())
 }

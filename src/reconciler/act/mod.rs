@@ -9,16 +9,15 @@ pub mod apply;
 pub mod disks;
 pub mod events;
 pub mod finalizer;
-
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::{Resource, ResourceExt};
-use serde_json::json;
+pub mod secret;
+pub mod status;
 
 use crate::api::{Machine, MachineStatus};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Preconditions};
+use kube::{Resource, ResourceExt};
 
-use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::act::apply::Prover;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
@@ -26,12 +25,14 @@ use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::held;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::status::{self, Reconciled, reason};
+use crate::reconciler::decide::status::{Reconciled, reason};
 use crate::reconciler::decide::volumes::{self, Seen};
 use crate::reconciler::decide::{Decision, own_vmi};
 use crate::reconciler::error::{Error, api_message, is_not_found};
 use crate::reconciler::observe::Observed;
 use crate::reconciler::run::context::Context;
+use crate::reconciler::run::watches::key_of;
+use crate::reconciler::store::derived_secrets::Known;
 
 fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
     Problem::WriteFailed {
@@ -41,18 +42,24 @@ fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
     }
 }
 
-/// Carries out `decision`; returns the status written (or kept) and whether it is blocked.
-pub async fn act(
-    ctx: &Context,
-    o: &Observed,
-    decision: Decision,
-) -> Result<(MachineStatus, bool), Error> {
+/// What carrying out a decision came to.
+pub struct Acted {
+    /// The status written (or kept).
+    pub status: MachineStatus,
+    /// Something blocks the Machine: retry with backoff.
+    pub blocked: bool,
+    /// An import's progress is held back: run again then to write it.
+    pub write_status_in: Option<std::time::Duration>,
+}
+
+/// Carries out `decision`.
+pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acted, Error> {
     let machine = &o.machine;
     let ns = machine.namespace().unwrap_or_default();
     let client = &ctx.client;
     let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
     if decision.add_finalizer {
-        add_finalizer(&machines, machine).await?;
+        status::add_finalizer(&machines, machine).await?;
     }
     let machine_name = machine.name_any();
     let machine_uid = machine.uid().unwrap_or_default();
@@ -107,17 +114,7 @@ pub async fn act(
     let secret_write = async {
         match decision.secret {
             None => Ok(()),
-            Some(secret) => {
-                let secret_name = secret.name_any();
-                let live = secrets
-                    .get_opt(&secret_name)
-                    .await
-                    .map_err(|e| failed(Kind::Secret, secret_name.clone(), &e))?;
-                apply::ensure_proven(&secrets, secret, live, &ctx.written.secrets, prover)
-                    .await
-                    .map(drop)
-                    .map_err(|e| failed(Kind::Secret, secret_name, &e))
-            }
+            Some(desired) => secret::ensure(ctx, o, desired, prover).await,
         }
     };
     let (claims, data_volumes, attachments, secret) = futures::join!(
@@ -170,6 +167,8 @@ pub async fn act(
                         &machine.name_any(),
                     );
                     delete_exact(&secrets, &derived, uid).await?;
+                    let memory = &ctx.per_machine.derived_secrets;
+                    memory.remember(&key_of(machine), &machine_uid, Known::Absent);
                 }
                 for (name, uid) in decision.delete_data_volumes {
                     delete_exact(&dvs, &name, uid).await?;
@@ -229,7 +228,8 @@ pub async fn act(
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
         volumes::notices(&machine_name, &o.spec, &seen, old, new, verdict)
     };
-    let status = update_status(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
+    let outcome =
+        status::update(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
     crate::reconciler::run::metrics::record_problems(&ctx.settings.metrics, &problems);
     // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase), once:
     // CDINotInstalled is a problem as well.
@@ -239,7 +239,11 @@ pub async fn act(
     {
         crate::reconciler::run::metrics::record_error(&ctx.settings.metrics, &v.reason);
     }
-    Ok((status, !problems.is_empty()))
+    Ok(Acted {
+        status: outcome.status,
+        blocked: !problems.is_empty(),
+        write_status_in: outcome.write_in,
+    })
 }
 
 fn is_clone(dv: &DataVolume) -> bool {
@@ -304,78 +308,6 @@ where
         Err(e) => Err(e.into()),
         Ok(_) => Ok(()),
     }
-}
-
-/// Adds the finalizer, guarded by the resourceVersion it was computed from.
-async fn add_finalizer(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
-    let mut list = machine.finalizers().to_vec();
-    list.push(crate::reconciler::FINALIZER.to_owned());
-    let patch = json!({"metadata": {
-        "finalizers": list,
-        "resourceVersion": machine.resource_version(),
-    }});
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch(&machine.name_any(), &params, &Patch::Merge(patch))
-        .await
-        .map(drop)
-}
-
-/// Computes the status; writes it and publishes Events only when it changed.
-async fn update_status(
-    machine: &Machine,
-    api: &Api<Machine>,
-    reconciled: &Reconciled<'_>,
-    ctx: &Context,
-    provisioning_notices: impl FnOnce(Option<&MachineStatus>, &MachineStatus) -> Vec<events::Notice>,
-) -> Result<MachineStatus, Error> {
-    let key = format!(
-        "{}/{}",
-        machine.namespace().unwrap_or_default(),
-        machine.name_any()
-    );
-    let ours = ctx
-        .written
-        .statuses
-        .newer_than(&key, machine.resource_version().as_deref());
-    let old = ours.as_ref().or(machine.status.as_ref());
-    let new = status::compute(
-        old,
-        machine.metadata.generation,
-        reconciled,
-        Timestamp::now(),
-    );
-    if !status::differs(old, &new) {
-        return Ok(new);
-    }
-    let version = apply::write_status(api, &machine.name_any(), &new).await?;
-    ctx.written
-        .statuses
-        .record(key, version.as_deref(), new.clone());
-    tracing::info!(
-        new_phase = new.phase.as_deref().unwrap_or_default(),
-        resource_version = version.as_deref().unwrap_or_default(),
-        "status updated"
-    );
-    // Published in the background: an Event never holds up the next Machine.
-    let mut notices = events::notices(old, &new);
-    if let Some(v) = reconciled.provisioning.filter(|v| !v.ready) {
-        // CDI's steps are announced by their own Events (a start, not a Warning per phase).
-        notices.retain(|n| n.reason != v.reason);
-    }
-    notices.extend(provisioning_notices(old, &new));
-    if !notices.is_empty() {
-        let recorder = ctx.events.clone();
-        let machine = machine.clone();
-        let span = tracing::Span::current();
-        tokio::spawn(tracing::Instrument::instrument(
-            async move { events::publish(&recorder, &machine, notices).await },
-            span,
-        ));
-    }
-    Ok(new)
 }
 
 #[cfg(test)]

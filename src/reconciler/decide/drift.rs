@@ -28,7 +28,8 @@ pub fn stamp<K: kube::Resource + Serialize>(obj: &mut K) {
         .insert(APPLIED_HASH_ANNOTATION.to_owned(), hash);
 }
 
-fn hash_of<K: kube::Resource + Serialize>(obj: &K) -> String {
+/// The hash [`stamp`] records for `obj` (what it holds, its annotations excluded).
+pub fn hash_of<K: kube::Resource + Serialize>(obj: &K) -> String {
     let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("annotations");

@@ -11,7 +11,8 @@
 //!
 //! This folder is the pure core: nothing in it calls the API. Beside the decision itself: the
 //! [`desired`] objects, [`ownership`] rules, [`drift`], [`provisioning`], [`status`], the
-//! [`problem`] vocabulary, [`volumes`] and the resolved [`spec`].
+//! [`problem`] vocabulary, [`volumes`], the resolved [`spec`], and when a status is written
+//! ([`status_write`]).
 
 pub mod desired;
 pub mod disks;
@@ -23,6 +24,7 @@ pub mod problem;
 pub mod provisioning;
 pub mod spec;
 pub mod status;
+pub mod status_write;
 pub mod volumes;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
@@ -183,7 +185,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         }
     }
     let derived = derived_secret_name(&name);
-    let secret_ownership = ownership::of_meta(o.derived_secret.as_ref(), "Secret", me, key);
+    let secret_ownership = ownership::of_meta(o.derived_secret.meta(), "Secret", me, key);
     if let Some(secret) = desired.secret {
         if secret_ownership.writable(false) {
             out.secret = Some(secret);
@@ -201,7 +203,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         if vm_ours && out.problems.is_empty() {
             let names_derived = references_secret(&vm, &derived);
             if !names_derived && secret_ownership == Ownership::Ours {
-                out.delete_derived_secret = o.derived_secret.as_ref().and_then(|m| m.uid.clone());
+                out.delete_derived_secret = o.derived_secret.meta().and_then(|m| m.uid.clone());
             }
             // A removed CD-ROM's, once the VM no longer mounts it, and this Machine's only: a
             // released one (retain-disks) is left alone.

@@ -14,6 +14,8 @@ use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurat
 use crate::machine::{Catalog, resolve};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::decide::evidence::Target;
+use crate::reconciler::observe::Derived;
+use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 mod data_volumes;
@@ -51,7 +53,7 @@ fn observed(m: Machine) -> Observed {
         vm: None,
         vmi: None,
         attachments: BTreeMap::new(),
-        derived_secret: None,
+        derived_secret: Derived::NotLooked,
         multus_installed: true,
         data_volumes: BTreeMap::new(),
         cdi_installed: true,
@@ -287,9 +289,11 @@ fn attachments() {
     }
 }
 
+/// The same verdicts whether the derived Secret was read now or is remembered from this
+/// process's last write (its metadata, annotations and all, is the evidence either way).
 #[test]
 fn derived_secrets() {
-    for e in ALL {
+    for (e, remembered) in ALL.into_iter().flat_map(|e| [(e, false), (e, true)]) {
         let mut o = observed(machine(
             "m",
             json!({"template": "small", "cloudInit": {"secretRef": {"name": "src", "key": "ud"}}}),
@@ -301,13 +305,25 @@ fn derived_secrets() {
             )])),
             ..Secret::default()
         });
-        if let Some((c, l)) = existing(e) {
-            o.derived_secret = Some(meta("Secret", "m-cloudinit", c, l));
-        }
+        let found = existing(e).map(|(c, l)| meta("Secret", "m-cloudinit", c, l));
+        o.derived_secret = if remembered {
+            Derived::Remembered(Known::of(found.as_ref()))
+        } else {
+            Derived::Read(found.map(|metadata| {
+                Box::new(Secret {
+                    metadata,
+                    ..Secret::default()
+                })
+            }))
+        };
         let d = decide(&o, &Catalog::default(), &key());
         let writable = matches!(e, Absent | Ours);
-        assert_eq!(d.secret.is_some(), writable, "{e:?}");
-        assert_eq!(d.vm.is_some(), writable, "{e:?}");
+        assert_eq!(
+            d.secret.is_some(),
+            writable,
+            "{e:?} remembered={remembered}"
+        );
+        assert_eq!(d.vm.is_some(), writable, "{e:?} remembered={remembered}");
         if !writable {
             assert_eq!(reasons(&d), ["SecretConflict"], "{e:?}");
         }

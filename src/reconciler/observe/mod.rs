@@ -25,6 +25,8 @@ use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
 use crate::reconciler::run::context::Context;
+use crate::reconciler::run::watches::key_of;
+use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::{Brief, Packed};
 use crate::reconciler::store::presence::Presence;
@@ -49,7 +51,7 @@ pub struct Observed {
     /// The VMI named like the Machine, if any (whether its VM controls it is decided later).
     pub vmi: Option<VirtualMachineInstance>,
     pub attachments: BTreeMap<String, NetworkAttachmentDefinition>,
-    pub derived_secret: Option<ObjectMeta>,
+    pub derived_secret: Derived,
     /// Whether the NetworkAttachmentDefinition API is served.
     pub multus_installed: bool,
     /// DataVolumes with the names we want (disks with a source, CD-ROMs), whoever made them.
@@ -61,6 +63,29 @@ pub struct Observed {
     pub unwanted_data_volumes: Vec<DataVolume>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
+}
+
+/// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
+#[derive(Clone, Debug, Default)]
+pub enum Derived {
+    /// Not looked for: no Secret source, and the VM names no derived Secret.
+    #[default]
+    NotLooked,
+    /// As this process last applied or read it (no request made; see `store::derived_secrets`).
+    Remembered(Known),
+    /// Read now, whole: act's drift check compares its data.
+    Read(Option<Box<Secret>>),
+}
+
+impl Derived {
+    /// Its metadata, the evidence its ownership is judged on; `None` when absent.
+    pub fn meta(&self) -> Option<&ObjectMeta> {
+        match self {
+            Derived::NotLooked => None,
+            Derived::Remembered(k) => k.meta(),
+            Derived::Read(s) => s.as_deref().map(|s| &s.metadata),
+        }
+    }
 }
 
 /// Where [`lookup`] finds an object.
@@ -213,12 +238,9 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))
     {
-        secrets
-            .get_metadata_opt(&derived)
-            .await?
-            .map(|m| m.metadata)
+        derived_secret(ctx, machine, &secrets, &derived).await?
     } else {
-        None
+        Derived::NotLooked
     };
     let vmi = match stores.vmis.get(&ObjectRef::new(&name).within(&ns)) {
         Some(v) => match v.unpack() {
@@ -277,6 +299,23 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         unwanted_data_volumes,
         unused_attachments,
     })
+}
+
+/// The derived Secret as remembered while that is fresh, else read (and remembered).
+async fn derived_secret(
+    ctx: &Context,
+    machine: &Machine,
+    secrets: &Api<Secret>,
+    name: &str,
+) -> Result<Derived, kube::Error> {
+    let (key, uid) = (key_of(machine), machine.uid().unwrap_or_default());
+    let memory = &ctx.per_machine.derived_secrets;
+    if let Some(known) = memory.recall(&key, &uid) {
+        return Ok(Derived::Remembered(known));
+    }
+    let live = secrets.get_opt(name).await?;
+    memory.remember(&key, &uid, Known::of(live.as_ref().map(|s| &s.metadata)));
+    Ok(Derived::Read(live.map(Box::new)))
 }
 
 /// Network names in `ns` that no Machine there names, other than deleting ones and `except`.

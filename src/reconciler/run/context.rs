@@ -1,7 +1,6 @@
 //! What every reconcile shares: settings, clients, the watch caches and our recent writes.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
@@ -25,7 +24,9 @@ use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::Packed;
+use crate::reconciler::store::per_machine::PerMachine;
 use crate::reconciler::store::presence::Presence;
+use crate::reconciler::store::served_status::ServedStatus;
 
 /// How the reconciler runs.
 #[derive(Clone, Debug)]
@@ -43,6 +44,9 @@ pub struct Settings {
     pub scopes: Vec<Scope>,
     /// The operator's own namespace (`NAMESPACE`), where its ownership key lives.
     pub namespace: String,
+    /// Status fields the served Machine CRD prunes, for the whole process (every scope and
+    /// leader term).
+    pub served_status: Arc<ServedStatus>,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own
@@ -163,9 +167,11 @@ pub struct Context {
     pub cdi_installed: bool,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
-    /// Consecutive failures by Machine (`namespace/name`), for the backoff.
-    pub failures: Mutex<HashMap<String, u32>>,
-    pub bind_times: BindTimes,
+    /// What is remembered per Machine (failures, derived Secrets, status writes); pruned when
+    /// the Machine goes.
+    pub per_machine: Arc<PerMachine>,
+    /// Pruned when a claim goes.
+    pub bind_times: Arc<BindTimes>,
     /// Says which objects this operator made (see `decide::evidence`).
     pub ownership_key: OwnershipKey,
 }
@@ -174,14 +180,14 @@ const FIRST_RETRY: Duration = Duration::from_secs(1);
 
 impl Context {
     pub fn forget_failures(&self, machine: &impl Resource) {
-        if let Ok(mut f) = self.failures.lock() {
+        if let Ok(mut f) = self.per_machine.failures.lock() {
             f.remove(&key_of(machine));
         }
     }
 
     /// 1s, 2s, 4s, ... up to the resync interval.
     pub fn next_retry(&self, machine: &impl Resource) -> Duration {
-        let n = match self.failures.lock() {
+        let n = match self.per_machine.failures.lock() {
             Ok(mut f) => {
                 let n = f.entry(key_of(machine)).or_insert(0);
                 *n = n.saturating_add(1);

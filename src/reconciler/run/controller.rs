@@ -1,6 +1,6 @@
-//! The controller: the watches feeding the caches, what triggers a Machine, and the loop that
-//! runs observe -> decide -> act for it (see `observe`, `decide`, `act`), inside a span that puts
-//! SPEC's log fields (`controller`, `machine`, `namespace`, `phase`) on every line.
+//! The controller: the optional APIs it finds (`discovery`), the watches feeding the caches,
+//! what triggers a Machine, and what is forgotten when a Machine or claim goes; each run is
+//! `reconcile` (observe -> decide -> act).
 //!
 //! Triggers: a Machine's own VMs and PVCs (by owner), VMIs (by the `vitistack.io/machine` label
 //! KubeVirt copies from the VM template), and NetworkConfigurations,
@@ -10,37 +10,35 @@
 //! API server outages are handled by each watcher's own backoff and re-list
 //! (`tests/reconciler_restart.rs`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::Api;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
-use tracing::Instrument;
 
 use crate::api::{Machine, NetworkConfiguration};
-use crate::telemetry::metrics::Controller as ControllerLabel;
 
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
-use super::metrics::{self as reconcile_metrics, BindTimes, CONTROLLER};
+use super::discovery;
+use super::metrics::BindTimes;
 use super::readiness::State;
+use super::reconcile::{error_policy, reconcile};
 use super::watches::{self, Scope, ignore, machines_using, managed};
 use crate::reconciler::act::events::Publisher;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
-use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::{Brief, Packed};
-use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL, act, act::finalizer, decide, observe};
+use crate::reconciler::store::per_machine::PerMachine;
+use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL};
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
 /// off on its own errors (`default_backoff`). kube's default pauses the merged stream, so every
@@ -68,21 +66,26 @@ pub async fn run_scope(
     (stores, writers): (Stores, Writers),
     state: Arc<State>,
     ownership_key: OwnershipKey,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let client = clients.api.clone();
-    let multus_installed = watches::serves(
-        &client,
-        "k8s.cni.cncf.io/v1",
-        "network-attachment-definitions",
-    )
-    .await;
+    let discovered = futures::future::join(
+        discovery::serves(
+            &client,
+            "k8s.cni.cncf.io/v1",
+            "network-attachment-definitions",
+        ),
+        discovery::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes"),
+    );
+    let (multus_installed, cdi_installed) = tokio::select! {
+        found = discovered => found,
+        () = shutdown.clone() => return,
+    };
     if !multus_installed {
         tracing::warn!(
             "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
         );
     }
-    let cdi_installed = watches::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes").await;
     if !cdi_installed {
         tracing::warn!(
             "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
@@ -91,15 +94,25 @@ pub async fn run_scope(
     let machines = stores.machines.clone();
 
     let written = Arc::new(Written::default());
+    let per_machine = Arc::new(PerMachine::default());
+    let bind_times = Arc::new(BindTimes::default());
     let w = written.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
+    let (memory, listed) = (per_machine.clone(), machines.clone());
     let machine_stream = watches::packed_events::<Machine>(&client, &scope, Default::default())
         .reflect(writers.machines)
-        .inspect(move |e| {
+        .inspect(move |e| match e {
             // After `reflect`: the store holds the list by the time this is seen.
-            if matches!(e, Ok(watcher::Event::InitDone)) {
+            Ok(watcher::Event::InitDone) => {
                 machines_listed_tx.send_replace(true);
+                // A (re)list reports no deletions: forget the Machines it no longer holds.
+                memory.retain(|key| {
+                    let (ns, name) = key.split_once('/').unwrap_or_default();
+                    listed.get(&ObjectRef::new(name).within(ns)).is_some()
+                });
             }
+            Ok(watcher::Event::Delete(m)) => memory.forget(&watches::key_of(m)),
+            _ => {}
         })
         .applied_objects()
         .inspect(move |r| {
@@ -109,14 +122,17 @@ pub async fn run_scope(
             }
         });
     let w = written.clone();
-    let vm_stream = watches::watch_packed(&client, &scope, managed(), writers.vms, move |k, v| {
-        w.vms.observed(k, v)
+    let vm_stream = watches::watch_packed(&client, &scope, managed(), writers.vms, move |s| {
+        w.vms.observed(s.key, s.resource_version)
     });
     let w = written.clone();
-    let pvc_stream =
-        watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |k, v| {
-            w.pvcs.observed(k, v)
-        });
+    let bound = bind_times.clone();
+    let pvc_stream = watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |s| {
+        w.pvcs.observed(s.key, s.resource_version);
+        if let Some(uid) = s.deleted {
+            bound.forget(uid);
+        }
+    });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
     let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, writers.vmis, ignore);
     let nc_stream = watches::watch(
@@ -128,19 +144,15 @@ pub async fn run_scope(
     );
     let w = written.clone();
     let nad_stream = multus_installed.then(|| {
-        watches::watch_packed(&client, &scope, managed(), writers.nads, move |k, v| {
-            w.nads.observed(k, v)
+        watches::watch_packed(&client, &scope, managed(), writers.nads, move |s| {
+            w.nads.observed(s.key, s.resource_version)
         })
     });
     let w = written.clone();
     let dv_stream = cdi_installed.then(|| {
-        watches::watch_packed(
-            &client,
-            &scope,
-            managed(),
-            writers.data_volumes,
-            move |k, v| w.data_volumes.observed(k, v),
-        )
+        watches::watch_packed(&client, &scope, managed(), writers.data_volumes, move |s| {
+            w.data_volumes.observed(s.key, s.resource_version)
+        })
     });
     let sc_stream = watches::watch(
         &client,
@@ -166,8 +178,8 @@ pub async fn run_scope(
         multus_installed,
         cdi_installed,
         caches_ready: watch::Sender::new(false),
-        failures: Mutex::new(HashMap::new()),
-        bind_times: BindTimes::default(),
+        per_machine,
+        bind_times,
         ownership_key,
     });
     // The names caches only fill sets; nothing is triggered by them.
@@ -283,116 +295,4 @@ where
     K: Resource<DynamicType = ()> + Brief<Brief = Option<Box<str>>>,
 {
     Some(ObjectRef::new(o.brief().as_deref()?).within(&o.namespace()?))
-}
-
-/// Only failures the user cannot fix reach here (API errors, a VMI still going); a blocked
-/// Machine is requeued by `reconcile` itself, with the same backoff.
-fn error_policy(machine: Arc<Packed<Machine>>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry = ctx.next_retry(machine.as_ref());
-    let span = reconcile_span(&machine);
-    let _guard = span.enter();
-    if matches!(error, Error::VmiStillRunning(_)) {
-        tracing::info!(error = %error, retry_in = ?retry, "reconcile incomplete");
-    } else {
-        tracing::warn!(error = %error, kind = error.kind(), retry_in = ?retry, "reconcile failed");
-    }
-    Action::requeue(retry)
-}
-
-/// SPEC's fields on every log line of a reconcile; `phase` is filled in once known.
-fn reconcile_span(machine: &Packed<Machine>) -> tracing::Span {
-    let phase = machine
-        .brief()
-        .phase
-        .as_deref()
-        .unwrap_or(crate::reconciler::decide::status::phase::PENDING);
-    tracing::info_span!(
-        "reconcile",
-        controller = CONTROLLER,
-        machine = %machine.name_any(),
-        namespace = %machine.namespace().unwrap_or_default(),
-        phase = %phase,
-    )
-}
-
-async fn reconcile(machine: Arc<Packed<Machine>>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let span = reconcile_span(&machine);
-    reconcile_in_span(machine, ctx).instrument(span).await
-}
-
-async fn reconcile_in_span(
-    packed: Arc<Packed<Machine>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    if ctx.caches_ready.subscribe().wait_for(|r| *r).await.is_err() {
-        return Err(Error::CachesGone);
-    }
-    // The object handed over was taken from the cache when the run was requested, possibly
-    // while the previous run was still writing; the cache may hold a newer copy by now.
-    let packed = ctx
-        .stores
-        .machines
-        .get(&ObjectRef::from_obj(packed.as_ref()))
-        .unwrap_or(packed);
-    let machine = match packed.unpack() {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::warn!(error = %e, "cached Machine does not decode; reading it from the API server");
-            let ns = packed.namespace().unwrap_or_default();
-            match Api::<Machine>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(&packed.name_any())
-                .await?
-            {
-                Some(m) => m,
-                None => return Ok(Action::await_change()),
-            }
-        }
-    };
-    let started = std::time::Instant::now();
-    let result = reconcile_machine(&machine, &ctx).await;
-    let metrics = &ctx.settings.metrics;
-    metrics
-        .reconcile_duration
-        .get_or_create(&ControllerLabel {
-            controller: CONTROLLER.to_owned(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    match &result {
-        Ok(Reconciled::Done) => ctx.forget_failures(&machine),
-        Ok(Reconciled::Blocked) => {}
-        Err(e) => reconcile_metrics::record_error(metrics, e.kind()),
-    }
-    result.map(|r| match r {
-        Reconciled::Done => Action::requeue(ctx.settings.reconcile_interval),
-        // Problems are counted, shown and announced by reason in `act`; retry with backoff.
-        Reconciled::Blocked => Action::requeue(ctx.next_retry(&machine)),
-    })
-}
-
-enum Reconciled {
-    Done,
-    Blocked,
-}
-
-async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconciled, Error> {
-    if machine.namespace().is_none() {
-        return Err(Error::NoNamespace);
-    }
-    if machine.meta().deletion_timestamp.is_some() {
-        return finalizer::cleanup(machine, ctx)
-            .await
-            .map(|()| Reconciled::Done);
-    }
-    let observed = observe::observe(machine, ctx).await?;
-    let decision = decide::decide(&observed, &ctx.settings.catalog, &ctx.ownership_key);
-    let (status, blocked) = act::act(ctx, &observed, decision).await?;
-    if let Some(phase) = status.phase.as_deref() {
-        tracing::Span::current().record("phase", phase);
-    }
-    tracing::debug!(blocked, "reconciled");
-    Ok(if blocked {
-        Reconciled::Blocked
-    } else {
-        Reconciled::Done
-    })
 }

@@ -89,13 +89,29 @@ pub fn refresh_gauges(
     }
 }
 
-/// Observes, once per claim, how long it took from creation until we first saw it Bound.
+/// Observes, once per claim, how long it took from creation until we first saw it Bound. A
+/// claim is forgotten when its watch reports it deleted.
 #[derive(Default)]
 pub struct BindTimes {
     seen: Mutex<HashSet<String>>,
 }
 
 impl BindTimes {
+    /// The claim with `uid` was deleted.
+    pub fn forget(&self, uid: &str) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.remove(uid);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn observe(&self, metrics: &Metrics, pvc: &PersistentVolumeClaim, now: Timestamp) {
         let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
         let (Some(uid), Some(created)) = (
@@ -123,5 +139,38 @@ impl BindTimes {
             .storage_provisioning
             .get_or_create(&StorageClass { storage_class })
             .observe(seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    fn bound_claim(uid: &str) -> PersistentVolumeClaim {
+        let mut pvc = PersistentVolumeClaim::default();
+        pvc.metadata.uid = Some(uid.into());
+        pvc.metadata.creation_timestamp =
+            Some(Time(Timestamp::from_second(1_700_000_000).unwrap()));
+        pvc.status = Some(PersistentVolumeClaimStatus {
+            phase: Some("Bound".into()),
+            ..Default::default()
+        });
+        pvc
+    }
+
+    #[test]
+    fn a_claim_is_observed_once_and_forgotten_when_deleted() {
+        let (times, metrics) = (BindTimes::default(), Metrics::new());
+        let now = Timestamp::from_second(1_700_000_010).unwrap();
+        for uid in ["a", "a", "b"] {
+            times.observe(&metrics, &bound_claim(uid), now);
+        }
+        assert_eq!(times.len(), 2);
+        times.forget("a");
+        times.forget("never-seen");
+        assert_eq!(times.len(), 1);
     }
 }

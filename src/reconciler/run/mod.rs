@@ -1,11 +1,16 @@
-//! Run: the reconciler's I/O shell. [`scopes::run`] starts one controller per watch scope;
-//! [`controller`] wires the watches ([`watches`]) to observe -> decide -> act, with the shared
-//! [`context`], cache [`readiness`] and [`metrics`]. Not pure: it talks to the API server.
+//! Run: the reconciler's I/O shell. [`scopes::run`] starts one controller per watch scope and
+//! checks the served Machine CRD ([`served_crd`]); [`controller`] finds the optional APIs
+//! ([`discovery`]) and wires the watches ([`watches`]) to each [`reconcile`] (observe -> decide
+//! -> act), with the shared [`context`], cache [`readiness`] and [`metrics`]. Not pure: it talks
+//! to the API server.
 
 pub mod context;
 pub mod controller;
+pub mod discovery;
 pub mod metrics;
 pub mod ownership_key;
 pub mod readiness;
+pub mod reconcile;
 pub mod scopes;
+pub mod served_crd;
 pub mod watches;

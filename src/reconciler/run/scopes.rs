@@ -30,6 +30,8 @@ pub async fn run(
 ) {
     let shutdown = shutdown.shared();
     state.set_caches_synced(false);
+    // A warning at most: never holds up the start.
+    tokio::spawn(super::served_crd::check(clients.api.clone()));
     // Nothing can be told ours without the key: no controller starts before it is read.
     let key = tokio::select! {
         key = wait_for_key(&clients.api, &settings.namespace) => key,

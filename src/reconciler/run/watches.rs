@@ -138,14 +138,24 @@ where
     map_events(events, decode::<K>).modify(slim::<K>)
 }
 
+/// What a watch tells of each object it sees change.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    /// `namespace/name`.
+    pub key: &'a str,
+    pub resource_version: Option<&'a str>,
+    /// The object was deleted: its uid (per-object memory is dropped with it).
+    pub deleted: Option<&'a str>,
+}
+
 /// A watch that fills `writer` and yields every object it sees change (including deletions),
-/// telling `seen` the key and resourceVersion of each.
+/// telling `seen` of each.
 pub fn watch<K>(
     client: &Client,
     scope: &Scope,
     config: watcher::Config,
     writer: reflector::store::Writer<K>,
-    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+    seen: impl Fn(Seen) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -159,16 +169,27 @@ where
 fn reflect<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     writer: reflector::store::Writer<K>,
-    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+    seen: impl Fn(Seen) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    events.reflect(writer).touched_objects().inspect(move |r| {
-        if let Ok(o) = r {
-            seen(&key_of(o), o.meta().resource_version.as_deref());
-        }
-    })
+    events
+        .reflect(writer)
+        .inspect(move |e| {
+            let (o, deleted) = match e {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (o, false),
+                Ok(watcher::Event::Delete(o)) => (o, true),
+                _ => return,
+            };
+            let meta = o.meta();
+            seen(Seen {
+                key: &key_of(o),
+                resource_version: meta.resource_version.as_deref(),
+                deleted: deleted.then(|| meta.uid.as_deref().unwrap_or_default()),
+            });
+        })
+        .touched_objects()
 }
 
 /// What a packed watch cache can hold.
@@ -227,7 +248,7 @@ pub fn watch_packed<K>(
     scope: &Scope,
     config: watcher::Config,
     writer: reflector::store::Writer<Packed<K>>,
-    seen: impl Fn(&str, Option<&str>) + Send + 'static,
+    seen: impl Fn(Seen) + Send + 'static,
 ) -> impl Stream<Item = Result<Packed<K>, watcher::Error>> + Send + 'static
 where
     K: Packable,
@@ -270,7 +291,7 @@ pub fn key_of<K: Resource>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
 }
 
-pub fn ignore(_: &str, _: Option<&str>) {}
+pub fn ignore(_: Seen) {}
 
 /// Machines in `ns` whose brief `uses` holds for (to trigger them on a dependency's change).
 pub fn machines_using(
@@ -283,17 +304,6 @@ pub fn machines_using(
         .iter()
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
-}
-
-/// Whether the API server serves `group/version` `plural` (an optional API such as Multus').
-pub async fn serves(client: &Client, group_version: &str, plural: &str) -> bool {
-    match client.list_api_group_resources(group_version).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == plural),
-        Err(e) => {
-            tracing::debug!(api = group_version, error = %e, "API not served");
-            false
-        }
-    }
 }
 
 #[cfg(test)]
