@@ -11,8 +11,6 @@ mod operator;
 mod ownership;
 mod support;
 
-use std::time::Duration;
-
 use kube::api::{DeleteParams, Patch, PatchParams, PropagationPolicy};
 use serde_json::{Value, json};
 
@@ -40,22 +38,6 @@ async fn env(prefix: &str) -> Env {
         client: cp.client().await.expect("admin client"),
         ns: cp.namespace(prefix).await.expect("namespace"),
         operator_log: op.proc.log.clone(),
-    }
-}
-
-/// Holds for `period`: `check` is true at every look (every 200 ms).
-async fn stays(env: &Env, what: &str, period: Duration, check: impl AsyncFn() -> bool) {
-    let deadline = std::time::Instant::now() + period;
-    while std::time::Instant::now() < deadline {
-        assert!(check().await, "{what} (in {})\n{}", env.ns, env.log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn delete_with(policy: PropagationPolicy) -> DeleteParams {
-    DeleteParams {
-        propagation_policy: Some(policy),
-        ..DeleteParams::default()
     }
 }
 

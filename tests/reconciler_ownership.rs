@@ -88,22 +88,6 @@ async fn start_dedicated_operator(cp: &ControlPlane, env: &Env) -> Operator {
     Operator::start(cp, &user, "dedicated", &[])
 }
 
-/// Holds for `period`: `check` is true at every look (every 200 ms).
-async fn stays(env: &Env, what: &str, period: Duration, check: impl AsyncFn() -> bool) {
-    let deadline = std::time::Instant::now() + period;
-    while std::time::Instant::now() < deadline {
-        assert!(check().await, "{what} (in {})\n{}", env.ns, env.log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn delete_with(policy: PropagationPolicy) -> DeleteParams {
-    DeleteParams {
-        propagation_policy: Some(policy),
-        ..DeleteParams::default()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,23 +90,12 @@ pub async fn check(
 /// 403 Forbidden before any SubjectAccessReview: the request needs more distinct access checks
 /// of its author than one request may make.
 fn too_many(name: &str, count: usize) -> Status {
-    Status {
-        code: Some(403),
-        reason: Some("Forbidden".to_owned()),
-        status: Some("Failure".to_owned()),
-        message: Some(format!(
-            "Machine.vitistack.io {name:?} is forbidden: it needs {count} distinct access checks \
-             of its author (Secrets, clone sources, credentials, adopted claims); at most \
-             {MAX_ACCESS_CHECKS} are made for one request: make the change in smaller steps"
-        )),
-        details: Some(StatusDetails {
-            name: (!name.is_empty()).then(|| name.to_owned()),
-            group: Some("vitistack.io".to_owned()),
-            kind: Some("Machine".to_owned()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    let reason = format!(
+        "it needs {count} distinct access checks of its author (Secrets, clone sources, \
+         credentials, adopted claims); at most {MAX_ACCESS_CHECKS} are made for one request: \
+         make the change in smaller steps"
+    );
+    forbidden_status(name, reason, &[])
 }
 
 /// 403 Forbidden: a `dataSource` that names no DataSource, or one pointing at neither a PVC nor
@@ -124,22 +113,7 @@ fn points_nowhere(name: &str, nowhere: &[(String, Ref)]) -> Status {
             ),
         })
         .collect();
-    Status {
-        code: Some(403),
-        reason: Some("Forbidden".to_owned()),
-        status: Some("Failure".to_owned()),
-        message: Some(format!(
-            "Machine.vitistack.io {name:?} is forbidden: {}",
-            join(&errors)
-        )),
-        details: Some(StatusDetails {
-            name: (!name.is_empty()).then(|| name.to_owned()),
-            group: Some("vitistack.io".to_owned()),
-            kind: Some("Machine".to_owned()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    machine_forbidden(name, &errors)
 }
 
 /// 500 InternalError: the check could not be made, so the Machine is refused until it can.
@@ -175,7 +149,18 @@ fn forbidden(name: &str, user: &str, denied: &[Permission]) -> Status {
             .to_string(),
         })
         .collect();
-    let causes = errors
+    machine_forbidden(name, &errors)
+}
+
+/// 403 Forbidden for Machine `name`: the message joins `errors`, one cause each, worded like
+/// the API server's field errors.
+fn machine_forbidden(name: &str, errors: &[FieldError]) -> Status {
+    forbidden_status(name, join(errors), errors)
+}
+
+/// 403 Forbidden for Machine `name`, saying `reason`, with a cause per error.
+fn forbidden_status(name: &str, reason: String, errors: &[FieldError]) -> Status {
+    let causes: Vec<StatusCause> = errors
         .iter()
         .map(|e| StatusCause {
             field: Some(e.field.clone()),
@@ -188,14 +173,13 @@ fn forbidden(name: &str, user: &str, denied: &[Permission]) -> Status {
         reason: Some("Forbidden".to_owned()),
         status: Some("Failure".to_owned()),
         message: Some(format!(
-            "Machine.vitistack.io {name:?} is forbidden: {}",
-            join(&errors)
+            "Machine.vitistack.io {name:?} is forbidden: {reason}"
         )),
         details: Some(StatusDetails {
             name: (!name.is_empty()).then(|| name.to_owned()),
             group: Some("vitistack.io".to_owned()),
             kind: Some("Machine".to_owned()),
-            causes: Some(causes),
+            causes: (!causes.is_empty()).then_some(causes),
             ..Default::default()
         }),
         ..Default::default()

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams, PropagationPolicy,
+};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -270,5 +272,21 @@ impl Env {
         )
         .await
         .expect("VMI status");
+    }
+}
+
+/// Holds for `period`: `check` is true at every look (every 200 ms).
+pub async fn stays(env: &Env, what: &str, period: Duration, check: impl AsyncFn() -> bool) {
+    let deadline = std::time::Instant::now() + period;
+    while std::time::Instant::now() < deadline {
+        assert!(check().await, "{what} (in {})\n{}", env.ns, env.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub fn delete_with(policy: PropagationPolicy) -> DeleteParams {
+    DeleteParams {
+        propagation_policy: Some(policy),
+        ..DeleteParams::default()
     }
 }
