@@ -11,6 +11,7 @@
 
 pub mod claims;
 pub mod data_sources;
+pub mod fairness;
 pub mod needs;
 pub mod review;
 pub mod sources;

@@ -4,6 +4,8 @@
 //! the request's one deadline.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::authorization::v1::{
@@ -14,6 +16,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Client, core::ObjectMeta};
 
 use super::data_sources::{self, Ref, Target};
+use super::fairness::{Shares, VerdictKey, Verdicts};
 use super::{Permission, UserInfo};
 
 /// Calls one review keeps in flight at once: a Machine with 256 disks may need 256 look-ups
@@ -52,6 +55,10 @@ pub enum AccessError {
 pub struct AccessReviewer {
     api: Api<SubjectAccessReview>,
     client: Client,
+    /// Verdicts of the last few seconds ([`fairness`](super::fairness)).
+    verdicts: Arc<Mutex<Verdicts>>,
+    /// Each requesting user's share of the reviews in flight.
+    shares: Arc<Shares>,
 }
 
 impl AccessReviewer {
@@ -59,6 +66,8 @@ impl AccessReviewer {
         AccessReviewer {
             api: Api::all(client.clone()),
             client,
+            verdicts: Arc::default(),
+            shares: Arc::default(),
         }
     }
 
@@ -174,12 +183,23 @@ impl AccessReviewer {
             .collect())
     }
 
+    /// One review: remembered for a few seconds, asked within the user's share of calls.
     async fn allowed(&self, user: &UserInfo, p: &Permission) -> Result<bool, AccessError> {
+        let key = VerdictKey::new(user, p);
+        let remembered = (self.verdicts.lock().ok()).and_then(|v| v.get(&key, Instant::now()));
+        if let Some(allowed) = remembered {
+            return Ok(allowed);
+        }
+        let _share = self.shares.acquire(&user.username).await;
         let review = self
             .api
             .create(&PostParams::default(), &subject_access_review(user, p))
             .await?;
-        Ok(review.status.is_some_and(|s| s.allowed))
+        let allowed = review.status.is_some_and(|s| s.allowed);
+        if let Ok(mut v) = self.verdicts.lock() {
+            v.put(key, allowed, Instant::now());
+        }
+        Ok(allowed)
     }
 }
 
