@@ -159,8 +159,9 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         slot,
         app,
         shutdown.clone(),
-        Limits::WEBHOOK,
+        Limits::WEBHOOK.with_per_client(args.webhook_max_connections_per_client),
         drain,
+        metrics.listener_refused.clone(),
     );
 
     // The leader's work: the reconciler and, when self-managed, the certificate manager.
