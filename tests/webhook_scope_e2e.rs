@@ -13,8 +13,7 @@ use chrono::{TimeDelta, Utc};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
 
@@ -28,19 +27,6 @@ fn machine(name: &str) -> DynamicObject {
         "metadata": {"name": name}, "spec": {}
     }))
     .expect("machine")
-}
-
-/// kube-apiserver 1.21+ labels every namespace with its name; the test control plane (1.20.2)
-/// predates that, so the test sets the label as a newer one would.
-async fn label_with_name(admin: &kube::Client, ns: &str) {
-    Api::<Namespace>::all(admin.clone())
-        .patch(
-            ns,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {NAMESPACE_NAME_LABEL: ns}}})),
-        )
-        .await
-        .expect("label namespace");
 }
 
 /// The certificate the webhook server at `url` presents, trusted through `ca_bundle`.
@@ -71,9 +57,8 @@ async fn served_certificate(url: &str, ca_bundle: &[u8]) -> Cert {
 async fn watch_namespaces_confine_the_webhooks_and_certificates_are_backdated() {
     let started = Utc::now();
     let (_cp, admin, op) = setup(&["--watch-namespaces", "team-a"]).await;
+    // Both labelled with their names, as kube-apiserver 1.21+ does (`create_namespace`).
     create_namespace(&admin, "b").await;
-    label_with_name(&admin, "team-a").await;
-    label_with_name(&admin, "b").await;
 
     // In force in team-a: a created Machine comes back with the cleanup finalizer.
     let pp = PostParams::default();
