@@ -125,7 +125,7 @@ pub struct EndpointArgs {
     /// Connections one client address may hold open to the probes (1 to 32, the cap of all).
     #[arg(long, env = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT", value_name = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT",
           default_value_t = 8, value_parser = per_client(Limits::PROBES))]
-    pub probes_max_connections_per_client: usize,
+    pub health_probe_max_connections_per_client: usize,
 }
 
 /// The webhook server's stop sequence on SIGTERM.

@@ -112,7 +112,8 @@ pub async fn serve_endpoints(
     );
     let refused = metrics.listener_refused.clone();
     let metrics_limits = Limits::METRICS.with_per_client(args.metrics_max_connections_per_client);
-    let probes_limits = Limits::PROBES.with_per_client(args.probes_max_connections_per_client);
+    let probes_limits =
+        Limits::PROBES.with_per_client(args.health_probe_max_connections_per_client);
     Ok(tokio::spawn(async move {
         tokio::join!(
             serve_plain(
