@@ -329,3 +329,57 @@ async fn a_connection_ends_after_its_request_count_or_its_age() {
     assert_eq!(closes, [false, false, false, true]);
     assert!(closed);
 }
+
+/// Log lines, captured (the test's runtime is current-thread, so the accept loop logs here).
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_refusals_is_counted_but_logged_once() {
+    let log = Captured::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let limits = Limits {
+        max_connections_per_client: 1,
+        ..Limits::PROBES
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let refused = RefusedConnections::default();
+    let app = probes_router(Arc::new(Readiness::new()));
+    tokio::spawn(serve_plain(listener, limits, app, refused.clone()));
+    let _held = attacker_connect(addr).await.expect("held");
+    for _ in 0..50 {
+        let mut conn = attacker_connect(addr).await.expect("connect");
+        assert!(closed_at_once(&mut conn).await);
+    }
+    assert_eq!(refusals(&refused, "probes", "peer_cap"), 50);
+    let text = String::from_utf8(log.0.lock().expect("log buffer").clone()).expect("UTF-8");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("refused a connection"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    for field in [
+        "WARN",
+        "listener=\"probes\"",
+        "reason=\"peer_cap\"",
+        "127.0.0.2",
+    ] {
+        assert!(lines[0].contains(field), "{field}: {}", lines[0]);
+    }
+}
