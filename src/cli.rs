@@ -12,6 +12,12 @@ use crate::config::{
 };
 use crate::machine::templates::DEFAULT_TEMPLATE;
 use crate::telemetry::logging::LogFormat;
+use crate::tls::listener::Limits;
+
+/// A per-client connection cap: 1 up to the listener's cap of all connections.
+fn per_client(limits: Limits) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=limits.max_connections as u64)
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -88,6 +94,11 @@ pub struct WebhookArgs {
     /// Address of the HTTPS webhook server.
     #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
+    /// Connections one client address may hold open to the webhooks (1 to 256, the cap of all);
+    /// more are refused, so one client cannot take every slot.
+    #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = 64, value_parser = per_client(Limits::WEBHOOK))]
+    pub webhook_max_connections_per_client: usize,
     #[command(flatten)]
     pub templates: TemplateArgs,
     #[command(flatten)]
@@ -107,6 +118,14 @@ pub struct EndpointArgs {
     /// Address of `/healthz` and `/readyz`.
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
     pub health_probe_bind_address: SocketAddr,
+    /// Connections one client address may hold open to `/metrics` (1 to 32, the cap of all).
+    #[arg(long, env = "METRICS_MAX_CONNECTIONS_PER_CLIENT", value_name = "METRICS_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = 8, value_parser = per_client(Limits::METRICS))]
+    pub metrics_max_connections_per_client: usize,
+    /// Connections one client address may hold open to the probes (1 to 32, the cap of all).
+    #[arg(long, env = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT", value_name = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = 8, value_parser = per_client(Limits::PROBES))]
+    pub health_probe_max_connections_per_client: usize,
 }
 
 /// The webhook server's stop sequence on SIGTERM.
@@ -188,6 +207,11 @@ pub struct RunArgs {
     /// Address of the HTTPS webhook server.
     #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
+    /// Connections one client address may hold open to the webhooks (1 to 256, the cap of all);
+    /// more are refused, so one client cannot take every slot.
+    #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = 64, value_parser = per_client(Limits::WEBHOOK))]
+    pub webhook_max_connections_per_client: usize,
     /// The Service in front of the webhook server, in the operator's namespace: the webhook
     /// configurations call it and the serving certificate names it. Deployments pass the name
     /// of the Service they ship (so a kustomize namePrefix or a Helm release name carries over).

@@ -211,6 +211,9 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     for ns in TEAMS {
         let mut team = k8s_openapi::api::core::v1::Namespace::default();
         team.metadata.name = Some(ns.to_owned());
+        // As kube-apiserver 1.21+ labels it (this 1.20 one does not): the webhooks select
+        // watched namespaces by it.
+        team.metadata.labels = Some([("kubernetes.io/metadata.name".into(), ns.to_owned())].into());
         Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
             .create(&PostParams::default(), &team)
             .await

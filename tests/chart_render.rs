@@ -275,7 +275,10 @@ fn cert_manager_webhooks_match_the_operators_own() {
     let settings = kubevirt_operator::certs::Settings::new(NAMESPACE, None, lifetimes)
         .expect("settings")
         .with_service("custom-webhook")
-        .expect("service");
+        .expect("service")
+        .with_watch_scope(&kubevirt_operator::config::WatchScope::Namespaces(vec![
+            "team-a".into(),
+        ]));
     let strip = |mut v: Value| {
         for hook in v["webhooks"].as_array_mut().into_iter().flatten() {
             hook["clientConfig"]

@@ -71,6 +71,23 @@ fn bad_drain_period_and_api_timeout() {
 }
 
 #[test]
+fn per_client_connection_caps_outside_one_to_the_listener_cap() {
+    for (setting, value, range) in [
+        ("WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", "0", "1..=256"),
+        ("WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", "257", "1..=256"),
+        ("METRICS_MAX_CONNECTIONS_PER_CLIENT", "33", "1..=32"),
+        ("HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT", "many", "many"),
+    ] {
+        let line = start_up_error(&[(setting, value)], &["run"]);
+        assert_names(&line, setting, value);
+        assert!(line.contains(range), "{line}");
+    }
+    let files = ["webhook", "--cert-file", "tls.crt", "--key-file", "tls.key"];
+    let line = start_up_error(&[("WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", "0")], &files);
+    assert_names(&line, "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", "0");
+}
+
+#[test]
 fn lease_shorter_than_ten_seconds() {
     let line = start_up_error(&[("LEADER_ELECTION_LEASE_DURATION", "5s")], &["run"]);
     assert_names(&line, "LEADER_ELECTION_LEASE_DURATION", "5s");

@@ -1,7 +1,7 @@
 //! The limits every listener shares (src/tls/listener.rs): slow headers and slow bodies are cut
 //! at the request deadline, also after an `Expect: 100-continue`; idle keep-alive connections
-//! are closed; connections beyond the cap wait until one closes. Run in-process with short
-//! limits, on the same accept loop the webhook (TLS), metrics and probe listeners use.
+//! are closed. Run in-process with short limits, on the same accept loop the webhook (TLS),
+//! metrics and probe listeners use; the caps are `tests/listener_fairness.rs`'s.
 
 mod common;
 
@@ -19,7 +19,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const LIMITS: Limits = Limits {
+    name: "test",
     max_connections: 2,
+    max_connections_per_client: 2,
+    max_requests_per_connection: u32::MAX,
+    max_connection_age: None,
     request_timeout: Duration::from_secs(1),
     idle_timeout: Duration::from_secs(2),
 };
@@ -28,7 +32,7 @@ async fn probes() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let app = probes_router(Arc::new(Readiness::new()));
-    tokio::spawn(serve_plain(listener, LIMITS, app));
+    tokio::spawn(serve_plain(listener, LIMITS, app, Default::default()));
     addr
 }
 
@@ -102,33 +106,6 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     );
 }
 
-#[tokio::test]
-async fn connections_beyond_the_cap_wait_until_one_closes() {
-    let addr = probes().await;
-    let first = TcpStream::connect(addr).await.expect("first");
-    let _second = TcpStream::connect(addr).await.expect("second");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // The kernel completes the third connection, but the server does not take it up.
-    let mut third = TcpStream::connect(addr).await.expect("third");
-    third
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut buf = [0u8; 1024];
-    let waited = tokio::time::timeout(Duration::from_millis(500), third.read(&mut buf)).await;
-    assert!(waited.is_err(), "served beyond the cap of two connections");
-    drop(first);
-    let n = tokio::time::timeout(Duration::from_secs(2), third.read(&mut buf))
-        .await
-        .expect("served once a connection closed")
-        .expect("read");
-    assert!(
-        buf[..n].starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&buf[..n])
-    );
-}
-
 /// Over TLS, on the webhook server: the interim `100 Continue` does not restart the request's
 /// deadline, so a body sent slowly after it is cut a request deadline after the first byte.
 #[tokio::test]
@@ -148,6 +125,7 @@ async fn expect_100_continue_does_not_restart_the_request_deadline() {
         std::future::pending(),
         LIMITS,
         Drain::default(),
+        Default::default(),
     ));
 
     let tcp = TcpStream::connect(addr).await.expect("connect");

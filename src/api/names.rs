@@ -25,6 +25,9 @@ pub const RELEASE_ANNOTATION: &str = "vitistack.io/released-for";
 pub const OWNERSHIP_KEY_SECRET: &str = "kubevirt-operator-ownership-key";
 /// Hash of what was last applied to an object (see `reconciler::decide::drift`).
 pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
+/// The label kube-apiserver (1.21 and later) sets on every namespace: its name. The webhook
+/// configurations select the watched namespaces by it.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// The Machine kind and its API group/version.
 pub const GROUP: &str = "vitistack.io";
 pub const VERSION: &str = "v1alpha1";

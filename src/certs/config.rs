@@ -239,6 +239,8 @@ pub struct Settings {
     /// configurations) serving certificates switch to it: time for every kube-apiserver's
     /// informer to see the new caBundle.
     pub publish_grace: TimeDelta,
+    /// `--watch-namespaces`: the webhooks are called for these namespaces only.
+    pub namespaces: crate::config::WatchScope,
 }
 
 /// Longest [`Settings::publish_grace`]. Informers deliver in well under a second; 10s covers a
@@ -271,6 +273,7 @@ impl Settings {
             webhook_url: webhook_url.map(WebhookUrl::parse).transpose()?,
             lifetimes,
             publish_grace: publish_grace(&lifetimes),
+            namespaces: crate::config::WatchScope::All,
         })
     }
 
@@ -283,6 +286,12 @@ impl Settings {
         }
         self.service = service.to_owned();
         Ok(self)
+    }
+
+    /// The namespaces the webhooks are called for (`--watch-namespaces`).
+    pub fn with_watch_scope(mut self, scope: &crate::config::WatchScope) -> Self {
+        self.namespaces = scope.clone();
+        self
     }
 
     /// The names the serving certificate carries, the name kube-apiserver checks first.

@@ -182,6 +182,13 @@ mod tests {
             leaf.not_after.timestamp(),
             (now + TimeDelta::hours(24)).timestamp()
         );
+        // Valid from 5 minutes before issue: a replica whose clock runs fast still issues a
+        // certificate kube-apiserver accepts at once.
+        assert!(BACKDATE >= TimeDelta::minutes(5));
+        assert_eq!(
+            leaf.not_before.timestamp(),
+            (now - TimeDelta::minutes(5)).timestamp()
+        );
         // The key is P-256 and belongs to the certificate: rustls accepts the pair.
         crate::tls::keypair::certified_key(s.cert_pem.as_bytes(), s.key_pem.as_bytes()).unwrap();
         let (_, x) =

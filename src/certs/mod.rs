@@ -7,7 +7,8 @@
 //! - [`observed`]: stored objects classified into what the decisions need (pure).
 //! - [`published`]: when the webhook configurations received their caBundle, recorded on them.
 //! - [`rotation`]: the decisions — observed state + settings + now in, a list of actions out.
-//! - [`webhook_config`]: the desired webhook configurations (pure) and their comparison.
+//! - [`webhook_config`]: the desired webhook configurations (pure) and their comparison;
+//!   [`scope`]: their namespaceSelector from `--watch-namespaces`.
 //! - [`store`]: reading and conditionally writing the Secrets, ConfigMap and webhook configurations.
 //! - [`manager`]: the leader's loop that observes, decides and acts.
 //! - [`watch`]: every replica's serving-Secret watcher that feeds the TLS server's `CertSlot`.
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod observed;
 pub mod published;
 pub mod rotation;
+pub mod scope;
 pub mod store;
 pub mod trust;
 pub mod watch;

@@ -82,7 +82,7 @@ fn webhook_for(
         client_config: client_config(settings, path, ca_bundle),
         failure_policy: Some("Fail".to_owned()),
         match_policy: Some("Equivalent".to_owned()),
-        namespace_selector: Some(LabelSelector::default()),
+        namespace_selector: Some(super::scope::namespace_selector(&settings.namespaces)),
         object_selector: Some(LabelSelector::default()),
         rules: Some(rules(resource)),
         side_effects: "None".to_owned(),

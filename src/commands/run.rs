@@ -137,7 +137,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         _ => {
             let cert_settings =
                 certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?
-                    .with_service(&args.webhook_service_name)?;
+                    .with_service(&args.webhook_service_name)?
+                    .with_watch_scope(&args.watch_namespaces);
             let watcher = tokio::spawn(certs::watch::serve_from_secret(
                 clients.api.clone(),
                 args.namespace.clone(),
@@ -159,8 +160,9 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         slot,
         app,
         shutdown.clone(),
-        Limits::WEBHOOK,
+        Limits::WEBHOOK.with_per_client(args.webhook_max_connections_per_client),
         drain,
+        metrics.listener_refused.clone(),
     );
 
     // The leader's work: the reconciler and, when self-managed, the certificate manager.

@@ -49,14 +49,16 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
+    let refused = metrics.listener_refused.clone();
     let app = routes::router_with_metrics(admission, metrics);
     server::serve_with(
         listener,
         slot,
         app,
         shutdown_signal(),
-        Limits::WEBHOOK,
+        Limits::WEBHOOK.with_per_client(args.webhook_max_connections_per_client),
         drain,
+        refused,
     )
     .await?;
     reloader.abort();

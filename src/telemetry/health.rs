@@ -10,6 +10,7 @@ use axum::{
 use tokio::net::TcpListener;
 
 use super::Metrics;
+use super::metrics::RefusedConnections;
 use crate::cli::EndpointArgs;
 use crate::tls::listener::{self, Drain, Limits};
 
@@ -109,16 +110,35 @@ pub async fn serve_endpoints(
         probes = %probes_listener.local_addr()?,
         "serving metrics and probes over HTTP"
     );
+    let refused = metrics.listener_refused.clone();
+    let metrics_limits = Limits::METRICS.with_per_client(args.metrics_max_connections_per_client);
+    let probes_limits =
+        Limits::PROBES.with_per_client(args.health_probe_max_connections_per_client);
     Ok(tokio::spawn(async move {
         tokio::join!(
-            serve_plain(metrics_listener, Limits::METRICS, metrics_router(metrics)),
-            serve_plain(probes_listener, Limits::PROBES, probes_router(readiness)),
+            serve_plain(
+                metrics_listener,
+                metrics_limits,
+                metrics_router(metrics),
+                refused.clone()
+            ),
+            serve_plain(
+                probes_listener,
+                probes_limits,
+                probes_router(readiness),
+                refused
+            ),
         );
     }))
 }
 
-/// Plain HTTP within `limits`, until the task is aborted.
-pub async fn serve_plain(listener: TcpListener, limits: Limits, app: Router) {
+/// Plain HTTP within `limits`, until the task is aborted; refusals are counted in `refused`.
+pub async fn serve_plain(
+    listener: TcpListener,
+    limits: Limits,
+    app: Router,
+    refused: RefusedConnections,
+) {
     let forever = std::future::pending();
     listener::serve(
         listener,
@@ -126,6 +146,7 @@ pub async fn serve_plain(listener: TcpListener, limits: Limits, app: Router) {
         app,
         forever,
         Drain::default(),
+        refused,
         |tcp, _| std::future::ready(Some(tcp)),
     )
     .await;

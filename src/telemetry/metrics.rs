@@ -52,6 +52,17 @@ pub struct Webhook {
     pub webhook: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerRefusal {
+    /// webhook, metrics or probes.
+    pub listener: &'static str,
+    /// global_cap or peer_cap (`tls::admit::Refusal`).
+    pub reason: &'static str,
+}
+
+/// `kubevirt_operator_listener_refused_total`: connections a listener refused at a cap.
+pub type RefusedConnections = Family<ListenerRefusal, Counter>;
+
 #[derive(Clone)]
 pub struct Buckets(fn() -> Histogram);
 
@@ -82,6 +93,7 @@ pub struct Metrics {
     pub network_configuration_errors: Family<NetworkError, Counter>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
+    pub listener_refused: RefusedConnections,
     /// Certificate expiry, rotations and reloads (`certs::metrics`).
     pub certs: crate::certs::Metrics,
 }
@@ -153,6 +165,12 @@ impl Metrics {
             "Admission handling time by webhook",
             admission_duration.clone(),
         );
+        let listener_refused = RefusedConnections::default();
+        registry.register(
+            "kubevirt_operator_listener_refused",
+            "Connections a listener refused at its global or per-client cap",
+            listener_refused.clone(),
+        );
         Metrics {
             registry,
             machines,
@@ -163,6 +181,7 @@ impl Metrics {
             network_configuration_errors,
             admission_requests,
             admission_duration,
+            listener_refused,
             certs,
         }
     }

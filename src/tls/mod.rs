@@ -1,6 +1,7 @@
 //! TLS for the webhook server: PEM parsing, the swappable certificate, file reloading, the
 //! HTTPS server and the accept loop (limits, drain) every listener shares.
 
+pub mod admit;
 pub mod deadlines;
 pub mod file_reload;
 pub mod keypair;

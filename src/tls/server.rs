@@ -12,6 +12,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::listener::{self, Drain, Limits};
 use super::resolver::CertSlot;
+use crate::telemetry::metrics::RefusedConnections;
 
 /// Time a client has to finish the TLS handshake (requests have theirs in [`super::deadlines`]).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,12 +47,13 @@ pub async fn serve(
         shutdown,
         Limits::WEBHOOK,
         Drain::default(),
+        RefusedConnections::default(),
     )
     .await
 }
 
 /// Serves `app` over TLS on `listener` within `limits`; once `shutdown` resolves, answers on for
-/// the drain period, then closes (see [`super::listener`]).
+/// the drain period, then closes (see [`super::listener`]). Refusals are counted in `refused`.
 pub async fn serve_with(
     listener: TcpListener,
     slot: Arc<CertSlot>,
@@ -59,13 +61,14 @@ pub async fn serve_with(
     shutdown: impl std::future::Future<Output = ()>,
     limits: Limits,
     drain: Drain,
+    refused: RefusedConnections,
 ) -> Result<(), rustls::Error> {
     let acceptor = TlsAcceptor::from(server_config(slot)?);
-    listener::serve(listener, limits, app, shutdown, drain, move |tcp, peer| {
+    let handshake = move |tcp, peer| {
         let acceptor = acceptor.clone();
         async move { handshake(&acceptor, tcp, peer).await }
-    })
-    .await;
+    };
+    listener::serve(listener, limits, app, shutdown, drain, refused, handshake).await;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use kube::{Client, Error};
 
 use crate::support::{self, ControlPlane, Proc};
 use kubevirt_operator::api::Machine;
+use kubevirt_operator::api::names::NAMESPACE_NAME_LABEL;
 
 pub const WAIT: Duration = Duration::from_secs(90);
 
@@ -57,9 +58,12 @@ pub fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
     .expect("spawn operator")
 }
 
+/// Labelled with its name as kube-apiserver 1.21+ does (the test control plane, 1.20, does not):
+/// the webhooks select watched namespaces by that label.
 pub async fn create_namespace(admin: &Client, name: &str) {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(name.into());
+    ns.metadata.labels = Some([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())].into());
     Api::<Namespace>::all(admin.clone())
         .create(&PostParams::default(), &ns)
         .await

@@ -147,3 +147,19 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   verbs: ["create"]
 {{- end }}
 {{- end -}}
+
+{{/*
+The webhooks' namespaceSelector: every namespace, or with watchNamespaces only those, by the name
+label kube-apiserver 1.21+ sets on every namespace (as the operator writes it: src/certs/scope.rs).
+*/}}
+{{- define "kubevirt-operator.namespaceSelector" -}}
+{{- if .Values.watchNamespaces }}
+namespaceSelector:
+  matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: In
+    values: {{ toJson .Values.watchNamespaces }}
+{{- else }}
+namespaceSelector: {}
+{{- end }}
+{{- end }}
