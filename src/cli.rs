@@ -48,7 +48,7 @@ pub enum Command {
     /// Without a cluster there is no SubjectAccessReview: this server SKIPS the access check
     /// that `run` makes as the Machine's author (may they `get` the Secret in
     /// `spec.cloudInit.secretRef`?). Use `run` wherever Machine authors are not trusted.
-    Webhook(WebhookArgs),
+    Webhook(Box<WebhookArgs>),
     /// Print the CustomResourceDefinitions as YAML.
     Crd,
     /// Default and validate Machine manifests offline; exit 1 on errors.
@@ -94,6 +94,10 @@ pub struct WebhookArgs {
     /// Address of the HTTPS webhook server.
     #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
+    /// PEM CA certificates: only callers with a certificate they sign (kube-apiserver, given
+    /// one in its AdmissionConfiguration) may call the webhooks. Unset: any caller.
+    #[arg(long, env = "CLIENT_CA_FILE", value_name = "CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Connections one client address may hold open to the webhooks (1 to 256, the cap of all);
     /// more are refused, so one client cannot take every slot.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",
@@ -207,6 +211,10 @@ pub struct RunArgs {
     /// Address of the HTTPS webhook server.
     #[arg(long, env = "WEBHOOK_BIND_ADDRESS", value_name = "WEBHOOK_BIND_ADDRESS", default_value = ":8443", value_parser = parse_bind_address)]
     pub listen: SocketAddr,
+    /// PEM CA certificates: only callers with a certificate they sign (kube-apiserver, given
+    /// one in its AdmissionConfiguration) may call the webhooks. Unset: any caller.
+    #[arg(long, env = "CLIENT_CA_FILE", value_name = "CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Connections one client address may hold open to the webhooks (1 to 256, the cap of all);
     /// more are refused, so one client cannot take every slot.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",

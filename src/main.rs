@@ -59,7 +59,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => commands::run::run(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Webhook(args) => commands::webhook::run(args)
+        Command::Webhook(args) => commands::webhook::run(*args)
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Certs(args) => commands::certs::run(args).await,

@@ -21,7 +21,7 @@ use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
 use crate::tls::listener::{Drain, Draining, Limits};
-use crate::tls::{CertSlot, server};
+use crate::tls::{CertSlot, client_auth, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
@@ -155,9 +155,16 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let shutdown = shutdown_signal().shared();
     let app = routes::router_with_metrics(admission, metrics.clone());
-    let webhooks = server::serve_with(
+    let client_ca = (args.client_ca_file.as_deref())
+        .map(client_auth::load)
+        .transpose()?;
+    if client_ca.is_some() {
+        tracing::info!("webhook callers must present a certificate of --client-ca-file");
+    }
+    let webhooks = server::serve_authenticated(
         listener,
         slot,
+        client_ca,
         app,
         shutdown.clone(),
         Limits::WEBHOOK.with_per_client(args.webhook_max_connections_per_client),

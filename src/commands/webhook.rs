@@ -12,7 +12,7 @@ use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
 use crate::tls::listener::{Drain, Draining, Limits};
-use crate::tls::{CertSlot, server};
+use crate::tls::{CertSlot, client_auth, server};
 
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
@@ -51,9 +51,13 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
     let refused = metrics.listener_refused.clone();
     let app = routes::router_with_metrics(admission, metrics);
-    server::serve_with(
+    let client_ca = (args.client_ca_file.as_deref())
+        .map(client_auth::load)
+        .transpose()?;
+    server::serve_authenticated(
         listener,
         slot,
+        client_ca,
         app,
         shutdown_signal(),
         Limits::WEBHOOK.with_per_client(args.webhook_max_connections_per_client),

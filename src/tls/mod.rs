@@ -2,6 +2,7 @@
 //! HTTPS server and the accept loop (limits, drain) every listener shares.
 
 pub mod admit;
+pub mod client_auth;
 pub mod deadlines;
 pub mod file_reload;
 pub mod keypair;

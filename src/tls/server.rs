@@ -10,6 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::client_auth::ClientCa;
 use super::listener::{self, Drain, Limits};
 use super::resolver::CertSlot;
 use crate::telemetry::metrics::RefusedConnections;
@@ -20,14 +21,21 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// rustls server configuration: certificate from `slot` per handshake, HTTP/1.1 only.
-pub fn server_config(slot: Arc<CertSlot>) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+/// rustls server configuration: certificate from `slot` per handshake, HTTP/1.1 only, and
+/// callers' certificates verified against `client_ca` when given.
+pub fn server_config(
+    slot: Arc<CertSlot>,
+    client_ca: Option<&ClientCa>,
+) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
-    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-    .with_no_client_auth()
-    .with_cert_resolver(slot);
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match client_ca {
+        Some(ca) => builder.with_client_cert_verifier(ca.0.clone()),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(slot);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -63,7 +71,23 @@ pub async fn serve_with(
     drain: Drain,
     refused: RefusedConnections,
 ) -> Result<(), rustls::Error> {
-    let acceptor = TlsAcceptor::from(server_config(slot)?);
+    serve_authenticated(listener, slot, None, app, shutdown, limits, drain, refused).await
+}
+
+/// [`serve_with`], and only callers whose certificate `client_ca` verifies complete the
+/// handshake (`--client-ca-file`); `None`: any caller.
+#[allow(clippy::too_many_arguments)] // The listener's parts, each passed once from `run`.
+pub async fn serve_authenticated(
+    listener: TcpListener,
+    slot: Arc<CertSlot>,
+    client_ca: Option<ClientCa>,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()>,
+    limits: Limits,
+    drain: Drain,
+    refused: RefusedConnections,
+) -> Result<(), rustls::Error> {
+    let acceptor = TlsAcceptor::from(server_config(slot, client_ca.as_ref())?);
     let handshake = move |tcp, peer| {
         let acceptor = acceptor.clone();
         async move { handshake(&acceptor, tcp, peer).await }
