@@ -17,6 +17,7 @@ use crate::api::source::MAX_CDROMS;
 
 use super::field_error::{FieldError, FieldPath};
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
+use super::resolve::DEFAULT_MACHINE_TYPE;
 use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
 use super::templates::Catalog;
@@ -142,6 +143,22 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
     }
     if let Some(domain) = &spec.domain {
         validate_domain(&mut out, &spec_path.child("domain"), domain);
+    }
+    // The type KubeVirt gets, the default included: a default KubeVirt may refuse too.
+    let machine_type = spec
+        .domain
+        .as_ref()
+        .and_then(|d| d.machine.as_ref())
+        .and_then(|m| m.type_.as_deref());
+    let machine_type = machine_type.unwrap_or(DEFAULT_MACHINE_TYPE);
+    if is_machine_type(machine_type) {
+        let domain_path = spec_path.child("domain");
+        let machine_path = domain_path.child("machine");
+        out.errors.extend(
+            catalog
+                .machine_types()
+                .problem(&machine_path.child("type"), machine_type),
+        );
     }
     out
 }

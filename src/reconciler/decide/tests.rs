@@ -28,6 +28,13 @@ fn machine(name: &str, spec: Value) -> Machine {
     m
 }
 
+/// Allows the NetworkConfiguration `lan` of [`observed`].
+fn lan_catalog() -> Catalog {
+    let vlans = crate::machine::network_policy::Vlans::parse("10").expect("vlans");
+    let policy = crate::machine::network_policy::NetworkPolicy::new(["br0".to_owned()], vlans);
+    Catalog::default().with_networks(policy)
+}
+
 fn observed(m: Machine) -> Observed {
     let spec = resolve(&m.spec, None, &Catalog::default()).spec;
     let mut ncs = BTreeMap::new();
@@ -278,7 +285,7 @@ fn attachments() {
                 },
             );
         }
-        let d = decide(&o, &Catalog::default(), &key());
+        let d = decide(&o, &lan_catalog(), &key());
         assert_eq!(d.attachments.len(), usize::from(writable), "case {i}");
         assert_eq!(d.vm.is_some(), writable, "case {i}");
         if !writable {
