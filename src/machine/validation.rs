@@ -23,8 +23,11 @@ use super::sources::{check_cdroms, check_source};
 use super::templates::Catalog;
 
 pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
-/// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`).
+/// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`,
+/// both 2048 since 2019). Larger network data reaches the VM through the Machine's derived
+/// Secret (`networkDataSecretRef`), up to [`MAX_NETWORK_DATA`].
 pub const MAX_USER_DATA: usize = 2048;
+pub const MAX_INLINE_NETWORK_DATA: usize = 2048;
 pub const MAX_NETWORK_DATA: usize = 16 * 1024;
 /// networkName becomes a label value.
 pub const MAX_NETWORK_NAME: usize = 63;
@@ -352,7 +355,8 @@ fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String], ha
 }
 
 fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
-    // Refused rather than carried through a Secret: KubeVirt refuses the same inline data.
+    // User data is refused rather than carried through a Secret: `secretRef` is the way to
+    // larger user data. Network data has no such field, so the reconciler carries it.
     if ci
         .user_data
         .as_ref()

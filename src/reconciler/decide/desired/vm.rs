@@ -203,9 +203,11 @@ fn apply_boot_order(
 /// Whether `vm` takes its cloud-init user data from Secret `secret`.
 pub fn references_secret(vm: &VirtualMachine, secret: &str) -> bool {
     vm.spec.template.spec.volumes.iter().any(|v| {
-        v.cloud_init_no_cloud
-            .as_ref()
-            .and_then(|c| c.user_data_secret_ref.as_ref())
-            .is_some_and(|r| r.name == secret)
+        v.cloud_init_no_cloud.as_ref().is_some_and(|c| {
+            [&c.user_data_secret_ref, &c.network_data_secret_ref]
+                .into_iter()
+                .flatten()
+                .any(|r| r.name == secret)
+        })
     })
 }
