@@ -135,6 +135,8 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
     let is_disk = |name: &str| template_disk(name) || spec.disks.iter().any(|d| d.name == name);
     out.errors
         .extend(check_cdroms(&cdroms_path, cdroms, &is_disk));
+    out.errors
+        .extend(volumes::volume_count_error(spec, template));
     let networks_path = spec_path.child("networks");
     let networks = bounded(&mut out, &networks_path, &spec.networks, MAX_NETWORKS);
     validate_networks(&mut out, &networks_path, networks);
@@ -447,6 +449,9 @@ fn is_machine_type(t: &str) -> bool {
                 })
     })
 }
+
+mod volumes;
+pub use volumes::MAX_VOLUMES;
 
 #[cfg(test)]
 mod tests;
