@@ -110,7 +110,7 @@ pub struct Operator {
 
 /// `ALLOWED_BRIDGES` and `ALLOWED_VLANS` for the operators the tests start.
 pub const TEST_NETWORKS: [(&str, &str); 2] = [
-    ("ALLOWED_BRIDGES", "br0,br1,br-prod,br-storage"),
+    ("ALLOWED_BRIDGES", "br0,br1,br7,br-prod,br-storage"),
     ("ALLOWED_VLANS", "0-4094"),
 ];
 
