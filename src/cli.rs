@@ -44,7 +44,8 @@ pub enum Command {
     ///
     /// Without a cluster there is no SubjectAccessReview: this server SKIPS the access check
     /// that `run` makes as the Machine's author (may they `get` the Secret in
-    /// `spec.cloudInit.secretRef`?). Use `run` wherever Machine authors are not trusted.
+    /// `spec.cloudInit.secretRef`?) and as the NetworkConfiguration's (may they create its
+    /// network-attachment-definition?). Use `run` wherever authors are not trusted.
     Webhook(WebhookArgs),
     /// Print the CustomResourceDefinitions as YAML.
     Crd,

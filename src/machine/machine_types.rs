@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
+use crate::api::MachineSpec;
+
 use super::field_error::{FieldError, FieldPath};
+use super::resolve::DEFAULT_MACHINE_TYPE;
 
 /// KubeVirt's default `architectureConfiguration.amd64.emulatedMachines`.
 pub const KUBEVIRT_DEFAULT: &[&str] = &["q35*", "pc-q35*"];
@@ -70,6 +73,47 @@ impl MachineTypes {
         }
         Some(FieldError::not_allowed(path, machine_type, why))
     }
+}
+
+/// The spelling a Machine may use, whatever KubeVirt allows.
+const SPELLINGS: &[&str] = &[
+    "pc-q35",
+    "pc-q35-<version>",
+    "pc-i440fx",
+    "pc-i440fx-<version>",
+];
+
+fn is_spelled_right(t: &str) -> bool {
+    ["pc-q35", "pc-i440fx"].iter().any(|base| {
+        t == *base
+            || t.strip_prefix(base)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|version| {
+                    !version.is_empty()
+                        && version
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+                })
+    })
+}
+
+/// `spec.domain.machine.type`'s errors: a spelling we know, then one `allowed` accepts as the VM
+/// gets it, the default type included (a KubeVirt configured without q35 refuses that too).
+pub fn machine_type_errors(spec: &MachineSpec, allowed: &MachineTypes) -> Vec<FieldError> {
+    let spec_path = FieldPath::new("spec");
+    let domain_path = spec_path.child("domain");
+    let machine_path = domain_path.child("machine");
+    let path = machine_path.child("type");
+    let set = spec
+        .domain
+        .as_ref()
+        .and_then(|d| d.machine.as_ref())
+        .and_then(|m| m.type_.as_deref());
+    let machine_type = set.unwrap_or(DEFAULT_MACHINE_TYPE);
+    if !is_spelled_right(machine_type) {
+        return vec![FieldError::not_supported(&path, machine_type, SPELLINGS)];
+    }
+    allowed.problem(&path, machine_type).into_iter().collect()
 }
 
 /// The name the operator writes to KubeVirt: `pc-q35` and `pc-i440fx` are QEMU's aliases `q35`

@@ -16,8 +16,8 @@ use crate::api::quantity::{Amount, Quantity};
 use crate::api::source::MAX_CDROMS;
 
 use super::field_error::{FieldError, FieldPath};
+use super::machine_types::machine_type_errors;
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
-use super::resolve::DEFAULT_MACHINE_TYPE;
 use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
 use super::templates::Catalog;
@@ -42,12 +42,6 @@ fn bounded<'a, T>(out: &mut Outcome, path: &FieldPath, items: &'a [T], max: usiz
         items
     }
 }
-const MACHINE_TYPES: &[&str] = &[
-    "pc-q35",
-    "pc-q35-<version>",
-    "pc-i440fx",
-    "pc-i440fx-<version>",
-];
 
 /// Errors and warnings of one validation pass.
 #[derive(Debug, Default, PartialEq)]
@@ -146,24 +140,10 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
     if let Some(ci) = &spec.cloud_init {
         validate_cloud_init(&mut out, &spec_path.child("cloudInit"), ci);
     }
+    out.errors
+        .extend(machine_type_errors(spec, catalog.machine_types()));
     if let Some(domain) = &spec.domain {
         validate_domain(&mut out, &spec_path.child("domain"), domain);
-    }
-    // The type KubeVirt gets, the default included: a default KubeVirt may refuse too.
-    let machine_type = spec
-        .domain
-        .as_ref()
-        .and_then(|d| d.machine.as_ref())
-        .and_then(|m| m.type_.as_deref());
-    let machine_type = machine_type.unwrap_or(DEFAULT_MACHINE_TYPE);
-    if is_machine_type(machine_type) {
-        let domain_path = spec_path.child("domain");
-        let machine_path = domain_path.child("machine");
-        out.errors.extend(
-            catalog
-                .machine_types()
-                .problem(&machine_path.child("type"), machine_type),
-        );
     }
     out
 }
@@ -399,15 +379,6 @@ fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
 }
 
 fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
-    if let Some(t) = domain.machine.as_ref().and_then(|m| m.type_.as_deref())
-        && !is_machine_type(t)
-    {
-        out.errors.push(FieldError::not_supported(
-            &path.child("machine").child("type"),
-            t,
-            MACHINE_TYPES,
-        ));
-    }
     let bootloader = domain.firmware.as_ref().and_then(|f| f.bootloader.as_ref());
     if let Some(bl) = bootloader
         && bl.secure_boot == Some(true)
@@ -434,20 +405,6 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
             "secure boot requires a q35 machine type (KubeVirt refuses it with i440fx)",
         ));
     }
-}
-
-fn is_machine_type(t: &str) -> bool {
-    ["pc-q35", "pc-i440fx"].iter().any(|base| {
-        t == *base
-            || t.strip_prefix(base)
-                .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|version| {
-                    !version.is_empty()
-                        && version
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-                })
-    })
 }
 
 mod volumes;
