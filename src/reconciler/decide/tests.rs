@@ -434,3 +434,21 @@ fn retain_disks_releases_what_is_ours_and_adoptions_are_listed() {
     let d = decide(&o, &Catalog::default(), &key());
     assert!(!d.retain && d.release.is_empty());
 }
+
+/// A Machine stored with a machine type KubeVirt refuses (no webhook ran, or it predates
+/// `--allowed-machine-types`) gets no VM KubeVirt would refuse: InvalidSpec naming the setting.
+#[test]
+fn a_stored_machine_type_outside_the_allow_list_makes_nothing() {
+    let m = machine(
+        "m",
+        json!({"template": "small", "domain": {"machine": {"type": "pc-i440fx"}}}),
+    );
+    let d = decide(&observed(m), &Catalog::default(), &key());
+    assert_eq!(reasons(&d), ["InvalidSpec"]);
+    assert!(d.vm.is_none() && d.claims.is_empty());
+    assert!(
+        format!("{:?}", d.problems).contains("ALLOWED_MACHINE_TYPES"),
+        "{:?}",
+        d.problems
+    );
+}
