@@ -279,6 +279,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     network_configurations: &BTreeMap::new(),
                     storage_classes: &Default::default(),
                     cloud_init_secret: None,
+                    network_policy: catalog.networks(),
                 });
                 // PVC and VM concurrently, then the status: as few round trips as the operator's.
                 let pvcs = Api::namespaced(client.clone(), &ns);

@@ -79,6 +79,9 @@ async fn main() -> Result<()> {
             .arg(&kubeconfig)
             .args(["--webhook-url", &format!("https://127.0.0.1:{webhook}")])
             .args(["--listen", &format!("127.0.0.1:{webhook}")])
+            // The networks examples/setup/ defines; nothing is allowed unset.
+            .args(["--allowed-bridges", "br-prod,br-storage"])
+            .args(["--allowed-vlans", "0,100,200"])
             .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
             .args([
                 "--health-probe-bind-address",

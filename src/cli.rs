@@ -10,6 +10,9 @@ use crate::config::{
     WatchScope, parse_bind_address, parse_dns_label, parse_duration, parse_lease_duration,
     parse_qps, parse_watch_namespaces,
 };
+use crate::machine::Catalog;
+use crate::machine::machine_types::MachineTypes;
+use crate::machine::network_policy::{DEFAULT_VLANS, NetworkPolicy, Vlans, interface_name_problem};
 use crate::machine::templates::DEFAULT_TEMPLATE;
 use crate::telemetry::logging::LogFormat;
 use crate::tls::listener::Limits;
@@ -47,7 +50,8 @@ pub enum Command {
     ///
     /// Without a cluster there is no SubjectAccessReview: this server SKIPS the access check
     /// that `run` makes as the Machine's author (may they `get` the Secret in
-    /// `spec.cloudInit.secretRef`?). Use `run` wherever Machine authors are not trusted.
+    /// `spec.cloudInit.secretRef`?) and as the NetworkConfiguration's (may they create its
+    /// network-attachment-definition?). Use `run` wherever authors are not trusted.
     Webhook(Box<WebhookArgs>),
     /// Print the CustomResourceDefinitions as YAML.
     Crd,
@@ -64,23 +68,56 @@ pub struct TemplateArgs {
     /// Template for Machines that name none.
     #[arg(long, env = "DEFAULT_TEMPLATE", value_name = "DEFAULT_TEMPLATE", default_value = DEFAULT_TEMPLATE)]
     pub default_template: String,
+    /// Machine types KubeVirt accepts (its emulatedMachines), comma-separated glob patterns
+    /// matched against the type the VM gets (`pc-q35` is written `q35`, `pc-i440fx` `pc`).
+    #[arg(long, env = "ALLOWED_MACHINE_TYPES", value_name = "ALLOWED_MACHINE_TYPES",
+          default_value = "q35*,pc-q35*", value_parser = MachineTypes::parse)]
+    pub allowed_machine_types: MachineTypes,
 }
 
-/// What NetworkConfigurations may ask of the nodes.
-#[derive(Args, Debug, Clone, Default)]
+impl TemplateArgs {
+    /// What Machines may ask for; networks are added by the commands that admit them.
+    pub fn catalog(&self) -> anyhow::Result<Catalog> {
+        let catalog = Catalog::with_default(&self.default_template)
+            .map_err(|e| anyhow::anyhow!("DEFAULT_TEMPLATE / --default-template: {e}"))?;
+        Ok(catalog.with_machine_types(self.allowed_machine_types.clone()))
+    }
+}
+
+/// What NetworkConfigurations may ask of the nodes. Unset, nothing: no bridge is allowed.
+#[derive(Args, Debug, Clone)]
 pub struct NetworkArgs {
     /// Host bridges NetworkConfigurations may name, comma-separated (e.g. br0,br-vms).
-    /// Unset: any valid Linux interface name.
-    #[arg(long, env = "ALLOWED_BRIDGES", value_name = "ALLOWED_BRIDGES", value_delimiter = ',',
-          value_parser = parse_bridge)]
-    pub allowed_bridges: Vec<String>,
+    /// Unset or empty: none, so no NetworkConfiguration is admitted or attached.
+    #[arg(long, env = "ALLOWED_BRIDGES", value_name = "ALLOWED_BRIDGES", default_value = "",
+          value_parser = parse_bridges)]
+    pub allowed_bridges: Bridges,
+    /// VLAN IDs NetworkConfigurations may use on those bridges: IDs and ranges, comma-separated
+    /// (e.g. 100-199,300); 0 is untagged. Unset: untagged only.
+    #[arg(long, env = "ALLOWED_VLANS", value_name = "ALLOWED_VLANS", default_value = DEFAULT_VLANS,
+          value_parser = Vlans::parse)]
+    pub allowed_vlans: Vlans,
 }
 
-fn parse_bridge(s: &str) -> Result<String, String> {
-    match crate::admission::network::interface_name_problem(s) {
-        None => Ok(s.to_owned()),
-        Some(problem) => Err(format!("bridge {s:?} {problem}")),
+impl NetworkArgs {
+    pub fn policy(&self) -> NetworkPolicy {
+        NetworkPolicy::new(self.allowed_bridges.0.clone(), self.allowed_vlans.clone())
     }
+}
+
+/// `--allowed-bridges`, parsed as one value so that an empty setting means none.
+#[derive(Clone, Debug, Default)]
+pub struct Bridges(pub Vec<String>);
+
+fn parse_bridges(s: &str) -> Result<Bridges, String> {
+    let mut bridges = Vec::new();
+    for b in s.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+        if let Some(problem) = interface_name_problem(b) {
+            return Err(format!("bridge {b:?} {problem}"));
+        }
+        bridges.push(b.to_owned());
+    }
+    Ok(Bridges(bridges))
 }
 
 #[derive(Args, Debug)]

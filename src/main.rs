@@ -4,7 +4,6 @@ use clap::Parser;
 use kubevirt_operator::admission::Admission;
 use kubevirt_operator::cli::{Cli, Command};
 use kubevirt_operator::commands::{self, validate::Checked};
-use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::{api, telemetry, tls};
 
 fn main() -> ExitCode {
@@ -64,7 +63,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             .map(|()| ExitCode::SUCCESS),
         Command::Certs(args) => commands::certs::run(args).await,
         Command::Validate(args) => {
-            let catalog = Catalog::with_default(&args.templates.default_template)?;
+            let catalog = args.templates.catalog()?;
             let admission = Admission::new(catalog)?;
             let input = commands::validate::read_input(&args.file)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;

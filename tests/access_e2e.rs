@@ -25,10 +25,18 @@ fn machine(name: &str, secret: &str) -> DynamicObject {
     .expect("machine")
 }
 
+/// Issue 25: bridges and VLANs only from the admin's lists, and only for authors who may create
+/// the NetworkAttachmentDefinition it becomes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_configurations_name_valid_allowed_bridges_only() {
-    let (_cp, admin, op) = setup(&["--allowed-bridges", "br0,br-vms"]).await;
-    let ncs: Api<NetworkConfiguration> = Api::namespaced(admin, "team-a");
+    let (cp, admin, op) = setup(&[
+        "--allowed-bridges",
+        "br0,br-vms",
+        "--allowed-vlans",
+        "0,100-199",
+    ])
+    .await;
+    let ncs: Api<NetworkConfiguration> = Api::namespaced(admin.clone(), "team-a");
     let nc = |name: &str, spec: Value| -> NetworkConfiguration {
         serde_json::from_value(json!({
             "apiVersion": "vitistack.io/v1alpha1", "kind": "NetworkConfiguration",
@@ -58,13 +66,65 @@ async fn network_configurations_name_valid_allowed_bridges_only() {
     };
     assert!(
         message.contains(
-            r#"spec.bridge: Unsupported value: "br-host": supported values: "br-vms", "br0""#
+            r#"spec.bridge: Unsupported value: "br-host": the operator's --allowed-bridges (ALLOWED_BRIDGES) allows br-vms, br0"#
         ),
         "{message}"
     );
-    ncs.create(&pp, &nc("lan", json!({"bridge": "br0", "vlan": 4094})))
+    let message = match ncs
+        .create(&pp, &nc("tagged", json!({"bridge": "br0", "vlan": 200})))
         .await
-        .expect("an allowed bridge");
+    {
+        Err(Error::Api(e)) if e.code == 422 => e.message,
+        other => panic!("VLAN 200 admitted: {other:?}"),
+    };
+    assert!(
+        message.contains(
+            r#"spec.vlan: Unsupported value: 200: the operator's --allowed-vlans (ALLOWED_VLANS) allows 0,100-199 (0: untagged)"#
+        ),
+        "{message}"
+    );
+    ncs.create(&pp, &nc("lan", json!({"bridge": "br0", "vlan": 150})))
+        .await
+        .expect("an allowed bridge and VLAN");
+
+    // The author needs Multus' own right for the attachment it becomes.
+    let write_ncs = rule(
+        "vitistack.io",
+        "networkconfigurations",
+        &["get", "create", "patch"],
+    );
+    let nads = rule(
+        "k8s.cni.cncf.io",
+        "network-attachment-definitions",
+        &["create"],
+    );
+    grant(&admin, "team-a", "dave", vec![write_ncs.clone()]).await;
+    grant(&admin, "team-a", "erin", vec![write_ncs, nads]).await;
+    let as_user = |name: &'static str| {
+        let cp = &cp;
+        async move {
+            let user = cp.mint_user(name, &["devs"]).expect("user");
+            let client = cp.client_for(&user).await.expect("client");
+            Api::<NetworkConfiguration>::namespaced(client, "team-a")
+        }
+    };
+    let message = denial(
+        as_user("dave")
+            .await
+            .create(&pp, &nc("daves", json!({"bridge": "br0"})))
+            .await,
+    );
+    assert!(
+        message.contains(
+            r#"spec: Forbidden: user "dave" cannot create network-attachment-definitions.k8s.cni.cncf.io in namespace "team-a""#
+        ),
+        "{message}"
+    );
+    as_user("erin")
+        .await
+        .create(&pp, &nc("erins", json!({"bridge": "br0"})))
+        .await
+        .expect("erin may create attachments");
     // The static rules are in the CRD schema: kube-apiserver refuses before any webhook.
     for (spec, field) in [
         (json!({"bridge": "br/0"}), "spec.bridge"),

@@ -113,6 +113,33 @@ fn allowed_bridge_that_is_no_interface_name() {
 }
 
 #[test]
+fn allowed_vlans_and_machine_types_that_parse_not() {
+    for (setting, value, flag) in [
+        ("ALLOWED_VLANS", "100-4095", "--allowed-vlans"),
+        ("ALLOWED_VLANS", "199-100", "--allowed-vlans"),
+        (
+            "ALLOWED_MACHINE_TYPES",
+            "q35[0-9]",
+            "--allowed-machine-types",
+        ),
+        ("ALLOWED_MACHINE_TYPES", ",", "--allowed-machine-types"),
+    ] {
+        let line = start_up_error(&[(setting, value)], &["run"]);
+        assert_names(&line, setting, value);
+        // The same from the flag, and for the other commands that admit.
+        for command in ["run", "webhook"] {
+            let line = start_up_error(&[], &[command, flag, value]);
+            assert_names(&line, flag, value);
+        }
+    }
+    let line = start_up_error(
+        &[],
+        &["validate", "-f", "-", "--allowed-machine-types", "pc/"],
+    );
+    assert_names(&line, "--allowed-machine-types", "pc/");
+}
+
+#[test]
 fn unknown_default_template() {
     let line = start_up_error(&[], &["run", "--default-template", "gigantic"]);
     assert_names(&line, "--default-template", "gigantic");

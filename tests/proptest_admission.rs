@@ -12,6 +12,7 @@ use kubevirt_operator::admission::Admission;
 use kubevirt_operator::admission::review::{self, GroupVersionKind, Request, Verdict};
 use kubevirt_operator::api::Quantity;
 use kubevirt_operator::machine::Catalog;
+use kubevirt_operator::machine::machine_types::MachineTypes;
 use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
 use serde_json::{Map, Value, json};
@@ -60,8 +61,14 @@ const TEMPLATES: &[&str] = &["small", "medium", "large"];
 // ------------------------------------------------------------------------------------------
 // Requests and verdicts.
 
+/// With i440fx allowed too (a KubeVirt whose emulatedMachines list it), so the generated
+/// machine types all stay valid.
 fn admission(default_template: &str) -> Admission {
-    Admission::new(Catalog::with_default(default_template).expect("built-in")).expect("schema")
+    let types = MachineTypes::parse("q35*,pc-q35*,pc,pc-i440fx*").expect("patterns");
+    let catalog = Catalog::with_default(default_template)
+        .expect("built-in")
+        .with_machine_types(types);
+    Admission::new(catalog).expect("schema")
 }
 
 fn machine(spec: Value) -> Value {

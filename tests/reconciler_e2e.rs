@@ -27,6 +27,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::{Machine, MachineStatus, NetworkConfiguration};
+use kubevirt_operator::machine::network_policy::{NetworkPolicy, Vlans};
 use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
@@ -379,6 +380,10 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
         network_configurations: ncs,
         storage_classes: &scs,
         cloud_init_secret: None::<SecretData>,
+        network_policy: &NetworkPolicy::new(
+            ["br0", "br-prod", "br-storage"].map(str::to_owned),
+            Vlans::parse("0-4094").expect("vlans"),
+        ),
     })
 }
 

@@ -377,6 +377,37 @@ async fn a_removed_networks_attachment_is_deleted() {
     );
 }
 
+/// Issue 25: a NetworkConfiguration stored while no webhook ran (none runs here) on a bridge
+/// outside `ALLOWED_BRIDGES` never becomes an attachment; the Machine naming it says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_network_outside_the_allow_list_never_becomes_an_attachment() {
+    let env = env("network-refused").await;
+    env.network_configuration("mgmt", "cni0", 0).await;
+    env.machine(
+        "tapped",
+        json!({"template": "small", "networks": [{"name": "eth0", "networkName": "mgmt"}]}),
+    )
+    .await;
+    let message = env
+        .wait_condition("tapped", "NetworkReady", "False", "NetworkInvalid")
+        .await;
+    assert!(
+        message.contains(r#"spec.bridge: Unsupported value: "cni0""#)
+            && message.contains("ALLOWED_BRIDGES"),
+        "{message}"
+    );
+    stays(
+        &env,
+        "no attachment and no VM for a refused network",
+        RESYNC + Duration::from_secs(2),
+        || async {
+            env.get(&nad_ar(), "mgmt").await.is_none()
+                && env.get(&vm_ar(), "tapped").await.is_none()
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_vmi_is_ignored() {
     let env = env("forged-vmi").await;

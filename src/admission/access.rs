@@ -16,6 +16,10 @@ use crate::machine::field_error::{ErrorType, join};
 
 use super::review::{Request, Verdict};
 
+/// Multus' NetworkAttachmentDefinition, as RBAC names it.
+pub const NAD_GROUP: &str = "k8s.cni.cncf.io";
+pub const NAD_RESOURCE: &str = "network-attachment-definitions";
+
 /// Turns an allowing verdict into a denial when the author lacks a permission the Machine needs,
 /// or when the check cannot be made by `deadline` (fail closed). Denials and other operations
 /// pass unchanged. First reads which claims the new disks would adopt, then asks.
@@ -78,8 +82,13 @@ pub async fn check(
         .await
     {
         Ok(denied) if denied.is_empty() => verdict,
-        Ok(denied) => Verdict::deny(forbidden(&req.name, &req.user_info.username, &denied))
-            .with_warnings(verdict.warnings),
+        Ok(denied) => Verdict::deny(forbidden(
+            "Machine",
+            &req.name,
+            &req.user_info.username,
+            &denied,
+        ))
+        .with_warnings(verdict.warnings),
         Err(e) => {
             let fields: Vec<&str> = needed.iter().map(|p| p.field.as_str()).collect();
             unchecked(req, &fields, &e)
@@ -95,7 +104,7 @@ fn too_many(name: &str, count: usize) -> Status {
          credentials, adopted claims); at most {MAX_ACCESS_CHECKS} are made for one request: \
          make the change in smaller steps"
     );
-    forbidden_status(name, reason, &[])
+    forbidden_status("Machine", name, reason, &[])
 }
 
 /// 403 Forbidden: a `dataSource` that names no DataSource, or one pointing at neither a PVC nor
@@ -114,6 +123,53 @@ fn points_nowhere(name: &str, nowhere: &[(String, Ref)]) -> Status {
         })
         .collect();
     machine_forbidden(name, &errors)
+}
+
+/// The native right for what a NetworkConfiguration makes: its author must be allowed to
+/// `create` the NetworkAttachmentDefinition the operator writes for it, in its namespace, or
+/// installing the operator would grant them one. Asked on CREATE and on spec changes.
+pub fn network_needs(req: &Request) -> Vec<Permission> {
+    let writes = req.operation == "CREATE" || req.operation == "UPDATE";
+    let subresource = req.sub_resource.as_deref().is_some_and(|s| !s.is_empty());
+    let spec = |o: &serde_json::Value| o.get("spec").cloned();
+    let unchanged = req.operation == "UPDATE"
+        && req.old_object.as_ref().map(spec) == req.object.as_ref().map(spec);
+    if !writes || subresource || unchanged || req.object.is_none() {
+        return Vec::new();
+    }
+    vec![Permission {
+        field: "spec".to_owned(),
+        verb: "create".to_owned(),
+        group: NAD_GROUP.to_owned(),
+        resource: NAD_RESOURCE.to_owned(),
+        subresource: String::new(),
+        namespace: req.namespace.clone().unwrap_or_default(),
+        name: String::new(),
+        adopted: false,
+    }]
+}
+
+/// Like [`check`], for a NetworkConfiguration: asks [`network_needs`] of its author.
+pub async fn check_network(
+    reviewer: &AccessReviewer,
+    req: &Request,
+    verdict: Verdict,
+    deadline: tokio::time::Instant,
+) -> Verdict {
+    let needed = network_needs(req);
+    if !verdict.allowed || needed.is_empty() {
+        return verdict;
+    }
+    match reviewer.denied(&req.user_info, needed, deadline).await {
+        Ok(denied) if denied.is_empty() => verdict,
+        Ok(denied) => Verdict::deny(forbidden(
+            "NetworkConfiguration",
+            &req.name,
+            &req.user_info.username,
+            &denied,
+        )),
+        Err(e) => unchecked(req, &["spec"], &e),
+    }
 }
 
 /// 500 InternalError: the check could not be made, so the Machine is refused until it can.
@@ -135,7 +191,7 @@ fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verdict {
 }
 
 /// 403 Forbidden, one cause per refused permission, worded like the API server's field errors.
-fn forbidden(name: &str, user: &str, denied: &[Permission]) -> Status {
+fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission]) -> Status {
     let errors: Vec<FieldError> = denied
         .iter()
         .map(|p| FieldError {
@@ -149,17 +205,18 @@ fn forbidden(name: &str, user: &str, denied: &[Permission]) -> Status {
             .to_string(),
         })
         .collect();
-    machine_forbidden(name, &errors)
+    forbidden_status(kind, name, join(&errors), &errors)
 }
 
 /// 403 Forbidden for Machine `name`: the message joins `errors`, one cause each, worded like
 /// the API server's field errors.
 fn machine_forbidden(name: &str, errors: &[FieldError]) -> Status {
-    forbidden_status(name, join(errors), errors)
+    forbidden_status("Machine", name, join(errors), errors)
 }
 
-/// 403 Forbidden for Machine `name`, saying `reason`, with a cause per error.
-fn forbidden_status(name: &str, reason: String, errors: &[FieldError]) -> Status {
+/// 403 Forbidden for the `kind` (Machine, NetworkConfiguration) named `name`, saying `reason`,
+/// with a cause per error.
+fn forbidden_status(kind: &str, name: &str, reason: String, errors: &[FieldError]) -> Status {
     let causes: Vec<StatusCause> = errors
         .iter()
         .map(|e| StatusCause {
@@ -173,12 +230,12 @@ fn forbidden_status(name: &str, reason: String, errors: &[FieldError]) -> Status
         reason: Some("Forbidden".to_owned()),
         status: Some("Failure".to_owned()),
         message: Some(format!(
-            "Machine.vitistack.io {name:?} is forbidden: {reason}"
+            "{kind}.vitistack.io {name:?} is forbidden: {reason}"
         )),
         details: Some(StatusDetails {
             name: (!name.is_empty()).then(|| name.to_owned()),
             group: Some("vitistack.io".to_owned()),
-            kind: Some("Machine".to_owned()),
+            kind: Some(kind.to_owned()),
             causes: (!causes.is_empty()).then_some(causes),
             ..Default::default()
         }),
@@ -188,7 +245,7 @@ fn forbidden_status(name: &str, reason: String, errors: &[FieldError]) -> Status
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -340,6 +397,44 @@ mod tests {
         assert_eq!(at.status.and_then(|s| s.code), Some(500));
     }
 
+    /// Issue 25: any NetworkConfiguration author got an attachment, a right RBAC gives apart.
+    #[test]
+    fn a_network_configuration_needs_create_on_attachments_when_its_spec_changes() {
+        let nc = |bridge: &str| json!({"metadata": {"name": "lan"}, "spec": {"bridge": bridge}});
+        let req = |op: &str, old: Option<Value>| Request {
+            uid: "u".into(),
+            name: "lan".into(),
+            operation: op.into(),
+            namespace: Some("team-a".into()),
+            object: Some(nc("br0")),
+            old_object: old,
+            ..Default::default()
+        };
+        let needed = network_needs(&req("CREATE", None));
+        assert_eq!(
+            needed
+                .iter()
+                .map(|p| (
+                    p.field.as_str(),
+                    p.verb.as_str(),
+                    p.resource.as_str(),
+                    p.namespace.as_str()
+                ))
+                .collect::<Vec<_>>(),
+            [("spec", "create", "network-attachment-definitions", "team-a")]
+        );
+        assert_eq!(network_needs(&req("UPDATE", Some(nc("br1")))).len(), 1);
+        assert!(network_needs(&req("UPDATE", Some(nc("br0")))).is_empty());
+        assert!(network_needs(&req("DELETE", None)).is_empty());
+        let s = forbidden("NetworkConfiguration", "lan", "bob", &needed);
+        assert_eq!(
+            s.message.as_deref(),
+            Some(
+                r#"NetworkConfiguration.vitistack.io "lan" is forbidden: spec: Forbidden: user "bob" cannot create network-attachment-definitions.k8s.cni.cncf.io in namespace "team-a""#
+            )
+        );
+    }
+
     #[test]
     fn forbidden_message_names_field_verb_resource_and_namespace() {
         let p = Permission {
@@ -352,7 +447,7 @@ mod tests {
             name: "db".into(),
             adopted: false,
         };
-        let s = forbidden("vm", "bob", &[p]);
+        let s = forbidden("Machine", "vm", "bob", &[p]);
         assert_eq!(s.code, Some(403));
         assert_eq!(
             s.message.as_deref(),

@@ -28,8 +28,6 @@ pub struct Admission {
     catalog: Catalog,
     schema: SchemaCheck,
     access: Option<AccessReviewer>,
-    /// The bridges NetworkConfigurations may name; `None`: any valid interface name.
-    allowed_bridges: Option<std::collections::BTreeSet<String>>,
 }
 
 struct Admitted {
@@ -53,18 +51,7 @@ impl Admission {
             catalog,
             schema: SchemaCheck::machine()?,
             access: None,
-            allowed_bridges: None,
         })
-    }
-
-    /// NetworkConfigurations may name only these bridges; an empty list allows any.
-    pub fn with_allowed_bridges(mut self, bridges: Vec<String>) -> Self {
-        self.allowed_bridges = (!bridges.is_empty()).then(|| bridges.into_iter().collect());
-        self
-    }
-
-    pub fn allowed_bridges(&self) -> Option<&std::collections::BTreeSet<String>> {
-        self.allowed_bridges.as_ref()
     }
 
     /// Validation also asks kube-apiserver whether the author may read what the Machine refers to.

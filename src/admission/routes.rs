@@ -84,7 +84,7 @@ async fn validate_network(
         webhook,
         request,
         Admission::validate_network,
-        AccessCheck::Skip,
+        AccessCheck::NetworkAuthor,
     )
     .await
 }
@@ -94,6 +94,8 @@ async fn validate_network(
 enum AccessCheck {
     Skip,
     AsAuthor,
+    /// A NetworkConfiguration's author may create the attachment it makes.
+    NetworkAuthor,
 }
 
 /// What the blocking part hands back: a decoded review and its verdict, or the answer to a
@@ -145,6 +147,9 @@ async fn serve(
             let verdict = match (access, shared.admission.access()) {
                 (AccessCheck::AsAuthor, Some(reviewer)) => {
                     super::access::check(reviewer, &review.request, verdict, deadline).await
+                }
+                (AccessCheck::NetworkAuthor, Some(reviewer)) => {
+                    super::access::check_network(reviewer, &review.request, verdict, deadline).await
                 }
                 _ => verdict,
             };

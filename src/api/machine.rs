@@ -183,7 +183,8 @@ pub struct CloudInit {
     /// Inline cloud-init user data. Wins over secretRef when both are set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
-    /// Inline cloud-init network data.
+    /// Inline cloud-init network data, at most 16 KiB; over 2048 bytes it reaches the VM through
+    /// the Secret <machine>-cloudinit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_data: Option<String>,
     /// A Secret in the Machine's namespace that holds the user data.
@@ -217,7 +218,8 @@ pub struct Domain {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct MachineType {
-    /// pc-q35 (default) or pc-i440fx, or a versioned form such as pc-q35-rhel9.2.0.
+    /// pc-q35 (default) or pc-i440fx, or a versioned form such as pc-q35-rhel9.2.0; admitted only
+    /// as the operator's --allowed-machine-types allows (KubeVirt's default: q35 only).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
 }

@@ -20,13 +20,13 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct NetworkConfigurationSpec {
-    /// VLAN id, 0-4094 (0: untagged).
+    /// VLAN id, 0-4094 (0: untagged), one the operator's --allowed-vlans lists (0 unless set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = 0, "maximum" = 4094))]
     pub vlan: Option<i64>,
     /// Linux bridge on the nodes that the VM's interface joins: a Linux interface name (at most
-    /// 15 bytes, no '/', ':' or whitespace, not "." or ".."). The operator's --allowed-bridges
-    /// may restrict it further.
+    /// 15 bytes, no '/', ':' or whitespace, not "." or ".."), one the operator's --allowed-bridges
+    /// lists (none until the admin sets it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend(
         "minLength" = 1,

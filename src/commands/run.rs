@@ -15,7 +15,6 @@ use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
 use crate::leader::{self, Election, Stop};
-use crate::machine::Catalog;
 use crate::reconciler::{self, Clients, Settings, run::readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
@@ -51,8 +50,10 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         ),
         _ => {}
     }
-    let catalog =
-        Catalog::with_default(&args.templates.default_template).context("--default-template")?;
+    let catalog = args
+        .templates
+        .catalog()?
+        .with_networks(args.networks.policy());
     let lifetimes = args.certs.lifetimes()?;
     let config = kube_config(args.kubeconfig.as_deref()).await?;
     let limited =
@@ -105,11 +106,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 
     // Webhooks, on every replica.
     // Validation asks, as the Machine's author, whether they may read what it refers to.
-    let admission = Arc::new(
-        Admission::new(catalog)?
-            .with_allowed_bridges(args.networks.allowed_bridges.clone())
-            .with_access(AccessReviewer::new(access_client)),
-    );
+    let admission =
+        Arc::new(Admission::new(catalog)?.with_access(AccessReviewer::new(access_client)));
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",

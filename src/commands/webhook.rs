@@ -7,7 +7,6 @@ use anyhow::Context;
 
 use crate::admission::{Admission, routes};
 use crate::cli::WebhookArgs;
-use crate::machine::Catalog;
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
 use crate::tls::file_reload::PemFiles;
@@ -17,11 +16,11 @@ use crate::tls::{CertSlot, client_auth, server};
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
-    let catalog =
-        Catalog::with_default(&args.templates.default_template).context("--default-template")?;
-    let admission = Arc::new(
-        Admission::new(catalog)?.with_allowed_bridges(args.networks.allowed_bridges.clone()),
-    );
+    let catalog = args
+        .templates
+        .catalog()?
+        .with_networks(args.networks.policy());
+    let admission = Arc::new(Admission::new(catalog)?);
     let slot = CertSlot::new();
     let files = PemFiles {
         cert: args.cert_file,

@@ -135,6 +135,11 @@ impl FieldError {
         )
     }
 
+    /// `Unsupported value: "x": <why>`, when what is allowed is a setting rather than a list.
+    pub fn not_allowed(field: &FieldPath, value: impl Into<Value>, why: impl Into<String>) -> Self {
+        Self::new(ErrorType::NotSupported, field, value.into(), why)
+    }
+
     /// The message without the field path, as `StatusCause.message` carries it.
     pub fn body(&self) -> String {
         let mut s = self.kind.label().to_owned();

@@ -3,7 +3,9 @@
 
 pub mod annotations;
 pub mod field_error;
+pub mod machine_types;
 pub mod names;
+pub mod network_policy;
 pub mod resolve;
 pub mod sizes;
 pub mod sources;

@@ -1,5 +1,8 @@
 //! The built-in size templates (SPEC.md, "Templates") and which one applies when none is named.
 
+use super::machine_types::MachineTypes;
+use super::network_policy::NetworkPolicy;
+
 use crate::api::Quantity;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,11 +51,14 @@ pub const BUILT_IN: &[Template] = &[
 
 pub const DEFAULT_TEMPLATE: &str = "medium";
 
-/// The templates in force and the default one; the default is checked at start-up.
+/// What the admin lets Machines ask for: the templates in force and the default one (checked at
+/// start-up), the machine types KubeVirt accepts, and the bridges and VLANs networks may use.
 #[derive(Clone, Debug)]
 pub struct Catalog {
     templates: &'static [Template],
     default: &'static Template,
+    machine_types: MachineTypes,
+    networks: NetworkPolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +74,27 @@ impl Catalog {
         Ok(Catalog {
             templates: BUILT_IN,
             default,
+            machine_types: MachineTypes::default(),
+            networks: NetworkPolicy::default(),
         })
+    }
+
+    pub fn with_machine_types(mut self, machine_types: MachineTypes) -> Self {
+        self.machine_types = machine_types;
+        self
+    }
+
+    pub fn machine_types(&self) -> &MachineTypes {
+        &self.machine_types
+    }
+
+    pub fn with_networks(mut self, networks: NetworkPolicy) -> Self {
+        self.networks = networks;
+        self
+    }
+
+    pub fn networks(&self) -> &NetworkPolicy {
+        &self.networks
     }
 
     pub fn get(&self, name: &str) -> Option<&'static Template> {
@@ -89,6 +115,8 @@ impl Default for Catalog {
         Catalog {
             templates: BUILT_IN,
             default: &BUILT_IN[1],
+            machine_types: MachineTypes::default(),
+            networks: NetworkPolicy::default(),
         }
     }
 }

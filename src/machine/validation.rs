@@ -16,14 +16,18 @@ use crate::api::quantity::{Amount, Quantity};
 use crate::api::source::MAX_CDROMS;
 
 use super::field_error::{FieldError, FieldPath};
+use super::machine_types::machine_type_errors;
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
 use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
 use super::templates::Catalog;
 
 pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
-/// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`).
+/// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`,
+/// both 2048 since 2019). Larger network data reaches the VM through the Machine's derived
+/// Secret (`networkDataSecretRef`), up to [`MAX_NETWORK_DATA`].
 pub const MAX_USER_DATA: usize = 2048;
+pub const MAX_INLINE_NETWORK_DATA: usize = 2048;
 pub const MAX_NETWORK_DATA: usize = 16 * 1024;
 /// networkName becomes a label value.
 pub const MAX_NETWORK_NAME: usize = 63;
@@ -38,12 +42,6 @@ fn bounded<'a, T>(out: &mut Outcome, path: &FieldPath, items: &'a [T], max: usiz
         items
     }
 }
-const MACHINE_TYPES: &[&str] = &[
-    "pc-q35",
-    "pc-q35-<version>",
-    "pc-i440fx",
-    "pc-i440fx-<version>",
-];
 
 /// Errors and warnings of one validation pass.
 #[derive(Debug, Default, PartialEq)]
@@ -131,6 +129,8 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
     let is_disk = |name: &str| template_disk(name) || spec.disks.iter().any(|d| d.name == name);
     out.errors
         .extend(check_cdroms(&cdroms_path, cdroms, &is_disk));
+    out.errors
+        .extend(volumes::volume_count_error(spec, template));
     let networks_path = spec_path.child("networks");
     let networks = bounded(&mut out, &networks_path, &spec.networks, MAX_NETWORKS);
     validate_networks(&mut out, &networks_path, networks);
@@ -140,6 +140,8 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
     if let Some(ci) = &spec.cloud_init {
         validate_cloud_init(&mut out, &spec_path.child("cloudInit"), ci);
     }
+    out.errors
+        .extend(machine_type_errors(spec, catalog.machine_types()));
     if let Some(domain) = &spec.domain {
         validate_domain(&mut out, &spec_path.child("domain"), domain);
     }
@@ -335,7 +337,8 @@ fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String], ha
 }
 
 fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
-    // Refused rather than carried through a Secret: KubeVirt refuses the same inline data.
+    // User data is refused rather than carried through a Secret: `secretRef` is the way to
+    // larger user data. Network data has no such field, so the reconciler carries it.
     if ci
         .user_data
         .as_ref()
@@ -376,15 +379,6 @@ fn validate_cloud_init(out: &mut Outcome, path: &FieldPath, ci: &CloudInit) {
 }
 
 fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
-    if let Some(t) = domain.machine.as_ref().and_then(|m| m.type_.as_deref())
-        && !is_machine_type(t)
-    {
-        out.errors.push(FieldError::not_supported(
-            &path.child("machine").child("type"),
-            t,
-            MACHINE_TYPES,
-        ));
-    }
     let bootloader = domain.firmware.as_ref().and_then(|f| f.bootloader.as_ref());
     if let Some(bl) = bootloader
         && bl.secure_boot == Some(true)
@@ -413,19 +407,8 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
     }
 }
 
-fn is_machine_type(t: &str) -> bool {
-    ["pc-q35", "pc-i440fx"].iter().any(|base| {
-        t == *base
-            || t.strip_prefix(base)
-                .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|version| {
-                    !version.is_empty()
-                        && version
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-                })
-    })
-}
+mod volumes;
+pub use volumes::MAX_VOLUMES;
 
 #[cfg(test)]
 mod tests;

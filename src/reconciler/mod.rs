@@ -36,7 +36,8 @@ use crate::api::names::{
     MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION,
 };
 
-/// The Secret key KubeVirt reads cloud-init user data from.
+/// The Secret keys KubeVirt reads cloud-init user and network data from.
 pub const USERDATA_KEY: &str = "userdata";
+pub const NETWORKDATA_KEY: &str = "networkdata";
 pub const RUN_STRATEGY_ALWAYS: &str = "Always";
 pub const RUN_STRATEGY_HALTED: &str = "Halted";

@@ -108,6 +108,12 @@ pub struct Operator {
     pub probes: u16,
 }
 
+/// `ALLOWED_BRIDGES` and `ALLOWED_VLANS` for the operators the tests start.
+pub const TEST_NETWORKS: [(&str, &str); 2] = [
+    ("ALLOWED_BRIDGES", "br0,br1,br7,br-prod,br-storage"),
+    ("ALLOWED_VLANS", "0-4094"),
+];
+
 impl Operator {
     pub fn start(cp: &ControlPlane, user: &User, identity: &str, extra: &[&str]) -> Operator {
         Self::start_with_env(cp, user, identity, extra, &[])
@@ -168,11 +174,19 @@ impl Operator {
             ]);
         }
         args.extend(extra.iter().map(OsString::from));
+        // The bridges and VLANs the tests' NetworkConfigurations use (none are allowed unset);
+        // a test's own env or flags win.
+        let mut env = env.to_vec();
+        for (name, value) in TEST_NETWORKS {
+            if !env.iter().any(|(n, _)| *n == name) {
+                env.push((name, value));
+            }
+        }
         let proc = Proc::spawn_with_env(
             "kubevirt-operator",
             Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
             args,
-            env,
+            &env,
             dir.join("operator.log"),
         )
         .expect("spawn operator");

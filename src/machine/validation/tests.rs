@@ -81,7 +81,8 @@ fn kubevirt_parity() {
         "domain": {"machine": {"type": "pc-q35"}, "firmware": {"bootloader": {"secureBoot": true, "efi": true}}},
     });
     assert_eq!(messages(ok), Vec::<String>::new());
-    let full = serde_json::json!({"disks": many_disks[..256], "networks": networks(32)});
+    // 255 disks and the template's root: 256 volumes, KubeVirt's most.
+    let full = serde_json::json!({"disks": many_disks[..255], "networks": networks(32)});
     assert_eq!(messages(full), Vec::<String>::new());
 }
 
@@ -268,6 +269,12 @@ fn cloud_init() {
 
 #[test]
 fn machine_types() {
+    let every = Catalog::default().with_machine_types(
+        crate::machine::machine_types::MachineTypes::parse("q35,pc,pc-*").expect("patterns"),
+    );
+    let with = |catalog: &Catalog, json| {
+        validate(&serde_json::from_value(json).expect("spec"), catalog).errors
+    };
     for ok in [
         "pc-q35",
         "pc-i440fx",
@@ -275,21 +282,35 @@ fn machine_types() {
         "pc-i440fx-2.12",
         "pc-q35-8.2",
     ] {
-        assert!(
-            check(serde_json::json!({"domain": {"machine": {"type": ok}}}))
-                .errors
-                .is_empty(),
-            "{ok}"
-        );
+        let json = serde_json::json!({"domain": {"machine": {"type": ok}}});
+        assert!(with(&every, json.clone()).is_empty(), "{ok}");
+        // KubeVirt's default configuration: q35 only (issue 25: i440fx VMs were refused).
+        let default = with(&Catalog::default(), json);
+        assert_eq!(default.is_empty(), !ok.starts_with("pc-i440fx"), "{ok}");
     }
     for bad in ["q35", "pc", "pc-q35-", "pc-q35x", "virt", "pc-q35-a b"] {
+        let json = serde_json::json!({"domain": {"machine": {"type": bad}}});
+        let got: Vec<String> = with(&every, json).iter().map(ToString::to_string).collect();
         assert_eq!(
-            messages(serde_json::json!({"domain": {"machine": {"type": bad}}})),
+            got,
             [format!(
                 r#"spec.domain.machine.type: Unsupported value: {bad:?}: supported values: "pc-i440fx", "pc-i440fx-<version>", "pc-q35", "pc-q35-<version>""#
             )],
         );
     }
+    // No type: the default, pc-q35, is what KubeVirt must accept.
+    let q35_less = Catalog::default().with_machine_types(
+        crate::machine::machine_types::MachineTypes::parse("pc").expect("patterns"),
+    );
+    assert_eq!(
+        with(&q35_less, serde_json::json!({}))
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            r#"spec.domain.machine.type: Unsupported value: "pc-q35": the operator's --allowed-machine-types (ALLOWED_MACHINE_TYPES) allows pc (KubeVirt gets "q35")"#
+        ]
+    );
 }
 
 #[test]

@@ -258,6 +258,8 @@ pub struct CloudInitNoCloud {
     pub network_data: Option<String>,
     #[serde(rename = "secretRef", default, skip_serializing_if = "Option::is_none")]
     pub user_data_secret_ref: Option<LocalObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data_secret_ref: Option<LocalObjectReference>,
 }
 
 // Inline user data may hold credentials; keep it out of Debug output (and so out of logs).
@@ -270,6 +272,7 @@ impl std::fmt::Debug for CloudInitNoCloud {
                 &self.network_data.as_ref().map(|_| "<redacted>"),
             )
             .field("user_data_secret_ref", &self.user_data_secret_ref)
+            .field("network_data_secret_ref", &self.network_data_secret_ref)
             .finish()
     }
 }

@@ -137,6 +137,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         network_configurations,
         storage_classes: &o.storage_classes,
         cloud_init_secret: secret_data,
+        network_policy: catalog.networks(),
     });
     let sourced = sourced_volumes(&name, &o.spec);
     if !o.cdi_installed && !sourced.is_empty() {

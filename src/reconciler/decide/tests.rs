@@ -30,6 +30,13 @@ fn machine(name: &str, spec: Value) -> Machine {
     m
 }
 
+/// Allows the NetworkConfiguration `lan` of [`observed`].
+fn lan_catalog() -> Catalog {
+    let vlans = crate::machine::network_policy::Vlans::parse("10").expect("vlans");
+    let policy = crate::machine::network_policy::NetworkPolicy::new(["br0".to_owned()], vlans);
+    Catalog::default().with_networks(policy)
+}
+
 fn observed(m: Machine) -> Observed {
     let spec = resolve(&m.spec, None, &Catalog::default()).spec;
     let mut ncs = BTreeMap::new();
@@ -280,7 +287,7 @@ fn attachments() {
                 },
             );
         }
-        let d = decide(&o, &Catalog::default(), &key());
+        let d = decide(&o, &lan_catalog(), &key());
         assert_eq!(d.attachments.len(), usize::from(writable), "case {i}");
         assert_eq!(d.vm.is_some(), writable, "case {i}");
         if !writable {
@@ -442,4 +449,22 @@ fn retain_disks_releases_what_is_ours_and_adoptions_are_listed() {
         .insert("m-root".into(), claim("m-root", Some(UID), Some("m")));
     let d = decide(&o, &Catalog::default(), &key());
     assert!(!d.retain && d.release.is_empty());
+}
+
+/// A Machine stored with a machine type KubeVirt refuses (no webhook ran, or it predates
+/// `--allowed-machine-types`) gets no VM KubeVirt would refuse: InvalidSpec naming the setting.
+#[test]
+fn a_stored_machine_type_outside_the_allow_list_makes_nothing() {
+    let m = machine(
+        "m",
+        json!({"template": "small", "domain": {"machine": {"type": "pc-i440fx"}}}),
+    );
+    let d = decide(&observed(m), &Catalog::default(), &key());
+    assert_eq!(reasons(&d), ["InvalidSpec"]);
+    assert!(d.vm.is_none() && d.claims.is_empty());
+    assert!(
+        format!("{:?}", d.problems).contains("ALLOWED_MACHINE_TYPES"),
+        "{:?}",
+        d.problems
+    );
 }

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
+use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
@@ -233,7 +234,14 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .filter_map(|dv| dv.unpack().ok())
         .collect();
     let derived = derived_secret_name(&name);
+    // Network data over the inline limit lives in the derived Secret too.
+    let large_network_data = spec
+        .cloud_init
+        .as_ref()
+        .and_then(|ci| ci.network_data.as_ref())
+        .is_some_and(|d| d.len() > MAX_INLINE_NETWORK_DATA);
     let derived_secret = if source_secret.is_some()
+        || large_network_data
         || vm
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))

@@ -1,6 +1,8 @@
 //! Cloud-init as KubeVirt's `cloudInitNoCloud` volume. Inline data is written as is; user data
 //! from a Secret is referenced, never copied into the VM. KubeVirt reads the key `userdata`, so a
-//! Secret that keeps it under another key is copied into a Secret derived for the Machine.
+//! Secret that keeps it under another key is copied into a Secret derived for the Machine. Network
+//! data over virt-api's inline limit (2048 bytes) goes into that derived Secret too, under
+//! `networkdata`, named by `networkDataSecretRef`: virt-api refuses it inline.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +13,9 @@ use kube::ResourceExt;
 use crate::api::Machine;
 use crate::api::machine::CloudInit;
 use crate::machine::resolve::DEFAULT_SECRET_KEY;
+use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
 use crate::reconciler::apis::kubevirt::{CloudInitNoCloud, LocalObjectReference, Volume};
-use crate::reconciler::{CLOUD_INIT_VOLUME, USERDATA_KEY};
+use crate::reconciler::{CLOUD_INIT_VOLUME, NETWORKDATA_KEY, USERDATA_KEY};
 
 use super::Problem;
 use super::meta::{derived_secret_name, owned_by_machine};
@@ -67,11 +70,27 @@ pub fn plan(
         problem: None,
     };
     let Some(ci) = ci else { return out };
+    let derived = derived_secret_name(&machine.name_any());
+    let mut data = BTreeMap::new();
     let mut source = CloudInitNoCloud {
         user_data: ci.user_data.clone(),
         network_data: ci.network_data.clone(),
-        user_data_secret_ref: None,
+        ..CloudInitNoCloud::default()
     };
+    if let Some(network) = ci
+        .network_data
+        .as_ref()
+        .filter(|d| d.len() > MAX_INLINE_NETWORK_DATA)
+    {
+        data.insert(
+            NETWORKDATA_KEY.to_owned(),
+            ByteString(network.as_bytes().to_vec()),
+        );
+        source.network_data = None;
+        source.network_data_secret_ref = Some(LocalObjectReference {
+            name: derived.clone(),
+        });
+    }
     if let Some((name, key)) = secret_source(Some(ci)) {
         match secret {
             None | Some(SecretData::Missing) => {
@@ -92,20 +111,21 @@ pub fn plan(
                     name: name.to_owned(),
                 });
             }
-            Some(SecretData::Present(data)) => {
-                let derived = derived_secret_name(&machine.name_any());
-                out.derived_secret = Some(Secret {
-                    metadata: owned_by_machine(machine, derived.clone()),
-                    type_: Some("Opaque".to_owned()),
-                    data: Some(BTreeMap::from([(
-                        USERDATA_KEY.to_owned(),
-                        ByteString(data.to_vec()),
-                    )])),
-                    ..Secret::default()
+            Some(SecretData::Present(bytes)) => {
+                data.insert(USERDATA_KEY.to_owned(), ByteString(bytes.to_vec()));
+                source.user_data_secret_ref = Some(LocalObjectReference {
+                    name: derived.clone(),
                 });
-                source.user_data_secret_ref = Some(LocalObjectReference { name: derived });
             }
         }
+    }
+    if !data.is_empty() {
+        out.derived_secret = Some(Secret {
+            metadata: owned_by_machine(machine, derived),
+            type_: Some("Opaque".to_owned()),
+            data: Some(data),
+            ..Secret::default()
+        });
     }
     if source == CloudInitNoCloud::default() {
         return out;

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
+use crate::machine::network_policy::NetworkPolicy;
 
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
@@ -34,6 +35,8 @@ pub struct Inputs<'a> {
     pub storage_classes: &'a BTreeSet<String>,
     /// The cloud-init Secret's data when the spec takes user data from a Secret.
     pub cloud_init_secret: Option<SecretData<'a>>,
+    /// The bridges and VLANs attachments may use (`--allowed-bridges`, `--allowed-vlans`).
+    pub network_policy: &'a NetworkPolicy,
 }
 
 #[derive(Debug, Default)]
@@ -80,7 +83,7 @@ pub fn derive(inputs: &Inputs) -> Desired {
                 network: n.name.clone(),
                 network_name: n.network_name.clone(),
             }),
-            Some(nc) => match network::attachment(nc) {
+            Some(nc) => match network::attachment(nc, inputs.network_policy) {
                 Ok(nad) => out.attachments.push(nad),
                 Err(e) => out.problems.push(Problem::NetworkInvalid {
                     network_name: n.network_name.clone(),

@@ -1,5 +1,7 @@
 //! Networks: a Multus NetworkAttachmentDefinition per NetworkConfiguration, and the VM's
-//! interfaces and networks that use them (or the pod network when the Machine names none).
+//! interfaces and networks that use them (or the pod network when the Machine names none). The
+//! admin's allow-lists are applied again here: a NetworkConfiguration stored while no webhook
+//! ran (or before the lists changed) never becomes an attachment outside them.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,8 @@ use kube::ResourceExt;
 use crate::api::NetworkConfiguration;
 use crate::api::machine::Network;
 use crate::api::names::{MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL};
+use crate::machine::field_error::join;
+use crate::machine::network_policy::NetworkPolicy;
 use crate::reconciler::apis::kubevirt::{self, Empty, Interface, MultusNetwork};
 use crate::reconciler::apis::multus::{
     BridgeCniConfig, CNI_VERSION, NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec,
@@ -18,34 +22,33 @@ use super::meta::controller_ref;
 
 /// Name of the pod network's interface when the Machine has no networks.
 pub const POD_NETWORK: &str = "default";
-const MAX_VLAN: i64 = 4094;
 
-/// Why a NetworkConfiguration cannot be turned into an attachment.
+/// Why a NetworkConfiguration cannot be turned into an attachment: the webhook's own words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidNetwork {
-    #[error("NetworkConfiguration {0:?} has no bridge")]
-    NoBridge(String),
-    #[error("NetworkConfiguration {0:?} has VLAN {1}, outside 0-4094")]
-    Vlan(String, i64),
+#[error("NetworkConfiguration {name:?} is refused: {errors}")]
+pub struct InvalidNetwork {
+    pub name: String,
+    pub errors: String,
 }
 
 /// The NetworkAttachmentDefinition for `nc`: bridge CNI on its bridge, tagged with its VLAN
-/// (untagged for VLAN 0), named after it and owned by it.
+/// (untagged for VLAN 0), named after it and owned by it; refused outside `policy`.
 pub fn attachment(
     nc: &NetworkConfiguration,
+    policy: &NetworkPolicy,
 ) -> Result<NetworkAttachmentDefinition, InvalidNetwork> {
     let name = nc.name_any();
-    let bridge = nc
-        .spec
-        .bridge
-        .clone()
-        .filter(|b| !b.is_empty())
-        .ok_or_else(|| InvalidNetwork::NoBridge(name.clone()))?;
-    let vlan = match nc.spec.vlan.unwrap_or(0) {
-        0 => None,
-        v @ 1..=MAX_VLAN => Some(v as u16),
-        v => return Err(InvalidNetwork::Vlan(name, v)),
+    let errors = policy.check(&nc.spec);
+    let (Some(bridge), true) = (nc.spec.bridge.clone(), errors.is_empty()) else {
+        return Err(InvalidNetwork {
+            name,
+            errors: join(&errors),
+        });
     };
+    // Checked above: 0-4094.
+    let vlan = u16::try_from(nc.spec.vlan.unwrap_or(0))
+        .ok()
+        .filter(|v| *v != 0);
     let config = BridgeCniConfig {
         cni_version: CNI_VERSION.to_owned(),
         name: name.clone(),

@@ -111,18 +111,14 @@ fn to_u32(v: i64) -> Option<u32> {
     u32::try_from(v).ok()
 }
 
-/// `pc-q35` and `pc-i440fx` are QEMU's aliases `q35` and `pc`; versioned names pass through.
+/// The machine type as KubeVirt gets it (what `--allowed-machine-types` is matched against).
 pub fn kubevirt_machine_type(domain: &Domain) -> String {
     let t = domain
         .machine
         .as_ref()
         .and_then(|m| m.type_.as_deref())
         .unwrap_or(DEFAULT_MACHINE_TYPE);
-    match t {
-        "pc-q35" => "q35".to_owned(),
-        "pc-i440fx" => "pc".to_owned(),
-        other => other.to_owned(),
-    }
+    crate::machine::machine_types::kubevirt_name(t).to_owned()
 }
 
 /// Only what the Machine sets is written; KubeVirt's defaults stand for the rest.
@@ -207,9 +203,11 @@ fn apply_boot_order(
 /// Whether `vm` takes its cloud-init user data from Secret `secret`.
 pub fn references_secret(vm: &VirtualMachine, secret: &str) -> bool {
     vm.spec.template.spec.volumes.iter().any(|v| {
-        v.cloud_init_no_cloud
-            .as_ref()
-            .and_then(|c| c.user_data_secret_ref.as_ref())
-            .is_some_and(|r| r.name == secret)
+        v.cloud_init_no_cloud.as_ref().is_some_and(|c| {
+            [&c.user_data_secret_ref, &c.network_data_secret_ref]
+                .into_iter()
+                .flatten()
+                .any(|r| r.name == secret)
+        })
     })
 }

@@ -65,6 +65,7 @@ fn derived(m: &Machine) -> Desired {
         network_configurations: &BTreeMap::new(),
         storage_classes: &scs,
         cloud_init_secret: None,
+        network_policy: &Default::default(),
     })
 }
 
@@ -260,6 +261,7 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         network_configurations: &BTreeMap::new(),
         storage_classes: &BTreeSet::new(),
         cloud_init_secret: None,
+        network_policy: &Default::default(),
     });
     assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);
 }

@@ -66,6 +66,60 @@ fn a_secret_with_another_key_is_copied_into_a_derived_secret() {
     assert!(!format!("{:?}", d.problems).contains("top-secret"));
 }
 
+/// Issue 25: virt-api refuses inline networkData over 2048 bytes (we wrote up to 16 KiB); larger
+/// network data goes through the derived Secret, beside user data copied there or not.
+#[test]
+fn network_data_over_2048_bytes_goes_through_the_derived_secret() {
+    let volume = |d: &Desired| {
+        vm_json(d)["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"].clone()
+    };
+    let at_limit = machine("m", json!({"cloudInit": {"networkData": "n".repeat(2048)}}));
+    let d = derive_with(&at_limit, &World::empty(), None);
+    assert!(d.secret.is_none());
+    assert_eq!(volume(&d), json!({"networkData": "n".repeat(2048)}));
+
+    let big = "n".repeat(3000);
+    let inline_user = machine(
+        "m",
+        json!({"cloudInit": {"userData": "#cloud-config", "networkData": big}}),
+    );
+    let d = derive_with(&inline_user, &World::empty(), None);
+    let data = d
+        .secret
+        .as_ref()
+        .and_then(|s| s.data.clone())
+        .expect("derived");
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["networkdata"]);
+    assert_eq!(data["networkdata"].0, big.as_bytes());
+    assert_eq!(
+        volume(&d),
+        json!({"userData": "#cloud-config", "networkDataSecretRef": {"name": "m-cloudinit"}})
+    );
+    assert!(!vm_json(&d).to_string().contains(&big));
+
+    let copied_user = machine(
+        "m",
+        json!({"cloudInit": {"secretRef": {"name": "boot", "key": "cfg"}, "networkData": big}}),
+    );
+    let d = derive_with(
+        &copied_user,
+        &World::empty(),
+        Some(SecretData::Present(b"ud")),
+    );
+    let data = d
+        .secret
+        .as_ref()
+        .and_then(|s| s.data.clone())
+        .expect("derived");
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["networkdata", "userdata"]);
+    assert_eq!(
+        volume(&d),
+        json!({"secretRef": {"name": "m-cloudinit"}, "networkDataSecretRef": {"name": "m-cloudinit"}})
+    );
+    let vm: VirtualMachine = serde_json::from_value(vm_json(&d)).expect("VM");
+    assert!(super::super::vm::references_secret(&vm, "m-cloudinit"));
+}
+
 #[test]
 fn a_missing_secret_or_key_holds_back_the_vm() {
     let m = machine(

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::NetworkConfigurationSpec;
+use crate::machine::network_policy::Vlans;
 use crate::machine::{Catalog, resolve};
 
 pub(super) const UID: &str = "0a1b2c3d-0000-4000-8000-000000000001";
@@ -52,6 +53,12 @@ impl World {
     }
 }
 
+/// Every bridge these tests use, and every VLAN.
+pub(super) fn test_networks() -> NetworkPolicy {
+    let bridges = ["br0", "br1", "br9", "br-prod", "br-storage"].map(str::to_owned);
+    NetworkPolicy::new(bridges, Vlans::parse("0-4094").expect("vlans"))
+}
+
 pub(super) fn derive_with(m: &Machine, world: &World, secret: Option<SecretData>) -> Desired {
     let spec = resolve(&m.spec, None, &Catalog::default()).spec;
     derive(&Inputs {
@@ -60,6 +67,7 @@ pub(super) fn derive_with(m: &Machine, world: &World, secret: Option<SecretData>
         network_configurations: &world.ncs,
         storage_classes: &world.scs,
         cloud_init_secret: secret,
+        network_policy: &test_networks(),
     })
 }
 
@@ -317,6 +325,35 @@ fn a_network_configuration_without_bridge_is_a_network_failure() {
     );
     assert!(
         matches!(&d.problems[..], [Problem::NetworkInvalid { message, .. }] if message.contains("5000"))
+    );
+}
+
+/// Issue 25: a NetworkConfiguration stored while no webhook ran kept any bridge and VLAN; the
+/// reconciler wrote its attachment all the same.
+#[test]
+fn a_network_outside_the_allow_lists_becomes_no_attachment() {
+    let m = machine(
+        "m",
+        json!({"networks": [{"name": "eth0", "networkName": "mgmt"}]}),
+    );
+    let world = World::empty().with_nc(nc("mgmt", Some("cni0"), Some(7)));
+    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    let policy = NetworkPolicy::new(["br0".to_owned()], Vlans::parse("100-199").expect("vlans"));
+    let d = derive(&Inputs {
+        machine: &m,
+        spec: &spec,
+        network_configurations: &world.ncs,
+        storage_classes: &world.scs,
+        cloud_init_secret: None,
+        network_policy: &policy,
+    });
+    assert!(d.attachments.is_empty() && d.vm.is_none());
+    assert_eq!(
+        d.problems,
+        [Problem::NetworkInvalid {
+            network_name: "mgmt".into(),
+            message: r#"NetworkConfiguration "mgmt" is refused: [spec.bridge: Unsupported value: "cni0": the operator's --allowed-bridges (ALLOWED_BRIDGES) allows br0, spec.vlan: Unsupported value: 7: the operator's --allowed-vlans (ALLOWED_VLANS) allows 100-199 (0: untagged)]"#.into(),
+        }]
     );
 }
 
