@@ -263,42 +263,6 @@ fn the_webhook_service_name_follows_renames() {
     );
 }
 
-/// Issue 25: the admin's lists reach the operator from the chart and the manifests alike, and
-/// allow no bridge, untagged traffic and KubeVirt's default machine types until set.
-#[test]
-fn the_admins_allow_lists_reach_the_operator() {
-    let lists = |objs: &[Value]| {
-        let d = one(objs, "Deployment");
-        ["ALLOWED_BRIDGES", "ALLOWED_VLANS", "ALLOWED_MACHINE_TYPES"].map(|n| env(d, n))
-    };
-    let defaults = [Some(""), Some("0"), Some("q35*,pc-q35*")].map(|v| v.map(str::to_owned));
-    assert_eq!(lists(&docs(&helm_template(&[], &[]))), defaults);
-    assert_eq!(
-        lists(&docs(&kustomize(&chart::repo("manifests")))),
-        defaults
-    );
-    let set = helm_template(
-        &[],
-        &[
-            "--set",
-            "allowedBridges={br-vms,br-prod}",
-            "--set-string",
-            "allowedVlans=0\\,100-199\\,300",
-            "--set-string",
-            "allowedMachineTypes=q35*\\,pc-q35-rhel9*",
-        ],
-    );
-    assert_eq!(
-        lists(&docs(&set)),
-        [
-            Some("br-vms,br-prod"),
-            Some("0,100-199,300"),
-            Some("q35*,pc-q35-rhel9*")
-        ]
-        .map(|v| v.map(str::to_owned))
-    );
-}
-
 /// cert-manager mode: the chart's webhook configurations are the ones the operator writes in
 /// self-managed mode (src/certs/webhook_config.rs), with cert-manager's CA injection.
 #[test]
