@@ -101,12 +101,7 @@ impl AccessReviewer {
                 }
             })
             .collect();
-        let lookups = stream::iter(lookups)
-            .buffer_unordered(MAX_IN_FLIGHT)
-            .try_collect::<Vec<Option<String>>>();
-        let found = tokio::time::timeout_at(deadline, lookups)
-            .await
-            .map_err(|_| AccessError::ClaimTimeout)??;
+        let found = lookup_all(lookups, deadline, AccessError::ClaimTimeout).await?;
         Ok(found.into_iter().flatten().collect())
     }
 
@@ -149,12 +144,7 @@ impl AccessReviewer {
                 }
             })
             .collect();
-        let lookups = stream::iter(lookups)
-            .buffer_unordered(MAX_IN_FLIGHT)
-            .try_collect::<Vec<(Ref, Target)>>();
-        let found = tokio::time::timeout_at(deadline, lookups)
-            .await
-            .map_err(|_| AccessError::DataSourceTimeout)??;
+        let found = lookup_all(lookups, deadline, AccessError::DataSourceTimeout).await?;
         Ok(found.into_iter().collect())
     }
 
@@ -201,6 +191,24 @@ impl AccessReviewer {
         }
         Ok(allowed)
     }
+}
+
+/// Runs the reads `lookups` at most [`MAX_IN_FLIGHT`] at a time, in any order, by `deadline`;
+/// the first failure, or `late` past the deadline, is the error.
+async fn lookup_all<T, F>(
+    lookups: Vec<F>,
+    deadline: tokio::time::Instant,
+    late: AccessError,
+) -> Result<Vec<T>, AccessError>
+where
+    F: Future<Output = Result<T, AccessError>>,
+{
+    let all = stream::iter(lookups)
+        .buffer_unordered(MAX_IN_FLIGHT)
+        .try_collect::<Vec<T>>();
+    tokio::time::timeout_at(deadline, all)
+        .await
+        .map_err(|_| late)?
 }
 
 /// The review kube-apiserver answers for `user` doing `p`.

@@ -124,31 +124,18 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     // 2. The disks, by name: deleted, or kept and released (retain-disks, orphan deletion): their
     // proof then names a Machine that is gone, so a Machine of this name may adopt them.
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let retain = keeps_disks(machine);
-    let uid = machine.uid();
+    let settling = Settling {
+        client: &client,
+        ns: &ns,
+        machine,
+        key,
+        retain: keeps_disks(machine),
+    };
     for disk in &spec.disks {
         let claim_name = pvc_name(&name, &disk.name);
-        let Some(claim) = pvcs.get_metadata_opt(&claim_name).await? else {
-            continue;
-        };
-        let m = &claim.metadata;
-        if !ours("PersistentVolumeClaim", m, machine, key) || m.deletion_timestamp.is_some() {
-            continue;
-        }
-        let references = release_of(Kind::Claim, m, uid.as_deref()).is_some();
-        match fate(retain, true, references) {
-            Fate::Keep => {
-                if let Some(r) = keep(Kind::Claim, m, MachineRef::of(machine), key) {
-                    disks::release(&client, &ns, &r).await?;
-                }
-            }
-            Fate::Delete => {
-                if let Some(claim_uid) = m.uid.clone() {
-                    delete_exact(&pvcs, &claim_name, claim_uid).await?;
-                    tracing::info!(pvc = %claim_name, "deleted disk");
-                }
-            }
-        }
+        settling
+            .settle(&pvcs, Kind::Claim, &claim_name, true)
+            .await?;
     }
 
     // The DataVolumes (disks with a source, CD-ROMs) likewise; CDI's claims go with them.
@@ -157,27 +144,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
         let volumes = sourced_volumes(&name, &spec);
         for v in &volumes {
-            let Some(dv) = dvs.get_metadata_opt(&v.claim_name).await? else {
-                continue;
-            };
-            let m = &dv.metadata;
-            if !ours("DataVolume", m, machine, key) || m.deletion_timestamp.is_some() {
-                continue;
-            }
-            let references = release_of(Kind::DataVolume, m, uid.as_deref()).is_some();
-            match fate(retain, v.disk, references) {
-                Fate::Keep => {
-                    if let Some(r) = keep(Kind::DataVolume, m, MachineRef::of(machine), key) {
-                        disks::release(&client, &ns, &r).await?;
-                    }
-                }
-                Fate::Delete => {
-                    if let Some(dv_uid) = m.uid.clone() {
-                        delete_exact(&dvs, &v.claim_name, dv_uid).await?;
-                        tracing::info!(data_volume = %v.claim_name, "deleted DataVolume");
-                    }
-                }
-            }
+            (settling.settle(&dvs, Kind::DataVolume, &v.claim_name, v.disk)).await?;
         }
         // A removed CD-ROM's, if the live Machine had not deleted it yet (cached, ours only).
         let leftovers = ctx.stores.data_volumes.state_filter(|dv| {
@@ -237,6 +204,49 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     ctx.per_machine.forget(&format!("{ns}/{name}"));
     tracing::info!("cleanup finished, finalizer removed");
     Ok(())
+}
+
+/// What cleanup needs to settle one of the Machine's claims or DataVolumes.
+struct Settling<'a> {
+    client: &'a kube::Client,
+    ns: &'a str,
+    machine: &'a Machine,
+    key: &'a OwnershipKey,
+    /// retain-disks or an orphan deletion ([`keeps_disks`]).
+    retain: bool,
+}
+
+impl Settling<'_> {
+    /// The object `name` (a `disk`'s, or a CD-ROM's), read by name: left alone unless ours and
+    /// not already going; then kept and released, or deleted, as [`fate`] says.
+    async fn settle<K>(&self, api: &Api<K>, kind: Kind, name: &str, disk: bool) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let Some(found) = api.get_metadata_opt(name).await? else {
+            return Ok(());
+        };
+        let m = &found.metadata;
+        let ours = ours(&K::kind(&()), m, self.machine, self.key);
+        if !ours || m.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let references = release_of(kind, m, self.machine.uid().as_deref()).is_some();
+        match fate(self.retain, disk, references) {
+            Fate::Keep => {
+                if let Some(r) = keep(kind, m, MachineRef::of(self.machine), self.key) {
+                    disks::release(self.client, self.ns, &r).await?;
+                }
+            }
+            Fate::Delete => {
+                if let Some(uid) = m.uid.clone() {
+                    delete_exact(api, name, uid).await?;
+                    tracing::info!(object = %name, kind = kind.as_str(), "deleted");
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A VMI holds the deletion only if a VirtualMachine of the Machine's name controls it (the

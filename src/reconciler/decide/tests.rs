@@ -19,6 +19,8 @@ use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 mod data_volumes;
+mod retain;
+mod secrets;
 
 const UID: &str = "uid-m";
 
@@ -296,47 +298,6 @@ fn attachments() {
     }
 }
 
-/// The same verdicts whether the derived Secret was read now or is remembered from this
-/// process's last write (its metadata, annotations and all, is the evidence either way).
-#[test]
-fn derived_secrets() {
-    for (e, remembered) in ALL.into_iter().flat_map(|e| [(e, false), (e, true)]) {
-        let mut o = observed(machine(
-            "m",
-            json!({"template": "small", "cloudInit": {"secretRef": {"name": "src", "key": "ud"}}}),
-        ));
-        o.source_secret = Some(Secret {
-            data: Some(BTreeMap::from([(
-                "ud".to_owned(),
-                ByteString(b"#cloud-config".to_vec()),
-            )])),
-            ..Secret::default()
-        });
-        let found = existing(e).map(|(c, l)| meta("Secret", "m-cloudinit", c, l));
-        o.derived_secret = if remembered {
-            Derived::Remembered(Known::of(found.as_ref()))
-        } else {
-            Derived::Read(found.map(|metadata| {
-                Box::new(Secret {
-                    metadata,
-                    ..Secret::default()
-                })
-            }))
-        };
-        let d = decide(&o, &Catalog::default(), &key());
-        let writable = matches!(e, Absent | Ours);
-        assert_eq!(
-            d.secret.is_some(),
-            writable,
-            "{e:?} remembered={remembered}"
-        );
-        assert_eq!(d.vm.is_some(), writable, "{e:?} remembered={remembered}");
-        if !writable {
-            assert_eq!(reasons(&d), ["SecretConflict"], "{e:?}");
-        }
-    }
-}
-
 #[test]
 fn without_multus_only_machines_with_networks_wait() {
     let mut o = observed(machine(
@@ -411,44 +372,6 @@ fn an_invalid_spec_makes_nothing() {
     let d = decide(&o, &Catalog::default(), &key());
     assert_eq!(reasons(&d), ["TemplateNotFound"]);
     assert!(d.claims.is_empty() && d.vm.is_none() && !d.add_finalizer);
-}
-
-#[test]
-fn retain_disks_releases_what_is_ours_and_adoptions_are_listed() {
-    let mut m = machine("m", json!({"template": "small"}));
-    m.metadata.annotations = Some(BTreeMap::from([(
-        RETAIN_DISKS_ANNOTATION.to_owned(),
-        "true".to_owned(),
-    )]));
-    let mut o = observed(m);
-    o.claims
-        .insert("m-root".into(), claim("m-root", Some(UID), Some("m")));
-    let d = decide(&o, &Catalog::default(), &key());
-    assert!(d.retain);
-    let released: Vec<(&str, usize)> = (d.release.iter())
-        .map(|r| (r.name.as_str(), r.owners.len()))
-        .collect();
-    assert_eq!(
-        released,
-        [("m-root", 0)],
-        "its one reference, the Machine's, goes"
-    );
-    assert_eq!(d.claims[0].metadata.owner_references, None);
-    assert!(d.adopting.is_empty());
-
-    // Released by us for a Machine of this name that is gone: adopted, nothing to release.
-    o.claims
-        .insert("m-root".into(), claim("m-root", None, Some("m")));
-    let d = decide(&o, &Catalog::default(), &key());
-    assert!(d.release.is_empty());
-    assert_eq!(d.adopting, [(Kind::Claim, "m-root".to_owned())]);
-
-    // Without retain-disks nothing is released.
-    let mut o = observed(machine("m", json!({"template": "small"})));
-    o.claims
-        .insert("m-root".into(), claim("m-root", Some(UID), Some("m")));
-    let d = decide(&o, &Catalog::default(), &key());
-    assert!(!d.retain && d.release.is_empty());
 }
 
 /// A Machine stored with a machine type KubeVirt refuses (no webhook ran, or it predates
