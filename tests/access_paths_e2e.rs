@@ -211,4 +211,34 @@ async fn access_is_checked_on_every_path() {
         "{sent} SubjectAccessReviews for one refused review"
     );
     assert_eq!(sent, 0, "refused before asking");
+
+    // 4. A stream of hostile reviews straight to the webhook (any pod can send them, naming any
+    // user): refused at once when over the limit, and at the limit under ever-new names, so
+    // neither the cache nor one user's share helps them. A legitimate checked write succeeds.
+    grant(
+        &admin,
+        ns,
+        "grace",
+        vec![
+            write_machines,
+            k8s_openapi::api::rbac::v1::PolicyRule {
+                resource_names: Some(vec!["golden".into()]),
+                ..rule("cdi.kubevirt.io", "datavolumes/source", &["create"])
+            },
+        ],
+    )
+    .await;
+    let grace = cp.client_for(&user("grace")).await.expect("grace");
+    let stream = access::stream::Stream::start(&admin, ns).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let legit = machine(
+        "during-stream",
+        json!({"template": "small", "disks": [{"name": "root", "source": {"pvc": {"name": "golden"}}}]}),
+    );
+    let written = machines(&grace, ns)
+        .create(&PostParams::default(), &legit)
+        .await;
+    let answered = stream.stop().await;
+    written.expect("a legitimate checked write during the stream");
+    answered.assert_streamed();
 }

@@ -1,17 +1,18 @@
 //! What keeps the access check cheap and fair under a stream of reviews: verdicts remembered for
-//! a few seconds per (user, groups, uid, extra, attributes), and a share of the calls in flight
-//! per requesting user, so one user's reviews cannot starve another's.
+//! a few seconds per (user, groups, uid, extra, attributes), and the calls in flight (reviews and
+//! the look-ups made for them) shared in turn by requesting user, so one user's reviews, or a
+//! stream of reviews under ever-new names, cannot starve another's.
 //!
 //! A remembered verdict is at most [`VERDICT_TTL`] old: a right revoked that long ago still
 //! counts as granted for that long (RBAC caches in kube-apiserver's own authorizers behave
 //! alike). The cache is bounded ([`MAX_VERDICTS`]); when full, expired entries go first, then it
 //! is cleared (a burst of distinct reviews costs calls, never memory).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::oneshot;
 
 use super::{Permission, UserInfo};
 
@@ -19,9 +20,6 @@ use super::{Permission, UserInfo};
 pub const VERDICT_TTL: Duration = Duration::from_secs(5);
 /// Verdicts remembered at most.
 pub const MAX_VERDICTS: usize = 4096;
-/// Calls one requesting user keeps in flight at most, of the reviewer's
-/// [`MAX_IN_FLIGHT`](super::review::MAX_IN_FLIGHT).
-pub const PER_USER_IN_FLIGHT: usize = 4;
 
 /// Who asks and what, as a SubjectAccessReview would: the cache's key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -82,33 +80,140 @@ impl Verdicts {
     }
 }
 
-/// Each requesting user's share of the calls in flight.
+/// The calls to kube-apiserver in flight at once, over every requesting user.
+pub const MAX_CALLS: usize = 16;
+/// Waiters kept before the ones whose review already gave up are swept.
+const SWEEP_AT: usize = 4096;
+
+/// Every requesting user's turn at the [`MAX_CALLS`] calls in flight: a freed slot goes to the
+/// next user in rotation, so a user with one call waits behind at most one call of each other
+/// waiting user, however many calls they queued (fair queueing by user).
 #[derive(Default)]
 pub struct Shares {
-    per_user: Mutex<HashMap<String, Arc<Semaphore>>>,
+    state: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    in_flight: usize,
+    /// Users with waiters, in turn order; each user's waiters in arrival order.
+    turns: VecDeque<(String, VecDeque<oneshot::Sender<()>>)>,
+    waiting: usize,
+}
+
+/// A slot in flight; the next waiter in rotation gets it when dropped.
+pub struct Share {
+    shares: Arc<Shares>,
+}
+
+/// A waiter; dropped unserved (its review gave up), it hands on a slot sent to it meanwhile.
+struct Waiting {
+    rx: oneshot::Receiver<()>,
+    shares: Arc<Shares>,
+    served: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.served {
+            self.rx.close();
+            if self.rx.try_recv().is_ok() {
+                self.shares.release();
+            }
+        }
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.shares.release();
+    }
 }
 
 impl Shares {
-    fn semaphore(&self, user: &str) -> Arc<Semaphore> {
-        let Ok(mut map) = self.per_user.lock() else {
-            // A poisoned map still shares: one semaphore for this call alone.
-            return Arc::new(Semaphore::new(PER_USER_IN_FLIGHT));
+    /// Waits for `user`'s turn at a slot. A waiter dropped (its review gave up at the deadline)
+    /// leaves the queue without taking a slot.
+    pub async fn acquire(self: &Arc<Self>, user: &str) -> Option<Share> {
+        let rx = {
+            let mut q = self.state.lock().ok()?;
+            // Free slots with only abandoned waiters queued: hand them on, skipping those.
+            while q.in_flight < MAX_CALLS {
+                let Some(tx) = q.next_waiter() else { break };
+                q.in_flight += 1;
+                if tx.send(()).is_err() {
+                    q.in_flight -= 1;
+                }
+            }
+            if q.in_flight < MAX_CALLS {
+                q.in_flight += 1;
+                return Some(Share {
+                    shares: self.clone(),
+                });
+            }
+            let (tx, rx) = oneshot::channel();
+            q.enqueue(user, tx);
+            rx
         };
-        // Users with nothing in flight are forgotten, so the map holds only active users.
-        map.retain(|_, s| Arc::strong_count(s) > 1);
-        map.entry(user.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(PER_USER_IN_FLIGHT)))
-            .clone()
+        let mut waiting = Waiting {
+            rx,
+            shares: self.clone(),
+            served: false,
+        };
+        // The releaser counted the slot as ours when it sent.
+        (&mut waiting.rx).await.ok()?;
+        waiting.served = true;
+        Some(Share {
+            shares: self.clone(),
+        })
     }
 
-    /// Waits for one of `user`'s [`PER_USER_IN_FLIGHT`] slots.
-    pub async fn acquire(&self, user: &str) -> Option<OwnedSemaphorePermit> {
-        self.semaphore(user).acquire_owned().await.ok()
+    fn release(&self) {
+        let Ok(mut q) = self.state.lock() else {
+            return;
+        };
+        q.in_flight -= 1;
+        while let Some(tx) = q.next_waiter() {
+            q.in_flight += 1;
+            if tx.send(()).is_ok() {
+                return;
+            }
+            q.in_flight -= 1;
+        }
     }
 
-    /// Users with calls in flight or waiting.
-    pub fn active(&self) -> usize {
-        self.per_user.lock().map(|m| m.len()).unwrap_or_default()
+    /// Users with calls waiting.
+    pub fn waiting_users(&self) -> usize {
+        self.state.lock().map(|q| q.turns.len()).unwrap_or_default()
+    }
+}
+
+impl Queue {
+    fn enqueue(&mut self, user: &str, tx: oneshot::Sender<()>) {
+        if self.waiting >= SWEEP_AT {
+            for (_, waiters) in &mut self.turns {
+                waiters.retain(|w| !w.is_closed());
+            }
+            self.turns.retain(|(_, w)| !w.is_empty());
+            self.waiting = self.turns.iter().map(|(_, w)| w.len()).sum();
+        }
+        self.waiting += 1;
+        match self.turns.iter_mut().find(|(u, _)| u == user) {
+            Some((_, waiters)) => waiters.push_back(tx),
+            None => self
+                .turns
+                .push_back((user.to_owned(), VecDeque::from([tx]))),
+        }
+    }
+
+    /// The first waiter of the user whose turn it is; that user goes to the back of the line.
+    fn next_waiter(&mut self) -> Option<oneshot::Sender<()>> {
+        let (user, mut waiters) = self.turns.pop_front()?;
+        let tx = waiters.pop_front();
+        self.waiting -= 1;
+        if !waiters.is_empty() {
+            self.turns.push_back((user, waiters));
+        }
+        tx
     }
 }
 
@@ -179,22 +284,59 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn one_user_holds_at_most_its_share_and_another_still_gets_in() {
-        let shares = Shares::default();
+    async fn a_freed_slot_goes_to_the_next_user_in_turn_however_many_another_queued() {
+        let shares = Arc::new(Shares::default());
         let mut held = Vec::new();
-        for _ in 0..PER_USER_IN_FLIGHT {
-            held.push(shares.acquire("mallory").await.expect("permit"));
+        for _ in 0..MAX_CALLS {
+            held.push(shares.acquire("mallory").await.expect("slot"));
         }
-        let more = tokio::time::timeout(Duration::from_millis(50), shares.acquire("mallory"));
-        assert!(more.await.is_err(), "mallory's share is used up");
-        let other = tokio::time::timeout(Duration::from_millis(50), shares.acquire("alice"));
+        let mut mallory: Vec<_> = (0..100)
+            .map(|_| Box::pin(shares.acquire("mallory")))
+            .collect();
+        for waiter in &mut mallory {
+            assert!(futures::poll!(waiter).is_pending(), "all slots are taken");
+        }
+        let mut alice = Box::pin(shares.acquire("alice"));
+        assert!(futures::poll!(&mut alice).is_pending());
+        assert_eq!(shares.waiting_users(), 2);
+        // Two slots freed: one to mallory's first waiter, the next to alice, whose turn it is.
+        held.pop();
+        held.pop();
+        let first = futures::poll!(&mut mallory[0]);
+        let second = futures::poll!(&mut alice);
+        assert!(matches!(first, std::task::Poll::Ready(Some(_))));
         assert!(
-            other.await.is_ok_and(|p| p.is_some()),
-            "alice still gets in"
+            matches!(second, std::task::Poll::Ready(Some(_))),
+            "alice's turn"
         );
+        assert!(
+            futures::poll!(&mut mallory[1]).is_pending(),
+            "no third slot"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_gives_up_takes_no_slot_with_it() {
+        let shares = Arc::new(Shares::default());
+        let mut held = Vec::new();
+        for _ in 0..MAX_CALLS {
+            held.push(shares.acquire("a").await.expect("slot"));
+        }
+        // Abandoned before and after a slot was sent to them.
+        let mut before = Box::pin(shares.acquire("b"));
+        assert!(futures::poll!(&mut before).is_pending());
+        let mut after = Box::pin(shares.acquire("c"));
+        assert!(futures::poll!(&mut after).is_pending());
+        drop(before);
+        held.pop(); // sent to c, who never looks
+        drop(after);
         drop(held);
-        // Users with nothing in flight are forgotten.
-        let _p = shares.acquire("carol").await;
-        assert_eq!(shares.active(), 1);
+        // Every slot is free again.
+        let mut again = Vec::new();
+        for _ in 0..MAX_CALLS {
+            let slot = tokio::time::timeout(Duration::from_secs(1), shares.acquire("d"));
+            again.push(slot.await.expect("a free slot").expect("slot"));
+        }
+        assert_eq!(shares.waiting_users(), 0);
     }
 }

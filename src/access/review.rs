@@ -57,7 +57,7 @@ pub struct AccessReviewer {
     client: Client,
     /// Verdicts of the last few seconds ([`fairness`](super::fairness)).
     verdicts: Arc<Mutex<Verdicts>>,
-    /// Each requesting user's share of the reviews in flight.
+    /// The calls in flight, shared in turn by requesting user.
     shares: Arc<Shares>,
 }
 
@@ -71,10 +71,11 @@ impl AccessReviewer {
         }
     }
 
-    /// Which of the claims `names` exist in `namespace`, read by `deadline`. A failed or late
-    /// read is an error: the caller denies (fail closed).
+    /// Which of the claims `names` exist in `namespace`, read by `deadline` within `user`'s
+    /// turns. A failed or late read is an error: the caller denies (fail closed).
     pub async fn existing_claims(
         &self,
+        user: &UserInfo,
         namespace: &str,
         names: Vec<String>,
         deadline: tokio::time::Instant,
@@ -89,7 +90,9 @@ impl AccessReviewer {
             .into_iter()
             .map(|name| {
                 let (api, namespace) = (api.clone(), namespace.to_owned());
+                let (shares, user) = (self.shares.clone(), user.username.clone());
                 async move {
+                    let _share = shares.acquire(&user).await;
                     match api.get_metadata_opt(&name).await {
                         Ok(found) => Ok(found.map(|_| name)),
                         Err(source) => Err(AccessError::Claim {
@@ -105,11 +108,12 @@ impl AccessReviewer {
         Ok(found.into_iter().flatten().collect())
     }
 
-    /// Where each DataSource of `refs` points, read by `deadline` (`get` on
-    /// `datasources.cdi.kubevirt.io`). One that does not exist, or CDI's API not served, is
+    /// Where each DataSource of `refs` points, read by `deadline` within `user`'s turns (`get`
+    /// on `datasources.cdi.kubevirt.io`). One that does not exist, or CDI's API not served, is
     /// [`Target::Missing`]; any other failed or late read is an error: the caller denies.
     pub async fn data_sources(
         &self,
+        user: &UserInfo,
         refs: Vec<Ref>,
         deadline: tokio::time::Instant,
     ) -> Result<BTreeMap<Ref, Target>, AccessError> {
@@ -125,7 +129,9 @@ impl AccessReviewer {
             .map(|(namespace, name)| {
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), &namespace, &resource);
+                let (shares, user) = (self.shares.clone(), user.username.clone());
                 async move {
+                    let _share = shares.acquire(&user).await;
                     let found = match api.get_opt(&name).await {
                         Ok(found) => found,
                         // CDI's API not served: no DataSource can exist.

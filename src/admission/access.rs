@@ -46,11 +46,18 @@ pub async fn check(
         existing_claims: &none,
         data_sources: &unresolved,
     };
-    // Where each DataSource points: the author is asked about what CDI would clone.
-    let data_sources = match reviewer
-        .data_sources(data_source_refs(&change), deadline)
-        .await
+    // The needs known before any look-up are a lower bound, and each DataSource is a look-up
+    // made for the author: over the limit, refused before a single call.
+    let refs = data_source_refs(&change);
+    let known = machine_needs(&change);
+    if let Some(count) =
+        over_limit(&known).or((refs.len() > MAX_ACCESS_CHECKS).then_some(refs.len()))
     {
+        tracing::info!(uid = %req.uid, count, "access checks over the limit; denying unasked");
+        return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
+    }
+    // Where each DataSource points: the author is asked about what CDI would clone.
+    let data_sources = match reviewer.data_sources(&req.user_info, refs, deadline).await {
         Ok(found) => found,
         Err(e) => return unchecked(req, &["spec.disks[].source.dataSource"], &e),
     };
@@ -61,7 +68,10 @@ pub async fn check(
     }
     let candidates = claim_candidates(&change);
     let claims = candidates.iter().map(|c| c.claim.clone()).collect();
-    let existing = match reviewer.existing_claims(namespace, claims, deadline).await {
+    let existing = match reviewer
+        .existing_claims(&req.user_info, namespace, claims, deadline)
+        .await
+    {
         Ok(existing) => existing,
         Err(e) => {
             let fields: Vec<&str> = candidates.iter().map(|c| c.field.as_str()).collect();

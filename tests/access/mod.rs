@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // Not every test binary uses every helper.
 
+pub mod stream;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
