@@ -12,6 +12,7 @@ use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 use access::{denial, first_denial, grant, machines, rule, setup};
+use kubevirt_operator::api::names::CLONE_SOURCES_ANNOTATION as CLONE_SOURCES;
 
 fn machine(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
@@ -134,6 +135,77 @@ async fn access_is_checked_on_every_path() {
     assert!(
         nowhere.contains(r#"DataSource "missing" in namespace "team-a" does not exist"#),
         "{nowhere}"
+    );
+
+    // 1c. What a DataSource points to is pinned at admission, and the DataVolume clones that,
+    // however the DataSource is edited later. The disk waits for its StorageClass, so the
+    // DataSource is redirected before the DataVolume is made; a hand-written pin is replaced.
+    let data_sources = kube::api::Api::<DynamicObject>::namespaced_with(admin.clone(), ns, &ds_ar);
+    let mut golden_ds = ds.clone();
+    golden_ds.metadata.name = Some("golden-ds".into());
+    golden_ds.data["spec"] = json!({"source": {"pvc": {"name": "golden", "namespace": ns}}});
+    data_sources
+        .create(&PostParams::default(), &golden_ds)
+        .await
+        .expect("DataSource");
+    let mut pinned = machine(
+        "pinned",
+        json!({"template": "small", "disks": [{"name": "root", "storageClass": "late",
+               "source": {"dataSource": {"name": "golden-ds"}}}]}),
+    );
+    let forged = r#"{"root":{"pvc":{"namespace":"secret-images","name":"payroll-db"}}}"#;
+    pinned.metadata.annotations = Some([(CLONE_SOURCES.to_owned(), forged.to_owned())].into());
+    let stored = machines(&frank, ns)
+        .create(&PostParams::default(), &pinned)
+        .await
+        .expect("frank may clone golden through golden-ds");
+    let golden_pin = r#"{"root":{"pvc":{"namespace":"team-a","name":"golden"}}}"#;
+    assert_eq!(
+        stored
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CLONE_SOURCES)),
+        Some(&golden_pin.to_owned()),
+        "pinned to what golden-ds points to, the hand-written pin replaced"
+    );
+    golden_ds = data_sources.get("golden-ds").await.expect("DataSource");
+    golden_ds.data["spec"] =
+        json!({"source": {"pvc": {"name": "payroll-db", "namespace": "secret-images"}}});
+    data_sources
+        .replace("golden-ds", &PostParams::default(), &golden_ds)
+        .await
+        .expect("redirect golden-ds");
+    let late: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "late"}, "provisioner": "example.com/none"
+    }))
+    .expect("StorageClass");
+    kube::api::Api::all(admin.clone())
+        .create(&PostParams::default(), &late)
+        .await
+        .expect("StorageClass");
+    let dv_ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataVolume"),
+        "datavolumes",
+    );
+    let dvs = kube::api::Api::<DynamicObject>::namespaced_with(admin.clone(), ns, &dv_ar);
+    let made = support::eventually_with(
+        access::WAIT,
+        "the DataVolume pinned-root",
+        || op.log_tail(40),
+        || async { dvs.get_opt("pinned-root").await.ok().flatten() },
+    )
+    .await;
+    assert_eq!(
+        made.data["spec"]["source"],
+        json!({"pvc": {"namespace": "team-a", "name": "golden"}}),
+        "the clone follows the pin, not the redirected DataSource"
+    );
+    assert!(
+        made.data["spec"].get("sourceRef").is_none(),
+        "{:#}",
+        made.data
     );
 
     // 2. An update-only author and a Machine an admin made with a dormant secretRef (inline

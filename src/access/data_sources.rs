@@ -10,6 +10,8 @@
 use serde_json::Value;
 
 use crate::api::MachineSpec;
+use crate::api::clone_sources::{CloneSources, PinnedSource};
+use crate::api::source::ObjectRef;
 
 /// Where a DataSource points, as CDI would clone it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,41 @@ pub fn unresolved<'t>(
         .collect()
 }
 
+/// What each `dataSource` volume (disk or CD-ROM) of `spec` clones, as `resolved`: the pins
+/// admission records. A volume whose DataSource points nowhere gets none (refused anyway).
+pub fn pins(
+    namespace: &str,
+    spec: &MachineSpec,
+    resolved: &std::collections::BTreeMap<Ref, Target>,
+) -> CloneSources {
+    volumes(spec)
+        .filter_map(|(volume, r)| {
+            let ns = r.namespace.clone().unwrap_or_else(|| namespace.to_owned());
+            let pin = match resolved.get(&(ns, r.name.clone()))? {
+                Target::Pvc { namespace, name } => PinnedSource::Pvc {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                },
+                Target::Snapshot { namespace, name } => PinnedSource::Snapshot {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                },
+                Target::Missing | Target::Empty => return None,
+            };
+            Some((volume.to_owned(), pin))
+        })
+        .collect()
+}
+
+/// The disks and CD-ROMs of `spec` that clone through a DataSource, by name.
+pub fn volumes(spec: &MachineSpec) -> impl Iterator<Item = (&str, &ObjectRef)> {
+    let disks = (spec.disks.iter()).filter_map(|d| Some((d.name.as_str(), d.source.as_ref()?)));
+    let cdroms = (spec.cdroms.iter()).map(|c| (c.name.as_str(), &c.source));
+    disks
+        .chain(cdroms)
+        .filter_map(|(volume, s)| Some((volume, s.data_source.as_ref()?)))
+}
+
 /// Where the DataSource in `namespace` (its JSON, `None` when there is none) points: CDI's
 /// `spec.source.pvc` or `spec.source.snapshot`, whose namespace defaults to the DataSource's.
 pub fn resolve(namespace: &str, data_source: Option<&Value>) -> Target {
@@ -163,6 +200,56 @@ mod tests {
         for (ds, want) in cases {
             assert_eq!(resolve("team", ds.as_ref()), want, "{ds:?}");
         }
+    }
+
+    #[test]
+    fn each_data_source_volume_is_pinned_to_what_its_data_source_points_to_now() {
+        let spec: MachineSpec = serde_json::from_value(json!({
+            "disks": [
+                {"name": "a", "source": {"dataSource": {"name": "d"}}},
+                {"name": "b", "source": {"dataSource": {"name": "gone"}}},
+                {"name": "c", "source": {"pvc": {"name": "p"}}},
+                {"name": "blank", "size": "1Gi"}],
+            "cdroms": [{"name": "iso", "source": {"dataSource": {"name": "win", "namespace": "media"}}}]
+        }))
+        .expect("spec");
+        let resolved = std::collections::BTreeMap::from([
+            (
+                ("team".to_owned(), "d".to_owned()),
+                Target::Pvc {
+                    namespace: "os".into(),
+                    name: "debian".into(),
+                },
+            ),
+            (("team".to_owned(), "gone".to_owned()), Target::Missing),
+            (
+                ("media".to_owned(), "win".to_owned()),
+                Target::Snapshot {
+                    namespace: "media".into(),
+                    name: "win-snap".into(),
+                },
+            ),
+        ]);
+        let pins = pins("team", &spec, &resolved);
+        assert_eq!(
+            pins,
+            CloneSources::from([
+                (
+                    "a".to_owned(),
+                    PinnedSource::Pvc {
+                        namespace: "os".into(),
+                        name: "debian".into()
+                    }
+                ),
+                (
+                    "iso".to_owned(),
+                    PinnedSource::Snapshot {
+                        namespace: "media".into(),
+                        name: "win-snap".into()
+                    }
+                ),
+            ])
+        );
     }
 
     #[test]

@@ -53,12 +53,15 @@ impl Change<'_> {
     }
 }
 
-/// What the guest boots or sees: its disks, CD-ROMs, boot order and cloud-init.
+/// What the guest boots or sees: its disks, CD-ROMs, boot order and cloud-init, and what its
+/// `dataSource` volumes clone ([`CLONE_SOURCES_ANNOTATION`](crate::api::names::CLONE_SOURCES_ANNOTATION),
+/// `/` escaped as `~1`).
 pub const GUEST_FIELDS: &[&str] = &[
     "/spec/disks",
     "/spec/cdroms",
     "/spec/bootOrder",
     "/spec/cloudInit",
+    "/metadata/annotations/vitistack.io~1clone-sources",
 ];
 
 /// The references a Machine can carry, each yielding the permissions it needs.

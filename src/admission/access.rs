@@ -6,11 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
 use crate::access::data_sources::Ref;
+use crate::access::data_sources::pins;
 use crate::access::needs::{claim_candidates, data_source_refs, unresolved_data_sources};
 use crate::access::{
     AccessError, AccessReviewer, Change, Denial, MAX_ACCESS_CHECKS, Permission, machine_needs,
     over_limit,
 };
+use crate::api::MachineSpec;
+use crate::api::clone_sources::{self, CloneSources};
+use crate::api::names::CLONE_SOURCES_ANNOTATION;
 use crate::machine::FieldError;
 use crate::machine::field_error::{ErrorType, join};
 
@@ -65,6 +69,9 @@ pub async fn check(
     let nowhere = unresolved_data_sources(&change);
     if !nowhere.is_empty() {
         return Verdict::deny(points_nowhere(&req.name, &nowhere)).with_warnings(verdict.warnings);
+    }
+    if let Some(status) = mispinned(&req.name, &change) {
+        return Verdict::deny(status).with_warnings(verdict.warnings);
     }
     let candidates = claim_candidates(&change);
     let claims = candidates.iter().map(|c| c.claim.clone()).collect();
@@ -133,6 +140,39 @@ fn points_nowhere(name: &str, nowhere: &[(String, Ref)]) -> Status {
         })
         .collect();
     machine_forbidden(name, &errors)
+}
+
+/// 403 Forbidden: on a write that changes what the guest sees, the clone sources recorded must be
+/// what each DataSource points to now, as the mutating webhook pinned them (`super::pins`): the
+/// author is asked about exactly what the reconciler will clone.
+fn mispinned(name: &str, change: &Change) -> Option<Status> {
+    if !change.guest_affected() {
+        return None;
+    }
+    let spec: MachineSpec = serde_json::from_value(change.new.get("spec")?.clone()).ok()?;
+    let want = pins(change.namespace, &spec, change.data_sources);
+    let have = (change.new.pointer("/metadata/annotations"))
+        .and_then(|a| a.get(CLONE_SOURCES_ANNOTATION))
+        .and_then(serde_json::Value::as_str);
+    let pinned = match have {
+        None => want.is_empty(),
+        Some(raw) => serde_json::from_str::<CloneSources>(raw).ok().as_ref() == Some(&want),
+    };
+    if pinned {
+        return None;
+    }
+    let error = FieldError {
+        kind: ErrorType::Forbidden,
+        field: format!("metadata.annotations[{CLONE_SOURCES_ANNOTATION}]"),
+        value: have.map_or(serde_json::Value::Null, Into::into),
+        detail: format!(
+            "must record what each DataSource points to now ({}); only the operator's mutating \
+             webhook sets it: a DataSource changed during this request, or the value was \
+             written by hand; retry the write",
+            clone_sources::encode(&want)
+        ),
+    };
+    Some(machine_forbidden(name, &[error]))
 }
 
 /// The native right for what a NetworkConfiguration makes: its author must be allowed to

@@ -334,7 +334,11 @@ fn recorded_defaults(object: &Value) -> Option<MachineSpec> {
 
 /// The JSON Patch operation that sets one annotation, creating the map (or metadata) as needed;
 /// none when it already holds that value.
-fn annotation_op(object: &Value, key: &str, value: String) -> Option<json_patch::PatchOperation> {
+pub(super) fn annotation_op(
+    object: &Value,
+    key: &str,
+    value: String,
+) -> Option<json_patch::PatchOperation> {
     use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
     let metadata = object.get("metadata").filter(|m| m.is_object());
     let annotations = metadata

@@ -7,6 +7,7 @@ pub mod lanes;
 pub mod limits;
 pub mod low_priority;
 pub mod network;
+pub mod pins;
 pub mod review;
 pub mod routes;
 pub mod schema;

@@ -58,7 +58,7 @@ async fn mutate(State(shared): State<Shared>, request: axum::extract::Request) -
         "mutate",
         request,
         Admission::mutate,
-        AccessCheck::Skip,
+        AccessCheck::PinSources,
     )
     .await
 }
@@ -89,10 +89,12 @@ async fn validate_network(
     .await
 }
 
-/// Whether an allowed review is then checked as its author (src/access/).
+/// What an allowed review then asks kube-apiserver (src/access/): nothing, where DataSources
+/// point, or the author's rights.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum AccessCheck {
-    Skip,
+    /// The mutating webhook: pins what each DataSource points to (`super::pins`).
+    PinSources,
     AsAuthor,
     /// A NetworkConfiguration's author may create the attachment it makes.
     NetworkAuthor,
@@ -147,6 +149,9 @@ async fn serve(
             let verdict = match (access, shared.admission.access()) {
                 (AccessCheck::AsAuthor, Some(reviewer)) => {
                     super::access::check(reviewer, &review.request, verdict, deadline).await
+                }
+                (AccessCheck::PinSources, Some(reviewer)) => {
+                    super::pins::pin(reviewer, &review.request, verdict, deadline).await
                 }
                 (AccessCheck::NetworkAuthor, Some(reviewer)) => {
                     super::access::check_network(reviewer, &review.request, verdict, deadline).await

@@ -23,6 +23,9 @@ pub const PROOF_ANNOTATION: &str = "vitistack.io/made-for";
 pub const RELEASE_ANNOTATION: &str = "vitistack.io/released-for";
 /// The Secret, in the operator's namespace, holding the key of [`PROOF_ANNOTATION`].
 pub const OWNERSHIP_KEY_SECRET: &str = "kubevirt-operator-ownership-key";
+/// On a Machine, written by the mutating webhook: what each `dataSource` volume clones, as
+/// resolved and checked at admission (see `api::clone_sources`).
+pub const CLONE_SOURCES_ANNOTATION: &str = "vitistack.io/clone-sources";
 /// Hash of what was last applied to an object (see `reconciler::decide::drift`).
 pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
 /// The label kube-apiserver (1.21 and later) sets on every namespace: its name. The webhook

@@ -167,6 +167,11 @@ fn a_write_changing_what_the_guest_sees_rechecks_every_reference() {
     let mut boot = stored.clone();
     boot["spec"]["bootOrder"] = json!(["network", "disk"]);
     assert_eq!(asked(&boot), every);
+    // What a dataSource volume clones, re-pinned: as much what the guest sees as its disks.
+    let mut repinned = stored.clone();
+    repinned["metadata"]["annotations"] =
+        json!({crate::api::names::CLONE_SOURCES_ANNOTATION: "{}"});
+    assert_eq!(asked(&repinned), every);
     // CPU and memory only: nothing the guest boots or sees.
     let mut cpu = stored.clone();
     cpu["spec"]["resources"] = json!({"cpu": {"cores": 8}});

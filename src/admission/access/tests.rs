@@ -207,3 +207,58 @@ fn forbidden_message_names_field_verb_resource_and_namespace() {
         )
     );
 }
+
+#[test]
+fn on_a_guest_write_the_pins_must_be_what_the_data_sources_point_to_now() {
+    use crate::access::data_sources::Target;
+    let spec = json!({"disks": [{"name": "root", "source": {"dataSource": {"name": "d"}}}]});
+    let resolved = BTreeMap::from([(
+        ("team".to_owned(), "d".to_owned()),
+        Target::Pvc {
+            namespace: "os".into(),
+            name: "debian".into(),
+        },
+    )]);
+    let object = |pins: Option<&str>| {
+        let mut o = json!({"metadata": {"name": "m"}, "spec": spec});
+        if let Some(p) = pins {
+            o["metadata"]["annotations"] = json!({CLONE_SOURCES_ANNOTATION: p});
+        }
+        o
+    };
+    let none = BTreeSet::new();
+    let verdict = |old: Option<&Value>, new: &Value| {
+        mispinned(
+            "m",
+            &Change {
+                namespace: "team",
+                old,
+                new,
+                existing_claims: &none,
+                data_sources: &resolved,
+            },
+        )
+        .map(|s| s.message.unwrap_or_default())
+    };
+    let right = object(Some(
+        r#"{"root":{"pvc":{"namespace":"os","name":"debian"}}}"#,
+    ));
+    assert_eq!(verdict(None, &right), None);
+    for wrong in [
+        object(None),
+        object(Some(
+            r#"{"root":{"pvc":{"namespace":"hr","name":"payroll"}}}"#,
+        )),
+        object(Some("garbled")),
+    ] {
+        let message = verdict(None, &wrong).expect("refused");
+        assert!(
+            message.contains("metadata.annotations[vitistack.io/clone-sources]")
+                && message.contains(r#"{"root":{"pvc":{"namespace":"os","name":"debian"}}}"#),
+            "{message}"
+        );
+    }
+    // Nothing the guest sees changes (the stored pins kept): not looked at.
+    let stale = object(Some(r#"{"root":{"pvc":{"namespace":"os","name":"old"}}}"#));
+    assert_eq!(verdict(Some(&stale), &stale), None);
+}

@@ -247,7 +247,8 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
 }
 
 fn is_clone(dv: &DataVolume) -> bool {
-    dv.spec.source_ref.is_some() || dv.spec.source.as_ref().is_some_and(|s| s.pvc.is_some())
+    dv.spec.source_ref.is_some()
+        || (dv.spec.source.as_ref()).is_some_and(|s| s.pvc.is_some() || s.snapshot.is_some())
 }
 
 /// A refused DataVolume write. CDI's admission refuses a clone its creator may not make with a

@@ -66,6 +66,16 @@ pub struct DataVolumeSource {
     pub registry: Option<RegistrySource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pvc: Option<PvcSource>,
+    /// A VolumeSnapshot to restore from (what a DataSource may point to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotSource>,
+}
+
+/// CDI requires both fields.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotSource {
+    pub name: String,
+    pub namespace: String,
 }
 
 /// CDI names Secrets and ConfigMaps by a bare string.
@@ -154,6 +164,3 @@ pub mod dv_phase {
     pub const PENDING: &str = "Pending";
     pub const UNKNOWN: &str = "Unknown";
 }
-
-/// The kind `sourceRef` names.
-pub const DATA_SOURCE_KIND: &str = "DataSource";

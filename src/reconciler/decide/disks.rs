@@ -198,6 +198,14 @@ pub fn decide(
             out.problems.push(conflict(Kind::DataVolume, name));
             continue;
         }
+        let unpinned = dv.spec.source.is_none() && dv.spec.source_ref.is_none();
+        if unpinned && live.is_none() {
+            let volume = sourced.iter().find(|v| v.claim_name == name);
+            out.problems.push(Problem::CloneSourceNotPinned {
+                volume: volume.map_or_else(|| name.clone(), |v| v.label.clone()),
+            });
+            continue;
+        }
         let claim = o.claims.get(&name);
         let live_uid = live.and_then(|d| d.meta().uid.as_deref());
         match (claim, live_uid) {
@@ -210,6 +218,10 @@ pub fn decide(
             (None, _) => {}
         }
         if let Some(live) = live {
+            // CDI refuses any change of a DataVolume's source: it keeps what it was made from
+            // (a clone pinned then, or a `sourceRef` made before pinning).
+            dv.spec.source.clone_from(&live.spec.source);
+            dv.spec.source_ref.clone_from(&live.spec.source_ref);
             // Grown: larger than the DataVolume was made with, and than CDI's claim asks (CDI
             // may size its claim above the DataVolume for filesystem overhead).
             let want = dv_size(&dv).cloned();

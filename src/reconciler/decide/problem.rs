@@ -109,6 +109,11 @@ pub enum Problem {
         kind: Kind,
         name: String,
     },
+    /// A `dataSource` volume (`disk root`) without what it clones pinned at admission (stored
+    /// before this version, or past the webhook): the DataSource is not followed blindly.
+    CloneSourceNotPinned {
+        volume: String,
+    },
     /// CDI's admission refused a cloning DataVolume: whoever creates it (the operator) lacks
     /// `create datavolumes/source` in the source namespace.
     CloneUnauthorized {
@@ -153,6 +158,7 @@ impl Problem {
                 Kind::DataVolume => "DataVolumeConflict",
             },
             Problem::CloneUnauthorized { .. } => "CloneUnauthorized",
+            Problem::CloneSourceNotPinned { .. } => "CloneSourceNotPinned",
             Problem::ReleaseFailed { .. } => "ReleaseFailed",
             Problem::WriteFailed { kind, .. } => match kind {
                 Kind::Claim => "PVCFailed",
@@ -171,7 +177,8 @@ impl Problem {
             Problem::InvalidSpec { .. } => VIRTUAL_MACHINE_READY,
             Problem::StorageClassNotFound { .. }
             | Problem::CdiNotInstalled { .. }
-            | Problem::CloneUnauthorized { .. } => STORAGE_READY,
+            | Problem::CloneUnauthorized { .. }
+            | Problem::CloneSourceNotPinned { .. } => STORAGE_READY,
             Problem::NetworkConfigurationNotFound { .. }
             | Problem::NetworkInvalid { .. }
             | Problem::MultusNotInstalled => NETWORK_READY,
@@ -231,6 +238,7 @@ impl Problem {
         "SecretConflict",
         "DataVolumeConflict",
         "CloneUnauthorized",
+        "CloneSourceNotPinned",
         "ReleaseFailed",
         "PVCFailed",
         "KubeVirtApiError",
@@ -287,6 +295,13 @@ impl fmt::Display for Problem {
             Problem::CloneUnauthorized { name, message } => {
                 write!(f, "DataVolume {name}: CDI refused the clone: {message}")
             }
+            Problem::CloneSourceNotPinned { volume } => write!(
+                f,
+                "{volume}: what its DataSource clones was not pinned at admission (annotation \
+                 {}); any update of the Machine through the webhook pins it and checks the \
+                 author's right to clone it",
+                crate::api::names::CLONE_SOURCES_ANNOTATION
+            ),
             Problem::WriteFailed {
                 kind,
                 name,
@@ -348,6 +363,9 @@ mod tests {
         v.push(Problem::CloneUnauthorized {
             name: "x".into(),
             message: "m".into(),
+        });
+        v.push(Problem::CloneSourceNotPinned {
+            volume: "disk root".into(),
         });
         v.push(Problem::ReleaseFailed {
             kind: Kind::Claim,

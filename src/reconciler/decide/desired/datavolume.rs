@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 
 use crate::api::Machine;
+use crate::api::clone_sources::{CloneSources, PinnedSource};
 use crate::api::machine::Disk;
 use crate::api::source::{Cdrom, DEFAULT_CDROM_SIZE, DiskSource};
 use crate::reconciler::apis::cdi::{
-    ALLOW_CLAIM_ADOPTION, DATA_SOURCE_KIND, DELETE_AFTER_COMPLETION, DataVolume, DataVolumeSource,
-    DataVolumeSpec, HttpSource, PvcSource, RegistrySource, SourceRef, StorageResources,
-    StorageSpec,
+    ALLOW_CLAIM_ADOPTION, DELETE_AFTER_COMPLETION, DataVolume, DataVolumeSource, DataVolumeSpec,
+    HttpSource, PvcSource, RegistrySource, SnapshotSource, StorageResources, StorageSpec,
 };
 use crate::reconciler::apis::kubevirt::{
     self, CdromTarget, DataVolumeRef, PvcSource as VmPvc, Volume,
@@ -24,24 +24,27 @@ use super::meta::{owned_by_machine, pvc_name};
 /// KubeVirt's bus for CD-ROMs (virtio has no CD-ROM device).
 pub const CDROM_BUS: &str = "sata";
 
-/// One DataVolume per given disk that has a source, then one per CD-ROM, in order.
+/// One DataVolume per given disk that has a source, then one per CD-ROM, in order. A
+/// `dataSource` volume clones what admission pinned (`pins`); unpinned, it has no source at all:
+/// `disks::decide` keeps the source of one already made and makes none.
 pub fn data_volumes<'a>(
     machine: &Machine,
+    pins: &CloneSources,
     disks: impl IntoIterator<Item = &'a Disk>,
     cdroms: &[Cdrom],
 ) -> Vec<DataVolume> {
     let disks = disks.into_iter().filter_map(|d| {
         let source = d.source.as_ref()?;
-        Some(data_volume(machine, &d.name, source, disk_storage(d)))
+        Some(data_volume(machine, pins, &d.name, source, disk_storage(d)))
     });
-    let cdroms = cdroms
-        .iter()
-        .map(|c| data_volume(machine, &c.name, &c.source, cdrom_storage(c)));
+    let cdroms =
+        (cdroms.iter()).map(|c| data_volume(machine, pins, &c.name, &c.source, cdrom_storage(c)));
     disks.chain(cdroms).collect()
 }
 
 fn data_volume(
     machine: &Machine,
+    pins: &CloneSources,
     name: &str,
     source: &DiskSource,
     storage: StorageSpec,
@@ -52,11 +55,23 @@ fn data_volume(
         storage: Some(storage),
         ..DataVolumeSpec::default()
     };
-    if let Some(ds) = &source.data_source {
-        spec.source_ref = Some(SourceRef {
-            kind: DATA_SOURCE_KIND.to_owned(),
-            name: ds.name.clone(),
-            namespace: Some(in_ns(&ds.namespace)),
+    if source.data_source.is_some() {
+        // What the author was asked about at admission, never where the DataSource points now.
+        spec.source = pins.get(name).map(|pin| match pin {
+            PinnedSource::Pvc { namespace, name } => DataVolumeSource {
+                pvc: Some(PvcSource {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                }),
+                ..DataVolumeSource::default()
+            },
+            PinnedSource::Snapshot { namespace, name } => DataVolumeSource {
+                snapshot: Some(SnapshotSource {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                }),
+                ..DataVolumeSource::default()
+            },
         });
     } else {
         spec.source = Some(DataVolumeSource {
@@ -74,6 +89,7 @@ fn data_volume(
                 name: p.name.clone(),
                 namespace: in_ns(&p.namespace),
             }),
+            snapshot: None,
         });
     }
     let mut metadata = owned_by_machine(machine, pvc_name(&machine.name_any(), name));

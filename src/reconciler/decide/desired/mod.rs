@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 
+use crate::api::clone_sources;
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 use crate::machine::network_policy::NetworkPolicy;
 
@@ -71,7 +72,9 @@ pub fn derive(inputs: &Inputs) -> Desired {
             _ => out.pvcs.push(pvc::pvc(machine, disk)),
         }
     }
-    out.data_volumes = datavolume::data_volumes(machine, sourced, &spec.cdroms);
+    // Unreadable pins pin nothing: each dataSource volume not yet made then says so.
+    let pins = clone_sources::read(machine.metadata.annotations.as_ref()).unwrap_or_default();
+    out.data_volumes = datavolume::data_volumes(machine, &pins, sourced, &spec.cdroms);
 
     let mut seen = BTreeSet::new();
     for n in &spec.networks {

@@ -265,3 +265,47 @@ fn without_cdi_only_machines_with_sources_wait() {
     let d = decide(&plain, &Catalog::default(), &key());
     assert!(d.problems.is_empty() && d.vm.is_some());
 }
+
+#[test]
+fn a_made_data_volume_keeps_the_source_it_was_made_from() {
+    use crate::reconciler::apis::cdi::SourceRef;
+    // Made before pinning (a sourceRef), now unpinned: no problem, nothing to change.
+    let m = machine(
+        "m",
+        json!({"template": "small",
+               "disks": [{"name": "root", "size": "20Gi", "source": {"dataSource": {"name": "d"}}}]}),
+    );
+    let mut o = observed(m);
+    // Not made yet: none is made, and the Machine says why.
+    let d = decide(&o, &Catalog::default(), &key());
+    assert_eq!(
+        d.problems,
+        [Problem::CloneSourceNotPinned {
+            volume: "disk root".into()
+        }]
+    );
+    assert!(d.data_volumes.is_empty());
+    let mut dv = data_volume("m-root", Some(UID), Some("m"));
+    dv.spec.source_ref = Some(SourceRef {
+        kind: "DataSource".into(),
+        name: "d".into(),
+        namespace: Some("ns".into()),
+    });
+    o.data_volumes.insert("m-root".into(), dv.clone());
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert_eq!(names(&d), ["m-root"]);
+    assert_eq!(d.data_volumes[0].spec.source_ref, dv.spec.source_ref);
+    // Pinned elsewhere since (the DataSource moved and the Machine was re-admitted): the
+    // DataVolume still says what it was made from, which CDI would refuse to change.
+    let mut m = o.machine.clone();
+    m.metadata.annotations = Some(BTreeMap::from([(
+        crate::api::names::CLONE_SOURCES_ANNOTATION.to_owned(),
+        r#"{"root":{"pvc":{"namespace":"os","name":"newer"}}}"#.to_owned(),
+    )]));
+    o.machine = m;
+    let d = decide(&o, &Catalog::default(), &key());
+    assert_eq!(names(&d), ["m-root"]);
+    assert_eq!(d.data_volumes[0].spec.source_ref, dv.spec.source_ref);
+    assert_eq!(d.data_volumes[0].spec.source, None);
+}

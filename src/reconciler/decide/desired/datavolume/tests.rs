@@ -6,8 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::access::data_sources;
 use crate::admission::schema::SchemaCheck;
 use crate::api::Machine;
+use crate::api::names::CLONE_SOURCES_ANNOTATION;
 use crate::machine::{Catalog, resolve};
 use crate::reconciler::decide::desired::{Desired, Inputs, derive};
 
@@ -49,6 +51,28 @@ fn machine(name: &str, spec: Value) -> Machine {
     m.metadata.namespace = Some("ns".into());
     m.metadata.uid = Some(UID.into());
     m
+}
+
+/// As the mutating webhook records them.
+fn with_pins(mut m: Machine, pins: Value) -> Machine {
+    m.metadata.annotations = Some(BTreeMap::from([(
+        CLONE_SOURCES_ANNOTATION.to_owned(),
+        pins.to_string(),
+    )]));
+    m
+}
+
+/// Every dataSource volume pinned to a PVC named after its DataSource, as admission would.
+fn pin_all(m: Machine) -> Machine {
+    let ns = m.metadata.namespace.clone().unwrap_or_default();
+    let pins: serde_json::Map<String, Value> = data_sources::volumes(&m.spec)
+        .map(|(volume, r)| {
+            let namespace = r.namespace.clone().unwrap_or_else(|| ns.clone());
+            let pin = json!({"pvc": {"namespace": namespace, "name": format!("{}-pvc", r.name)}});
+            (volume.to_owned(), pin)
+        })
+        .collect();
+    with_pins(m, Value::Object(pins))
 }
 
 fn derived(m: &Machine) -> Desired {
@@ -136,12 +160,15 @@ fn a_registry_disk() {
 
 #[test]
 fn clones_default_to_the_machines_namespace_and_the_sources_size() {
-    let m = machine(
-        "c",
-        json!({"disks": [
-        {"name": "root", "source": {"pvc": {"name": "golden"}}},
-        {"name": "data", "size": "50Gi", "source": {"dataSource": {"name": "debian-12", "namespace": "os-images"}}},
-        {"name": "scratch", "size": "1Gi"}]}),
+    let m = with_pins(
+        machine(
+            "c",
+            json!({"disks": [
+            {"name": "root", "source": {"pvc": {"name": "golden"}}},
+            {"name": "data", "size": "50Gi", "source": {"dataSource": {"name": "debian-12", "namespace": "os-images"}}},
+            {"name": "scratch", "size": "1Gi"}]}),
+        ),
+        json!({"data": {"pvc": {"namespace": "os-images", "name": "debian-12-2026-11"}}}),
     );
     let d = derived(&m);
     let dvs = dvs(&d);
@@ -156,7 +183,7 @@ fn clones_default_to_the_machines_namespace_and_the_sources_size() {
     assert_eq!(
         dvs[1]["spec"],
         json!({
-            "sourceRef": {"kind": "DataSource", "name": "debian-12", "namespace": "os-images"},
+            "source": {"pvc": {"namespace": "os-images", "name": "debian-12-2026-11"}},
             "storage": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}, "volumeMode": "Filesystem"}
         })
     );
@@ -171,36 +198,48 @@ fn clones_default_to_the_machines_namespace_and_the_sources_size() {
 }
 
 #[test]
-fn a_data_source_defaults_to_the_machines_namespace_a_pvcs_own_namespace_is_kept() {
-    let m = machine(
-        "c",
-        json!({"disks": [
+fn a_data_source_clones_what_admission_pinned_and_without_a_pin_nothing() {
+    let spec = json!({"disks": [
         {"name": "root", "source": {"dataSource": {"name": "debian-12"}}},
-        {"name": "data", "source": {"pvc": {"name": "golden-debian-12", "namespace": "os-images"}}}]}),
+        {"name": "data", "source": {"pvc": {"name": "golden-debian-12", "namespace": "os-images"}}}]});
+    // Pinned to a snapshot: CDI's snapshot source, never a sourceRef CDI would follow later.
+    let m = with_pins(
+        machine("c", spec.clone()),
+        json!({"root": {"snapshot": {"namespace": "os-images", "name": "debian-12-snap"}}}),
     );
-    let dvs = dvs(&derived(&m));
+    let made = dvs(&derived(&m));
     assert_eq!(
-        dvs[0]["spec"]["sourceRef"],
-        json!({"kind": "DataSource", "name": "debian-12", "namespace": "ns"})
+        made[0]["spec"]["source"],
+        json!({"snapshot": {"namespace": "os-images", "name": "debian-12-snap"}})
     );
-    assert!(dvs[0]["spec"].get("source").is_none(), "{:#}", dvs[0]);
+    assert!(made[0]["spec"].get("sourceRef").is_none(), "{:#}", made[0]);
     assert_eq!(
-        dvs[1]["spec"]["source"],
+        made[1]["spec"]["source"],
         json!({"pvc": {"name": "golden-debian-12", "namespace": "os-images"}})
     );
-    assert!(dvs[1]["spec"].get("sourceRef").is_none(), "{:#}", dvs[1]);
+    // Unpinned (stored before pinning, or past the webhook), or pins that do not parse: no
+    // source at all (decide keeps a made DataVolume's, and makes none: `CloneSourceNotPinned`).
+    for m in [
+        machine("c", spec.clone()),
+        with_pins(machine("c", spec), json!("garbled")),
+    ] {
+        let made = dvs(&derived(&m));
+        assert_eq!(made.len(), 2);
+        assert!(made[0]["spec"].get("source").is_none(), "{:#}", made[0]);
+        assert!(made[0]["spec"].get("sourceRef").is_none(), "{:#}", made[0]);
+    }
 }
 
 #[test]
 fn cdroms_are_read_only_sata_drives_and_boot_where_the_order_says() {
-    let m = machine(
+    let m = pin_all(machine(
         "inst",
         json!({"template": "small",
         "cdroms": [{"name": "installer", "source": {"http": {"url": "https://a/netinst.iso"}}},
                    {"name": "drivers", "size": "1Gi", "source": {"pvc": {"name": "virtio-win"}}},
                    {"name": "tools", "source": {"dataSource": {"name": "tools"}}}],
         "bootOrder": ["cdrom", "disk", "network"]}),
-    );
+    ));
     let d = derived(&m);
     let dvs = dvs(&d);
     assert_eq!(dvs.len(), 3);
@@ -330,7 +369,7 @@ fn every_examples_data_volumes_and_vm_match_the_real_crds() {
     for (name, text) in EXAMPLES {
         let mut m: Machine = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
         m.metadata.uid = Some(UID.into());
-        let d = derived(&m);
+        let d = derived(&pin_all(m));
         assert!(d.problems.is_empty(), "{name}: {:?}", d.problems);
         for dv in dvs(&d) {
             check_against(&dv_schema, &dv_check, &dv, &format!("{name}: DataVolume"));
