@@ -80,7 +80,7 @@ fn documented_apiserver(port: u16, identity: &ServingPair) -> ApiserverExtras {
 /// The Service the webhooks are registered by: an ExternalName for localhost, which
 /// kube-apiserver dials (there are no Service IPs without kube-proxy).
 async fn register_by_service(client: &Client, port: u16, serving_ca: &TestCa) {
-    let mut service: Service = serde_json::from_value(json!({
+    let service: Service = serde_json::from_value(json!({
         "metadata": {"name": SERVICE, "namespace": OPERATOR_NAMESPACE},
         "spec": {"type": "ExternalName", "externalName": "localhost"}
     }))
