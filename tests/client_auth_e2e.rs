@@ -223,13 +223,10 @@ async fn only_kube_apiserver_with_the_documented_client_certificate_is_answered(
     // takes a moment to be in force; until then a Machine may be stored untouched).
     let pp = PostParams::default();
     let deadline = Instant::now() + WAIT;
+    let mut attempt = 0;
     let admitted = loop {
-        let name = format!(
-            "vm-{}",
-            deadline
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-        );
+        attempt += 1;
+        let name = format!("vm-{attempt}");
         let created = machines.create(&pp, &machine(&name, json!({}))).await;
         match &created {
             Ok(m)
