@@ -4,11 +4,11 @@
 //! admit a Machine and create its VirtualMachine without a single request refused.
 
 mod chart;
+mod release;
 mod support;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use chart::{NAMESPACE, RELEASE, chart_dir, run, tool};
@@ -18,88 +18,14 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use release::{
+    SERVICE_ACCOUNT, env_of, helm, impersonating_kubeconfig, may_clone_from, refused,
+    requests_as_service_account, webhook_sources,
+};
 use serde_json::{Value, json};
 use support::{ControlPlane, OPERATOR_NAMESPACE, Proc, eventually_with};
 
 const WAIT: Duration = Duration::from_secs(60);
-const SERVICE_ACCOUNT: &str = "kubevirt-operator-controller-manager";
-
-fn helm(cp: &ControlPlane, args: &[&str]) -> Command {
-    let mut cmd = tool("helm");
-    cmd.args(args)
-        .arg("--kubeconfig")
-        .arg(cp.admin_kubeconfig())
-        .args(["--namespace", NAMESPACE]);
-    // Helm keeps its caches and repository config out of $HOME.
-    let home = cp.dir().join("helm");
-    cmd.env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"));
-    cmd
-}
-
-fn env_of(d: &Deployment, name: &str) -> Option<String> {
-    d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
-        .env
-        .as_ref()?
-        .iter()
-        .find(|e| e.name == name)?
-        .value
-        .clone()
-}
-
-/// The admin's kubeconfig, impersonating the chart's ServiceAccount: every request is authorized
-/// as that ServiceAccount, so the operator holds exactly the chart's RBAC.
-fn impersonating_kubeconfig(cp: &ControlPlane) -> PathBuf {
-    let admin = std::fs::read_to_string(cp.admin_kubeconfig()).expect("admin kubeconfig");
-    let mut config: Value = serde_yaml::from_str(&admin).expect("kubeconfig YAML");
-    for user in config["users"].as_array_mut().expect("users") {
-        user["user"]["as"] = json!(format!(
-            "system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-        ));
-        user["user"]["as-groups"] = json!([
-            "system:serviceaccounts",
-            format!("system:serviceaccounts:{NAMESPACE}"),
-            "system:authenticated"
-        ]);
-    }
-    support::write_private(
-        cp.dir(),
-        "chart-serviceaccount.kubeconfig",
-        &serde_yaml::to_string(&config).expect("YAML"),
-    )
-    .expect("write kubeconfig")
-}
-
-/// Requests made as the ServiceAccount that kube-apiserver refused (from its audit log).
-fn refused(cp: &ControlPlane) -> Vec<String> {
-    let log = std::fs::read_to_string(cp.dir().join("audit.log")).expect("audit log");
-    let user = format!("system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}");
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["impersonatedUser"]["username"] == user)
-        .filter(|e| e["responseStatus"]["code"] == 403)
-        .map(|e| {
-            format!(
-                "{} {}/{} ns={} name={}",
-                e["verb"],
-                e["objectRef"]["apiGroup"],
-                e["objectRef"]["resource"],
-                e["objectRef"]["namespace"],
-                e["objectRef"]["name"]
-            )
-        })
-        .collect()
-}
-
-fn requests_as_service_account(cp: &ControlPlane) -> usize {
-    let log = std::fs::read_to_string(cp.dir().join("audit.log")).expect("audit log");
-    let user = format!("system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}");
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["impersonatedUser"]["username"] == user)
-        .count()
-}
 
 fn launch_operator(cp: &ControlPlane, kubeconfig: &Path, extra: &[&str]) -> (Proc, u16) {
     let webhook = support::free_port().expect("port");
@@ -158,38 +84,6 @@ async fn ready(port: u16) -> bool {
 /// The namespaces of the scoped install.
 const TEAMS: [&str; 2] = ["team-a", "team-b"];
 
-/// Whether the chart's ServiceAccount holds CDI's clone right in `ns`, as CDI would ask.
-async fn may_clone_from(client: &kube::Client, ns: &str) -> bool {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-    };
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(format!(
-                "system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-            )),
-            groups: Some(vec!["system:serviceaccounts".into()]),
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(ns.into()),
-                verb: Some("create".into()),
-                group: Some("cdi.kubevirt.io".into()),
-                resource: Some("datavolumes".into()),
-                subresource: Some("source".into()),
-                name: Some("golden".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<SubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .expect("SubjectAccessReview")
-        .status
-        .is_some_and(|s| s.allowed)
-}
-
 #[tokio::test]
 async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     assert_eq!(NAMESPACE, OPERATOR_NAMESPACE);
@@ -199,8 +93,14 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
         .await
         .expect("KubeVirt and Multus CRDs");
 
-    // Install: CRDs from the chart's crds/, every template object.
-    run(helm(&cp, &["install", RELEASE]).arg(chart_dir()));
+    // Install: CRDs from the chart's crds/, every template object. NetworkPolicies by default,
+    // the webhook port open to any source while no apiServerCIDRs are set, which the notes say.
+    let notes = run(helm(&cp, &["install", RELEASE]).arg(chart_dir()));
+    assert!(
+        notes.contains("WARNING: networkPolicy.apiServerCIDRs is empty"),
+        "{notes}"
+    );
+    assert_eq!(webhook_sources(&client).await, None);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let d = deployments.get(SERVICE_ACCOUNT).await.expect("Deployment");
     assert_eq!(env_of(&d, "RUST_LOG").as_deref(), Some("info"));
@@ -232,9 +132,16 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
             "watchNamespaces={team-a,team-b}",
             "--set",
             "cloneSourceNamespaces={team-a}",
+            "--set",
+            "networkPolicy.apiServerCIDRs={10.0.0.10/32}",
         ],
     )
     .arg(chart_dir()));
+    assert_eq!(
+        webhook_sources(&client).await,
+        Some(json!([{"ipBlock": {"cidr": "10.0.0.10/32"}}])),
+        "the webhook port from kube-apiserver's addresses only"
+    );
     // CDI's clone right, where listed only.
     assert!(may_clone_from(&client, "team-a").await);
     assert!(!may_clone_from(&client, "team-b").await);
@@ -268,8 +175,10 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
         "no cluster-wide Secret rights in namespace-scoped mode"
     );
 
-    // Back to cluster-wide with the defaults: the per-namespace Roles go away.
+    // Back to cluster-wide with the defaults: the per-namespace Roles go away, the webhook port
+    // is open again.
     run(helm(&cp, &["upgrade", RELEASE, "--reset-values"]).arg(chart_dir()));
+    assert_eq!(webhook_sources(&client).await, None);
     assert!(
         Api::<Role>::namespaced(client.clone(), "team-a")
             .get_opt(RELEASE)

@@ -98,8 +98,12 @@ fn helm_lint_passes_with_default_values_and_every_toggle() {
 
 #[test]
 fn chart_and_kustomize_render_the_same_objects() {
+    // The chart's NetworkPolicies are on by default; kustomize's are a component (below).
     assert_same(
-        &objects(&helm_template(&[], &[])),
+        &objects(&helm_template(
+            &[],
+            &["--set", "networkPolicy.enabled=false"],
+        )),
         &objects(&kustomize(&repo("manifests"))),
     );
     let components = values_file("components", COMPONENTS);
@@ -333,7 +337,10 @@ fn cert_manager_webhooks_match_the_operators_own() {
 fn bad_values_are_refused_naming_the_value() {
     for (set, message) in [
         ("certificates.mode=vault", "certificates.mode \"vault\""),
-        ("networkPolicy.enabled=true", "networkPolicy.apiServerCIDRs"),
+        (
+            "networkPolicy.apiServerCIDRs={10.0.0.1}",
+            "networkPolicy.apiServerCIDRs \"10.0.0.1\": not a CIDR",
+        ),
         (
             "terminationGracePeriodSeconds=5",
             "must exceed drainPeriodSeconds 10 + 11",

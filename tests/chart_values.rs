@@ -1,10 +1,11 @@
 //! What the chart's values tell the operator, rendered by the real `helm template`: the admin's
-//! allow-lists (bridges, VLANs, machine types) and client authentication for the webhooks.
+//! allow-lists (bridges, VLANs, machine types), client authentication for the webhooks, and the
+//! NetworkPolicies in front of the operator's ports (with the install notes `helm install` prints).
 
 mod chart;
 
-use chart::{docs, env, helm_template, kustomize, one};
-use serde_json::Value;
+use chart::{ALL_TOGGLES, docs, env, helm_notes, helm_template, kustomize, one, values_file};
+use serde_json::{Value, json};
 
 /// Issue 25: the admin's lists reach the operator from the chart and the manifests alike, and
 /// allow no bridge, untagged traffic and KubeVirt's default machine types until set.
@@ -67,4 +68,147 @@ fn the_client_ca_reaches_the_operator_only_when_set() {
         let mounts = pod["containers"][0]["volumeMounts"].to_string();
         assert!(mounts.contains("/client-ca"), "{mounts}");
     }
+}
+
+/// The NetworkPolicies among `objs`, by name.
+fn policies(objs: &[Value]) -> std::collections::BTreeMap<String, Value> {
+    objs.iter()
+        .filter(|o| o["kind"] == "NetworkPolicy")
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().expect("name").to_owned(),
+                o.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Every policy selects the operator's pods and restricts ingress only; every rule names the
+/// ports it opens (a rule without ports opens them all), and none is the probes port, by name or
+/// number: only the kubelet, from the node, reaches it.
+fn assert_probes_closed(objs: &[Value]) {
+    let pod = &one(objs, "Deployment")["spec"]["template"];
+    let probes = pod["spec"]["containers"][0]["ports"]
+        .as_array()
+        .and_then(|ports| ports.iter().find(|p| p["name"] == "probes"))
+        .expect("the probes port")["containerPort"]
+        .clone();
+    for (name, policy) in policies(objs) {
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "{name}");
+        for (key, value) in policy["spec"]["podSelector"]["matchLabels"]
+            .as_object()
+            .expect("matchLabels")
+        {
+            assert_eq!(
+                &pod["metadata"]["labels"][key], value,
+                "{name} selects the pods"
+            );
+        }
+        for rule in policy["spec"]["ingress"].as_array().expect("ingress rules") {
+            let ports = rule["ports"].as_array().filter(|p| !p.is_empty());
+            let ports = ports.unwrap_or_else(|| panic!("{name}: a rule opens every port: {rule}"));
+            for port in ports {
+                assert!(
+                    port["port"] != "probes" && port["port"] != probes,
+                    "{name} opens the probes port: {rule}"
+                );
+            }
+        }
+    }
+}
+
+/// The webhook rule's sources (absent: any) and the metrics rule, of the default release.
+fn webhook_and_metrics_rules(objs: &[Value]) -> (Value, Value) {
+    let policies = policies(objs);
+    let names: Vec<&String> = policies.keys().collect();
+    assert_eq!(
+        names,
+        ["kubevirt-operator-metrics", "kubevirt-operator-webhook"],
+        "one policy per open port"
+    );
+    let rule = |name: &str, port: &str| {
+        let rules = policies[name]["spec"]["ingress"]
+            .as_array()
+            .expect("rules")
+            .clone();
+        assert_eq!(rules.len(), 1, "{name}: {rules:?}");
+        assert_eq!(
+            rules[0]["ports"],
+            json!([{"protocol": "TCP", "port": port}]),
+            "{name}"
+        );
+        rules[0].clone()
+    };
+    (
+        rule("kubevirt-operator-webhook", "webhook")["from"].clone(),
+        rule("kubevirt-operator-metrics", "metrics"),
+    )
+}
+
+/// NetworkPolicies are on by default: the webhook port open to any source (kube-apiserver's
+/// addresses are not known) with a warning in the notes, the metrics port to Prometheus only,
+/// the probes port to no pod.
+#[test]
+fn network_policies_are_on_by_default_and_the_notes_warn_while_the_webhook_is_open() {
+    let objs = docs(&helm_template(&[], &[]));
+    let (webhook_from, metrics) = webhook_and_metrics_rules(&objs);
+    assert_eq!(
+        webhook_from,
+        Value::Null,
+        "any source while apiServerCIDRs is empty"
+    );
+    assert_eq!(
+        metrics["from"],
+        json!([{"namespaceSelector": {},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}])
+    );
+    assert_probes_closed(&objs);
+    let notes = helm_notes(&[]);
+    for part in [
+        "WARNING: networkPolicy.apiServerCIDRs is empty",
+        "kubectl get endpoints kubernetes -n default",
+        "webhook.clientCAConfigMap",
+    ] {
+        assert!(
+            notes.contains(part),
+            "{part:?} missing from the notes:\n{notes}"
+        );
+    }
+    let with_ca = helm_notes(&["--set", "webhook.clientCAConfigMap=apiserver-client-ca"]);
+    assert!(with_ca.contains("WARNING"), "{with_ca}");
+    assert!(
+        !with_ca.contains("Also consider webhook.clientCAConfigMap"),
+        "{with_ca}"
+    );
+}
+
+/// `apiServerCIDRs` restricts the webhook port to those addresses, and the notes stop warning.
+#[test]
+fn api_server_cidrs_restrict_the_webhook_port() {
+    let set = [
+        "--set",
+        "networkPolicy.apiServerCIDRs={10.0.0.10/32,2001:db8::/64}",
+    ];
+    let objs = docs(&helm_template(&[], &set));
+    let (webhook_from, _) = webhook_and_metrics_rules(&objs);
+    assert_eq!(
+        webhook_from,
+        json!([{"ipBlock": {"cidr": "10.0.0.10/32"}}, {"ipBlock": {"cidr": "2001:db8::/64"}}])
+    );
+    assert_probes_closed(&objs);
+    let notes = helm_notes(&set);
+    assert!(!notes.contains("WARNING"), "{notes}");
+    // Every toggle on (a release with another Service name and its own CIDRs): still closed.
+    let all = values_file("all-toggles", ALL_TOGGLES);
+    assert_probes_closed(&docs(&helm_template(&[&all], &[])));
+}
+
+#[test]
+fn disabled_network_policies_render_none_and_the_notes_say_so() {
+    let set = ["--set", "networkPolicy.enabled=false"];
+    let objs = docs(&helm_template(&[], &set));
+    assert!(policies(&objs).is_empty(), "{:?}", policies(&objs));
+    let notes = helm_notes(&set);
+    assert!(notes.contains("NetworkPolicies are off"), "{notes}");
+    assert!(!notes.contains("WARNING"), "{notes}");
 }

@@ -121,6 +121,25 @@ pub fn helm_template(values: &[&Path], extra: &[&str]) -> String {
     run(cmd)
 }
 
+/// The notes `helm install` prints for the chart with `extra` arguments (a client-side dry run:
+/// `helm template` leaves NOTES.txt out).
+pub fn helm_notes(extra: &[&str]) -> String {
+    let home = repo("target/helm-home");
+    let mut cmd = tool("helm");
+    cmd.args(["install", RELEASE])
+        .arg(chart_dir())
+        .args(["--namespace", NAMESPACE, "--dry-run=client"])
+        .args(extra)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    let out = run(cmd);
+    let notes = out
+        .find("NOTES:")
+        .unwrap_or_else(|| panic!("no NOTES in {out}"));
+    out[notes..].to_owned()
+}
+
 /// `kubectl kustomize` of `dir` (relative to the repository).
 pub fn kustomize(dir: &Path) -> String {
     let mut cmd = tool("kubectl");

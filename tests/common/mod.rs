@@ -65,9 +65,13 @@ impl TestCa {
 
     /// A serving certificate for 127.0.0.1 and localhost; `common_name` tells certificates apart.
     pub fn issue(&self, common_name: &str) -> ServingPair {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-                .expect("SANs");
+        self.issue_for(common_name, &["127.0.0.1", "localhost"])
+    }
+
+    /// A certificate for the names (or IP addresses) `sans`.
+    pub fn issue_for(&self, common_name: &str, sans: &[&str]) -> ServingPair {
+        let sans: Vec<String> = sans.iter().map(|s| (*s).to_owned()).collect();
+        let mut params = CertificateParams::new(sans).expect("SANs");
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
@@ -385,8 +389,12 @@ impl WebhookProcess {
 
     /// With `extra` arguments after the defaults (e.g. `--drain-period 2s`).
     pub fn start_with(ca: &TestCa, extra: &[&str]) -> WebhookProcess {
+        Self::start_serving(&ca.issue("webhook process"), extra)
+    }
+
+    /// Serving `pair`, with `extra` arguments after the defaults.
+    pub fn start_serving(pair: &ServingPair, extra: &[&str]) -> WebhookProcess {
         use std::io::{BufRead, BufReader};
-        let pair = ca.issue("webhook process");
         let dir = tempfile::tempdir().expect("temp dir");
         let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
         std::fs::write(&cert, &pair.cert_pem).expect("write cert");

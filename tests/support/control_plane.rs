@@ -8,6 +8,9 @@
 //!
 //! For outage tests, kube-apiserver can be stopped and started again on the same address, a
 //! second one can run on the same etcd, and etcd's history can be compacted.
+//!
+//! [`ControlPlane::start_with`] adds kube-apiserver flags, and the files they name, to a
+//! dedicated control plane (e.g. an AdmissionConfiguration): [`super::ApiserverExtras`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,7 @@ use kube::api::{Api, PostParams};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::apiserver_extras::ApiserverExtras;
 use super::assets::{binary, kubectl_path};
 use super::kubeconfig::{client_from_kubeconfig, client_from_yaml, kubeconfig_yaml};
 use super::pki::{Pki, User};
@@ -95,6 +99,8 @@ pub struct ControlPlane {
     admin_token: String,
     startup: Startup,
     counter: AtomicU64,
+    /// Flags added to every kube-apiserver of this control plane (restarts included).
+    extras: ApiserverExtras,
 }
 
 const APISERVER: &str = "kube-apiserver";
@@ -157,12 +163,19 @@ impl ControlPlane {
     /// A dedicated control plane for one test. Dropping it kills both processes and removes its
     /// directory (also when the test panics).
     pub async fn start() -> Result<ControlPlane> {
+        Self::start_with(ApiserverExtras::default()).await
+    }
+
+    /// Like [`ControlPlane::start`], with `extras`' files written into the control plane's
+    /// directory and its flags added to kube-apiserver's (a dedicated control plane only: the
+    /// shared ones are started plain).
+    pub async fn start_with(extras: ApiserverExtras) -> Result<ControlPlane> {
         super::init_crypto();
         let etcd = binary("etcd")?;
         let apiserver = binary("kube-apiserver")?;
         let mut attempt = 1;
         loop {
-            match Self::start_once(&etcd, &apiserver).await {
+            match Self::start_once(&etcd, &apiserver, &extras).await {
                 // Another process may take a port between our probe and the child's bind.
                 Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {
                     eprintln!("control plane: port clash, retrying: {e:#}");
@@ -230,7 +243,11 @@ impl ControlPlane {
         Ok(())
     }
 
-    async fn start_once(etcd_bin: &Path, apiserver_bin: &Path) -> Result<ControlPlane> {
+    async fn start_once(
+        etcd_bin: &Path,
+        apiserver_bin: &Path,
+        extras: &ApiserverExtras,
+    ) -> Result<ControlPlane> {
         static SWEEP: std::sync::Once = std::sync::Once::new();
         SWEEP.call_once(|| {
             sweep_stale_dirs();
@@ -245,6 +262,7 @@ impl ControlPlane {
         let pki = Pki::generate(&dir_path.join("pki"))?;
         std::fs::write(dir_path.join(AUDIT_POLICY), AUDIT_POLICY_YAML)
             .context("writing the audit policy")?;
+        extras.write(&dir_path)?;
         let admin = pki.mint("kubernetes-admin", &["system:masters"])?;
         let admin_token = random_hex();
         let tokens = dir_path.join(TOKENS);
@@ -290,7 +308,11 @@ impl ControlPlane {
                 Proc::spawn(
                     APISERVER,
                     apiserver_bin,
-                    apiserver_args(&dir_path, &ports, &pki, &tokens, &instance),
+                    [
+                        apiserver_args(&dir_path, &ports, &pki, &tokens, &instance),
+                        extras.args(&dir_path),
+                    ]
+                    .concat(),
                     dir_path.join("kube-apiserver.log"),
                 )?,
             );
@@ -333,6 +355,7 @@ impl ControlPlane {
             admin_token,
             startup,
             counter: AtomicU64::new(0),
+            extras: extras.clone(),
         })
     }
 
@@ -478,13 +501,17 @@ impl ControlPlane {
         Proc::spawn(
             APISERVER,
             &binary(APISERVER)?,
-            apiserver_args(
-                &self.dir_path,
-                &self.ports,
-                &self.pki,
-                &self.dir_path.join(TOKENS),
-                instance,
-            ),
+            [
+                apiserver_args(
+                    &self.dir_path,
+                    &self.ports,
+                    &self.pki,
+                    &self.dir_path.join(TOKENS),
+                    instance,
+                ),
+                self.extras.args(&self.dir_path),
+            ]
+            .concat(),
             self.dir_path.join(log),
         )
     }

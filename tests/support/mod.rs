@@ -5,6 +5,7 @@
 //! so unused items and re-exports are expected here.
 #![allow(dead_code, unused_imports)]
 
+mod apiserver_extras;
 mod assets;
 mod control_plane;
 mod controller_manager;
@@ -18,6 +19,7 @@ mod wait;
 
 use std::path::PathBuf;
 
+pub use apiserver_extras::ApiserverExtras;
 pub use assets::{binary, kubectl_path};
 pub use control_plane::{
     AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Ports, SecondApiserver, Startup,

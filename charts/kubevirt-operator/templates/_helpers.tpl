@@ -63,8 +63,10 @@ annotations:
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.apiServerCIDRs) -}}
-{{- fail "networkPolicy.apiServerCIDRs: required when networkPolicy.enabled (the addresses kube-apiserver calls the webhooks from)" -}}
+{{- range .Values.networkPolicy.apiServerCIDRs -}}
+{{- if not (regexMatch "^[0-9a-fA-F.:]+/[0-9]{1,3}$" (toString .)) -}}
+{{- fail (printf "networkPolicy.apiServerCIDRs %q: not a CIDR (address/prefix length, e.g. 10.0.0.10/32)" (toString .)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
