@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{
-    WatchScope, parse_bind_address, parse_dns_label, parse_duration, parse_lease_duration,
-    parse_qps, parse_watch_namespaces,
+    WatchScope, parse_bind_address, parse_dns_label, parse_dns_subdomain, parse_duration,
+    parse_lease_duration, parse_qps, parse_watch_namespaces,
 };
 use crate::machine::Catalog;
 use crate::machine::machine_types::MachineTypes;
@@ -61,6 +61,11 @@ pub enum Command {
     Certs(crate::commands::certs::CertsArgs),
     /// Run the operator: the admission webhooks and the leader-elected reconciler.
     Run(Box<RunArgs>),
+    /// Print the webhook configurations to install for an operator run outside the cluster.
+    WebhookConfigurations(crate::commands::webhook_configs::WebhookConfigsArgs),
+    /// Check through the API server that the webhooks admit Machines (dry-run creates); the
+    /// chart's `helm test` runs it.
+    CheckAdmission(crate::commands::check::CheckArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -263,6 +268,11 @@ pub struct RunArgs {
     #[arg(long, env = "WEBHOOK_SERVICE_NAME", value_name = "WEBHOOK_SERVICE_NAME",
           default_value = crate::certs::WEBHOOK_SERVICE, value_parser = parse_dns_label)]
     pub webhook_service_name: String,
+    /// The Mutating- and ValidatingWebhookConfiguration (one name for both) the chart or
+    /// manifests install, named per release; self-managed certificates fill their caBundle.
+    #[arg(long, env = "WEBHOOK_CONFIGURATION_NAME", value_name = "WEBHOOK_CONFIGURATION_NAME",
+          default_value = crate::certs::WEBHOOK_CONFIGURATION, value_parser = parse_dns_subdomain)]
+    pub webhook_configuration_name: String,
     /// The namespaces whose Machines are reconciled, comma-separated (e.g. `team-a,team-b`);
     /// unset or empty: every namespace. Listed, the operator needs a Role in each of them only,
     /// instead of cluster-wide rights on Secrets, claims and VMs; it runs one set of watches per

@@ -84,6 +84,18 @@ pub fn parse_dns_label(s: &str) -> Result<String, String> {
     }
 }
 
+/// Parses a DNS-1123 subdomain (an object name such as a webhook configuration's): labels of
+/// [`parse_dns_label`]'s kind joined by dots, at most 253 characters.
+pub fn parse_dns_subdomain(s: &str) -> Result<String, String> {
+    if s.len() <= 253 && s.split('.').all(|l| parse_dns_label(l).is_ok()) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253)"
+        ))
+    }
+}
+
 /// Which namespaces the reconciler watches: all, or the listed ones (`WATCH_NAMESPACES=a,b`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchScope {

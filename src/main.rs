@@ -62,6 +62,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Certs(args) => commands::certs::run(args).await,
+        Command::CheckAdmission(args) => commands::check::run(args).await,
+        Command::WebhookConfigurations(args) => {
+            print!("{}", commands::webhook_configs::render(&args)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Validate(args) => {
             let catalog = args.templates.catalog()?;
             let admission = Admission::new(catalog)?;

@@ -128,6 +128,10 @@ pub enum ConfigError {
     Namespace(String),
     #[error("WEBHOOK_SERVICE_NAME / --webhook-service-name {0:?} is not a valid Service name")]
     Service(String),
+    #[error(
+        "WEBHOOK_CONFIGURATION_NAME / --webhook-configuration-name {0:?} is not a valid object name"
+    )]
+    WebhookConfiguration(String),
 }
 
 /// Checked lifetimes: the serving certificate never outlives its CA and neither is renewed as
@@ -223,6 +227,12 @@ impl WebhookUrl {
         format!("{}{path}", self.base)
     }
 
+    /// Whether `url` is one of this base's webhook URLs (the base itself or a path under it).
+    pub fn covers(&self, url: &str) -> bool {
+        url.strip_prefix(&self.base)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
     pub fn host(&self) -> &str {
         &self.host
     }
@@ -241,6 +251,9 @@ pub struct Settings {
     pub publish_grace: TimeDelta,
     /// `--watch-namespaces`: the webhooks are called for these namespaces only.
     pub namespaces: crate::config::WatchScope,
+    /// `--webhook-configuration-name`: the Mutating- and ValidatingWebhookConfiguration (one
+    /// name for both) the chart or manifests install and the operator fills with its caBundle.
+    pub webhook_configuration: String,
 }
 
 /// Longest [`Settings::publish_grace`]. Informers deliver in well under a second; 10s covers a
@@ -274,7 +287,16 @@ impl Settings {
             lifetimes,
             publish_grace: publish_grace(&lifetimes),
             namespaces: crate::config::WatchScope::All,
+            webhook_configuration: super::WEBHOOK_CONFIGURATION.to_owned(),
         })
+    }
+
+    /// The webhook configurations to fill (`--webhook-configuration-name`), named per release.
+    pub fn with_webhook_configuration(mut self, name: &str) -> Result<Self, ConfigError> {
+        crate::config::parse_dns_subdomain(name)
+            .map_err(|_| ConfigError::WebhookConfiguration(name.to_owned()))?;
+        self.webhook_configuration = name.to_owned();
+        Ok(self)
     }
 
     /// The webhook Service (`--webhook-service-name`): the webhook configurations' clientConfig

@@ -29,7 +29,7 @@ use super::rotation::{Action, Plan, Problem, Target, decide};
 use super::store::{Store, StoreError};
 use super::{
     BUNDLE_CONFIGMAP, CA_CERT_KEY, CA_SECRET, SERVING_SECRET, TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY,
-    WEBHOOK_CONFIGURATION, bundle,
+    bundle,
 };
 
 /// Even with nothing due, everything is read again this often (watches can miss a change).
@@ -62,7 +62,8 @@ pub struct CertManager {
 impl CertManager {
     pub fn new(client: Client, settings: Settings, metrics: Metrics) -> Self {
         CertManager {
-            store: Store::new(client.clone(), &settings.namespace),
+            store: Store::new(client.clone(), &settings.namespace)
+                .with_webhook_configuration(&settings.webhook_configuration),
             client,
             settings,
             metrics,
@@ -77,6 +78,7 @@ impl CertManager {
         let triggers = tokio::spawn(watch_objects(
             self.client.clone(),
             self.settings.namespace.clone(),
+            self.settings.webhook_configuration.clone(),
             changed.clone(),
         ));
         let _stop_triggers = AbortOnDrop(triggers);
@@ -160,16 +162,14 @@ impl CertManager {
                 tracing::info!(configmap = BUNDLE_CONFIGMAP, cas = ?serials, %reason, "CA bundle updated");
             }
             Action::WriteMutating { desired, .. } => {
-                self.store
-                    .write_mutating(snapshot.mutating.as_ref(), desired)
-                    .await?;
-                tracing::info!(name = WEBHOOK_CONFIGURATION, %reason, "MutatingWebhookConfiguration updated");
+                self.store.write_mutating(desired).await?;
+                let name = self.store.webhook_configuration();
+                tracing::info!(name, %reason, "MutatingWebhookConfiguration caBundle written");
             }
             Action::WriteValidating { desired, .. } => {
-                self.store
-                    .write_validating(snapshot.validating.as_ref(), desired)
-                    .await?;
-                tracing::info!(name = WEBHOOK_CONFIGURATION, %reason, "ValidatingWebhookConfiguration updated");
+                self.store.write_validating(desired).await?;
+                let name = self.store.webhook_configuration();
+                tracing::info!(name, %reason, "ValidatingWebhookConfiguration caBundle written");
             }
             Action::IssueServing { .. } => {
                 let ca = observed.ca.ok().ok_or(Error::NoCa)?;
@@ -208,10 +208,8 @@ impl CertManager {
             Target::MutatingWebhook,
             Target::ValidatingWebhook,
         ] {
-            self.metrics.set_problem(
-                target_label(target),
-                plan.problems.contains(&Problem::Foreign(target)),
-            );
+            let present = plan.problems.iter().any(|p| p.target() == target);
+            self.metrics.set_problem(target_label(target), present);
         }
         let Ok(mut last) = self.reported.lock() else {
             return;
@@ -305,7 +303,12 @@ where
 }
 
 /// Wakes `changed` whenever one of the five objects is added, modified or deleted.
-async fn watch_objects(client: Client, namespace: String, changed: Arc<Notify>) {
+async fn watch_objects(
+    client: Client,
+    namespace: String,
+    webhook_configuration: String,
+    changed: Arc<Notify>,
+) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
@@ -314,8 +317,8 @@ async fn watch_objects(client: Client, namespace: String, changed: Arc<Notify>) 
         changes(secrets.clone(), CA_SECRET),
         changes(secrets, SERVING_SECRET),
         changes(configmaps, BUNDLE_CONFIGMAP),
-        changes(mutating, WEBHOOK_CONFIGURATION),
-        changes(validating, WEBHOOK_CONFIGURATION),
+        changes(mutating, &webhook_configuration),
+        changes(validating, &webhook_configuration),
     ];
     let mut all = futures::stream::select_all(streams);
     while let Some(event) = all.next().await {

@@ -9,8 +9,9 @@
 //!   the leader (`ca`, `serving`), by why.
 //! - `kubevirt_operator_certificate_reloads_total{result}`: serving-Secret changes this replica
 //!   loaded (`loaded`) or refused and kept the previous certificate for (`invalid`).
-//! - `kubevirt_operator_certificate_problems{object}`: 1 while an object with our name is not
-//!   ours (foreign) and so cannot be maintained, else 0.
+//! - `kubevirt_operator_certificate_problems{object}`: 1 while an object cannot be maintained
+//!   (a Secret or ConfigMap with our name that is not ours, a webhook configuration that is not
+//!   installed or has no webhook calling us), else 0.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -71,7 +72,7 @@ impl Metrics {
         );
         registry.register(
             "kubevirt_operator_certificate_problems",
-            "1 while an object with the operator's name is not managed by it",
+            "1 while an object cannot be maintained (not the operator's, or not installed)",
             self.problems.clone(),
         );
     }

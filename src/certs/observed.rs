@@ -33,7 +33,7 @@ pub struct Snapshot {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stored<T> {
     Missing,
-    /// Exists without the managed-by label: never overwritten.
+    /// A Secret or ConfigMap that exists without the managed-by label: never overwritten.
     Foreign,
     Unreadable(String),
     Ok(T),
@@ -84,8 +84,11 @@ pub fn observe(s: &Snapshot) -> Observed {
         ca: classify(s.ca.as_ref(), |o| &o.metadata, ca_state),
         serving: classify(s.serving.as_ref(), |o| &o.metadata, serving_state),
         bundle: classify(s.bundle.as_ref(), |o| &o.metadata, bundle_state),
-        mutating: classify(s.mutating.as_ref(), |o| &o.metadata, |o| Ok(o.clone())),
-        validating: classify(s.validating.as_ref(), |o| &o.metadata, |o| Ok(o.clone())),
+        // Named by --webhook-configuration-name and installed by the chart or manifests, not
+        // by us: the name is the claim, so there is no label to check (only webhooks that call
+        // us are ever filled: webhook_config::fill).
+        mutating: s.mutating.clone().map_or(Stored::Missing, Stored::Ok),
+        validating: s.validating.clone().map_or(Stored::Missing, Stored::Ok),
     }
 }
 

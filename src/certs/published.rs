@@ -4,81 +4,51 @@
 //! counted from the later of the two stamps, so it survives a change of leader. Pure.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
-};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::CA_BUNDLE_WRITTEN_ANNOTATION;
+use super::config::Settings;
 use super::observed::{Observed, Stored, ca_bundle_written_at};
+use super::webhook_config::{WebhookConfiguration, bundles};
 
-/// The configuration's caBundles, webhook by webhook.
-fn bundles<'a>(
-    configs: impl Iterator<Item = &'a WebhookClientConfig>,
-) -> Vec<Option<&'a ByteString>> {
-    configs.map(|c| c.ca_bundle.as_ref()).collect()
-}
-
-fn mutating_bundles(c: &MutatingWebhookConfiguration) -> Vec<Option<&ByteString>> {
-    bundles(c.webhooks.iter().flatten().map(|h| &h.client_config))
-}
-
-fn validating_bundles(c: &ValidatingWebhookConfiguration) -> Vec<Option<&ByteString>> {
-    bundles(c.webhooks.iter().flatten().map(|h| &h.client_config))
-}
-
-/// The stamp `desired` is written with: the live one when the caBundles stay the same and it has
-/// one, else `now`.
-fn stamp(
-    desired: &mut ObjectMeta,
-    live: Option<&ObjectMeta>,
-    same_bundles: bool,
+/// Stamps `desired` (a fill of `live`): the live stamp when the caBundles of our webhooks stay
+/// the same and it has one, else `now`.
+pub fn stamp<T: WebhookConfiguration>(
+    desired: &mut T,
+    live: &T,
+    settings: &Settings,
     now: DateTime<Utc>,
 ) {
-    let kept = live
-        .filter(|_| same_bundles)
+    let same = bundles(live, settings) == bundles(desired, settings);
+    let kept = Some(live.meta())
+        .filter(|_| same)
         .and_then(ca_bundle_written_at)
         .unwrap_or(now);
-    desired.annotations.get_or_insert_default().insert(
-        CA_BUNDLE_WRITTEN_ANNOTATION.to_owned(),
-        kept.to_rfc3339_opts(SecondsFormat::Secs, true),
-    );
-}
-
-pub fn stamp_mutating(
-    desired: &mut MutatingWebhookConfiguration,
-    live: Option<&MutatingWebhookConfiguration>,
-    now: DateTime<Utc>,
-) {
-    let same = live.is_some_and(|l| mutating_bundles(l) == mutating_bundles(desired));
-    stamp(&mut desired.metadata, live.map(|l| &l.metadata), same, now);
-}
-
-pub fn stamp_validating(
-    desired: &mut ValidatingWebhookConfiguration,
-    live: Option<&ValidatingWebhookConfiguration>,
-    now: DateTime<Utc>,
-) {
-    let same = live.is_some_and(|l| validating_bundles(l) == validating_bundles(desired));
-    stamp(&mut desired.metadata, live.map(|l| &l.metadata), same, now);
+    desired
+        .meta_mut()
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            CA_BUNDLE_WRITTEN_ANNOTATION.to_owned(),
+            kept.to_rfc3339_opts(SecondsFormat::Secs, true),
+        );
 }
 
 /// When both webhook configurations last received their caBundle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Published {
-    /// The later of the two stamps (configurations not managed by us are not waited for).
+    /// The later of the two stamps (configurations that send nothing here are not waited for).
     At(DateTime<Utc>),
-    /// One of ours carries no readable stamp (written by an older version, or edited).
+    /// One that calls us carries no readable stamp (never filled yet, or edited).
     Unrecorded,
-    /// Neither configuration is ours.
+    /// Neither configuration is installed with a webhook that calls us.
     NotOurs,
 }
 
-pub fn published(observed: &Observed) -> Published {
+pub fn published(observed: &Observed, settings: &Settings) -> Published {
     let stamps = [
-        stamp_of(&observed.mutating, |c| &c.metadata),
-        stamp_of(&observed.validating, |c| &c.metadata),
+        stamp_of(&observed.mutating, settings),
+        stamp_of(&observed.validating, settings),
     ];
     let mut latest = None;
     for s in stamps.into_iter().flatten() {
@@ -90,15 +60,17 @@ pub fn published(observed: &Observed) -> Published {
     latest.map_or(Published::NotOurs, Published::At)
 }
 
-/// None: not ours to wait for; Some(None): ours without a stamp.
-fn stamp_of<T>(
+/// None: nothing to wait for (not installed, or no webhook of it calls us); Some(None): one
+/// that calls us, without a stamp.
+fn stamp_of<T: WebhookConfiguration>(
     stored: &Stored<T>,
-    meta: impl Fn(&T) -> &ObjectMeta,
+    settings: &Settings,
 ) -> Option<Option<DateTime<Utc>>> {
     match stored {
-        Stored::Foreign => None,
-        Stored::Ok(live) => Some(ca_bundle_written_at(meta(live))),
-        Stored::Missing | Stored::Unreadable(_) => Some(None),
+        Stored::Ok(live) if !bundles(live, settings).is_empty() => {
+            Some(ca_bundle_written_at(live.meta()))
+        }
+        _ => None,
     }
 }
 
@@ -109,6 +81,10 @@ pub fn unstamped(meta: &ObjectMeta) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+
     use super::*;
     use crate::certs::config::{Lifetimes, RenewBefore, Settings};
     use crate::certs::webhook_config;
@@ -123,10 +99,12 @@ mod tests {
         Settings::new("kubevirt-operator-system", None, l).unwrap()
     }
 
+    /// As installed (no caBundle), filled with `bundle` and stamped `at`.
     fn stamped(bundle: &[u8], at: Option<DateTime<Utc>>) -> MutatingWebhookConfiguration {
-        let mut c = webhook_config::mutating(&settings(), bundle);
+        let installed = webhook_config::mutating(&settings(), b"");
+        let mut c = webhook_config::fill(&installed, &settings(), bundle).unwrap();
         if let Some(at) = at {
-            stamp_mutating(&mut c, None, at);
+            stamp(&mut c, &installed, &settings(), at);
         }
         c
     }
@@ -134,38 +112,50 @@ mod tests {
     #[test]
     fn a_write_keeps_the_stamp_only_while_the_ca_bundle_stays_the_same() {
         let live = stamped(b"A", Some(t(0)));
+        let installed = webhook_config::mutating(&settings(), b"");
         let cases = [
             // (desired caBundle, live, expected stamp)
-            (&b"A"[..], Some(&live), t(0)),
-            (&b"A+B"[..], Some(&live), t(60)),
-            (&b"A"[..], None, t(60)),
+            (&b"A"[..], &live, t(0)),
+            (&b"A+B"[..], &live, t(60)),
+            (&b"A"[..], &installed, t(60)),
         ];
         for (bundle, live, expected) in cases {
-            let mut desired = webhook_config::mutating(&settings(), bundle);
-            stamp_mutating(&mut desired, live, t(60));
+            let mut desired = webhook_config::fill(live, &settings(), bundle).unwrap();
+            stamp(&mut desired, live, &settings(), t(60));
             assert_eq!(ca_bundle_written_at(&desired.metadata), Some(expected));
         }
         // Unstamped live, same caBundle: stamped now.
-        let mut desired = webhook_config::mutating(&settings(), b"A");
-        stamp_mutating(&mut desired, Some(&stamped(b"A", None)), t(60));
+        let unstamped = stamped(b"A", None);
+        let mut desired = webhook_config::fill(&unstamped, &settings(), b"A").unwrap();
+        stamp(&mut desired, &unstamped, &settings(), t(60));
         assert_eq!(ca_bundle_written_at(&desired.metadata), Some(t(60)));
     }
 
     #[test]
-    fn published_is_the_later_stamp_of_the_configurations_we_own() {
+    fn published_is_the_later_stamp_of_the_configurations_that_call_us() {
+        let s = settings();
         let validating = |at: Option<DateTime<Utc>>| {
-            let mut c = webhook_config::validating(&settings(), b"A");
+            let installed = webhook_config::validating(&s, b"");
+            let mut c = webhook_config::fill(&installed, &s, b"A").unwrap();
             if let Some(at) = at {
-                stamp_validating(&mut c, None, at);
+                stamp(&mut c, &installed, &s, at);
             }
             Stored::Ok(c)
         };
-        let observed = |m: Stored<MutatingWebhookConfiguration>, v| Observed {
-            ca: Stored::Missing,
-            serving: Stored::Missing,
-            bundle: Stored::Missing,
-            mutating: m,
-            validating: v,
+        let observed = |m: Stored<MutatingWebhookConfiguration>,
+                        v: Stored<ValidatingWebhookConfiguration>| {
+            Observed {
+                ca: Stored::Missing,
+                serving: Stored::Missing,
+                bundle: Stored::Missing,
+                mutating: m,
+                validating: v,
+            }
+        };
+        // A configuration whose webhooks call another Service: not ours to wait for.
+        let elsewhere = {
+            let other = Settings::new("elsewhere", None, s.lifetimes).unwrap();
+            Stored::Ok(webhook_config::mutating(&other, b"A"))
         };
         let cases = [
             (
@@ -178,21 +168,17 @@ mod tests {
                 validating(Some(t(5))),
                 Published::At(t(9)),
             ),
-            (Stored::Foreign, validating(Some(t(5))), Published::At(t(5))),
+            (Stored::Missing, validating(Some(t(5))), Published::At(t(5))),
+            (elsewhere, validating(Some(t(5))), Published::At(t(5))),
             (
                 Stored::Ok(stamped(b"A", None)),
                 validating(Some(t(5))),
                 Published::Unrecorded,
             ),
-            (
-                Stored::Missing,
-                validating(Some(t(5))),
-                Published::Unrecorded,
-            ),
-            (Stored::Foreign, Stored::Foreign, Published::NotOurs),
+            (Stored::Missing, Stored::Missing, Published::NotOurs),
         ];
         for (m, v, expected) in cases {
-            assert_eq!(published(&observed(m, v)), expected);
+            assert_eq!(published(&observed(m, v), &s), expected);
         }
     }
 }

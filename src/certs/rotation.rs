@@ -6,7 +6,9 @@
 //! 1. the CA Secret holds a valid CA that is not due for renewal (else: issue a new CA);
 //! 2. the bundle ConfigMap holds that CA plus every older CA that has not expired yet, and the
 //!    CA that signed the current serving certificate (else: rewrite the bundle);
-//! 3. both webhook configurations carry exactly that bundle (else: rewrite them);
+//! 3. the webhooks that call us in both installed webhook configurations carry exactly that
+//!    bundle (else: write it into them; the operator writes nothing else there, and creates no
+//!    configuration);
 //! 4. the serving certificate is signed by the current CA, names the right hosts and is not due
 //!    (else: issue one — but from a new CA only once steps 2 and 3 hold for it, and, while the
 //!    current certificate still works, only after the publish grace, counted from when both
@@ -17,6 +19,7 @@ use chrono::{DateTime, Utc};
 use super::config::Settings;
 use super::observed::{Observed, Stored, StoredCa};
 use super::published::{self, Published};
+use super::webhook_config::WebhookConfiguration;
 use super::x509::Cert;
 use super::{bundle, issue, trust, webhook_config};
 
@@ -111,46 +114,27 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         return plan;
     }
 
-    // 3. The webhook configurations carry the published bundle.
-    // Each write records when its caBundle was written (see `published`).
+    // 3. The webhook configurations the chart or manifests installed carry the published
+    // bundle in every webhook that calls us; each write records when (see `published`).
     let pem = bundle::encode(published);
-    let mut mutating = webhook_config::mutating(settings, pem.as_bytes());
-    let mut validating = webhook_config::validating(settings, pem.as_bytes());
-    published::stamp_mutating(&mut mutating, observed.mutating.ok(), now);
-    published::stamp_validating(&mut validating, observed.validating.ok(), now);
-    match &observed.mutating {
-        Stored::Foreign => plan
-            .problems
-            .push(Problem::Foreign(Target::MutatingWebhook)),
-        Stored::Ok(live) if webhook_config::mutating_matches(live, &mutating) => {
-            if published::unstamped(&live.metadata) {
-                plan.actions.push(Action::WriteMutating {
-                    desired: Box::new(mutating),
-                    reason: Reason::Unrecorded,
-                });
-            }
-        }
-        other => plan.actions.push(Action::WriteMutating {
-            desired: Box::new(mutating),
-            reason: stale_reason(other),
-        }),
+    let problems = &mut plan.problems;
+    let target = Target::MutatingWebhook;
+    if let Some((desired, reason)) = fill(&observed.mutating, settings, &pem, now, target, problems)
+    {
+        plan.actions.push(Action::WriteMutating {
+            desired: Box::new(desired),
+            reason,
+        });
     }
-    match &observed.validating {
-        Stored::Foreign => plan
-            .problems
-            .push(Problem::Foreign(Target::ValidatingWebhook)),
-        Stored::Ok(live) if webhook_config::validating_matches(live, &validating) => {
-            if published::unstamped(&live.metadata) {
-                plan.actions.push(Action::WriteValidating {
-                    desired: Box::new(validating),
-                    reason: Reason::Unrecorded,
-                });
-            }
-        }
-        other => plan.actions.push(Action::WriteValidating {
-            desired: Box::new(validating),
-            reason: stale_reason(other),
-        }),
+    let problems = &mut plan.problems;
+    let target = Target::ValidatingWebhook;
+    if let Some((desired, reason)) =
+        fill(&observed.validating, settings, &pem, now, target, problems)
+    {
+        plan.actions.push(Action::WriteValidating {
+            desired: Box::new(desired),
+            reason,
+        });
     }
 
     // 4. The serving certificate.
@@ -195,18 +179,20 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
     let Some(reason) = need else {
         return plan;
     };
+    // A configuration that is not installed sends nothing here: not waited for.
     let reached_webhooks = |c: &Cert| {
-        let m = match &observed.mutating {
-            Stored::Ok(live) => webhook_config::mutating_trusts(live, c),
-            Stored::Foreign => true, // not ours to wait for
-            _ => false,
-        };
-        let v = match &observed.validating {
-            Stored::Ok(live) => webhook_config::validating_trusts(live, c),
-            Stored::Foreign => true,
-            _ => false,
-        };
-        m && v
+        let trusts = |live: Option<bool>| live.unwrap_or(true);
+        trusts(
+            observed
+                .mutating
+                .ok()
+                .map(|l| webhook_config::trusts(l, settings, c)),
+        ) && trusts(
+            observed
+                .validating
+                .ok()
+                .map(|l| webhook_config::trusts(l, settings, c)),
+        )
     };
     if !published.contains(&ca.cert) || !reached_webhooks(&ca.cert) {
         plan.waiting = Some(format!(
@@ -221,7 +207,7 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
     // certificate that does not work has nothing to protect, and a new one from the same CA is
     // trusted wherever the current one is. The wait never outlasts the current certificate: it
     // ends a moment before that expires.
-    let since = match published::published(observed) {
+    let since = match published::published(observed, settings) {
         Published::At(at) => Some(at),
         Published::NotOurs => Some(ca.cert.issued_at()),
         Published::Unrecorded => None,
@@ -259,12 +245,45 @@ fn write_bundle(cas: &[Cert], reason: Reason) -> Action {
     }
 }
 
-fn stale_reason<T>(s: &Stored<T>) -> Reason {
-    match s {
-        Stored::Missing => Reason::Missing,
-        Stored::Unreadable(why) => Reason::Unreadable(why.clone()),
-        _ => Reason::Outdated,
-    }
+/// The fill of an installed webhook configuration, and why, when it needs writing: its
+/// webhooks that call us lack the bundle (`missing` while none has one), or it has no record of
+/// when they got it. Not installed, or nothing in it calls us: a problem, nothing to write.
+fn fill<T: WebhookConfiguration>(
+    stored: &Stored<T>,
+    settings: &Settings,
+    pem: &str,
+    now: DateTime<Utc>,
+    target: Target,
+    problems: &mut Vec<Problem>,
+) -> Option<(T, Reason)> {
+    let name = settings.webhook_configuration.clone();
+    let Stored::Ok(live) = stored else {
+        problems.push(Problem::NotInstalled { target, name });
+        return None;
+    };
+    let Some(mut desired) = webhook_config::fill(live, settings, pem.as_bytes()) else {
+        let callee = webhook_config::callee(settings);
+        problems.push(Problem::NotCallingUs {
+            target,
+            name,
+            callee,
+        });
+        return None;
+    };
+    published::stamp(&mut desired, live, settings, now);
+    let before = webhook_config::bundles(live, settings);
+    let reason = if before != webhook_config::bundles(&desired, settings) {
+        if before.iter().all(Option::is_none) {
+            Reason::Missing
+        } else {
+            Reason::Outdated
+        }
+    } else if published::unstamped(live.meta()) {
+        Reason::Unrecorded
+    } else {
+        return None;
+    };
+    Some((desired, reason))
 }
 
 #[cfg(test)]

@@ -53,6 +53,8 @@ impl StoreError {
 #[derive(Clone)]
 pub struct Store {
     namespace: String,
+    /// The installed webhook configurations' name (`--webhook-configuration-name`).
+    webhook_configuration: String,
     secrets: Api<Secret>,
     configmaps: Api<ConfigMap>,
     mutating: Api<MutatingWebhookConfiguration>,
@@ -67,15 +69,6 @@ fn post() -> PostParams {
 }
 
 /// Our labels on top of whatever labels the object already carries.
-/// Sets the desired annotations (the caBundle stamp), keeping any others.
-fn merge_annotations(meta: &mut ObjectMeta, desired: &ObjectMeta) {
-    if let Some(wanted) = &desired.annotations {
-        meta.annotations
-            .get_or_insert_default()
-            .extend(wanted.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
-}
-
 fn with_labels(meta: &mut ObjectMeta) {
     meta.labels
         .get_or_insert_with(BTreeMap::new)
@@ -86,11 +79,22 @@ impl Store {
     pub fn new(client: Client, namespace: &str) -> Self {
         Store {
             namespace: namespace.to_owned(),
+            webhook_configuration: WEBHOOK_CONFIGURATION.to_owned(),
             secrets: Api::namespaced(client.clone(), namespace),
             configmaps: Api::namespaced(client.clone(), namespace),
             mutating: Api::all(client.clone()),
             validating: Api::all(client),
         }
+    }
+
+    /// Reads and fills the webhook configurations named `name` (the release's).
+    pub fn with_webhook_configuration(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.webhook_configuration);
+        self
+    }
+
+    pub fn webhook_configuration(&self) -> &str {
+        &self.webhook_configuration
     }
 
     pub fn namespace(&self) -> &str {
@@ -121,8 +125,12 @@ impl Store {
             ca: self.get(&self.secrets, CA_SECRET).await?,
             serving: self.get(&self.secrets, SERVING_SECRET).await?,
             bundle: self.get(&self.configmaps, BUNDLE_CONFIGMAP).await?,
-            mutating: self.get(&self.mutating, WEBHOOK_CONFIGURATION).await?,
-            validating: self.get(&self.validating, WEBHOOK_CONFIGURATION).await?,
+            mutating: self
+                .get(&self.mutating, &self.webhook_configuration)
+                .await?,
+            validating: self
+                .get(&self.validating, &self.webhook_configuration)
+                .await?,
         })
     }
 
@@ -235,32 +243,40 @@ impl Store {
         self.put(&self.configmaps, BUNDLE_CONFIGMAP, live, cm).await
     }
 
+    /// Replaces the installed configuration with `filled` (the live one with our caBundle and
+    /// stamp: `webhook_config::fill`), as of the resourceVersion it was read at. Never creates:
+    /// the chart or manifests install it, so uninstalling removes it.
+    async fn replace_filled<K>(&self, api: &Api<K>, mut filled: K) -> Result<K, StoreError>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let name = self.webhook_configuration.clone();
+        let what = self.what::<K>(&name);
+        if filled.meta().resource_version.is_none() {
+            return Err(StoreError::Conflict(what));
+        }
+        filled.meta_mut().managed_fields = None;
+        api.replace(&name, &post(), &filled)
+            .await
+            .map_err(|e| StoreError::from_kube(what, e))
+    }
+
     pub async fn write_mutating(
         &self,
-        live: Option<&MutatingWebhookConfiguration>,
-        desired: &MutatingWebhookConfiguration,
+        filled: &MutatingWebhookConfiguration,
     ) -> Result<MutatingWebhookConfiguration, StoreError> {
-        let mut obj = live.cloned().unwrap_or_else(|| desired.clone());
-        with_labels(&mut obj.metadata);
-        obj.metadata.managed_fields = None;
-        obj.webhooks.clone_from(&desired.webhooks);
-        merge_annotations(&mut obj.metadata, &desired.metadata);
-        self.put(&self.mutating, WEBHOOK_CONFIGURATION, live, obj)
-            .await
+        self.replace_filled(&self.mutating, filled.clone()).await
     }
 
     pub async fn write_validating(
         &self,
-        live: Option<&ValidatingWebhookConfiguration>,
-        desired: &ValidatingWebhookConfiguration,
+        filled: &ValidatingWebhookConfiguration,
     ) -> Result<ValidatingWebhookConfiguration, StoreError> {
-        let mut obj = live.cloned().unwrap_or_else(|| desired.clone());
-        with_labels(&mut obj.metadata);
-        obj.metadata.managed_fields = None;
-        obj.webhooks.clone_from(&desired.webhooks);
-        merge_annotations(&mut obj.metadata, &desired.metadata);
-        self.put(&self.validating, WEBHOOK_CONFIGURATION, live, obj)
-            .await
+        self.replace_filled(&self.validating, filled.clone()).await
     }
 
     /// Asks the leader to renew the CA (`ca`) or the serving certificate now, by annotating its

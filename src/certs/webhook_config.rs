@@ -1,6 +1,8 @@
-//! The Mutating- and ValidatingWebhookConfiguration the operator keeps, as pure functions of
-//! the settings and the published CA bundle, and a comparison that ignores what the API server
-//! fills in by default (so a freshly written object never looks out of date).
+//! The Mutating- and ValidatingWebhookConfiguration: their shape as the chart and `manifests/`
+//! install them (pure functions of the settings; tests compare both installs with it, and
+//! `kubevirt-operator webhook-configurations` prints it for an operator outside the cluster),
+//! and the one thing the operator writes into the installed ones: the caBundle of each webhook
+//! that calls it. The operator never creates them, so uninstalling removes them.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -11,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::config::Settings;
 use super::x509::Cert;
-use super::{WEBHOOK_CONFIGURATION, managed_labels};
+use super::{NAME_LABEL, OPERATOR_NAME};
 use crate::admission::{MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
 
 pub const MUTATING_WEBHOOK_NAME: &str = "mutate.machines.vitistack.io";
@@ -20,16 +22,17 @@ pub const NETWORK_WEBHOOK_NAME: &str = "validate.networkconfigurations.vitistack
 pub const TIMEOUT_SECONDS: i32 = 5;
 const SERVICE_PORT: i32 = 443;
 
-fn metadata() -> ObjectMeta {
+fn metadata(settings: &Settings) -> ObjectMeta {
     ObjectMeta {
-        name: Some(WEBHOOK_CONFIGURATION.to_owned()),
-        labels: Some(managed_labels()),
+        name: Some(settings.webhook_configuration.clone()),
+        labels: Some([(NAME_LABEL.to_owned(), OPERATOR_NAME.to_owned())].into()),
         ..ObjectMeta::default()
     }
 }
 
+/// An empty `ca_bundle`: none (as installed, before the operator fills it in).
 fn client_config(settings: &Settings, path: &str, ca_bundle: &[u8]) -> WebhookClientConfig {
-    let ca_bundle = Some(ByteString(ca_bundle.to_vec()));
+    let ca_bundle = (!ca_bundle.is_empty()).then(|| ByteString(ca_bundle.to_vec()));
     match &settings.webhook_url {
         Some(url) => WebhookClientConfig {
             url: Some(url.join(path)),
@@ -110,28 +113,11 @@ fn into_mutating(v: ValidatingWebhook, reinvocation_policy: Option<String>) -> M
     }
 }
 
-fn split_mutating(m: MutatingWebhook) -> (ValidatingWebhook, Option<String>) {
-    let shared = ValidatingWebhook {
-        admission_review_versions: m.admission_review_versions,
-        client_config: m.client_config,
-        failure_policy: m.failure_policy,
-        match_conditions: m.match_conditions,
-        match_policy: m.match_policy,
-        name: m.name,
-        namespace_selector: m.namespace_selector,
-        object_selector: m.object_selector,
-        rules: m.rules,
-        side_effects: m.side_effects,
-        timeout_seconds: m.timeout_seconds,
-    };
-    (shared, m.reinvocation_policy)
-}
-
 /// The MutatingWebhookConfiguration for `ca_bundle` (PEM).
 pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfiguration {
     let hook = webhook(settings, MUTATING_WEBHOOK_NAME, MUTATE_PATH, ca_bundle);
     MutatingWebhookConfiguration {
-        metadata: metadata(),
+        metadata: metadata(settings),
         webhooks: Some(vec![into_mutating(hook, Some("Never".to_owned()))]),
     }
 }
@@ -139,7 +125,7 @@ pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfigu
 /// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, and NetworkConfigurations.
 pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
-        metadata: metadata(),
+        metadata: metadata(settings),
         webhooks: Some(vec![
             webhook(settings, VALIDATING_WEBHOOK_NAME, VALIDATE_PATH, ca_bundle),
             webhook_for(
@@ -153,85 +139,94 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
     }
 }
 
-/// Fills in what kube-apiserver defaults, so live and desired compare equal when they mean the
-/// same thing.
-fn normalize(h: &mut ValidatingWebhook) {
-    let c = &mut h.client_config;
-    if let Some(s) = &mut c.service {
-        s.port.get_or_insert(SERVICE_PORT);
+/// What the fill-in below needs of either kind of webhook configuration: its clientConfigs.
+pub trait WebhookConfiguration: kube::Resource<DynamicType = ()> + Clone {
+    fn client_configs(&self) -> Vec<&WebhookClientConfig>;
+    fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig>;
+}
+
+impl WebhookConfiguration for MutatingWebhookConfiguration {
+    fn client_configs(&self) -> Vec<&WebhookClientConfig> {
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|h| &h.client_config)
+            .collect()
     }
-    if c.ca_bundle.as_ref().is_some_and(|b| b.0.is_empty()) {
-        c.ca_bundle = None;
-    }
-    h.failure_policy.get_or_insert_with(|| "Fail".to_owned());
-    h.match_policy
-        .get_or_insert_with(|| "Equivalent".to_owned());
-    h.namespace_selector
-        .get_or_insert_with(LabelSelector::default);
-    h.object_selector.get_or_insert_with(LabelSelector::default);
-    h.timeout_seconds.get_or_insert(10);
-    for r in h.rules.iter_mut().flatten() {
-        r.scope.get_or_insert_with(|| "*".to_owned());
-    }
-    if h.match_conditions.as_ref().is_some_and(Vec::is_empty) {
-        h.match_conditions = None;
+    fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig> {
+        let hooks = self.webhooks.iter_mut().flatten();
+        hooks.map(|h| &mut h.client_config).collect()
     }
 }
 
-fn normalized_validating(webhooks: Option<&Vec<ValidatingWebhook>>) -> Vec<ValidatingWebhook> {
-    let mut hooks = webhooks.cloned().unwrap_or_default();
-    hooks.iter_mut().for_each(normalize);
-    hooks
+impl WebhookConfiguration for ValidatingWebhookConfiguration {
+    fn client_configs(&self) -> Vec<&WebhookClientConfig> {
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|h| &h.client_config)
+            .collect()
+    }
+    fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig> {
+        let hooks = self.webhooks.iter_mut().flatten();
+        hooks.map(|h| &mut h.client_config).collect()
+    }
 }
 
-fn normalized_mutating(webhooks: Option<&Vec<MutatingWebhook>>) -> Vec<MutatingWebhook> {
-    let hooks = webhooks.cloned().unwrap_or_default();
-    hooks
-        .into_iter()
-        .map(|m| {
-            let (mut shared, reinvocation) = split_mutating(m);
-            normalize(&mut shared);
-            into_mutating(shared, reinvocation.or_else(|| Some("Never".to_owned())))
-        })
+/// Whether a webhook calls this operator: its Service in its namespace, or under its URL. Only
+/// such webhooks get the operator's caBundle; any other webhook in the configuration is not its.
+pub fn calls_us(settings: &Settings, c: &WebhookClientConfig) -> bool {
+    match (&settings.webhook_url, &c.service, &c.url) {
+        (Some(base), _, Some(url)) => base.covers(url),
+        (None, Some(s), _) => s.name == settings.service && s.namespace == settings.namespace,
+        _ => false,
+    }
+}
+
+/// What the operator's webhooks are reached by, for messages: `Service ns/name` or the URL.
+pub fn callee(settings: &Settings) -> String {
+    match &settings.webhook_url {
+        Some(url) => format!("URL {}", url.join("")),
+        None => format!("Service {}/{}", settings.namespace, settings.service),
+    }
+}
+
+/// The caBundles of the webhooks that call us, in order.
+pub fn bundles<'a, T: WebhookConfiguration>(
+    live: &'a T,
+    settings: &Settings,
+) -> Vec<Option<&'a ByteString>> {
+    let configs = live.client_configs().into_iter();
+    configs
+        .filter(|c| calls_us(settings, c))
+        .map(|c| c.ca_bundle.as_ref())
         .collect()
 }
 
-/// Whether the live configuration's webhooks mean what the desired ones do.
-pub fn mutating_matches(
-    live: &MutatingWebhookConfiguration,
-    desired: &MutatingWebhookConfiguration,
-) -> bool {
-    normalized_mutating(live.webhooks.as_ref()) == normalized_mutating(desired.webhooks.as_ref())
-}
-
-pub fn validating_matches(
-    live: &ValidatingWebhookConfiguration,
-    desired: &ValidatingWebhookConfiguration,
-) -> bool {
-    normalized_validating(live.webhooks.as_ref())
-        == normalized_validating(desired.webhooks.as_ref())
+/// `live` with `ca_bundle` (PEM) in every webhook that calls us and nothing else changed; None
+/// when no webhook calls us (nothing of it is ours to fill).
+pub fn fill<T: WebhookConfiguration>(live: &T, settings: &Settings, ca_bundle: &[u8]) -> Option<T> {
+    let mut desired = live.clone();
+    let mut ours = 0;
+    for c in desired.client_configs_mut() {
+        if calls_us(settings, c) {
+            c.ca_bundle = Some(ByteString(ca_bundle.to_vec()));
+            ours += 1;
+        }
+    }
+    (ours > 0).then_some(desired)
 }
 
 fn bundle_has(ca_bundle: Option<&ByteString>, ca: &Cert) -> bool {
     ca_bundle.is_some_and(|b| Cert::all_from_pem(&b.0).0.contains(ca))
 }
 
-/// Whether every one of the configuration's webhooks trusts `ca` (the new CA has "reached" it).
-fn all_trust<'a>(
-    mut configs: impl ExactSizeIterator<Item = &'a WebhookClientConfig>,
-    ca: &Cert,
-) -> bool {
-    configs.len() > 0 && configs.all(|c| bundle_has(c.ca_bundle.as_ref(), ca))
-}
-
-pub fn mutating_trusts(live: &MutatingWebhookConfiguration, ca: &Cert) -> bool {
-    let hooks = live.webhooks.as_deref().unwrap_or_default();
-    all_trust(hooks.iter().map(|h| &h.client_config), ca)
-}
-
-pub fn validating_trusts(live: &ValidatingWebhookConfiguration, ca: &Cert) -> bool {
-    let hooks = live.webhooks.as_deref().unwrap_or_default();
-    all_trust(hooks.iter().map(|h| &h.client_config), ca)
+/// Whether every webhook of `live` that calls us trusts `ca` (the new CA has "reached" it).
+/// A configuration none of whose webhooks calls us sends no request here: nothing to wait for.
+pub fn trusts<T: WebhookConfiguration>(live: &T, settings: &Settings, ca: &Cert) -> bool {
+    bundles(live, settings)
+        .into_iter()
+        .all(|b| bundle_has(b, ca))
 }
 
 #[cfg(test)]
@@ -253,7 +248,7 @@ mod tests {
         let m = mutating(&settings(None), b"PEM");
         assert_eq!(m.metadata.name.as_deref(), Some("kubevirt-operator"));
         assert_eq!(
-            m.metadata.labels.as_ref().unwrap()["vitistack.io/managed-by"],
+            m.metadata.labels.as_ref().unwrap()["app.kubernetes.io/name"],
             "kubevirt-operator"
         );
         let h = &m.webhooks.as_ref().unwrap()[0];
@@ -309,38 +304,68 @@ mod tests {
         assert_eq!(h.client_config.ca_bundle.as_ref().unwrap().0, b"PEM");
     }
 
+    /// Only caBundle, and only of the webhooks that call us: another release's or another
+    /// product's webhook in the same configuration keeps its own.
     #[test]
-    fn server_defaults_do_not_count_as_drift_but_edits_do() {
-        let s = settings(None);
-        let desired = mutating(&s, b"PEM");
-        // What an API server returns: defaults in, our explicit values as written.
-        let mut live = desired.clone();
-        let h = &mut live.webhooks.as_mut().unwrap()[0];
-        h.match_conditions = Some(vec![]);
-        assert!(mutating_matches(&live, &desired));
-        let mut sparse = desired.clone();
-        let h = &mut sparse.webhooks.as_mut().unwrap()[0];
-        h.match_policy = None;
-        h.namespace_selector = None;
-        h.reinvocation_policy = None;
-        h.client_config.service.as_mut().unwrap().port = None;
-        assert!(mutating_matches(&desired, &sparse));
+    fn fill_writes_the_ca_bundle_of_our_webhooks_only() {
+        let ours = settings(None);
+        let installed = validating(&ours, b"");
+        assert!(
+            installed
+                .client_configs()
+                .iter()
+                .all(|c| c.ca_bundle.is_none())
+        );
+        let mut live = installed.clone();
+        let hooks = live.webhooks.as_mut().unwrap();
+        hooks[0].timeout_seconds = Some(9); // an admin's edit through the chart stays
+        let mut foreign = hooks[1].clone();
+        foreign.name = "other.example.com".into();
+        let svc = foreign.client_config.service.as_mut().unwrap();
+        svc.name = "other".into();
+        foreign.client_config.ca_bundle = Some(ByteString(b"THEIRS".to_vec()));
+        hooks.push(foreign);
 
-        let mut edited = desired.clone();
-        edited.webhooks.as_mut().unwrap()[0].client_config.ca_bundle =
-            Some(ByteString(b"OTHER".to_vec()));
-        assert!(!mutating_matches(&edited, &desired));
-        let mut edited = desired.clone();
-        edited.webhooks.as_mut().unwrap()[0].failure_policy = Some("Ignore".into());
-        assert!(!mutating_matches(&edited, &desired));
-        let mut gone = desired.clone();
-        gone.webhooks = None;
-        assert!(!mutating_matches(&gone, &desired));
+        let filled = fill(&live, &ours, b"PEM").unwrap();
+        let b = |c: &ValidatingWebhookConfiguration, i: usize| {
+            c.webhooks.as_ref().unwrap()[i]
+                .client_config
+                .ca_bundle
+                .clone()
+        };
+        assert_eq!(b(&filled, 0), Some(ByteString(b"PEM".to_vec())));
+        assert_eq!(b(&filled, 1), Some(ByteString(b"PEM".to_vec())));
+        assert_eq!(b(&filled, 2), Some(ByteString(b"THEIRS".to_vec())));
+        assert_eq!(
+            filled.webhooks.as_ref().unwrap()[0].timeout_seconds,
+            Some(9)
+        );
+        assert_eq!(bundles(&filled, &ours).len(), 2);
 
-        let v = validating(&s, b"PEM");
-        let mut v2 = v.clone();
-        v2.webhooks.as_mut().unwrap()[0].timeout_seconds = Some(30);
-        assert!(validating_matches(&v, &v.clone()));
-        assert!(!validating_matches(&v2, &v));
+        // Another namespace's Service, or a URL when we run in the cluster: not ours.
+        let elsewhere = Settings::new(
+            "elsewhere",
+            None,
+            CertificateArgs::default().lifetimes().unwrap(),
+        )
+        .unwrap();
+        assert!(fill(&live, &elsewhere, b"PEM").is_none());
+        let by_url = settings(Some("https://127.0.0.1:9443"));
+        assert!(fill(&live, &by_url, b"PEM").is_none());
+        assert!(fill(&validating(&by_url, b""), &by_url, b"PEM").is_some());
+        let other_port = settings(Some("https://127.0.0.1:9444"));
+        assert!(fill(&validating(&by_url, b""), &other_port, b"PEM").is_none());
+    }
+
+    #[test]
+    fn the_name_is_the_releases() {
+        let s = settings(None)
+            .with_webhook_configuration("edge-kubevirt-operator")
+            .unwrap();
+        assert_eq!(
+            mutating(&s, b"").metadata.name.as_deref(),
+            Some("edge-kubevirt-operator")
+        );
+        assert!(settings(None).with_webhook_configuration("Edge!").is_err());
     }
 }

@@ -37,6 +37,10 @@ pub struct CertsArgs {
         global = true
     )]
     pub namespace: String,
+    /// The webhook configurations whose caBundle `status` checks (the release's).
+    #[arg(long, env = "WEBHOOK_CONFIGURATION_NAME", global = true,
+          default_value = WEBHOOK_CONFIGURATION, value_parser = crate::config::parse_dns_subdomain)]
+    pub webhook_configuration_name: String,
     #[command(subcommand)]
     pub command: CertsCommand,
 }
@@ -68,11 +72,16 @@ pub async fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the cluster (KUBECONFIG or in-cluster configuration)")?;
-    let store = Store::new(client, &args.namespace);
+    let store = Store::new(client, &args.namespace)
+        .with_webhook_configuration(&args.webhook_configuration_name);
     match args.command {
         CertsCommand::Status => {
             let snapshot = store.snapshot().await?;
-            print!("{}", render_status(&snapshot, &args.namespace, Utc::now()));
+            let name = &args.webhook_configuration_name;
+            print!(
+                "{}",
+                render_status(&snapshot, &args.namespace, name, Utc::now())
+            );
             Ok(ExitCode::SUCCESS)
         }
         CertsCommand::Rotate(r) => rotate(&store, &r).await,
@@ -149,7 +158,12 @@ async fn rotate(store: &Store, args: &RotateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The `certs status` report.
-pub fn render_status(snapshot: &Snapshot, namespace: &str, now: DateTime<Utc>) -> String {
+pub fn render_status(
+    snapshot: &Snapshot,
+    namespace: &str,
+    webhook_configuration: &str,
+    now: DateTime<Utc>,
+) -> String {
     let o = observe(snapshot);
     let mut out = String::new();
     let _ = writeln!(out, "Namespace: {namespace}");
@@ -198,7 +212,7 @@ pub fn render_status(snapshot: &Snapshot, namespace: &str, now: DateTime<Utc>) -
         }
     };
 
-    let _ = writeln!(out, "\nWebhook configurations ({WEBHOOK_CONFIGURATION}):");
+    let _ = writeln!(out, "\nWebhook configurations ({webhook_configuration}):");
     let mutating = o.mutating.ok().map(|m| {
         m.webhooks
             .iter()
@@ -315,6 +329,12 @@ fn webhook_line<T>(
                 }
             );
         }
+        (Stored::Missing, _) => {
+            let _ = writeln!(
+                out,
+                " not installed (the chart or manifests/ install it; the operator only fills its caBundle)"
+            );
+        }
         _ => {
             let mut s = String::new();
             state_line(&mut s, state);
@@ -407,7 +427,12 @@ mod tests {
             mutating: Some(webhook_config::mutating(&s, bundle.as_bytes())),
             validating: None,
         };
-        let text = render_status(&snapshot, "kubevirt-operator-system", now);
+        let text = render_status(
+            &snapshot,
+            "kubevirt-operator-system",
+            WEBHOOK_CONFIGURATION,
+            now,
+        );
         assert!(text.contains("CA (Secret kubevirt-operator-ca):\n  Subject:     CN=kubevirt-operator-ca@1800000000"), "{text}");
         assert!(text.contains("SANs:        kubevirt-operator-webhook, kubevirt-operator-webhook.kubevirt-operator-system, kubevirt-operator-webhook.kubevirt-operator-system.svc, kubevirt-operator-webhook.kubevirt-operator-system.svc.cluster.local, 127.0.0.1"), "{text}");
         assert!(
@@ -423,7 +448,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("ValidatingWebhookConfiguration: missing"),
+            text.contains("ValidatingWebhookConfiguration: not installed"),
             "{text}"
         );
         assert!(
@@ -431,7 +456,12 @@ mod tests {
             "{text}"
         );
 
-        let later = render_status(&snapshot, "ns", now + TimeDelta::hours(25));
+        let later = render_status(
+            &snapshot,
+            "ns",
+            WEBHOOK_CONFIGURATION,
+            now + TimeDelta::hours(25),
+        );
         assert!(later.contains("1h ago, EXPIRED"), "{later}");
         assert!(later.contains("would REJECT"), "{later}");
     }

@@ -24,8 +24,8 @@ impl fmt::Display for Target {
             Target::Ca => "Secret kubevirt-operator-ca",
             Target::Serving => "Secret kubevirt-operator-webhook-tls",
             Target::Bundle => "ConfigMap kubevirt-operator-ca-bundle",
-            Target::MutatingWebhook => "MutatingWebhookConfiguration kubevirt-operator",
-            Target::ValidatingWebhook => "ValidatingWebhookConfiguration kubevirt-operator",
+            Target::MutatingWebhook => "MutatingWebhookConfiguration",
+            Target::ValidatingWebhook => "ValidatingWebhookConfiguration",
         })
     }
 }
@@ -128,6 +128,27 @@ pub enum Problem {
     Foreign(Target),
     /// The CA is not valid yet: the clocks of this leader and the one that issued it disagree.
     CaNotYetValid { not_before: DateTime<Utc> },
+    /// The webhook configuration the chart or manifests install is not there: the operator
+    /// never creates one (it holds no such right), so there is nothing to fill.
+    NotInstalled { target: Target, name: String },
+    /// It is there, but none of its webhooks calls this operator (`callee`): nothing is ours.
+    NotCallingUs {
+        target: Target,
+        name: String,
+        callee: String,
+    },
+}
+
+impl Problem {
+    /// The object the problem is about.
+    pub fn target(&self) -> Target {
+        match self {
+            Problem::Foreign(t)
+            | Problem::NotInstalled { target: t, .. }
+            | Problem::NotCallingUs { target: t, .. } => *t,
+            Problem::CaNotYetValid { .. } => Target::Ca,
+        }
+    }
 }
 
 impl fmt::Display for Problem {
@@ -143,6 +164,18 @@ impl fmt::Display for Problem {
                 f,
                 "{} is not valid before {not_before}; check this node's clock",
                 Target::Ca
+            ),
+            Problem::NotInstalled { target, name } => write!(
+                f,
+                "{target} {name} does not exist, so admission of Machines is not configured; the chart and manifests/ install it (helm upgrade or kubectl apply -k puts it back) and the operator only fills its caBundle"
+            ),
+            Problem::NotCallingUs {
+                target,
+                name,
+                callee,
+            } => write!(
+                f,
+                "{target} {name} has no webhook calling {callee}, so its caBundle is left alone; check WEBHOOK_CONFIGURATION_NAME and WEBHOOK_SERVICE_NAME against the installed configuration"
             ),
         }
     }

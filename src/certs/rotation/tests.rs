@@ -56,12 +56,26 @@ fn publish(o: &mut Observed, s: &Settings, cas: &[Cert], at: DateTime<Utc>) {
         cas: cas.to_vec(),
         malformed: 0,
     });
-    let mut mutating = webhook_config::mutating(s, pem.as_bytes());
-    let mut validating = webhook_config::validating(s, pem.as_bytes());
-    published::stamp_mutating(&mut mutating, None, at);
-    published::stamp_validating(&mut validating, None, at);
+    let (installed_m, installed_v) = installed(s);
+    let mut mutating = webhook_config::fill(&installed_m, s, pem.as_bytes()).unwrap();
+    let mut validating = webhook_config::fill(&installed_v, s, pem.as_bytes()).unwrap();
+    published::stamp(&mut mutating, &installed_m, s, at);
+    published::stamp(&mut validating, &installed_v, s, at);
     o.mutating = Stored::Ok(mutating);
     o.validating = Stored::Ok(validating);
+}
+
+/// Both webhook configurations as the chart or manifests install them: no caBundle yet.
+fn installed(
+    s: &Settings,
+) -> (
+    k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+    k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+) {
+    (
+        webhook_config::mutating(s, b""),
+        webhook_config::validating(s, b""),
+    )
 }
 
 /// Everything in place: CA and serving certificate issued at `at`, bundle published.
@@ -79,13 +93,15 @@ fn steady(s: &Settings, at: DateTime<Utc>) -> (Observed, StoredCa) {
     (o, ca)
 }
 
+/// A fresh install: the webhook configurations are there (no caBundle), nothing else.
 fn empty() -> Observed {
+    let (mutating, validating) = installed(&settings());
     Observed {
         ca: Stored::Missing,
         serving: Stored::Missing,
         bundle: Stored::Missing,
-        mutating: Stored::Missing,
-        validating: Stored::Missing,
+        mutating: Stored::Ok(mutating),
+        validating: Stored::Ok(validating),
     }
 }
 
@@ -378,7 +394,8 @@ fn serving_is_not_issued_from_an_unpublished_ca_even_when_missing() {
         &[old.cert.clone(), new.cert.clone()],
         t0() + TimeDelta::hours(1),
     );
-    o.mutating = Stored::Missing;
+    // Reinstalled without a caBundle (helm uninstall and install, say).
+    o.mutating = Stored::Ok(installed(&s).0);
     let plan = decide(&o, &s, t0() + TimeDelta::hours(1));
     one(&plan, Target::MutatingWebhook, "missing");
     assert!(
@@ -444,30 +461,66 @@ fn foreign_objects_are_reported_never_written() {
     let plan = decide(&f, &s, t0() + TimeDelta::hours(2));
     assert!(plan.actions.is_empty());
     assert_eq!(plan.problems, [Problem::Foreign(Target::Bundle)]);
+}
 
-    let mut f = o;
-    f.mutating = Stored::Foreign;
-    f.validating = Stored::Foreign;
-    let plan = decide(&f, &s, t0() + TimeDelta::hours(2));
-    assert!(plan.actions.is_empty());
+/// The operator creates no webhook configuration: one that is not installed, or none of whose
+/// webhooks calls this operator, is reported (and counted in the problems metric), never
+/// written; a serving certificate has nothing to wait for there.
+#[test]
+fn webhook_configurations_are_only_filled_never_created() {
+    let s = settings();
+    let mut o = empty();
+    o.mutating = Stored::Missing;
+    o.validating = Stored::Missing;
+    let (done, plan) = settle(&mut o, &s, t0());
+    assert_eq!(
+        done,
+        [
+            (Target::Ca, "missing".to_owned()),
+            (Target::Bundle, "missing".to_owned()),
+            (Target::Serving, "missing".to_owned()),
+        ]
+    );
+    let name = "kubevirt-operator".to_owned();
     assert_eq!(
         plan.problems,
         [
-            Problem::Foreign(Target::MutatingWebhook),
-            Problem::Foreign(Target::ValidatingWebhook)
+            Problem::NotInstalled {
+                target: Target::MutatingWebhook,
+                name: name.clone()
+            },
+            Problem::NotInstalled {
+                target: Target::ValidatingWebhook,
+                name: name.clone()
+            },
         ]
     );
+    assert!(plan.problems[0].to_string().contains(
+        "MutatingWebhookConfiguration kubevirt-operator does not exist, so admission of Machines is not configured"
+    ));
+    assert_eq!(plan.problems[0].target(), Target::MutatingWebhook);
+
+    // Installed for another release's Service: reported, left alone.
+    let other = s.clone().with_service("other-webhook").unwrap();
+    let (m, v) = installed(&other);
+    o.mutating = Stored::Ok(m);
+    o.validating = Stored::Ok(v);
+    let plan = decide(&o, &s, t0());
+    assert!(plan.actions.is_empty(), "{plan:#?}");
+    assert!(plan.problems[1].to_string().contains(
+        "ValidatingWebhookConfiguration kubevirt-operator has no webhook calling Service kubevirt-operator-system/kubevirt-operator-webhook"
+    ));
 }
 
 #[test]
-fn edited_or_deleted_webhook_configurations_are_put_back() {
+fn an_edited_or_reinstalled_ca_bundle_is_filled_again() {
     let s = settings();
     let (mut o, _) = steady(&s, t0());
     let now = t0() + TimeDelta::hours(1);
     if let Stored::Ok(m) = &mut o.mutating {
         m.webhooks.as_mut().unwrap()[0].client_config.ca_bundle = Some(ByteString(b"x".to_vec()));
     }
-    o.validating = Stored::Missing;
+    o.validating = Stored::Ok(installed(&s).1);
     let plan = decide(&o, &s, now);
     assert_eq!(
         kinds(&plan),
@@ -486,14 +539,17 @@ fn a_changed_webhook_url_reissues_with_the_new_names() {
     moved.webhook_url =
         Some(crate::certs::config::WebhookUrl::parse("https://127.0.0.1:9443").unwrap());
     let plan = decide(&o, &moved, t0() + TimeDelta::hours(1));
-    // URL clientConfig first, then the certificate for the new host.
+    // The certificate for the new host; the installed configurations still call the Service,
+    // which is theirs to change (reinstalled for the URL), not the operator's.
     assert_eq!(
         kinds(&plan),
-        [
-            (Target::MutatingWebhook, "outdated".to_owned()),
-            (Target::ValidatingWebhook, "outdated".to_owned()),
-            (Target::Serving, "names_changed".to_owned())
-        ]
+        [(Target::Serving, "names_changed".to_owned())]
+    );
+    assert!(
+        plan.problems
+            .iter()
+            .all(|p| matches!(p, Problem::NotCallingUs { .. })),
+        "{plan:#?}"
     );
 }
 
@@ -651,6 +707,8 @@ fn simulate(ca_secs: u64, serving_secs: u64, renew: RenewBefore, seconds: i64) -
         .num_seconds()
         .max(0) as usize;
     let mut o = empty();
+    let (m, v) = installed(&s);
+    (o.mutating, o.validating) = (Stored::Ok(m), Stored::Ok(v));
     let mut history: Vec<Vec<Cert>> = Vec::new(); // webhook caBundle per second
     let (mut ca_issued, mut serving_issued) = (0, 0);
     for sec in 0..seconds {
@@ -784,7 +842,9 @@ fn the_grace_counts_from_the_recorded_webhook_writes() {
     publish(&mut o, &s, &both, issued);
     let later = issued + TimeDelta::minutes(5);
     let mut validating = o.validating.ok().unwrap().clone();
-    published::stamp_validating(&mut validating, None, later);
+    validating.metadata.annotations = None;
+    let unstamped = validating.clone();
+    published::stamp(&mut validating, &unstamped, &s, later);
     o.validating = Stored::Ok(validating);
     assert_eq!(
         decide(&o, &s, issued + s.publish_grace).wake_at,
