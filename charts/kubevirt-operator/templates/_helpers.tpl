@@ -48,26 +48,13 @@ annotations:
 {{- eq .Values.certificates.mode "cert-manager" -}}
 {{- end -}}
 
-{{/* Checks the values once, with a message naming the value. */}}
-{{- define "kubevirt-operator.validate" -}}
-{{- if not (has .Values.certificates.mode (list "self-managed" "cert-manager")) -}}
-{{- fail (printf "certificates.mode %q: expected self-managed or cert-manager" .Values.certificates.mode) -}}
+{{/* The operator's image: repository:tag, and @digest when one is given. */}}
+{{- define "kubevirt-operator.image" -}}
+{{- $image := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest -}}
+{{- $image = printf "%s@%s" $image . -}}
 {{- end -}}
-{{- if not (has .Values.log.format (list "json" "text")) -}}
-{{- fail (printf "log.format %q: expected json or text" .Values.log.format) -}}
-{{- end -}}
-{{- range $key := list "watchNamespaces" "cloneSourceNamespaces" -}}
-{{- range (index $.Values $key) -}}
-{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .) -}}
-{{- fail (printf "%s %q: not a namespace name (lower-case letters, digits and '-', at most 63)" $key .) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- range .Values.networkPolicy.apiServerCIDRs -}}
-{{- if not (regexMatch "^[0-9a-fA-F.:]+/[0-9]{1,3}$" (toString .)) -}}
-{{- fail (printf "networkPolicy.apiServerCIDRs %q: not a CIDR (address/prefix length, e.g. 10.0.0.10/32)" (toString .)) -}}
-{{- end -}}
-{{- end -}}
+{{- $image -}}
 {{- end -}}
 
 {{/*
@@ -139,14 +126,12 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   resourceNames: ["machines.vitistack.io"]
   verbs: ["get"]
 {{- if ne (include "kubevirt-operator.certManager" .) "true" }}
-# Only the operator's own webhook configurations, by name; create cannot be limited by name.
+# The release's own webhook configurations (templates/webhooks.yaml), by name only: read,
+# watched and updated to fill their caBundle. No create: the chart installs them.
 - apiGroups: ["admissionregistration.k8s.io"]
   resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
-  resourceNames: ["kubevirt-operator"]
+  resourceNames: [{{ include "kubevirt-operator.fullname" . | quote }}]
   verbs: ["get", "list", "watch", "update"]
-- apiGroups: ["admissionregistration.k8s.io"]
-  resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
-  verbs: ["create"]
 {{- end }}
 {{- end -}}
 
