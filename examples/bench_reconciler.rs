@@ -199,6 +199,14 @@ async fn create_admitted_machines(
     port: u16,
     dir: &Path,
 ) -> Result<()> {
+    // The webhook configurations a cluster gets from the chart, here for the URL; the operator
+    // fills their caBundle.
+    support::webhooks::install_for_url(
+        client,
+        support::OPERATOR_NAMESPACE,
+        &format!("https://127.0.0.1:{port}"),
+    )
+    .await;
     let mut registrar = support::Proc::spawn(
         "kubevirt-operator run (registering its webhooks)",
         &args.operator,

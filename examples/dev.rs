@@ -64,6 +64,22 @@ async fn main() -> Result<()> {
         support::free_port()?,
         support::free_port()?,
     );
+    // What the chart installs in a cluster, for the URL: the operator only fills the caBundle.
+    let configurations = Command::new(root.join("target/debug/kubevirt-operator"))
+        .args(["webhook-configurations", "--namespace", support::OPERATOR_NAMESPACE])
+        .args(["--webhook-url", &format!("https://127.0.0.1:{webhook}")])
+        .output()
+        .context("target/debug/kubevirt-operator webhook-configurations")?;
+    anyhow::ensure!(
+        configurations.status.success(),
+        "webhook-configurations: {}",
+        String::from_utf8_lossy(&configurations.stderr)
+    );
+    kubectl_stdin(
+        &cp,
+        &["apply", "-f", "-"],
+        &String::from_utf8_lossy(&configurations.stdout),
+    )?;
     let log =
         std::fs::File::create(dev.join("operator.log")).context("creating .dev/operator.log")?;
     let operator = Operator(

@@ -48,9 +48,18 @@ struct Ports {
 }
 
 /// `kubevirt-operator run` with self-managed certificates and the webhooks reached by URL on
-/// loopback; its log goes to `<control plane dir>/<identity>/operator.log`.
-fn start_operator(cp: &ControlPlane, op_ns: &str, identity: &str, extra: &[&str]) -> (Proc, Ports) {
+/// loopback (their configurations installed for it); its log goes to
+/// `<control plane dir>/<identity>/operator.log`.
+async fn start_operator(
+    cp: &ControlPlane,
+    op_ns: &str,
+    identity: &str,
+    extra: &[&str],
+) -> (Proc, Ports) {
     let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
+    let admin = cp.client().await.expect("admin client");
+    support::webhooks::install_for_url(&admin, op_ns, &format!("https://127.0.0.1:{webhook}"))
+        .await;
     let dir = cp.dir().join(identity);
     std::fs::create_dir_all(&dir).expect("dir");
     let mut args: Vec<String> = vec![
@@ -131,7 +140,7 @@ async fn metrics_and_probes() {
         .await
         .expect("foreign Secret");
     let (op, Ports { metrics, probes }) =
-        start_operator(&cp, op_ns, "metrics", &["--reconcile-interval", "2s"]);
+        start_operator(&cp, op_ns, "metrics", &["--reconcile-interval", "2s"]).await;
 
     let healthz = until("/healthz", &op, || http_get(probes, "/healthz")).await;
     assert_eq!(healthz.0, 200, "{healthz:?}");
@@ -156,10 +165,11 @@ async fn metrics_and_probes() {
     let (status, _) = http_get(probes, "/healthz").await.expect("/healthz");
     assert_eq!(status, 200);
 
-    // Webhooks registered; Machines created through kube-apiserver are admitted by them.
+    // Webhook configurations filled; Machines created through kube-apiserver are admitted.
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    until("the webhook configurations", &op, || async {
-        validating.get_opt("kubevirt-operator").await.ok().flatten()
+    until("the webhook configurations filled", &op, || async {
+        let v = validating.get_opt("kubevirt-operator").await.ok().flatten()?;
+        v.webhooks?.first()?.client_config.ca_bundle.clone()
     })
     .await;
     let work = cp.namespace("metrics").await.expect("namespace");
@@ -316,7 +326,7 @@ async fn a_missing_operator_namespace_is_retried_until_it_appears() {
     cp.install_crds(&crds).await.expect("CRDs");
     let admin = cp.client().await.expect("admin client");
     let op_ns = "late-operator-namespace";
-    let (op, Ports { probes, .. }) = start_operator(cp, op_ns, "late", &[]);
+    let (op, Ports { probes, .. }) = start_operator(cp, op_ns, "late", &[]).await;
     let log = cp.dir().join("late").join("operator.log");
     until("the leader election error in the log", &op, || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();

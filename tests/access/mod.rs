@@ -20,10 +20,21 @@ use kubevirt_operator::api::names::NAMESPACE_NAME_LABEL;
 
 pub const WAIT: Duration = Duration::from_secs(90);
 
-/// `run` with self-managed certificates: it registers its own webhook configurations for the
-/// whole cluster, hence the dedicated control plane.
-pub fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
+/// `run` with self-managed certificates, filling the webhook configurations installed here for
+/// its URL (as the chart installs them in a cluster: for the whole cluster, or the namespaces of
+/// `--watch-namespaces` in `extra`), hence the dedicated control plane.
+pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
     let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
+    let scope = extra
+        .iter()
+        .position(|a| *a == "--watch-namespaces")
+        .and_then(|i| extra.get(i + 1))
+        .map(|v| kubevirt_operator::config::parse_watch_namespaces(v).expect("namespaces"))
+        .unwrap_or(kubevirt_operator::config::WatchScope::All);
+    let url = format!("https://127.0.0.1:{webhook}");
+    let admin = cp.client().await.expect("admin client");
+    support::webhooks::install(&admin, &support::webhooks::url_settings(op_ns, &url, &scope))
+        .await;
     let dir = cp.dir().join("access-operator");
     std::fs::create_dir_all(&dir).expect("dir");
     let mut args: Vec<String> = [
@@ -159,6 +170,6 @@ pub async fn setup(extra: &[&str]) -> (ControlPlane, Client, Proc) {
     let admin = cp.client().await.expect("admin client");
     create_namespace(&admin, "access-operator").await;
     create_namespace(&admin, "team-a").await;
-    let op = start_operator(&cp, "access-operator", extra);
+    let op = start_operator(&cp, "access-operator", extra).await;
     (cp, admin, op)
 }

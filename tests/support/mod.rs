@@ -16,6 +16,7 @@ mod pki;
 mod ports;
 mod process;
 mod wait;
+pub mod webhooks;
 
 use std::path::PathBuf;
 
