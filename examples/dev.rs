@@ -66,7 +66,11 @@ async fn main() -> Result<()> {
     );
     // What the chart installs in a cluster, for the URL: the operator only fills the caBundle.
     let configurations = Command::new(root.join("target/debug/kubevirt-operator"))
-        .args(["webhook-configurations", "--namespace", support::OPERATOR_NAMESPACE])
+        .args([
+            "webhook-configurations",
+            "--namespace",
+            support::OPERATOR_NAMESPACE,
+        ])
         .args(["--webhook-url", &format!("https://127.0.0.1:{webhook}")])
         .output()
         .context("target/debug/kubevirt-operator webhook-configurations")?;

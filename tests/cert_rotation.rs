@@ -926,7 +926,7 @@ async fn a_leader_change_between_ca_issue_and_serving_issue_fails_no_admission()
     })
     .await;
     let o = observed(&store).await;
-    let Published::At(stamped) = published(&o) else {
+    let Published::At(stamped) = published(&o, &op.settings(&ns, lifetimes)) else {
         panic!(
             "the webhook configurations carry no {CA_BUNDLE_WRITTEN_ANNOTATION}: {:#?}",
             o.mutating

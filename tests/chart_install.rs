@@ -1,14 +1,14 @@
 //! The chart on a real control plane: `helm install` and `helm upgrade` (changed values roll the
 //! objects), then `kubevirt-operator run` out of cluster with exactly the chart's RBAC, by
-//! impersonating the chart's ServiceAccount: it must lead, publish its webhook configurations,
-//! admit a Machine and create its VirtualMachine without a single request refused.
+//! impersonating the chart's ServiceAccount, and the Deployment's environment: it must lead,
+//! fill the chart's webhook configurations' caBundle, admit a Machine (kube-apiserver calling the
+//! webhook Service) and create its VirtualMachine without a single request refused. Until it
+//! has filled them, Machine writes are refused, not let through.
 
 mod chart;
 mod release;
 mod support;
 
-use std::ffi::OsString;
-use std::path::Path;
 use std::time::Duration;
 
 use chart::{NAMESPACE, RELEASE, chart_dir, run, tool};
@@ -18,68 +18,15 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use release::operator::{launch, ready, route_webhook_service};
 use release::{
-    SERVICE_ACCOUNT, env_of, helm, impersonating_kubeconfig, may_clone_from, refused,
-    requests_as_service_account, webhook_sources,
+    SERVICE_ACCOUNT, env_of, helm, may_clone_from, refused, requests_as_service_account,
+    webhook_sources,
 };
 use serde_json::{Value, json};
-use support::{ControlPlane, OPERATOR_NAMESPACE, Proc, eventually_with};
+use support::{ControlPlane, OPERATOR_NAMESPACE, eventually_with};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn launch_operator(cp: &ControlPlane, kubeconfig: &Path, extra: &[&str]) -> (Proc, u16) {
-    let webhook = support::free_port().expect("port");
-    let probes = support::free_port().expect("port");
-    let dir = cp.dir().join("chart-operator");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let args: Vec<OsString> = [
-        "--log-format",
-        "json",
-        "run",
-        "--kubeconfig",
-        &kubeconfig.display().to_string(),
-        "--namespace",
-        NAMESPACE,
-        "--webhook-url",
-        &format!("https://127.0.0.1:{webhook}"),
-        "--listen",
-        &format!("127.0.0.1:{webhook}"),
-        "--metrics-bind-address",
-        "127.0.0.1:0",
-        "--health-probe-bind-address",
-        &format!("127.0.0.1:{probes}"),
-        "--reconcile-interval",
-        "2s",
-    ]
-    .iter()
-    .chain(extra)
-    .map(OsString::from)
-    .collect();
-    let proc = Proc::spawn(
-        "kubevirt-operator",
-        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
-        args,
-        dir.join("operator.log"),
-    )
-    .expect("spawn operator");
-    (proc, probes)
-}
-
-async fn ready(port: u16) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return false;
-    };
-    if s.write_all(b"GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await
-        .is_err()
-    {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out).await;
-    out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200")
-}
 
 /// The namespaces of the scoped install.
 const TEAMS: [&str; 2] = ["team-a", "team-b"];
@@ -105,6 +52,38 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     let d = deployments.get(SERVICE_ACCOUNT).await.expect("Deployment");
     assert_eq!(env_of(&d, "RUST_LOG").as_deref(), Some("info"));
     let generation = d.metadata.generation.expect("generation");
+    assert_eq!(
+        env_of(&d, "WEBHOOK_CONFIGURATION_NAME").as_deref(),
+        Some(RELEASE),
+        "the operator is told the configurations' name"
+    );
+
+    // The chart's webhook configurations have no caBundle until the operator fills it: a Machine
+    // written now is refused (failurePolicy Fail), never stored unchecked.
+    let refused_early = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "vitistack.io",
+            "v1alpha1",
+            "Machine",
+        )),
+    )
+    .create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "too-early"}, "spec": {"template": "small"}}),
+        )
+        .expect("Machine"),
+    )
+    .await
+    .expect_err("a Machine admitted before the operator filled the caBundle");
+    assert!(
+        refused_early.to_string().contains("failed calling webhook"),
+        "{refused_early}"
+    );
+    route_webhook_service(&client, "kubevirt-operator-webhook").await;
 
     // Upgrade with changed values: the Deployment rolls and namespace-scoped RBAC replaces the
     // cluster-wide rules.
@@ -190,9 +169,11 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     let history: Value = serde_json::from_str(&history).expect("history JSON");
     assert_eq!(history.as_array().map(Vec::len), Some(3), "{history}");
 
-    // The operator with exactly the chart's RBAC, cluster-wide.
-    let kubeconfig = impersonating_kubeconfig(&cp);
-    operator_admits_and_reconciles(&cp, &client, &kubeconfig, &["default"], &[]).await;
+    // The operator with exactly the chart's RBAC and environment, cluster-wide.
+    operator_admits_and_reconciles(&cp, &client, &["default"]).await;
+    let filled = ca_bundle(&client)
+        .await
+        .expect("the operator filled the caBundle");
 
     // Namespace-scoped: a Role in each of team-a and team-b, cluster-wide rules on cluster-scoped
     // objects only; a Machine in each namespace is reconciled (one set of watches each).
@@ -206,14 +187,13 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
         ],
     )
     .arg(chart_dir()));
-    operator_admits_and_reconciles(
-        &cp,
-        &client,
-        &kubeconfig,
-        &TEAMS,
-        &["--watch-namespaces", "team-a,team-b"],
-    )
-    .await;
+    // Helm's upgrade leaves the operator's caBundle alone (it is not in the chart).
+    assert_eq!(
+        ca_bundle(&client).await,
+        Some(filled),
+        "caBundle kept by helm upgrade"
+    );
+    operator_admits_and_reconciles(&cp, &client, &TEAMS).await;
     assert!(
         requests_as_service_account(&cp) > 0,
         "requests were made as the ServiceAccount"
@@ -272,34 +252,41 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     );
 }
 
+/// The caBundle of the release's MutatingWebhookConfiguration.
+async fn ca_bundle(client: &kube::Client) -> Option<k8s_openapi::ByteString> {
+    let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get_opt(RELEASE)
+        .await
+        .ok()??;
+    m.webhooks?.first()?.client_config.ca_bundle.clone()
+}
+
 /// Runs the operator as the chart's ServiceAccount until it is ready, its webhook configurations
-/// exist, a Machine in each of `namespaces` is admitted and its VirtualMachine created; then stops it
-/// (SIGTERM: the Lease is released for the next run). Fails on any request refused.
+/// are filled, a Machine in each of `namespaces` is admitted and its VirtualMachine created; then
+/// stops it (SIGTERM: the Lease is released for the next run). Fails on any request refused.
 async fn operator_admits_and_reconciles(
     cp: &ControlPlane,
     client: &kube::Client,
-    kubeconfig: &Path,
     namespaces: &[&str],
-    extra: &[&str],
 ) {
-    let (mut op, probes) = launch_operator(cp, kubeconfig, extra);
+    let (mut op, probes) = launch(cp, client, &[]).await;
     let log = || op_log(cp);
     eventually_with(WAIT, "the operator ready", log, || async move {
         ready(probes).await.then_some(())
     })
     .await;
-    eventually_with(WAIT, "its webhook configurations", log, || {
+    eventually_with(WAIT, "its webhook configurations filled", log, || {
         let client = client.clone();
         async move {
-            let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
-                .get_opt("kubevirt-operator")
+            let v = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .get_opt(RELEASE)
                 .await
                 .ok()??;
-            let v = Api::<ValidatingWebhookConfiguration>::all(client)
-                .get_opt("kubevirt-operator")
-                .await
-                .ok()??;
-            Some((m, v))
+            let all = v
+                .webhooks?
+                .iter()
+                .all(|h| h.client_config.ca_bundle.is_some());
+            (all && ca_bundle(&client).await.is_some()).then_some(())
         }
     })
     .await;

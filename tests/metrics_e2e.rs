@@ -168,7 +168,11 @@ async fn metrics_and_probes() {
     // Webhook configurations filled; Machines created through kube-apiserver are admitted.
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
     until("the webhook configurations filled", &op, || async {
-        let v = validating.get_opt("kubevirt-operator").await.ok().flatten()?;
+        let v = validating
+            .get_opt("kubevirt-operator")
+            .await
+            .ok()
+            .flatten()?;
         v.webhooks?.first()?.client_config.ca_bundle.clone()
     })
     .await;

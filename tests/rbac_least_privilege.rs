@@ -160,7 +160,10 @@ fn grants_on_the_operators_own_objects_name_them() {
         if g.group == "admissionregistration.k8s.io" {
             // Issue 24: the manifests install the webhook configurations; the operator only
             // fills their caBundle, so no create (which cannot be limited by name) at all.
-            assert_ne!(g.verb, "create", "{g:?}: the operator creates no webhook configuration");
+            assert_ne!(
+                g.verb, "create",
+                "{g:?}: the operator creates no webhook configuration"
+            );
             named(&g, &[WEBHOOK_CONFIGURATION]);
             checked += 1;
         } else if g.group == "apiextensions.k8s.io" {
@@ -346,8 +349,12 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     // The operator, self-managed certificates, leader election on, filling the webhook
     // configurations installed for its URL (in a cluster: manifests/webhooks.yaml).
     let port = support::free_port().expect("port");
-    support::webhooks::install_for_url(&admin, OPERATOR_NAMESPACE, &format!("https://127.0.0.1:{port}"))
-        .await;
+    support::webhooks::install_for_url(
+        &admin,
+        OPERATOR_NAMESPACE,
+        &format!("https://127.0.0.1:{port}"),
+    )
+    .await;
     let dir = cp.dir().join("operator");
     std::fs::create_dir_all(&dir).expect("operator dir");
     let kubeconfig = cp.write_kubeconfig(&user, None).expect("kubeconfig");
@@ -402,10 +409,19 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     )
     .await;
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
-    eventually(WAIT, "the mutating webhook configuration filled", || async {
-        let m = get(&mutating, WEBHOOK_CONFIGURATION).await?;
-        m.webhooks?.first()?.client_config.ca_bundle.clone().map(drop)
-    })
+    eventually(
+        WAIT,
+        "the mutating webhook configuration filled",
+        || async {
+            let m = get(&mutating, WEBHOOK_CONFIGURATION).await?;
+            m.webhooks?
+                .first()?
+                .client_config
+                .ca_bundle
+                .clone()
+                .map(drop)
+        },
+    )
     .await;
 
     // Inputs: a StorageClass, a NetworkConfiguration, a cloud-init Secret with a non-default key.

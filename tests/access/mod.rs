@@ -33,8 +33,11 @@ pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> P
         .unwrap_or(kubevirt_operator::config::WatchScope::All);
     let url = format!("https://127.0.0.1:{webhook}");
     let admin = cp.client().await.expect("admin client");
-    support::webhooks::install(&admin, &support::webhooks::url_settings(op_ns, &url, &scope))
-        .await;
+    support::webhooks::install(
+        &admin,
+        &support::webhooks::url_settings(op_ns, &url, &scope),
+    )
+    .await;
     let dir = cp.dir().join("access-operator");
     std::fs::create_dir_all(&dir).expect("dir");
     let mut args: Vec<String> = [

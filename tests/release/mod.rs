@@ -2,6 +2,9 @@
 //! chart's ServiceAccount impersonated, what the audit log says about its requests, and what
 //! kube-apiserver stored (NetworkPolicies, RBAC answers).
 
+// Each test binary uses its own subset.
+#![allow(dead_code)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -11,6 +14,8 @@ use serde_json::{Value, json};
 
 use crate::chart::{NAMESPACE, tool};
 use crate::support::{self, ControlPlane};
+
+pub mod operator;
 
 pub const SERVICE_ACCOUNT: &str = "kubevirt-operator-controller-manager";
 
@@ -38,15 +43,14 @@ pub fn env_of(d: &Deployment, name: &str) -> Option<String> {
         .clone()
 }
 
-/// The admin's kubeconfig, impersonating the chart's ServiceAccount: every request is authorized
-/// as that ServiceAccount, so the operator holds exactly the chart's RBAC.
-pub fn impersonating_kubeconfig(cp: &ControlPlane) -> PathBuf {
+/// The admin's kubeconfig, impersonating the ServiceAccount `sa` of the release namespace: every
+/// request is authorized as that ServiceAccount, so the operator (or the test Pod) holds exactly
+/// the chart's RBAC.
+pub fn impersonating_kubeconfig_for(cp: &ControlPlane, sa: &str) -> PathBuf {
     let admin = std::fs::read_to_string(cp.admin_kubeconfig()).expect("admin kubeconfig");
     let mut config: Value = serde_yaml::from_str(&admin).expect("kubeconfig YAML");
     for user in config["users"].as_array_mut().expect("users") {
-        user["user"]["as"] = json!(format!(
-            "system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-        ));
+        user["user"]["as"] = json!(format!("system:serviceaccount:{NAMESPACE}:{sa}"));
         user["user"]["as-groups"] = json!([
             "system:serviceaccounts",
             format!("system:serviceaccounts:{NAMESPACE}"),
@@ -55,7 +59,7 @@ pub fn impersonating_kubeconfig(cp: &ControlPlane) -> PathBuf {
     }
     support::write_private(
         cp.dir(),
-        "chart-serviceaccount.kubeconfig",
+        &format!("{sa}.kubeconfig"),
         &serde_yaml::to_string(&config).expect("YAML"),
     )
     .expect("write kubeconfig")

@@ -28,7 +28,9 @@ where
     let pp = PostParams::default();
     match api.get_opt(&name).await.expect("get webhook configuration") {
         None => {
-            api.create(&pp, obj).await.expect("create webhook configuration");
+            api.create(&pp, obj)
+                .await
+                .expect("create webhook configuration");
         }
         Some(live) => {
             let mut obj = obj.clone();
