@@ -50,6 +50,7 @@ pub struct TemplateMetadata {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct VmiSpec {
     #[serde(default)]
     pub domain: DomainSpec,
@@ -57,6 +58,17 @@ pub struct VmiSpec {
     pub networks: Vec<Network>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// What a node drain does: LiveMigrate, LiveMigrateIfPossible, External or None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<k8s_openapi::api::core::v1::Affinity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -4,6 +4,8 @@
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::KubeVirtCondition;
 
 /// A VirtualMachineInstance; only its status is read, its spec is KubeVirt's copy of the VM's.
@@ -33,6 +35,31 @@ pub struct VirtualMachineInstanceStatus {
     pub interfaces: Vec<VmiInterfaceStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<KubeVirtCondition>,
+    /// The live migration in progress, or the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration_state: Option<MigrationState>,
+}
+
+/// KubeVirt's `status.migrationState`, reduced to what the Machine shows.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration_uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timestamp: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_timestamp: Option<Time>,
+    #[serde(default)]
+    pub completed: bool,
+    #[serde(default)]
+    pub failed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
