@@ -384,6 +384,7 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
             ["br0", "br-prod", "br-storage"].map(str::to_owned),
             Vlans::parse("0-4094").expect("vlans"),
         ),
+        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
     })
 }
 

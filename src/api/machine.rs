@@ -9,6 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
 
@@ -96,6 +97,16 @@ pub struct MachineSpec {
     /// Whether the VM should run (runStrategy Always) or stay halted. Default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<bool>,
+
+    /// What a node drain does to the VM: LiveMigrate, LiveMigrateIfPossible, External or None
+    /// (KubeVirt's cluster default). Unset: the operator's --default-eviction-strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = EVICTION_STRATEGIES))]
+    pub eviction_strategy: Option<String>,
+
+    /// Where the VM may run: node selector, affinity, tolerations and priority class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -262,7 +273,8 @@ pub struct MachineStatus {
     /// Pending, Creating, Running, Stopped or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// Ready, VirtualMachineReady, StorageReady, NetworkReady and (mirrored from KubeVirt) RestartRequired.
+    /// Ready, VirtualMachineReady, StorageReady, NetworkReady and (mirrored from KubeVirt)
+    /// RestartRequired and LiveMigratable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Name of the KubeVirt VirtualMachine.
@@ -290,6 +302,9 @@ pub struct MachineStatus {
     /// The KubeVirt VirtualMachine's printableStatus (Provisioning, Starting, Running, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_status: Option<String>,
+    /// The VMI's current or last live migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationStatus>,
 }
 
 pub const CORES: (i64, i64) = (1, 256);

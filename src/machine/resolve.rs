@@ -60,6 +60,10 @@ pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Cat
         cloud_init: explicit.cloud_init.as_ref().map(default_cloud_init),
         domain: Some(default_domain(explicit.domain.as_ref())),
         running: Some(explicit.running.unwrap_or(true)),
+        // Cluster policy, applied by the reconciler when unset (like KubeVirt's own default):
+        // changing --default-eviction-strategy reaches every Machine that did not choose.
+        eviction_strategy: explicit.eviction_strategy.clone(),
+        placement: explicit.placement.clone(),
     };
     Resolved {
         spec: resolved,

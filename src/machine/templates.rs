@@ -2,6 +2,7 @@
 
 use super::machine_types::MachineTypes;
 use super::network_policy::NetworkPolicy;
+use crate::api::placement::DEFAULT_EVICTION_STRATEGY;
 
 use crate::api::Quantity;
 
@@ -59,6 +60,8 @@ pub struct Catalog {
     default: &'static Template,
     machine_types: MachineTypes,
     networks: NetworkPolicy,
+    /// What a Machine without `evictionStrategy` gets (`--default-eviction-strategy`).
+    eviction_strategy: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +79,18 @@ impl Catalog {
             default,
             machine_types: MachineTypes::default(),
             networks: NetworkPolicy::default(),
+            eviction_strategy: DEFAULT_EVICTION_STRATEGY.to_owned(),
         })
+    }
+
+    pub fn with_eviction_strategy(mut self, strategy: &str) -> Self {
+        strategy.clone_into(&mut self.eviction_strategy);
+        self
+    }
+
+    /// The eviction strategy of a Machine that sets none; `None` leaves KubeVirt's own default.
+    pub fn eviction_strategy(&self) -> &str {
+        &self.eviction_strategy
     }
 
     pub fn with_machine_types(mut self, machine_types: MachineTypes) -> Self {
@@ -117,6 +131,7 @@ impl Default for Catalog {
             default: &BUILT_IN[1],
             machine_types: MachineTypes::default(),
             networks: NetworkPolicy::default(),
+            eviction_strategy: DEFAULT_EVICTION_STRATEGY.to_owned(),
         }
     }
 }

@@ -145,6 +145,7 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
     if let Some(domain) = &spec.domain {
         validate_domain(&mut out, &spec_path.child("domain"), domain);
     }
+    placement::validate(&mut out, &spec_path, spec);
     out
 }
 
@@ -407,6 +408,7 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
     }
 }
 
+mod placement;
 mod volumes;
 pub use volumes::MAX_VOLUMES;
 

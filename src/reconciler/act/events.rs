@@ -1,6 +1,7 @@
 //! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
 //! the VM being created, and the Machine starting to run or stopping.
 
+use crate::reconciler::decide::migration;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
@@ -54,6 +55,13 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
             note: format!("Machine is {}", p.to_lowercase()),
         });
     }
+    let old_migration = old.and_then(|s| s.migration.as_ref());
+    let migration = migration::events(old_migration, new.migration.as_ref());
+    out.extend(migration.into_iter().map(|(type_, reason, note)| Notice {
+        type_,
+        reason: reason.to_owned(),
+        note,
+    }));
     out
 }
 

@@ -19,6 +19,7 @@ pub mod disks;
 pub mod drift;
 pub mod evidence;
 pub mod held;
+pub mod migration;
 pub mod ownership;
 pub mod problem;
 pub mod provisioning;
@@ -138,6 +139,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         storage_classes: &o.storage_classes,
         cloud_init_secret: secret_data,
         network_policy: catalog.networks(),
+        eviction_strategy: catalog.eviction_strategy(),
     });
     let sourced = sourced_volumes(&name, &o.spec);
     if !o.cdi_installed && !sourced.is_empty() {

@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use crate::api::MachineStatus;
 use crate::api::source::DiskStatus;
 
+use super::migration;
 use super::problem::Problem;
 use super::provisioning::{self, Verdict};
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
@@ -78,6 +79,20 @@ pub fn compute(
             let t = provisioning::reason::RESTART_REQUIRED;
             conds.push(Cond::new(t, "True", &reason, message));
         }
+        // KubeVirt's own verdict on whether the VMI can move, as it says it.
+        if let Some(c) =
+            (r.vmi.and_then(|v| v.status.as_ref())).and_then(migration::live_migratable)
+        {
+            let status = if c.status == "True" { "True" } else { "False" };
+            let reason = c.reason.as_deref().unwrap_or(c.type_.as_str());
+            let message = c.message.clone().unwrap_or_default();
+            conds.push(Cond::new(
+                condition::LIVE_MIGRATABLE,
+                status,
+                reason,
+                message,
+            ));
+        }
         if r.retain {
             conds.push(disks_retained(r));
         }
@@ -102,6 +117,7 @@ pub fn compute(
         observed_generation: generation,
         disks: r.disks.clone(),
         vm_status: provisioning::vm_status(r.vm),
+        migration: vmi_status.and_then(migration::status),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);

@@ -4,6 +4,7 @@ use kube::ResourceExt;
 
 use crate::api::Machine;
 use crate::api::machine::{Domain, MachineSpec};
+use crate::api::placement::EVICTION_NONE;
 use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
 use crate::reconciler::apis::kubevirt::{
     Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
@@ -24,6 +25,7 @@ pub fn vm(
     spec: &MachineSpec,
     (interfaces, networks): (Vec<Interface>, Vec<Network>),
     cloud_init: Option<Volume>,
+    default_eviction: &str,
 ) -> VirtualMachine {
     let name = machine.name_any();
     let devices = spec.disks.len() + spec.cdroms.len() + 1;
@@ -55,6 +57,7 @@ pub fn vm(
         .and_then(|m| m.size.as_ref());
     let domain = spec.domain.clone().unwrap_or_default();
     let running = spec.running.unwrap_or(true);
+    let placement = spec.placement.clone().unwrap_or_default();
 
     VirtualMachine {
         metadata: owned_by_machine(machine, name.clone()),
@@ -90,11 +93,23 @@ pub fn vm(
                     },
                     networks,
                     volumes,
+                    eviction_strategy: eviction_strategy(spec, default_eviction),
+                    node_selector: placement.node_selector,
+                    affinity: placement.affinity,
+                    tolerations: placement.tolerations,
+                    priority_class_name: placement.priority_class_name,
                 },
             },
         },
         status: None,
     }
+}
+
+/// The Machine's strategy, else the operator's default; `None` leaves the VM's field unset, so
+/// KubeVirt's cluster-wide default applies.
+fn eviction_strategy(spec: &MachineSpec, default: &str) -> Option<String> {
+    let strategy = spec.eviction_strategy.as_deref().unwrap_or(default);
+    (strategy != EVICTION_NONE).then(|| strategy.to_owned())
 }
 
 fn virtio_disk(name: &str) -> Disk {

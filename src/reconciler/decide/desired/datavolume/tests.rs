@@ -90,6 +90,7 @@ fn derived(m: &Machine) -> Desired {
         storage_classes: &scs,
         cloud_init_secret: None,
         network_policy: &Default::default(),
+        eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
     })
 }
 
@@ -301,6 +302,7 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         storage_classes: &BTreeSet::new(),
         cloud_init_secret: None,
         network_policy: &Default::default(),
+        eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
     });
     assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);
 }
