@@ -219,6 +219,8 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
         .arg("-f")
         .arg(&all)
         .args(["--namespace", "edge-system", "--create-namespace"])
+        // The CRDs are cluster-wide and the first release's: a second release leaves them be.
+        .args(["--set", "crds.enabled=false"])
         .arg("--kubeconfig")
         .arg(cp.admin_kubeconfig());
     run(install);

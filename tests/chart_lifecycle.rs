@@ -260,9 +260,8 @@ async fn upgrade_from_the_previous_chart_test_and_uninstall() {
         .await
         .expect("stand-in CRDs");
     for mode in ["cert-manager", "self-managed"] {
-        run(helm(&cp, &["upgrade", RELEASE, "--set"])
-            .arg(format!("certificates.mode={mode}"))
-            .arg(chart_dir()));
+        let set = format!("certificates.mode={mode}");
+        run(helm(&cp, &["upgrade", RELEASE, "--set", &set]).arg(chart_dir()));
         let names = webhook_configurations(&client).await;
         assert_eq!(
             names,

@@ -7,6 +7,14 @@ mod chart;
 use chart::{docs, env, helm_template, named, one};
 use serde_json::{Value, json};
 
+/// The release's objects, without the `helm test` hooks (their Role is checked apart).
+fn objects(yaml: &str) -> Vec<Value> {
+    docs(yaml)
+        .into_iter()
+        .filter(|o| o["metadata"]["annotations"]["helm.sh/hook"].is_null())
+        .collect()
+}
+
 fn rules_of(o: &Value) -> Vec<Value> {
     o["rules"].as_array().cloned().unwrap_or_default()
 }
@@ -15,9 +23,10 @@ fn rules_of(o: &Value) -> Vec<Value> {
 /// (only `create` unnamed), and in namespace-scoped mode no cluster-wide namespaced rights.
 #[test]
 fn rbac_is_scoped_by_name_and_namespace() {
-    let objs = docs(&helm_template(&[], &[]));
+    let objs = objects(&helm_template(&[], &[]));
     let cluster_role = named(&objs, "ClusterRole", "kubevirt-operator");
     let mut crd_rules = 0;
+    let mut webhook_rules = 0;
     for rule in rules_of(cluster_role) {
         if rule["apiGroups"][0] == "apiextensions.k8s.io" {
             // Only the Machine CRD, only read (the status schema check at leader start).
@@ -35,20 +44,34 @@ fn rbac_is_scoped_by_name_and_namespace() {
             crd_rules += 1;
         }
         if rule["apiGroups"][0] == "admissionregistration.k8s.io" {
-            let verbs = rule["verbs"].as_array().expect("verbs");
-            if verbs == &vec![json!("create")] {
-                assert!(rule.get("resourceNames").is_none());
-            } else {
-                assert_eq!(
-                    rule["resourceNames"],
-                    json!(["kubevirt-operator"]),
-                    "{rule}"
-                );
-            }
+            // Issue 24: the chart installs the webhook configurations; the operator only fills
+            // their caBundle: these two by name, and no create (which cannot be named).
+            assert_eq!(
+                rule["verbs"],
+                json!(["get", "list", "watch", "update"]),
+                "{rule}"
+            );
+            assert_eq!(
+                rule["resourceNames"],
+                json!(["kubevirt-operator"]),
+                "{rule}"
+            );
+            webhook_rules += 1;
         }
     }
     assert_eq!(crd_rules, 1, "the Machine CRD is readable by name");
-    let scoped = docs(&helm_template(
+    assert_eq!(webhook_rules, 1, "{cluster_role}");
+    // cert-manager mode: no right on webhook configurations at all.
+    let cm = objects(&helm_template(
+        &[],
+        &["--set", "certificates.mode=cert-manager"],
+    ));
+    assert!(
+        !named(&cm, "ClusterRole", "kubevirt-operator")
+            .to_string()
+            .contains("webhookconfigurations")
+    );
+    let scoped = objects(&helm_template(
         &[],
         &["--set", "watchNamespaces={team-a,team-b}"],
     ));
@@ -67,8 +90,6 @@ fn rbac_is_scoped_by_name_and_namespace() {
             "datasources",
             "subjectaccessreviews",
             "customresourcedefinitions",
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations",
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations"
         ],
@@ -121,7 +142,7 @@ fn the_clone_right_is_bound_only_where_listed() {
             })
             .collect()
     };
-    let defaults = docs(&helm_template(&[], &[]));
+    let defaults = objects(&helm_template(&[], &[]));
     assert_eq!(
         role(&defaults),
         [
@@ -129,7 +150,7 @@ fn the_clone_right_is_bound_only_where_listed() {
         ]
     );
     assert!(bindings(&defaults).is_empty(), "bound to nobody by default");
-    let listed = docs(&helm_template(
+    let listed = objects(&helm_template(
         &[],
         &["--set", "cloneSourceNamespaces={os-images,media}"],
     ));
@@ -139,5 +160,40 @@ fn the_clone_right_is_bound_only_where_listed() {
             ("os-images".to_owned(), "ClusterRole".to_owned()),
             ("media".to_owned(), "ClusterRole".to_owned())
         ]
+    );
+}
+
+/// `helm test`'s ServiceAccount may create Machines in the one namespace it checks, nothing else;
+/// its objects are hooks, made only while `helm test` runs.
+#[test]
+fn the_test_hook_may_only_create_machines_where_it_checks() {
+    for (args, ns) in [
+        (vec![], "kubevirt-operator-system"),
+        (vec!["--set", "watchNamespaces={team-a,team-b}"], "team-a"),
+    ] {
+        let all = docs(&helm_template(&[], &args));
+        let hooks: Vec<&Value> = all
+            .iter()
+            .filter(|o| o["metadata"]["annotations"]["helm.sh/hook"] == "test")
+            .collect();
+        let kinds: Vec<&str> = hooks.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(kinds, ["ServiceAccount", "Role", "RoleBinding", "Pod"]);
+        let role = hooks[1];
+        assert_eq!(role["metadata"]["namespace"], ns);
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": ["vitistack.io"], "resources": ["machines"], "verbs": ["create"]}])
+        );
+        let pod = hooks[3];
+        assert_eq!(
+            pod["spec"]["containers"][0]["args"],
+            json!(["check-admission", "--namespace", ns])
+        );
+        assert_eq!(pod["spec"]["serviceAccountName"], "kubevirt-operator-test");
+    }
+    let off = docs(&helm_template(&[], &["--set", "tests.enabled=false"]));
+    assert!(
+        off.iter()
+            .all(|o| o["metadata"]["annotations"]["helm.sh/hook"].is_null())
     );
 }
