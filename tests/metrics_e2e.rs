@@ -5,6 +5,8 @@
 //! while the serving certificate cannot exist (a foreign, unlabelled Secret holds its name, which
 //! the leader refuses to overwrite), ready once it can.
 
+mod common;
+mod metrics;
 mod support;
 
 use std::path::Path;
@@ -16,6 +18,7 @@ use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use metrics::samples;
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::Machine;
@@ -103,14 +106,6 @@ async fn create_machine(client: &Client, ns: &str, mut object: Value) -> Result<
         .map_err(|e| e.to_string())
 }
 
-/// The sample lines of metric `name` (a histogram by its `_count`) that carry every label.
-fn samples<'a>(text: &'a str, name: &str, labels: &[&str]) -> Vec<&'a str> {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .filter(|l| labels.iter().all(|k| l.contains(&format!("{k}=\""))))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metrics_and_probes() {
     let started = Instant::now();
@@ -139,8 +134,18 @@ async fn metrics_and_probes() {
         .create(&PostParams::default(), &foreign)
         .await
         .expect("foreign Secret");
-    let (op, Ports { metrics, probes }) =
-        start_operator(&cp, op_ns, "metrics", &["--reconcile-interval", "2s"]).await;
+    let (op, Ports { metrics, probes }) = start_operator(
+        &cp,
+        op_ns,
+        "metrics",
+        &[
+            "--reconcile-interval",
+            "2s",
+            "--metrics-max-connections-per-client",
+            "1",
+        ],
+    )
+    .await;
 
     let healthz = until("/healthz", &op, || http_get(probes, "/healthz")).await;
     assert_eq!(healthz.0, 200, "{healthz:?}");
@@ -193,6 +198,9 @@ async fn metrics_and_probes() {
             "disks": [{"name": "data", "size": "1Gi", "storageClass": "missing-class"}]}}),
         json!({"metadata": {"name": "no-net"}, "spec": {"template": "medium",
             "networks": [{"name": "eth0", "networkName": "missing-net"}]}}),
+        // A disk image: a DataVolume, counted by phase.
+        json!({"metadata": {"name": "imported"}, "spec": {"template": "small",
+            "disks": [{"name": "root", "source": {"http": {"url": "https://example.com/a.qcow2"}}}]}}),
     ];
     for m in machines {
         let m2 = m.clone();
@@ -282,7 +290,28 @@ async fn metrics_and_probes() {
             &["certificate"],
             Some("certificate=\"ca\""),
         ),
+        ("kubevirt_operator_data_volumes", &["phase"], None),
+        (
+            "kubevirt_operator_listener_refused_total",
+            &["listener", "reason"],
+            Some("listener=\"metrics\""),
+        ),
     ];
+    // A second connection from one client to /metrics, over its cap of 1: refused and counted.
+    let held = tokio::net::TcpStream::connect(("127.0.0.1", metrics))
+        .await
+        .expect("connect");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut second = tokio::net::TcpStream::connect(("127.0.0.1", metrics))
+        .await
+        .expect("connect");
+    let mut byte = [0u8; 1];
+    let closed = tokio::io::AsyncReadExt::read(&mut second, &mut byte).await;
+    assert!(
+        matches!(closed, Ok(0) | Err(_)),
+        "the second connection is closed"
+    );
+    drop(held);
     let text = until("every metric", &op, || async {
         let (status, text) = http_get(metrics, "/metrics").await?;
         assert_eq!(status, 200);
@@ -317,6 +346,8 @@ async fn metrics_and_probes() {
         text.contains("# TYPE kubevirt_operator_admission_duration_seconds histogram"),
         "{text}"
     );
+    metrics::dashboard_queries_name_exported_metrics(&text);
+    metrics::the_webhook_command_exports_the_same_admission_and_certificate_metrics(&text).await;
     eprintln!("metrics_and_probes: {:?}\n{joined}", started.elapsed());
 }
 

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod decide;
+pub mod denials;
 pub mod lanes;
 pub mod limits;
 pub mod low_priority;

@@ -13,7 +13,7 @@ use axum::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::{Webhook, WebhookResult};
+use crate::telemetry::metrics::{Webhook, WebhookReason, WebhookResult};
 
 use super::decide::{bad_request, too_large};
 use super::lanes::{self, Lanes};
@@ -162,6 +162,14 @@ async fn serve(
         }
     };
     record(&shared.metrics, webhook, start, result);
+    if let Some(super::denials::Denial(reason)) = super::denials::of(&response) {
+        let labels = WebhookReason { webhook, reason };
+        shared
+            .metrics
+            .admission_denials
+            .get_or_create(&labels)
+            .inc();
+    }
     response
 }
 
@@ -240,7 +248,10 @@ fn encoded(
 ) -> (Response, &'static str) {
     match review::encode(api_version, uid, verdict) {
         Ok(bytes) => (
-            ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+            super::denials::mark(
+                ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+                verdict,
+            ),
             result,
         ),
         Err(e) => {

@@ -1,4 +1,6 @@
-//! `kubevirt-operator webhook`: the HTTPS admission server alone, from PEM files, no cluster.
+//! `kubevirt-operator webhook`: the HTTPS admission server alone, from PEM files, no cluster. Its
+//! `/metrics` has the admission and certificate families `run` has (`tests/metrics_e2e.rs`
+//! compares them); the reconciler's and the leader's are `run`'s alone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +50,13 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let endpoints = serve_endpoints(&args.endpoints, metrics.clone(), Arc::new(readiness)).await?;
     tracing::info!(address = %listener.local_addr()?, "serving admission webhooks over HTTPS");
     let reloader = tokio::spawn(files.watch(slot.clone(), loaded, RELOAD_EVERY));
+    // The served certificate's expiry, as `run --cert-file` reports it: a file-mode server's
+    // certificate running out shows on /metrics (and in the expiry alert).
+    let expiry = tokio::spawn(crate::certs::metrics::follow_served(
+        slot.clone(),
+        metrics.certs.clone(),
+        RELOAD_EVERY,
+    ));
     let refused = metrics.listener_refused.clone();
     let app = routes::router_with_metrics(admission, metrics);
     let client_ca = (args.client_ca_file.as_deref())
@@ -65,6 +74,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     )
     .await?;
     reloader.abort();
+    expiry.abort();
     endpoints.abort();
     tracing::info!("webhook server stopped");
     Ok(())

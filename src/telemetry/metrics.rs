@@ -31,6 +31,11 @@ pub struct VmStatus {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DataVolumePhase {
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StorageClass {
     pub storage_class: String,
 }
@@ -45,6 +50,13 @@ pub struct WebhookResult {
     pub webhook: &'static str,
     /// allowed, denied or error (undecodable request).
     pub result: &'static str,
+}
+
+/// A denial's reason: a Kubernetes StatusReason, bounded (`admission::denials`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookReason {
+    pub webhook: &'static str,
+    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -90,9 +102,13 @@ pub struct Metrics {
     pub reconcile_errors: Family<ControllerError, Counter>,
     pub virtual_machines: Family<VmStatus, Gauge>,
     pub storage_provisioning: Family<StorageClass, Histogram, Buckets>,
+    /// The operator's DataVolumes by CDI phase, and the mean progress of those under way.
+    pub data_volumes: Family<DataVolumePhase, Gauge>,
+    pub data_volume_progress: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub network_configuration_errors: Family<NetworkError, Counter>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
+    pub admission_denials: Family<WebhookReason, Counter>,
     pub listener_refused: RefusedConnections,
     /// Certificate expiry, rotations and reloads (`certs::metrics`).
     pub certs: crate::certs::Metrics,
@@ -147,6 +163,18 @@ impl Metrics {
             "Time from PVC creation until it is bound",
             storage_provisioning.clone(),
         );
+        let data_volumes = Family::default();
+        registry.register(
+            "kubevirt_operator_data_volumes",
+            "The operator's CDI DataVolumes (disk imports and clones) by phase",
+            data_volumes.clone(),
+        );
+        let data_volume_progress = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "kubevirt_operator_data_volume_progress_ratio",
+            "Mean progress (0-1) of the operator's DataVolumes still importing or cloning",
+            data_volume_progress.clone(),
+        );
         let network_configuration_errors = Family::default();
         registry.register(
             "kubevirt_operator_network_configuration_errors",
@@ -165,6 +193,12 @@ impl Metrics {
             "Admission handling time by webhook",
             admission_duration.clone(),
         );
+        let admission_denials = Family::default();
+        registry.register(
+            "kubevirt_operator_admission_denials",
+            "Admission requests denied, by webhook and the Status reason given",
+            admission_denials.clone(),
+        );
         let listener_refused = RefusedConnections::default();
         registry.register(
             "kubevirt_operator_listener_refused",
@@ -178,9 +212,12 @@ impl Metrics {
             reconcile_errors,
             virtual_machines,
             storage_provisioning,
+            data_volumes,
+            data_volume_progress,
             network_configuration_errors,
             admission_requests,
             admission_duration,
+            admission_denials,
             listener_refused,
             certs,
         }

@@ -82,6 +82,12 @@ pub fn values_file(name: &str, values: &str) -> PathBuf {
 pub const ALL_TOGGLES: &str = r#"
 certificates: {mode: cert-manager}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
+grafanaDashboard: {enabled: true, annotations: {grafana_folder: KubeVirt}}
+image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+priorityClassName: system-cluster-critical
+topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
+extraEnv: [{name: KUBE_API_QPS, value: "100"}]
+serviceAccount: {annotations: {example.com/role: operator}}
 prometheusRule: {enabled: true}
 networkPolicy: {enabled: true, apiServerCIDRs: [192.0.2.0/24, "2001:db8::/64"]}
 watchNamespaces: [team-a]
@@ -101,6 +107,7 @@ reconcileInterval: 1m
 
 /// The toggles that have a kustomize counterpart (components), set to the components' values.
 pub const COMPONENTS: &str = r#"
+grafanaDashboard: {enabled: true}
 serviceMonitor: {enabled: true}
 prometheusRule: {enabled: true}
 networkPolicy: {enabled: true, apiServerCIDRs: [192.0.2.0/24]}
@@ -159,7 +166,7 @@ pub fn overlay(name: &str, body: &str) -> PathBuf {
 pub fn kustomize_with_components() -> String {
     kustomize(&overlay(
         "components",
-        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy]\n",
+        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy, ../../../manifests/grafana]\n",
     ))
 }
 

@@ -379,6 +379,8 @@ pub struct WebhookProcess {
     pub addr: SocketAddr,
     /// Where `/healthz` and `/readyz` answer (plain HTTP).
     pub probes: SocketAddr,
+    /// Where `/metrics` answers (plain HTTP).
+    pub metrics: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -417,6 +419,7 @@ impl WebhookProcess {
         let stderr = child.stderr.take().expect("stderr");
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (probes_tx, probes_rx) = std::sync::mpsc::channel();
+        let (metrics_tx, metrics_rx) = std::sync::mpsc::channel();
         // Keep draining the log so the server never blocks on a full pipe.
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -428,6 +431,7 @@ impl WebhookProcess {
                     let _ = addr_tx.send(field("address"));
                 } else if log["message"] == "serving metrics and probes over HTTP" {
                     let _ = probes_tx.send(field("probes"));
+                    let _ = metrics_tx.send(field("metrics"));
                 }
             }
         });
@@ -441,6 +445,7 @@ impl WebhookProcess {
             child,
             addr: logged(addr_rx, "webhooks"),
             probes: logged(probes_rx, "probes"),
+            metrics: logged(metrics_rx, "metrics"),
             _dir: dir,
         }
     }

@@ -14,11 +14,14 @@ use futures::future::join_all;
 
 use super::context::{Clients, Settings, Stores};
 use super::controller::run_scope;
-use super::metrics::refresh_gauges;
+use super::metrics::{refresh_data_volumes, refresh_gauges};
 use super::ownership_key::wait_for_key;
 use super::readiness::State;
 
 const GAUGE_REFRESH: Duration = Duration::from_secs(5);
+/// DataVolume gauges decode every DataVolume: every sixth refresh (30 s), or when their number
+/// changed.
+const DATA_VOLUME_ROUNDS: u64 = 6;
 
 /// Runs the reconciler until `shutdown` resolves; `state` is synced once every scope's caches
 /// are.
@@ -54,7 +57,8 @@ pub async fn run(
         let (metrics, catalog) = (settings.metrics.clone(), settings.catalog.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(GAUGE_REFRESH);
-            loop {
+            let mut counted = None;
+            for round in 0u64.. {
                 tick.tick().await;
                 refresh_gauges(
                     &metrics,
@@ -62,6 +66,11 @@ pub async fn run(
                     all.iter().flat_map(|s| s.vms.state()),
                     &catalog,
                 );
+                let dvs: Vec<_> = all.iter().flat_map(|s| s.data_volumes.state()).collect();
+                if round % DATA_VOLUME_ROUNDS == 0 || counted != Some(dvs.len()) {
+                    counted = Some(dvs.len());
+                    refresh_data_volumes(&metrics, dvs);
+                }
             }
         })
     };
