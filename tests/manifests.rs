@@ -265,3 +265,60 @@ fn the_deployment_pdb_and_service_are_as_specified() {
         "the webhook configurations name this Service"
     );
 }
+
+/// Issue 24: `manifests/` now ships the webhook configurations. Over an install whose operator
+/// made them (same name, its label, its caBundle), `kubectl apply` takes them over and keeps
+/// their caBundle, so no Machine write goes unchecked until the new operator writes its own.
+#[tokio::test]
+async fn kubectl_apply_adopts_the_configurations_an_older_operator_made() {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use kube::api::{Api, DeleteParams, PostParams};
+    use kubevirt_operator::certs::{self, webhook_config};
+
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let client = cp.client().await.expect("client");
+    let lifetimes = certs::CertificateArgs::default()
+        .lifetimes()
+        .expect("lifetimes");
+    let settings =
+        certs::Settings::new("kubevirt-operator-system", None, lifetimes).expect("settings");
+    let legacy_ca = b"-----BEGIN CERTIFICATE-----\nlegacy\n-----END CERTIFICATE-----\n";
+    let mut legacy = webhook_config::mutating(&settings, legacy_ca);
+    legacy.metadata.labels = Some(certs::managed_labels());
+    let api: Api<MutatingWebhookConfiguration> = Api::all(client);
+    api.create(&PostParams::default(), &legacy)
+        .await
+        .expect("the older operator's configuration");
+    let ours: Vec<Value> = rendered()
+        .into_iter()
+        .filter(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .collect();
+    assert_eq!(ours.len(), 1);
+    let out = kubectl(
+        cp,
+        &["apply", "-f", "-"],
+        Some(serde_json::to_string(&ours[0]).expect("json")),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let adopted = api.get("kubevirt-operator").await.expect("get");
+    let _ = api
+        .delete("kubevirt-operator", &DeleteParams::default())
+        .await;
+    let hooks = adopted.webhooks.expect("webhooks");
+    assert_eq!(
+        hooks[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .map(|b| b.0.clone()),
+        Some(legacy_ca.to_vec()),
+        "the caBundle is kept"
+    );
+    let labels = adopted.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("app.kubernetes.io/instance").map(String::as_str),
+        Some("kubevirt-operator"),
+        "the manifests' labels applied: {labels:?}"
+    );
+}
