@@ -252,6 +252,20 @@ async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
             .as_deref(),
         Some("edge-system/edge-kubevirt-operator-webhook-cert")
     );
+    // The first release's configurations are untouched: each release has its own.
+    let first = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get(RELEASE)
+        .await
+        .expect("the first release's ValidatingWebhookConfiguration");
+    let service = first.webhooks.expect("webhooks")[0]
+        .client_config
+        .service
+        .clone()
+        .expect("a Service");
+    assert_eq!(
+        (service.namespace.as_str(), service.name.as_str()),
+        (NAMESPACE, "kubevirt-operator-webhook")
+    );
 }
 
 /// The caBundle of the release's MutatingWebhookConfiguration.

@@ -295,6 +295,21 @@ async fn upgrade_from_the_previous_chart_test_and_uninstall() {
         machines.get_opt("kept").await.ok()?.is_none().then_some(())
     })
     .await;
+    // With no webhook left, a new Machine is stored as written (unchecked until the operator is
+    // installed again), never refused.
+    let unchecked: Machine = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "after"}, "spec": {"template": "small"}
+    }))
+    .expect("Machine");
+    let stored = machines
+        .create(&PostParams::default(), &unchecked)
+        .await
+        .expect("a Machine created after uninstall");
+    assert!(
+        stored.metadata.finalizers.is_none(),
+        "no webhook mutated it"
+    );
 }
 
 fn op_log(cp: &ControlPlane) -> String {

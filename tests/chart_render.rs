@@ -220,8 +220,8 @@ fn the_deployment_has_no_traps() {
     assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
 }
 
-/// A kustomize namePrefix renames the Service and the value the operator is told alike; so does
-/// the chart's `webhook.serviceName`.
+/// A kustomize namePrefix renames the Service, the webhook configurations and the values the
+/// operator is told alike; so does the chart's `webhook.serviceName` for the Service.
 #[test]
 fn the_webhook_service_name_follows_renames() {
     let prefixed = kustomize(&overlay(
@@ -237,6 +237,35 @@ fn the_webhook_service_name_follows_renames() {
     assert!(objs.iter().any(
         |o| o["kind"] == "Service" && o["metadata"]["name"] == "team-kubevirt-operator-webhook"
     ));
+    // The webhook configurations, the name the operator fills and its right to them, alike.
+    assert_eq!(
+        env(d, "WEBHOOK_CONFIGURATION_NAME").as_deref(),
+        Some("team-kubevirt-operator")
+    );
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let c = one(&objs, kind);
+        assert_eq!(c["metadata"]["name"], "team-kubevirt-operator");
+        assert_eq!(
+            c["webhooks"][0]["clientConfig"]["service"]["name"],
+            "team-kubevirt-operator-webhook"
+        );
+    }
+    let role = objs
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "team-kubevirt-operator")
+        .expect("the ClusterRole");
+    assert!(
+        role["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|r| r["resources"][0] == "mutatingwebhookconfigurations"
+                && r["resourceNames"] == json!(["team-kubevirt-operator"])),
+        "{role}"
+    );
     let objs = docs(&helm_template(&[], &["--set", "webhook.serviceName=hooks"]));
     assert_eq!(
         env(one(&objs, "Deployment"), "WEBHOOK_SERVICE_NAME").as_deref(),
