@@ -26,6 +26,7 @@ pub mod provisioning;
 pub mod spec;
 pub mod status;
 pub mod status_write;
+pub mod storage_defaults;
 pub mod volumes;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
