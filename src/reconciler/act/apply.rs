@@ -107,6 +107,7 @@ pub const STATUS_FIELDS: &[&str] = &[
     "observedGeneration",
     "disks",
     "vmStatus",
+    "migration",
 ];
 
 /// The merge patch that makes the stored status equal to `status`.

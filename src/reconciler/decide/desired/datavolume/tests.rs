@@ -33,6 +33,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("basic", include_str!("../../../../../examples/basic.yaml")),
     (
+        "migratable",
+        include_str!("../../../../../examples/migratable.yaml"),
+    ),
+    (
         "overrides",
         include_str!("../../../../../examples/overrides.yaml"),
     ),
