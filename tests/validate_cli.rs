@@ -386,7 +386,8 @@ fn validate_knows_eviction_and_placement_offline() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("spec.evictionStrategy") && err.contains("spec.placement.tolerations[0].effect"),
+        err.contains("spec.evictionStrategy")
+            && err.contains("spec.placement.tolerations[0].effect"),
         "{err}"
     );
 }
