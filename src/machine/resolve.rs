@@ -60,7 +60,12 @@ pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Cat
         boot_order: explicit.boot_order.clone(),
         cloud_init: explicit.cloud_init.as_ref().map(default_cloud_init),
         domain: Some(default_domain(explicit.domain.as_ref())),
-        running: Some(explicit.running.unwrap_or(true)),
+        // `running` defaults only where no run strategy says what to do.
+        running: match explicit.run_strategy {
+            None => Some(explicit.running.unwrap_or(true)),
+            Some(_) => explicit.running,
+        },
+        run_strategy: explicit.run_strategy.clone(),
         // Cluster policy, applied by the reconciler when unset (like KubeVirt's own default):
         // changing --default-eviction-strategy reaches every Machine that did not choose.
         eviction_strategy: explicit.eviction_strategy.clone(),

@@ -108,6 +108,9 @@ pub const STATUS_FIELDS: &[&str] = &[
     "disks",
     "vmStatus",
     "migration",
+    "interfaces",
+    "guest",
+    "lastRestart",
 ];
 
 /// The merge patch that makes the stored status equal to `status`.
