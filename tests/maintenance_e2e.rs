@@ -17,7 +17,7 @@ use kube::{Client, Error};
 use serde_json::{Value, json};
 
 use access::{WAIT, first_denial, machines, setup};
-use kubevirt_operator::api::{Machine, MachineStatus};
+use kubevirt_operator::api::MachineStatus;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
 const NS: &str = "team-a";
@@ -69,25 +69,6 @@ async fn storage(admin: &Client, class: &str, profile: Option<Value>) {
         .patch_status(class, &PatchParams::default(), &Patch::Merge(status))
         .await
         .expect("StorageProfile status");
-}
-
-async fn wait_status(
-    admin: &Client,
-    what: &str,
-    op: &support::Proc,
-    pred: impl Fn(&MachineStatus) -> bool,
-) -> MachineStatus {
-    let api: Api<Machine> = Api::namespaced(admin.clone(), NS);
-    support::eventually_with(
-        WAIT,
-        what,
-        || op.log_tail(40),
-        || async {
-            let status = api.get_opt("mover").await.ok().flatten()?.status?;
-            pred(&status).then_some(status)
-        },
-    )
-    .await
 }
 
 fn condition<'a>(s: &'a MachineStatus, type_: &str) -> Option<(&'a str, &'a str)> {
@@ -220,7 +201,10 @@ async fn machines_survive_node_maintenance() {
         (vec!["ReadWriteOnce".to_owned()], "Filesystem".to_owned()),
         "no profile for the class: the modes of before"
     );
-    let s = wait_status(&admin, "the disks' modes", &op, |s| s.disks.len() == 2).await;
+    let s = access::wait_status(&admin, NS, "mover", &op, "the disks' modes", |s| {
+        s.disks.len() == 2
+    })
+    .await;
     let root = s
         .disks
         .iter()
@@ -242,7 +226,7 @@ async fn machines_survive_node_maintenance() {
         "conditions": [not_migratable]}),
     )
     .await;
-    let s = wait_status(&admin, "LiveMigratable False", &op, |s| {
+    let s = access::wait_status(&admin, NS, "mover", &op, "LiveMigratable False", |s| {
         condition(s, "LiveMigratable") == Some(("False", "DisksNotLiveMigratable"))
     })
     .await;
@@ -261,7 +245,7 @@ async fn machines_survive_node_maintenance() {
         "conditions": [migratable], "migrationState": state}),
     )
     .await;
-    let s = wait_status(&admin, "the migration running", &op, |s| {
+    let s = access::wait_status(&admin, NS, "mover", &op, "the migration running", |s| {
         s.migration.as_ref().and_then(|m| m.phase.as_deref()) == Some("Running")
     })
     .await;
@@ -285,7 +269,7 @@ async fn machines_survive_node_maintenance() {
         "conditions": [migratable], "migrationState": done}),
     )
     .await;
-    let s = wait_status(&admin, "the migration done, on n2", &op, |s| {
+    let s = access::wait_status(&admin, NS, "mover", &op, "the migration done, on n2", |s| {
         s.migration.as_ref().and_then(|m| m.phase.as_deref()) == Some("Succeeded")
             && s.node_name.as_deref() == Some("n2")
     })

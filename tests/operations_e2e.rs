@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use access::{WAIT, first_denial, machines, setup};
 use kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION;
-use kubevirt_operator::api::{Machine, MachineStatus};
+use kubevirt_operator::api::Machine;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 
 const NS: &str = "team-a";
@@ -48,25 +48,6 @@ async fn run_strategy(admin: &Client, op: &support::Proc, name: &str, want: &str
         },
     )
     .await;
-}
-
-async fn wait_status(
-    admin: &Client,
-    op: &support::Proc,
-    what: &str,
-    pred: impl Fn(&MachineStatus) -> bool,
-) -> MachineStatus {
-    let api: Api<Machine> = Api::namespaced(admin.clone(), NS);
-    support::eventually_with(
-        WAIT,
-        what,
-        || op.log_tail(40),
-        || async {
-            let status = api.get_opt("ops").await.ok().flatten()?.status?;
-            pred(&status).then_some(status)
-        },
-    )
-    .await
 }
 
 fn vmis(admin: &Client) -> Api<DynamicObject> {
@@ -135,7 +116,7 @@ async fn a_running_machine_is_operated() {
         "interfaces": [{"name": "default", "mac": "02:00:00:00:00:01", "ipAddress": "10.0.0.7"}]}),
     )
     .await;
-    let s = wait_status(&admin, &op, "AgentNotConnected", |s| {
+    let s = access::wait_status(&admin, NS, "ops", &op, "AgentNotConnected", |s| {
         s.conditions
             .iter()
             .any(|c| c.type_ == "AgentConnected" && c.reason == "AgentNotConnected")
@@ -152,7 +133,7 @@ async fn a_running_machine_is_operated() {
         "interfaces": [{"name": "default", "mac": "02:00:00:00:00:01",
                         "ipAddresses": ["10.0.0.7", "fd00::7"], "interfaceName": "enp1s0"}]});
     kubevirt::vmi(&admin, NS, "ops", agent.clone()).await;
-    let s = wait_status(&admin, &op, "the guest agent's report", |s| {
+    let s = access::wait_status(&admin, NS, "ops", &op, "the guest agent's report", |s| {
         s.guest.is_some()
     })
     .await;
@@ -192,7 +173,7 @@ async fn a_running_machine_is_operated() {
         || async { (vmi_uid(&admin).await.as_deref() != Some(first.as_str())).then_some(()) },
     )
     .await;
-    let s = wait_status(&admin, &op, "lastRestart", |s| {
+    let s = access::wait_status(&admin, NS, "ops", &op, "lastRestart", |s| {
         s.last_restart.as_deref() == Some(at.as_str())
     })
     .await;
@@ -202,7 +183,7 @@ async fn a_running_machine_is_operated() {
     restarted["nodeName"] = json!("n2");
     kubevirt::vmi(&admin, NS, "ops", restarted).await;
     let second = vmi_uid(&admin).await.expect("the new VMI");
-    wait_status(&admin, &op, "the new VMI's node", |s| {
+    access::wait_status(&admin, NS, "ops", &op, "the new VMI's node", |s| {
         s.node_name.as_deref() == Some("n2")
     })
     .await;
