@@ -323,6 +323,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     provisioning: None,
                     disks: Vec::new(),
                     retain: false,
+                    last_restart: None,
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

@@ -9,6 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
@@ -94,9 +95,16 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<Domain>,
 
-    /// Whether the VM should run (runStrategy Always) or stay halted. Default true.
+    /// Whether the VM should run (runStrategy Always) or stay halted. Default true; with
+    /// runStrategy set, unset or agreeing with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<bool>,
+
+    /// Always, Halted (stopped, every disk kept), RerunOnFailure or Manual, as KubeVirt runs
+    /// them. Unset: `running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = RUN_STRATEGIES))]
+    pub run_strategy: Option<String>,
 
     /// What a node drain does to the VM: LiveMigrate, LiveMigrateIfPossible, External or None
     /// (KubeVirt's cluster default). Unset: the operator's --default-eviction-strategy.
@@ -305,7 +313,20 @@ pub struct MachineStatus {
     /// The VMI's current or last live migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationStatus>,
+    /// Each interface of the VMI: MAC, addresses and its name in the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_INTERFACE_STATUSES))]
+    pub interfaces: Vec<InterfaceStatus>,
+    /// The guest's operating system, while its agent is connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<GuestInfo>,
+    /// The `vitistack.io/restarted-at` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<String>,
 }
+
+/// The Machine's networks plus the pod network, with room to spare.
+pub const MAX_INTERFACE_STATUSES: usize = 64;
 
 pub const CORES: (i64, i64) = (1, 256);
 pub const THREADS: (i64, i64) = (1, 8);

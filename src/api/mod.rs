@@ -5,6 +5,7 @@ pub mod crd;
 pub mod machine;
 pub mod names;
 pub mod network_configuration;
+pub mod operations;
 pub mod placement;
 pub mod quantity;
 pub mod source;

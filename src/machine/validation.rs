@@ -146,6 +146,7 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
         validate_domain(&mut out, &spec_path.child("domain"), domain);
     }
     placement::validate(&mut out, &spec_path, spec);
+    operations::validate(&mut out, &spec_path, spec);
     out
 }
 
@@ -408,6 +409,7 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
     }
 }
 
+mod operations;
 mod placement;
 mod volumes;
 pub use volumes::MAX_VOLUMES;

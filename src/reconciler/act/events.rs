@@ -1,7 +1,7 @@
 //! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
 //! the VM being created, and the Machine starting to run or stopping.
 
-use crate::reconciler::decide::migration;
+use crate::reconciler::decide::{guest, migration};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
@@ -30,7 +30,11 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
         if unchanged {
             continue;
         }
-        let waiting = matches!(c.reason.as_str(), reason::PVC_PENDING | reason::VM_PENDING);
+        // Waiting, not failing: a claim binding, a VM waiting for them, a guest agent starting.
+        let waiting = matches!(
+            c.reason.as_str(),
+            reason::PVC_PENDING | reason::VM_PENDING | guest::AGENT_NOT_CONNECTED
+        );
         if c.status == "False" && !waiting {
             out.push(Notice {
                 type_: EventType::Warning,

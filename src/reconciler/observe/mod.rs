@@ -4,6 +4,7 @@
 //!
 //! This folder does I/O (cache reads, by-name GETs); its tests are in `observe/tests.rs`.
 
+use crate::reconciler::decide::storage_defaults;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
@@ -151,8 +152,9 @@ where
 pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube::Error> {
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
-    let spec = resolved_spec(machine, &ctx.settings.catalog);
     let stores = &ctx.stores;
+    let spec = resolved_spec(machine, &ctx.settings.catalog);
+    let spec = storage_defaults::fill(spec.clone(), &storage::defaults(&spec, stores));
     let client = &ctx.client;
 
     let mut network_configurations = BTreeMap::new();
@@ -386,5 +388,6 @@ pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachment
         .collect()
 }
 
+mod storage;
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,24 @@ pub struct VirtualMachineInstanceStatus {
     /// The live migration in progress, or the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration_state: Option<MigrationState>,
+    /// From the guest agent, while it is connected.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "guestOSInfo"
+    )]
+    pub guest_os_info: Option<GuestOsInfo>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GuestOsInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_release: Option<String>,
 }
 
 /// KubeVirt's `status.migrationState`, reduced to what the Machine shows.
@@ -71,6 +89,11 @@ pub struct VmiInterfaceStatus {
     pub ip_address: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ip_addresses: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// The interface's name inside the guest (from the guest agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_name: Option<String>,
 }
 
 /// VMI phases KubeVirt reports.

@@ -4,14 +4,15 @@ use kube::ResourceExt;
 
 use crate::api::Machine;
 use crate::api::machine::{Domain, MachineSpec};
+use crate::api::operations::run_strategy;
 use crate::api::placement::EVICTION_NONE;
 use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
+use crate::reconciler::CLOUD_INIT_VOLUME;
 use crate::reconciler::apis::kubevirt::{
     Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
     HyperV, Interface, MachineType, Memory, Network, Spinlocks, TemplateMetadata, VirtualMachine,
     VirtualMachineSpec, VmiSpec, VmiTemplate, Volume,
 };
-use crate::reconciler::{CLOUD_INIT_VOLUME, RUN_STRATEGY_ALWAYS, RUN_STRATEGY_HALTED};
 
 use super::datavolume;
 use super::meta::{machine_labels, owned_by_machine};
@@ -56,20 +57,12 @@ pub fn vm(
         .and_then(|r| r.memory.as_ref())
         .and_then(|m| m.size.as_ref());
     let domain = spec.domain.clone().unwrap_or_default();
-    let running = spec.running.unwrap_or(true);
     let placement = spec.placement.clone().unwrap_or_default();
 
     VirtualMachine {
         metadata: owned_by_machine(machine, name.clone()),
         spec: VirtualMachineSpec {
-            run_strategy: Some(
-                if running {
-                    RUN_STRATEGY_ALWAYS
-                } else {
-                    RUN_STRATEGY_HALTED
-                }
-                .to_owned(),
-            ),
+            run_strategy: Some(run_strategy(spec.run_strategy.as_deref(), spec.running).to_owned()),
             template: VmiTemplate {
                 metadata: Some(TemplateMetadata {
                     labels: machine_labels(&name),
