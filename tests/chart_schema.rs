@@ -46,7 +46,10 @@ const BAD: &[(&[&str], &str)] = &[
         "at '/networkPolicy/apiServerCIDRs/0'",
     ),
     (&["log.format=xml"], "at '/log/format'"),
-    (&["defaultEvictionStrategy=Evict"], "at '/defaultEvictionStrategy'"),
+    (
+        &["defaultEvictionStrategy=Evict"],
+        "at '/defaultEvictionStrategy'",
+    ),
     (&["watchNamespaces={Team_A}"], "at '/watchNamespaces/0'"),
     (
         &["cloneSourceNamespaces={OS_Images}"],

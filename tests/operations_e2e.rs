@@ -16,8 +16,8 @@ use kube::{Client, Error};
 use serde_json::{Value, json};
 
 use access::{WAIT, first_denial, machines, setup};
-use kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION;
 use kubevirt_operator::api::Machine;
+use kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 
 const NS: &str = "team-a";
