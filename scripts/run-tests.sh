@@ -31,7 +31,7 @@ for line in open(sys.argv[1]):
 PY
 
 # Slowest first (measured), so the last ones to finish are short; unknown binaries come after.
-SLOW="cert_rotation reconciler_leader reconciler_restart reconciler_ownership rbac_least_privilege chart reconciler_e2e control_plane"
+SLOW="cert_rotation reconciler_leader reconciler_cdi_alone reconciler_ownership chart_install reconciler_restart proptest_admission api_use rbac_least_privilege chart_lifecycle chart_scan disk_safety reconciler_e2e control_plane"
 {
   for s in $SLOW; do grep -E "^$s " "$LOGS/binaries" || true; done
   grep -vE "^($(echo "$SLOW" | tr ' ' '|')) " "$LOGS/binaries" || true

@@ -85,6 +85,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         cluster_resources,
         [
             "storageclasses",
+            "storageprofiles",
             // Namespaced, but read by name wherever a Machine's dataSource points (golden
             // images live outside the watched namespaces); `get` only.
             "datasources",
@@ -100,6 +101,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         .filter(|r| {
             r["apiGroups"][0] != "admissionregistration.k8s.io"
                 && r["resources"][0] != "storageclasses"
+                && r["resources"][0] != "storageprofiles"
                 && r["resources"][0] != "datasources"
                 && r["resources"][0] != "subjectaccessreviews"
                 && r["resources"][0] != "customresourcedefinitions"

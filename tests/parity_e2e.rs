@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use access::{WAIT, first_denial, machines, setup};
+use access::{WAIT, create_admitted, first_denial, machines, setup};
 
 fn machine(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
@@ -125,9 +125,7 @@ async fn network_data_over_2048_bytes_never_reaches_the_vm_inline() {
     let api = machines(&admin, "team-a");
     let spec = json!({"template": "small",
         "cloudInit": {"userData": "#cloud-config\n", "networkData": big}});
-    api.create(&PostParams::default(), &machine("netdata", spec))
-        .await
-        .expect("admitted");
+    create_admitted(&api, &machine("netdata", spec), &op).await;
     let log = || op.log_tail(40);
     let vm = until("the VM", log, async || {
         vms(&admin).get_opt("netdata").await.ok().flatten()

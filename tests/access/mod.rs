@@ -137,8 +137,8 @@ pub fn denial<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
     }
 }
 
-/// The webhook's denial of creating `obj`, retried until the webhooks are in force (the
-/// operator registers them after it starts).
+/// The webhook's denial of creating `obj`, retried until the webhooks are in force (their
+/// configurations are installed before the operator starts; it fills their caBundle once up).
 pub async fn first_denial(
     api: &Api<DynamicObject>,
     params: &PostParams,
@@ -154,6 +154,25 @@ pub async fn first_denial(
                 "webhooks not in force: {other:?}\n{}",
                 op.log_tail(60)
             ),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Creates `obj` once the webhooks answer: until the operator has filled the installed
+/// configurations' caBundle, kube-apiserver cannot call them and refuses the write.
+pub async fn create_admitted(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    op: &Proc,
+) -> DynamicObject {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(created) => return created,
+            Err(Error::Api(e))
+                if e.message.contains("failed calling webhook") && Instant::now() < deadline => {}
+            Err(e) => panic!("not admitted: {e}\n{}", op.log_tail(60)),
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
