@@ -19,7 +19,9 @@ use super::decide::{bad_request, too_large};
 use super::lanes::{self, Lanes};
 use super::limits::{MAX_LOGGED_BYTES, truncate};
 use super::review::{self, DecodeError, Request, Review, Verdict};
-use super::{Admission, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
+use super::{
+    Admission, MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH,
+};
 
 #[derive(Clone)]
 struct Shared {
@@ -43,6 +45,7 @@ pub fn router_with(admission: Arc<Admission>, metrics: Arc<Metrics>, lanes: Lane
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
         .route(NETWORK_VALIDATE_PATH, post(validate_network))
+        .route(MACHINE_CLASS_VALIDATE_PATH, post(validate_class))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(Shared {
@@ -89,6 +92,18 @@ async fn validate_network(
     .await
 }
 
+async fn validate_class(State(shared): State<Shared>, request: axum::extract::Request) -> Response {
+    let webhook = "validate-machineclass";
+    serve(
+        shared,
+        webhook,
+        request,
+        Admission::validate_class,
+        AccessCheck::Nothing,
+    )
+    .await
+}
+
 /// What an allowed review then asks kube-apiserver (src/access/): nothing, where DataSources
 /// point, or the author's rights.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -98,6 +113,8 @@ enum AccessCheck {
     AsAuthor,
     /// A NetworkConfiguration's author may create the attachment it makes.
     NetworkAuthor,
+    /// A MachineClass refers to nothing.
+    Nothing,
 }
 
 /// What the blocking part hands back: a decoded review and its verdict, or the answer to a

@@ -12,11 +12,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::config::Settings;
 use super::x509::Cert;
 use super::{WEBHOOK_CONFIGURATION, managed_labels};
-use crate::admission::{MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
+use crate::admission::{
+    MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH,
+};
 
 pub const MUTATING_WEBHOOK_NAME: &str = "mutate.machines.vitistack.io";
 pub const VALIDATING_WEBHOOK_NAME: &str = "validate.machines.vitistack.io";
 pub const NETWORK_WEBHOOK_NAME: &str = "validate.networkconfigurations.vitistack.io";
+pub const MACHINE_CLASS_WEBHOOK_NAME: &str = "validate.machineclasses.vitistack.io";
 pub const TIMEOUT_SECONDS: i32 = 5;
 const SERVICE_PORT: i32 = 443;
 
@@ -49,14 +52,14 @@ fn client_config(settings: &Settings, path: &str, ca_bundle: &[u8]) -> WebhookCl
     }
 }
 
-fn rules(resource: &str) -> Vec<RuleWithOperations> {
+fn rules(resource: &str, scope: &str) -> Vec<RuleWithOperations> {
     let strings = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     vec![RuleWithOperations {
         api_groups: strings(&["vitistack.io"]),
         api_versions: strings(&["v1alpha1"]),
         operations: strings(&["CREATE", "UPDATE"]),
         resources: strings(&[resource]),
-        scope: Some("Namespaced".to_owned()),
+        scope: Some(scope.to_owned()),
     }]
 }
 
@@ -67,6 +70,21 @@ fn review_versions() -> Vec<String> {
 /// One webhook in the fields both kinds share (the validating shape), for Machines.
 fn webhook(settings: &Settings, name: &str, path: &str, ca_bundle: &[u8]) -> ValidatingWebhook {
     webhook_for(settings, "machines", name, path, ca_bundle)
+}
+
+/// The webhook of a cluster-scoped kind: no namespace to select.
+fn cluster_webhook(
+    settings: &Settings,
+    resource: &str,
+    name: &str,
+    path: &str,
+    ca_bundle: &[u8],
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        namespace_selector: Some(LabelSelector::default()),
+        rules: Some(rules(resource, "Cluster")),
+        ..webhook_for(settings, resource, name, path, ca_bundle)
+    }
 }
 
 fn webhook_for(
@@ -84,7 +102,7 @@ fn webhook_for(
         match_policy: Some("Equivalent".to_owned()),
         namespace_selector: Some(super::scope::namespace_selector(&settings.namespaces)),
         object_selector: Some(LabelSelector::default()),
-        rules: Some(rules(resource)),
+        rules: Some(rules(resource, "Namespaced")),
         side_effects: "None".to_owned(),
         timeout_seconds: Some(TIMEOUT_SECONDS),
         match_conditions: None,
@@ -136,7 +154,8 @@ pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfigu
     }
 }
 
-/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, and NetworkConfigurations.
+/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, NetworkConfigurations
+/// and MachineClasses.
 pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
         metadata: metadata(),
@@ -147,6 +166,13 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
                 "networkconfigurations",
                 NETWORK_WEBHOOK_NAME,
                 NETWORK_VALIDATE_PATH,
+                ca_bundle,
+            ),
+            cluster_webhook(
+                settings,
+                "machineclasses",
+                MACHINE_CLASS_WEBHOOK_NAME,
+                MACHINE_CLASS_VALIDATE_PATH,
                 ca_bundle,
             ),
         ]),
@@ -307,6 +333,22 @@ mod tests {
         assert_eq!(rule.resources.as_ref().unwrap(), &["networkconfigurations"]);
         assert_eq!(rule.operations.as_ref().unwrap(), &["CREATE", "UPDATE"]);
         assert_eq!(h.client_config.ca_bundle.as_ref().unwrap().0, b"PEM");
+    }
+
+    #[test]
+    fn machine_classes_have_a_cluster_scoped_validating_webhook() {
+        let v = validating(&settings(Some("https://127.0.0.1:9443")), b"PEM");
+        let h = &v.webhooks.as_ref().unwrap()[2];
+        assert_eq!(h.name, MACHINE_CLASS_WEBHOOK_NAME);
+        assert_eq!(
+            h.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate-vitistack-io-v1alpha1-machineclass")
+        );
+        let rule = &h.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_ref().unwrap(), &["machineclasses"]);
+        assert_eq!(rule.scope.as_deref(), Some("Cluster"));
+        assert_eq!(rule.operations.as_ref().unwrap(), &["CREATE", "UPDATE"]);
+        assert_eq!(h.namespace_selector, Some(LabelSelector::default()));
     }
 
     #[test]

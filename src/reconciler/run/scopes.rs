@@ -60,7 +60,7 @@ pub async fn run(
                     &metrics,
                     all.iter().flat_map(|s| s.machines.state()),
                     all.iter().flat_map(|s| s.vms.state()),
-                    &catalog,
+                    &catalog.load(),
                 );
             }
         })
