@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::{CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS};
+use super::machine::{
+    CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS, required_without_default,
+};
 use super::quantity::Quantity;
 
 /// Free text is shown by `kubectl`, never parsed: bounded so a class stays small.
@@ -69,7 +71,7 @@ pub struct MachineClassSpec {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["name", "size"]))]
+#[schemars(extend("required" = ["name", "size"]), transform = required_without_default)]
 pub struct ClassDisk {
     /// Disk name, a DNS-1123 label unique within the class (e.g. root).
     #[serde(default)]
