@@ -149,6 +149,13 @@ fn machine_class_crd_has_the_contracted_shape() {
     // Printed as true/false, never blank: the API server fills in the defaults.
     assert_eq!(spec["default"]["default"], false);
     assert_eq!(spec["enabled"]["default"], true);
-    assert_eq!(spec["disks"]["items"]["required"], serde_json::json!(["name", "size"]));
-    assert!(spec["disks"]["items"]["properties"]["name"].get("default").is_none());
+    assert_eq!(
+        spec["disks"]["items"]["required"],
+        serde_json::json!(["name", "size"])
+    );
+    assert!(
+        spec["disks"]["items"]["properties"]["name"]
+            .get("default")
+            .is_none()
+    );
 }

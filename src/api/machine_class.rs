@@ -6,9 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::{
-    CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS, required_without_default,
-};
+use super::machine::{CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS, required_without_default};
 use super::quantity::Quantity;
 
 /// Free text is shown by `kubectl`, never parsed: bounded so a class stays small.
