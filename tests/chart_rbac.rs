@@ -61,6 +61,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
     assert_eq!(
         cluster_resources,
         [
+            "machineclasses",
             "storageclasses",
             // Namespaced, but read by name wherever a Machine's dataSource points (golden
             // images live outside the watched namespaces); `get` only.
@@ -79,6 +80,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
         .filter(|r| {
             r["apiGroups"][0] != "admissionregistration.k8s.io"
                 && r["resources"][0] != "storageclasses"
+                && r["resources"][0] != "machineclasses"
                 && r["resources"][0] != "datasources"
                 && r["resources"][0] != "subjectaccessreviews"
                 && r["resources"][0] != "customresourcedefinitions"
