@@ -23,8 +23,22 @@ pub const WAIT: Duration = Duration::from_secs(90);
 /// `run` with self-managed certificates: it registers its own webhook configurations for the
 /// whole cluster, hence the dedicated control plane.
 pub fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
+    start_replica(cp, op_ns, "access", extra).0
+}
+
+/// One replica of `run` named `identity` (its own ports and log directory), and its webhook port.
+pub fn start_replica(
+    cp: &ControlPlane,
+    op_ns: &str,
+    identity: &str,
+    extra: &[&str],
+) -> (Proc, u16) {
     let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
-    let dir = cp.dir().join("access-operator");
+    let dir = cp.dir().join(if identity == "access" {
+        "access-operator".to_owned()
+    } else {
+        format!("operator-{identity}")
+    });
     std::fs::create_dir_all(&dir).expect("dir");
     let mut args: Vec<String> = [
         "--log-format",
@@ -35,7 +49,7 @@ pub fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
         "--namespace",
         op_ns,
         "--identity",
-        "access",
+        identity,
         "--reconcile-interval",
         "2s",
         "--webhook-url",
@@ -51,13 +65,14 @@ pub fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
     .map(|a| (*a).to_owned())
     .collect();
     args.extend(extra.iter().map(|a| (*a).to_owned()));
-    Proc::spawn(
+    let proc = Proc::spawn(
         "kubevirt-operator",
         Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
         args.into_iter().map(Into::into).collect(),
         dir.join("operator.log"),
     )
-    .expect("spawn operator")
+    .expect("spawn operator");
+    (proc, webhook)
 }
 
 /// Labelled with its name as kube-apiserver 1.21+ does (the test control plane, 1.20, does not):
