@@ -72,8 +72,12 @@ fn webhook(settings: &Settings, name: &str, path: &str, ca_bundle: &[u8]) -> Val
     webhook_for(settings, "machines", name, path, ca_bundle)
 }
 
-/// The webhook of a cluster-scoped kind: no namespace to select.
-fn cluster_webhook(
+/// The MachineClass webhook: cluster-scoped, so no namespace to select; and `Ignore` when no
+/// replica answers, unlike the Machine webhooks. Every replica checks each class again when it
+/// reads it (an invalid one is not usable, the newer of two defaults is used), so a class
+/// admitted unchecked does no harm, while `Fail` would block `helm upgrade` (which applies the
+/// chart's classes) whenever the operator is down, the very time an upgrade may be the fix.
+fn class_webhook(
     settings: &Settings,
     resource: &str,
     name: &str,
@@ -81,6 +85,7 @@ fn cluster_webhook(
     ca_bundle: &[u8],
 ) -> ValidatingWebhook {
     ValidatingWebhook {
+        failure_policy: Some("Ignore".to_owned()),
         namespace_selector: Some(LabelSelector::default()),
         rules: Some(rules(resource, "Cluster")),
         ..webhook_for(settings, resource, name, path, ca_bundle)
@@ -168,7 +173,7 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
                 NETWORK_VALIDATE_PATH,
                 ca_bundle,
             ),
-            cluster_webhook(
+            class_webhook(
                 settings,
                 "machineclasses",
                 MACHINE_CLASS_WEBHOOK_NAME,
@@ -349,6 +354,9 @@ mod tests {
         assert_eq!(rule.scope.as_deref(), Some("Cluster"));
         assert_eq!(rule.operations.as_ref().unwrap(), &["CREATE", "UPDATE"]);
         assert_eq!(h.namespace_selector, Some(LabelSelector::default()));
+        assert_eq!(h.failure_policy.as_deref(), Some("Ignore"));
+        assert_eq!(h.side_effects, "None");
+        assert_eq!(h.timeout_seconds, Some(5));
     }
 
     #[test]
