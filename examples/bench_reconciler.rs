@@ -280,6 +280,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     storage_classes: &Default::default(),
                     cloud_init_secret: None,
                     network_policy: catalog.networks(),
+                    eviction_strategy: catalog.eviction_strategy(),
                 });
                 // PVC and VM concurrently, then the status: as few round trips as the operator's.
                 let pvcs = Api::namespaced(client.clone(), &ns);
@@ -314,6 +315,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     provisioning: None,
                     disks: Vec::new(),
                     retain: false,
+                    last_restart: None,
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

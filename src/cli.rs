@@ -74,6 +74,12 @@ pub struct TemplateArgs {
     #[arg(long, env = "ALLOWED_MACHINE_TYPES", value_name = "ALLOWED_MACHINE_TYPES",
           default_value = "q35*,pc-q35*", value_parser = MachineTypes::parse)]
     pub allowed_machine_types: MachineTypes,
+    /// What a node drain does to the VM of a Machine that sets no `evictionStrategy`:
+    /// LiveMigrate, LiveMigrateIfPossible, External, or None (KubeVirt's cluster default).
+    #[arg(long, env = "DEFAULT_EVICTION_STRATEGY", value_name = "DEFAULT_EVICTION_STRATEGY",
+          default_value = crate::api::placement::DEFAULT_EVICTION_STRATEGY,
+          value_parser = clap::builder::PossibleValuesParser::new(crate::api::placement::EVICTION_STRATEGIES))]
+    pub default_eviction_strategy: String,
 }
 
 impl TemplateArgs {
@@ -81,7 +87,9 @@ impl TemplateArgs {
     pub fn catalog(&self) -> anyhow::Result<Catalog> {
         let catalog = Catalog::with_default(&self.default_template)
             .map_err(|e| anyhow::anyhow!("DEFAULT_TEMPLATE / --default-template: {e}"))?;
-        Ok(catalog.with_machine_types(self.allowed_machine_types.clone()))
+        Ok(catalog
+            .with_machine_types(self.allowed_machine_types.clone())
+            .with_eviction_strategy(&self.default_eviction_strategy))
     }
 }
 

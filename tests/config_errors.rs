@@ -107,6 +107,14 @@ fn unknown_log_format() {
 }
 
 #[test]
+fn a_default_eviction_strategy_kubevirt_does_not_know() {
+    let line = start_up_error(&[("DEFAULT_EVICTION_STRATEGY", "Migrate")], &["run"]);
+    assert_names(&line, "DEFAULT_EVICTION_STRATEGY", "Migrate");
+    let line = start_up_error(&[], &["run", "--default-eviction-strategy", "Drain"]);
+    assert_names(&line, "--default-eviction-strategy", "Drain");
+}
+
+#[test]
 fn allowed_bridge_that_is_no_interface_name() {
     let line = start_up_error(&[("ALLOWED_BRIDGES", "br0,br/host")], &["run"]);
     assert_names(&line, "ALLOWED_BRIDGES", "br/host");

@@ -7,6 +7,7 @@
 //! One operator serves the whole file (it watches every namespace); each test works in its own
 //! namespace.
 
+mod kubevirt;
 mod operator;
 mod support;
 
@@ -177,43 +178,9 @@ impl Env {
         self.dynamic(&ApiResource::erase::<VirtualMachineInstance>(&()))
     }
 
-    /// Plays KubeVirt: the VMI of Machine `name`, labelled as KubeVirt copies the VM template's
-    /// labels and controlled by the Machine's VM (only such a VMI feeds the status), with
-    /// `status`.
+    /// Plays KubeVirt: the Machine's VMI with `status` (see `kubevirt::vmi`).
     async fn vmi(&self, name: &str, status: Value) {
-        let api = self.vmis();
-        if api.get_opt(name).await.expect("get VMI").is_none() {
-            let vm = self
-                .dynamic(&ApiResource::erase::<VirtualMachine>(&()))
-                .get(name)
-                .await
-                .expect("the Machine's VM, which owns its VMI");
-            let obj: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                "metadata": {"name": name, "labels": {
-                    "vitistack.io/machine": name, "vitistack.io/managed-by": "kubevirt-operator"},
-                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-                        "name": name, "uid": vm.metadata.uid, "controller": true,
-                        "blockOwnerDeletion": true}]},
-                "spec": {"domain": {"devices": {}}}
-            }))
-            .expect("VMI object");
-            api.create(&PostParams::default(), &obj)
-                .await
-                .expect("create VMI");
-        }
-        // Replace the whole status, as KubeVirt's controller does.
-        let patch = json!({"status": null});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .expect("clear VMI status");
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await
-        .expect("VMI status");
+        kubevirt::vmi(&self.client, &self.ns, name, status).await;
     }
 
     async fn delete_vmi(&self, name: &str) {
@@ -384,6 +351,7 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
             ["br0", "br-prod", "br-storage"].map(str::to_owned),
             Vlans::parse("0-4094").expect("vlans"),
         ),
+        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
     })
 }
 

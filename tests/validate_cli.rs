@@ -65,8 +65,9 @@ fn assert_ok(output: &Output) {
     );
 }
 
+/// Admission leaves a disk's modes unset (the reconciler takes them from the StorageProfile).
 fn disk(name: &str, size: &str) -> Value {
-    json!({"name": name, "size": size, "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"})
+    json!({"name": name, "size": size})
 }
 
 fn cpu(cores: i64) -> Value {
@@ -371,4 +372,23 @@ async fn webhook_subcommand_serves_the_pem_pair_and_stops_on_sigterm() {
     webhook.sigterm();
     let status = webhook.wait_for_exit("webhook did not stop on SIGTERM");
     assert!(status.success(), "clean exit on SIGTERM, got {status:?}");
+}
+
+#[test]
+fn validate_knows_eviction_and_placement_offline() {
+    let out = validate_file(&example("migratable.yaml"));
+    assert_ok(&out);
+    let doc = &documents(&out)[0];
+    assert_eq!(doc["spec"]["evictionStrategy"], "LiveMigrate");
+    assert_eq!(doc["spec"]["placement"]["priorityClassName"], "vm-high");
+    let bad = "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: m}\n\
+               spec: {evictionStrategy: Sometimes, placement: {tolerations: [{key: k, effect: NoRun}]}}\n";
+    let out = run(&["validate", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("spec.evictionStrategy")
+            && err.contains("spec.placement.tolerations[0].effect"),
+        "{err}"
+    );
 }

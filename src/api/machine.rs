@@ -9,6 +9,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES};
+use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
 
@@ -95,9 +97,26 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<Domain>,
 
-    /// Whether the VM should run (runStrategy Always) or stay halted. Default true.
+    /// Whether the VM should run (runStrategy Always) or stay halted. Default true; with
+    /// runStrategy set, unset or agreeing with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<bool>,
+
+    /// Always, Halted (stopped, every disk kept), RerunOnFailure or Manual, as KubeVirt runs
+    /// them. Unset: `running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = RUN_STRATEGIES))]
+    pub run_strategy: Option<String>,
+
+    /// What a node drain does to the VM: LiveMigrate, LiveMigrateIfPossible, External or None
+    /// (KubeVirt's cluster default). Unset: the operator's --default-eviction-strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = EVICTION_STRATEGIES))]
+    pub eviction_strategy: Option<String>,
+
+    /// Where the VM may run: node selector, affinity, tolerations and priority class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -264,7 +283,8 @@ pub struct MachineStatus {
     /// Pending, Creating, Running, Stopped or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// Ready, VirtualMachineReady, StorageReady, NetworkReady and (mirrored from KubeVirt) RestartRequired.
+    /// Ready, VirtualMachineReady, StorageReady, NetworkReady and (mirrored from KubeVirt)
+    /// RestartRequired and LiveMigratable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Name of the KubeVirt VirtualMachine.
@@ -292,7 +312,23 @@ pub struct MachineStatus {
     /// The KubeVirt VirtualMachine's printableStatus (Provisioning, Starting, Running, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_status: Option<String>,
+    /// The VMI's current or last live migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationStatus>,
+    /// Each interface of the VMI: MAC, addresses and its name in the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_INTERFACE_STATUSES))]
+    pub interfaces: Vec<InterfaceStatus>,
+    /// The guest's operating system, while its agent is connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<GuestInfo>,
+    /// The `vitistack.io/restarted-at` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<String>,
 }
+
+/// The Machine's networks plus the pod network, with room to spare.
+pub const MAX_INTERFACE_STATUSES: usize = 64;
 
 pub const CORES: (i64, i64) = (1, 256);
 pub const THREADS: (i64, i64) = (1, 8);

@@ -6,6 +6,8 @@ pub mod machine;
 pub mod machine_class;
 pub mod names;
 pub mod network_configuration;
+pub mod operations;
+pub mod placement;
 pub mod quantity;
 pub mod source;
 

@@ -23,6 +23,8 @@ pub const PROOF_ANNOTATION: &str = "vitistack.io/made-for";
 pub const RELEASE_ANNOTATION: &str = "vitistack.io/released-for";
 /// The Secret, in the operator's namespace, holding the key of [`PROOF_ANNOTATION`].
 pub const OWNERSHIP_KEY_SECRET: &str = "kubevirt-operator-ownership-key";
+/// A new value (an RFC 3339 time) restarts the Machine's VM once, like `kubectl rollout restart`.
+pub const RESTARTED_AT_ANNOTATION: &str = "vitistack.io/restarted-at";
 /// On a Machine, written by the mutating webhook: what each `dataSource` volume clones, as
 /// resolved and checked at admission (see `api::clone_sources`).
 pub const CLONE_SOURCES_ANNOTATION: &str = "vitistack.io/clone-sources";

@@ -125,6 +125,13 @@ pub struct DiskStatus {
     /// CDI's transfer progress, e.g. `45.20%`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
+    /// The access mode its claim was made with (chosen from the class's StorageProfile when
+    /// the disk sets none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_mode: Option<String>,
+    /// The volume mode its claim was made with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mode: Option<String>,
 }
 
 impl DiskSource {

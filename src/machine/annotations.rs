@@ -1,9 +1,11 @@
 //! The Machine annotations the operator acts on, checked like fields: a value the reconciler
 //! would read differently from what its author meant is refused at admission.
 
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use crate::api::names::RETAIN_DISKS_ANNOTATION;
+use crate::api::names::{RESTARTED_AT_ANNOTATION, RETAIN_DISKS_ANNOTATION};
+use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 
 use super::field_error::{FieldError, FieldPath};
 
@@ -11,35 +13,77 @@ use super::field_error::{FieldError, FieldPath};
 /// `"True"` or `"yes"` would silently mean "delete them".
 pub const RETAIN_DISKS_VALUES: &[&str] = &["false", "true"];
 
+/// How far ahead of the webhook's clock a `restarted-at` time may be (clocks drift).
+pub const RESTART_CLOCK_SKEW_SECONDS: i64 = 300;
+
 /// Errors in the annotations `new` sets or changes (compared with `old`, the stored object on
 /// UPDATE). A value kept from the stored object is not refused again: it was stored before this
 /// rule, and refusing it would block every later update, the finalizer's removal among them.
 pub fn annotation_errors(old: Option<&Value>, new: &Value) -> Vec<FieldError> {
-    let value = |object: &Value| {
-        object
-            .pointer("/metadata/annotations")?
-            .get(RETAIN_DISKS_ANNOTATION)
-            .cloned()
-    };
-    let Some(set) = value(new) else {
-        return Vec::new();
-    };
-    if old.and_then(value).as_ref() == Some(&set) {
-        return Vec::new();
+    annotation_errors_at(old, new, Timestamp::now())
+}
+
+/// [`annotation_errors`] with the clock given.
+pub fn annotation_errors_at(old: Option<&Value>, new: &Value, now: Timestamp) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    if let Some(s) = changed(old, new, RETAIN_DISKS_ANNOTATION)
+        && !RETAIN_DISKS_VALUES.contains(&s)
+    {
+        let path = format!("metadata.annotations[{RETAIN_DISKS_ANNOTATION}]");
+        out.push(FieldError::not_supported(
+            &FieldPath::new(&path),
+            s,
+            RETAIN_DISKS_VALUES,
+        ));
     }
-    match set.as_str() {
-        Some(s) if RETAIN_DISKS_VALUES.contains(&s) => Vec::new(),
-        // The API server types annotations as strings; anything else is its to refuse.
-        None => Vec::new(),
-        Some(s) => {
-            let path = format!("metadata.annotations[{RETAIN_DISKS_ANNOTATION}]");
-            vec![FieldError::not_supported(
-                &FieldPath::new(&path),
-                s,
-                RETAIN_DISKS_VALUES,
-            )]
-        }
+    if let Some(s) = changed(old, new, RESTARTED_AT_ANNOTATION) {
+        out.extend(restart_error(new, s, now));
     }
+    out
+}
+
+/// The value of `key` in `new` when it differs from `old`'s. The API server types annotations
+/// as strings; anything else is its to refuse.
+fn changed<'a>(old: Option<&Value>, new: &'a Value, key: &str) -> Option<&'a str> {
+    let value = |object: &Value| object.pointer("/metadata/annotations")?.get(key).cloned();
+    let set = new.pointer("/metadata/annotations")?.get(key)?;
+    if old.and_then(value).as_ref() == Some(set) {
+        return None;
+    }
+    set.as_str()
+}
+
+/// A restart: an RFC 3339 time, not ahead of now (the VM is restarted when it started before
+/// it), of a Machine that runs.
+fn restart_error(new: &Value, value: &str, now: Timestamp) -> Option<FieldError> {
+    let path = format!("metadata.annotations[{RESTARTED_AT_ANNOTATION}]");
+    let path = FieldPath::new(&path);
+    let Ok(at) = value.parse::<Timestamp>() else {
+        return Some(FieldError::invalid(
+            &path,
+            value,
+            "must be an RFC 3339 time, e.g. 2026-11-24T10:00:00Z (`date -u +%FT%TZ`)",
+        ));
+    };
+    if at.as_second() > now.as_second() + RESTART_CLOCK_SKEW_SECONDS {
+        return Some(FieldError::invalid(
+            &path,
+            value,
+            "must not be in the future: the VM is restarted if it started before this time",
+        ));
+    }
+    let spec = new.get("spec");
+    let strategy = run_strategy(
+        spec.and_then(|s| s.get("runStrategy"))
+            .and_then(Value::as_str),
+        spec.and_then(|s| s.get("running")).and_then(Value::as_bool),
+    );
+    (strategy == RUN_STRATEGY_HALTED).then(|| {
+        FieldError::forbidden(
+            &path,
+            "a Halted Machine has nothing to restart: start it (runStrategy: Always) instead",
+        )
+    })
 }
 
 #[cfg(test)]
@@ -112,5 +156,40 @@ mod tests {
         }
         // No metadata at all: nothing to check.
         assert!(annotation_errors(None, &json!({})).is_empty());
+    }
+
+    #[test]
+    fn a_restart_is_a_past_rfc3339_time_of_a_machine_that_runs() {
+        let now: Timestamp = "2026-11-25T10:00:00Z".parse().expect("now");
+        let machine = |at: &str, spec: Value| json!({"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: at}}, "spec": spec});
+        let errors = |old: Option<&Value>, new: &Value| -> Vec<String> {
+            annotation_errors_at(old, new, now)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let running = json!({"template": "small"});
+        assert!(errors(None, &machine("2026-11-25T09:59:00Z", running.clone())).is_empty());
+        assert!(
+            errors(None, &machine("2026-11-25T10:04:00Z", running.clone())).is_empty(),
+            "within the clock skew"
+        );
+        let e = errors(None, &machine("tomorrow", running.clone()));
+        assert!(e[0].contains("must be an RFC 3339 time"), "{e:?}");
+        let e = errors(None, &machine("2026-11-25T11:00:00Z", running.clone()));
+        assert!(e[0].contains("must not be in the future"), "{e:?}");
+        for halted in [json!({"runStrategy": "Halted"}), json!({"running": false})] {
+            let e = errors(None, &machine("2026-11-25T09:00:00Z", halted));
+            assert!(
+                e[0].starts_with(
+                    "metadata.annotations[vitistack.io/restarted-at]: Forbidden: a Halted Machine"
+                ),
+                "{e:?}"
+            );
+        }
+        // A value kept from the stored object is not refused again (the Machine halted since).
+        let stored = machine("2026-11-25T09:00:00Z", running);
+        let halted = machine("2026-11-25T09:00:00Z", json!({"runStrategy": "Halted"}));
+        assert!(errors(Some(&stored), &halted).is_empty());
     }
 }

@@ -1,11 +1,13 @@
 //! What the admin lets Machines ask for: the classes in force and the default one, the machine
-//! types KubeVirt accepts, and the bridges and VLANs networks may use. A value: the webhooks and
+//! types KubeVirt accepts, the bridges and VLANs networks may use, and the default eviction
+//! strategy. A value: the webhooks and
 //! the reconciler read one snapshot per request (`crate::classes` publishes a new one whenever
 //! the MachineClasses change).
 
 use std::sync::Arc;
 
 use crate::api::MachineClass;
+use crate::api::placement::DEFAULT_EVICTION_STRATEGY;
 
 use super::classes::{Class, Classes, Lookup};
 use super::machine_types::MachineTypes;
@@ -21,6 +23,8 @@ pub struct Catalog {
     loaded: bool,
     machine_types: MachineTypes,
     networks: NetworkPolicy,
+    /// What a Machine without `evictionStrategy` gets (`--default-eviction-strategy`).
+    eviction_strategy: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +42,16 @@ impl Catalog {
             default_template: default.name,
             ..Catalog::default()
         })
+    }
+
+    pub fn with_eviction_strategy(mut self, strategy: &str) -> Self {
+        strategy.clone_into(&mut self.eviction_strategy);
+        self
+    }
+
+    /// The eviction strategy of a Machine that sets none; `None` leaves KubeVirt's own default.
+    pub fn eviction_strategy(&self) -> &str {
+        &self.eviction_strategy
     }
 
     pub fn with_machine_types(mut self, machine_types: MachineTypes) -> Self {
@@ -108,6 +122,7 @@ impl Default for Catalog {
             loaded: true,
             machine_types: MachineTypes::default(),
             networks: NetworkPolicy::default(),
+            eviction_strategy: DEFAULT_EVICTION_STRATEGY.to_owned(),
         }
     }
 }

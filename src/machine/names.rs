@@ -50,6 +50,68 @@ pub fn config_key(s: &str) -> Vec<String> {
     errs
 }
 
+const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// Problems with `s` as a qualified name (a label key, a taint key, a topology key): an optional
+/// DNS-1123 subdomain prefix and `/`, then a name of at most 63 characters.
+pub fn qualified_name(s: &str) -> Vec<String> {
+    let (prefix, name) = match s.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, s),
+    };
+    let mut errs = Vec::new();
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            errs.push("prefix part must be non-empty".to_owned());
+        } else {
+            errs.extend(
+                dns1123_subdomain(prefix)
+                    .into_iter()
+                    .map(|e| format!("prefix part {e}")),
+            );
+        }
+    }
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_owned());
+    } else if name.len() > LABEL_MAX {
+        errs.push(format!(
+            "name part must be no more than {LABEL_MAX} characters"
+        ));
+    }
+    if !name.is_empty() && !is_name_part(name) {
+        errs.push(QUALIFIED_NAME_MSG.to_owned());
+    }
+    errs
+}
+
+/// Problems with `s` as a label value (empty is valid).
+pub fn label_value(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > LABEL_MAX {
+        errs.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    if !s.is_empty() && !is_name_part(s) {
+        errs.push(LABEL_VALUE_MSG.to_owned());
+    }
+    errs
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            alnum(first)
+                && alnum(last)
+                && b.iter()
+                    .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
 fn is_label(s: &str) -> bool {
     let b = s.as_bytes();
     let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();

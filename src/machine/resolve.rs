@@ -17,6 +17,7 @@ use super::classes::Class;
 /// Annotation holding the JSON of the spec values that came from the template, not from the user.
 pub const DEFAULTS_ANNOTATION: &str = "vitistack.io/template-defaults";
 
+/// A disk's modes where no StorageProfile says otherwise.
 pub const DEFAULT_ACCESS_MODE: &str = "ReadWriteOnce";
 pub const DEFAULT_VOLUME_MODE: &str = "Filesystem";
 pub const DEFAULT_NIC_MODEL: &str = "virtio";
@@ -67,7 +68,16 @@ pub fn resolve_in(
         boot_order: explicit.boot_order.clone(),
         cloud_init: explicit.cloud_init.as_ref().map(default_cloud_init),
         domain: Some(default_domain(explicit.domain.as_ref())),
-        running: Some(explicit.running.unwrap_or(true)),
+        // `running` defaults only where no run strategy says what to do.
+        running: match explicit.run_strategy {
+            None => Some(explicit.running.unwrap_or(true)),
+            Some(_) => explicit.running,
+        },
+        run_strategy: explicit.run_strategy.clone(),
+        // Cluster policy, applied by the reconciler when unset (like KubeVirt's own default):
+        // changing --default-eviction-strategy reaches every Machine that did not choose.
+        eviction_strategy: explicit.eviction_strategy.clone(),
+        placement: explicit.placement.clone(),
     };
     Resolved {
         spec: resolved,
@@ -170,20 +180,10 @@ fn resolve_disks(explicit: &[Disk], class: Option<&Class>, record: &mut MachineS
     out
 }
 
+/// Modes are left as given: the reconciler picks them from the class's StorageProfile
+/// (`reconciler::decide::storage_defaults`), where a webhook has no view of it.
 fn default_disk(d: &Disk) -> Disk {
-    Disk {
-        access_mode: Some(
-            d.access_mode
-                .clone()
-                .unwrap_or_else(|| DEFAULT_ACCESS_MODE.to_owned()),
-        ),
-        volume_mode: Some(
-            d.volume_mode
-                .clone()
-                .unwrap_or_else(|| DEFAULT_VOLUME_MODE.to_owned()),
-        ),
-        ..d.clone()
-    }
+    d.clone()
 }
 
 fn default_network(n: &Network) -> Network {
@@ -252,8 +252,8 @@ pub fn strip_defaults(spec: &MachineSpec, recorded: &MachineSpec) -> MachineSpec
         };
         unset_if_same(&mut disk.size, &rec.size);
         unset_if_same(&mut disk.storage_class, &rec.storage_class);
-        unset_if_same(&mut disk.access_mode, &rec.access_mode);
-        unset_if_same(&mut disk.volume_mode, &rec.volume_mode);
+        // Modes an earlier version defaulted stay: the claim was made with them, and they are
+        // immutable (a new disk without modes gets the StorageProfile's from the reconciler).
         // A disk left with only its name came from the template as a whole.
         *disk
             != Disk {

@@ -150,6 +150,8 @@ pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog)
     if let Some(domain) = &spec.domain {
         validate_domain(&mut out, &spec_path.child("domain"), domain);
     }
+    placement::validate(&mut out, &spec_path, spec);
+    operations::validate(&mut out, &spec_path, spec);
     out
 }
 
@@ -412,6 +414,8 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
     }
 }
 
+mod operations;
+mod placement;
 mod volumes;
 pub use volumes::MAX_VOLUMES;
 

@@ -39,5 +39,3 @@ use crate::api::names::{
 /// The Secret keys KubeVirt reads cloud-init user and network data from.
 pub const USERDATA_KEY: &str = "userdata";
 pub const NETWORKDATA_KEY: &str = "networkdata";
-pub const RUN_STRATEGY_ALWAYS: &str = "Always";
-pub const RUN_STRATEGY_HALTED: &str = "Halted";

@@ -177,3 +177,25 @@ pub async fn setup(extra: &[&str]) -> (ControlPlane, Client, Proc) {
     let op = start_operator(&cp, "access-operator", extra);
     (cp, admin, op)
 }
+
+/// Machine `name`'s status once `pred` holds, or a panic naming `what` with the operator's log.
+pub async fn wait_status(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    op: &Proc,
+    what: &str,
+    pred: impl Fn(&kubevirt_operator::api::MachineStatus) -> bool,
+) -> kubevirt_operator::api::MachineStatus {
+    let api: Api<Machine> = Api::namespaced(admin.clone(), ns);
+    support::eventually_with(
+        WAIT,
+        what,
+        || op.log_tail(40),
+        || async {
+            let status = api.get_opt(name).await.ok().flatten()?.status?;
+            pred(&status).then_some(status)
+        },
+    )
+    .await
+}

@@ -126,6 +126,10 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["list", "watch"]
+# CDI's StorageProfiles, watched when CDI is installed: the modes of a disk that sets none.
+- apiGroups: ["cdi.kubevirt.io"]
+  resources: ["storageprofiles"]
+  verbs: ["list", "watch"]
 # DataSources, read by name by the validating webhook in whatever namespace a Machine names, to
 # ask its author about the PVC or snapshot a dataSource clone points to.
 - apiGroups: ["cdi.kubevirt.io"]

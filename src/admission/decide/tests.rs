@@ -65,9 +65,8 @@ fn mutation_applies_template_and_records_provenance() {
     );
     assert_eq!(
         out["spec"]["disks"],
-        json!([
-        {"name": "root", "size": "20Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"},
-        {"name": "data", "size": "100Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"}])
+        json!([{"name": "root", "size": "20Gi"}, {"name": "data", "size": "100Gi"}]),
+        "modes are the reconciler's, from the class's StorageProfile"
     );
     assert_eq!(out["spec"]["running"], json!(true));
     assert_eq!(

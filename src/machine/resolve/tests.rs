@@ -118,7 +118,10 @@ fn a_disk_named_like_a_template_disk_overrides_only_what_it_sets() {
     assert_eq!(disks(&s), vec![pair("root", "80Gi")]);
     assert_eq!(root.storage_class.as_deref(), Some("fast"));
     assert_eq!(root.volume_mode.as_deref(), Some("Block"));
-    assert_eq!(root.access_mode.as_deref(), Some("ReadWriteOnce"));
+    assert_eq!(
+        root.access_mode, None,
+        "left to the reconciler's StorageProfile rule"
+    );
     let s = resolved(
         serde_json::json!({"template": "small", "disks": [{"name": "root", "size": "50Gi"}]}),
     );
@@ -166,9 +169,10 @@ fn field_defaults() {
         "cloudInit": {"secretRef": {"name": "s"}}
     }));
     for d in &s.disks {
+        // Chosen by the reconciler from the class's StorageProfile, not defaulted here.
         assert_eq!(
             (d.access_mode.as_deref(), d.volume_mode.as_deref()),
-            (Some("ReadWriteOnce"), Some("Filesystem"))
+            (None, None)
         );
     }
     assert_eq!(s.networks[0].model.as_deref(), Some("virtio"));
@@ -362,7 +366,12 @@ fn strip_only_removes_unchanged_recorded_values() {
             sockets: None
         }
     );
-    assert_eq!(disks_of(&explicit.disks), vec!["data"]);
+    // Modes an earlier version recorded stay: its claim was made with them.
+    assert_eq!(disks_of(&explicit.disks), vec!["root", "data"]);
+    assert_eq!(
+        explicit.disks[0].size, None,
+        "the template's size is stripped"
+    );
     let grown = spec(
         serde_json::json!({"disks": [{"name": "root", "size": "50Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"}]}),
     );

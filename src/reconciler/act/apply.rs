@@ -107,6 +107,10 @@ pub const STATUS_FIELDS: &[&str] = &[
     "observedGeneration",
     "disks",
     "vmStatus",
+    "migration",
+    "interfaces",
+    "guest",
+    "lastRestart",
 ];
 
 /// The merge patch that makes the stored status equal to `status`.

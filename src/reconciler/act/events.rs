@@ -1,6 +1,7 @@
 //! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
 //! the VM being created, and the Machine starting to run or stopping.
 
+use crate::reconciler::decide::{guest, migration};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
@@ -29,7 +30,11 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
         if unchanged {
             continue;
         }
-        let waiting = matches!(c.reason.as_str(), reason::PVC_PENDING | reason::VM_PENDING);
+        // Waiting, not failing: a claim binding, a VM waiting for them, a guest agent starting.
+        let waiting = matches!(
+            c.reason.as_str(),
+            reason::PVC_PENDING | reason::VM_PENDING | guest::AGENT_NOT_CONNECTED
+        );
         if c.status == "False" && !waiting {
             out.push(Notice {
                 type_: EventType::Warning,
@@ -54,6 +59,13 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
             note: format!("Machine is {}", p.to_lowercase()),
         });
     }
+    let old_migration = old.and_then(|s| s.migration.as_ref());
+    let migration = migration::events(old_migration, new.migration.as_ref());
+    out.extend(migration.into_iter().map(|(type_, reason, note)| Notice {
+        type_,
+        reason: reason.to_owned(),
+        note,
+    }));
     out
 }
 

@@ -9,9 +9,11 @@ pub mod apply;
 pub mod disks;
 pub mod events;
 pub mod finalizer;
+mod restart;
 pub mod secret;
 pub mod status;
 
+use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 use crate::api::{Machine, MachineStatus};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::jiff::Timestamp;
@@ -179,6 +181,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         }
     }
     publish_adoptions(ctx, machine, &decision.adopting, &problems);
+    restart::restart(ctx, machine, &ns, &decision.restart).await?;
     for nad in decision.delete_attachments {
         if let Some(uid) = nad.uid() {
             delete_exact(&nads, &nad.name_any(), uid).await?;
@@ -214,7 +217,8 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
     };
     let provisioning = volumes::view(&machine_name, &o.spec, &seen);
     let reconciled = Reconciled {
-        running: o.spec.running.unwrap_or(true),
+        running: run_strategy(o.spec.run_strategy.as_deref(), o.spec.running)
+            != RUN_STRATEGY_HALTED,
         problems: &problems,
         vm: vm.as_ref(),
         vmi: own_vmi(vm.as_ref(), o.vmi.as_ref()),
@@ -223,6 +227,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         provisioning: provisioning.verdict.as_ref(),
         disks: provisioning.disks.clone(),
         retain: decision.retain,
+        last_restart: decision.restart.last_restart.clone(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

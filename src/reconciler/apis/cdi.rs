@@ -164,3 +164,32 @@ pub mod dv_phase {
     pub const PENDING: &str = "Pending";
     pub const UNKNOWN: &str = "Unknown";
 }
+/// CDI's StorageProfile for a StorageClass (cluster-scoped, named like the class): the access
+/// and volume modes CDI itself picks for DataVolumes on that class.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cdi.kubevirt.io",
+    version = "v1beta1",
+    kind = "StorageProfile",
+    plural = "storageprofiles",
+    status = "StorageProfileStatus",
+    schema = "disabled"
+)]
+pub struct StorageProfileSpec {}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageProfileStatus {
+    /// Computed by CDI from the spec and what it detected; the first is CDI's choice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claim_property_sets: Vec<ClaimPropertySet>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimPropertySet {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_modes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mode: Option<String>,
+}

@@ -177,6 +177,13 @@ pub fn decide(
             out.problems.push(conflict(Kind::Claim, name));
             continue;
         }
+        // A claim's modes are immutable: one made keeps them, whatever the StorageProfile says
+        // now (or said when an earlier version defaulted them).
+        if let (Some(live), Some(want)) = (live.and_then(|l| l.spec.as_ref()), claim.spec.as_mut())
+        {
+            want.access_modes.clone_from(&live.access_modes);
+            want.volume_mode.clone_from(&live.volume_mode);
+        }
         if retain {
             // No reference the garbage collector acts on: no deletion path can take the claim.
             claim.metadata.owner_references = None;

@@ -18,15 +18,21 @@ pub mod desired;
 pub mod disks;
 pub mod drift;
 pub mod evidence;
+pub mod guest;
 pub mod held;
+pub mod migration;
 pub mod ownership;
 pub mod problem;
 pub mod provisioning;
+pub mod restart;
 pub mod spec;
 pub mod status;
 pub mod status_write;
+pub mod storage_defaults;
 pub mod volumes;
 
+use crate::api::names::RESTARTED_AT_ANNOTATION;
+use crate::api::operations::run_strategy;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::{Resource, ResourceExt};
 
@@ -74,6 +80,8 @@ pub struct Decision {
     pub grow_claims: Vec<(String, String)>,
     /// Released claims and DataVolumes the writes adopt.
     pub adopting: Vec<(Kind, String)>,
+    /// A restart asked through `vitistack.io/restarted-at`, and the value to record.
+    pub restart: restart::Restart,
 }
 
 pub fn retains_disks(machine: &impl Resource) -> bool {
@@ -141,6 +149,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         storage_classes: &o.storage_classes,
         cloud_init_secret: secret_data,
         network_policy: catalog.networks(),
+        eviction_strategy: catalog.eviction_strategy(),
     });
     let sourced = sourced_volumes(&name, &o.spec);
     if !o.cdi_installed && !sourced.is_empty() {
@@ -221,6 +230,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         }
     }
 
+    out.restart = restart_of(o, ownership::of(o.vm.as_ref(), me, key) == Ownership::Ours);
     out.delete_attachments = o
         .unused_attachments
         .iter()
@@ -234,6 +244,26 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         .cloned()
         .collect();
     out
+}
+
+/// The restart `vitistack.io/restarted-at` asks for: of the VMI our VM controls only.
+fn restart_of(o: &Observed, vm_ours: bool) -> restart::Restart {
+    let requested = o.machine.annotations().get(RESTARTED_AT_ANNOTATION);
+    let last = o
+        .machine
+        .status
+        .as_ref()
+        .and_then(|s| s.last_restart.as_deref());
+    let vmi = own_vmi(o.vm.as_ref().filter(|_| vm_ours), o.vmi.as_ref()).and_then(|v| {
+        let meta = v.meta();
+        Some(restart::Vmi {
+            name: meta.name.as_deref()?,
+            uid: meta.uid.as_deref()?,
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        })
+    });
+    let strategy = run_strategy(o.spec.run_strategy.as_deref(), o.spec.running);
+    restart::decide(requested.map(String::as_str), last, vmi.as_ref(), strategy)
 }
 
 /// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries

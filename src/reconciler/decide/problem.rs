@@ -45,6 +45,8 @@ pub mod condition {
     /// Shown while `vitistack.io/retain-disks` is `"true"`: whether deleting the Machine, in any
     /// propagation, now keeps every disk.
     pub const DISKS_RETAINED: &str = "DisksRetained";
+    /// KubeVirt's verdict on the VMI, mirrored while a VMI reports it.
+    pub const LIVE_MIGRATABLE: &str = crate::reconciler::decide::migration::LIVE_MIGRATABLE;
 }
 
 /// The kinds of object the reconciler makes (named in conflict and write-failure messages).

@@ -261,6 +261,7 @@ fn bound(claim: Option<&PersistentVolumeClaim>) -> bool {
 /// A `status.disks[]` entry for a sourced volume.
 pub fn sourced_status(v: &Sourced) -> DiskStatus {
     let status = v.data_volume.and_then(|dv| dv.status.as_ref());
+    let storage = v.data_volume.and_then(|dv| dv.spec.storage.as_ref());
     DiskStatus {
         name: v.name.to_owned(),
         claim_name: v.claim_name.clone(),
@@ -268,6 +269,8 @@ pub fn sourced_status(v: &Sourced) -> DiskStatus {
             .and_then(|s| s.phase.clone())
             .filter(|p| !p.is_empty()),
         progress: status.and_then(|s| progress(&s.progress)),
+        access_mode: storage.and_then(|s| s.access_modes.first().cloned()),
+        volume_mode: storage.and_then(|s| s.volume_mode.clone()),
     }
 }
 
@@ -277,6 +280,7 @@ pub fn blank_status(
     claim_name: &str,
     claim: Option<&PersistentVolumeClaim>,
 ) -> DiskStatus {
+    let spec = claim.and_then(|c| c.spec.as_ref());
     DiskStatus {
         name: name.to_owned(),
         claim_name: claim_name.to_owned(),
@@ -284,6 +288,8 @@ pub fn blank_status(
             .and_then(|c| c.status.as_ref())
             .and_then(|s| s.phase.clone()),
         progress: None,
+        access_mode: spec.and_then(|s| s.access_modes.as_ref()?.first().cloned()),
+        volume_mode: spec.and_then(|s| s.volume_mode.clone()),
     }
 }
 

@@ -14,6 +14,8 @@ use crate::api::source::DiskStatus;
 
 use super::problem::Problem;
 use super::provisioning::{self, Verdict};
+use super::{guest, migration};
+use crate::api::machine::MAX_INTERFACE_STATUSES;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance, vmi_phase};
 
 pub use super::problem::{condition, phase, reason};
@@ -38,6 +40,8 @@ pub struct Reconciled<'a> {
     pub disks: Vec<DiskStatus>,
     /// `vitistack.io/retain-disks` is `"true"`: `DisksRetained` is shown.
     pub retain: bool,
+    /// The `vitistack.io/restarted-at` value last acted on.
+    pub last_restart: Option<String>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -73,11 +77,7 @@ pub fn compute(
         let phase = machine_phase(r);
         let ready = ready_condition(phase, [&vm, &storage, &network]);
         let mut conds = vec![ready, vm, storage, network];
-        // KubeVirt's own condition, shown only while it holds.
-        if let Some((reason, message)) = provisioning::restart_required(r.vm) {
-            let t = provisioning::reason::RESTART_REQUIRED;
-            conds.push(Cond::new(t, "True", &reason, message));
-        }
+        conds.extend(mirrored::conditions(r));
         if r.retain {
             conds.push(disks_retained(r));
         }
@@ -102,6 +102,12 @@ pub fn compute(
         observed_generation: generation,
         disks: r.disks.clone(),
         vm_status: provisioning::vm_status(r.vm),
+        migration: vmi_status.and_then(migration::status),
+        interfaces: vmi_status
+            .map(|s| guest::interfaces(s, MAX_INTERFACE_STATUSES))
+            .unwrap_or_default(),
+        guest: vmi_status.and_then(guest::guest),
+        last_restart: r.last_restart.clone(),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);
@@ -120,7 +126,7 @@ pub fn differs(old: Option<&MachineStatus>, new: &MachineStatus) -> bool {
 
 /// A condition before its timestamps and generation are filled in.
 #[derive(Clone, Debug, PartialEq)]
-struct Cond {
+pub(super) struct Cond {
     type_: &'static str,
     status: &'static str,
     reason: String,
@@ -130,7 +136,12 @@ struct Cond {
 }
 
 impl Cond {
-    fn new(type_: &'static str, status: &'static str, reason: &str, message: String) -> Self {
+    pub(super) fn new(
+        type_: &'static str,
+        status: &'static str,
+        reason: &str,
+        message: String,
+    ) -> Self {
         Cond {
             type_,
             status,
@@ -396,5 +407,6 @@ fn ip_addresses(
     out
 }
 
+mod mirrored;
 #[cfg(test)]
 mod tests;

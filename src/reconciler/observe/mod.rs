@@ -4,6 +4,7 @@
 //!
 //! This folder does I/O (cache reads, by-name GETs); its tests are in `observe/tests.rs`.
 
+use crate::reconciler::decide::storage_defaults;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
@@ -158,6 +159,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     let catalog = ctx.settings.catalog.load_full();
     let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &ctx.stores;
+    let spec = storage_defaults::fill(spec.clone(), &storage::defaults(&spec, stores));
     let client = &ctx.client;
 
     let mut network_configurations = BTreeMap::new();
@@ -392,5 +394,6 @@ pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachment
         .collect()
 }
 
+mod storage;
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,7 @@ use super::metrics::BindTimes;
 use super::readiness::State;
 use super::watches::{Scope, key_of};
 use crate::reconciler::act::events::Publisher;
-use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::store::last_write::LastWrite;
@@ -90,6 +90,8 @@ pub struct Stores {
     /// Our DataVolumes, and every DataVolume's name; empty when CDI is not installed.
     pub data_volumes: Store<Packed<DataVolume>>,
     pub dv_names: Presence,
+    /// CDI's StorageProfiles (one per StorageClass); empty when CDI is not installed.
+    pub storage_profiles: Store<StorageProfile>,
 }
 
 /// The writing halves of [`Stores`], for the watches that fill them (the [`Presence`] sets are
@@ -103,6 +105,7 @@ pub struct Writers {
     pub nads: Writer<Packed<NetworkAttachmentDefinition>>,
     pub storage_classes: Writer<StorageClass>,
     pub data_volumes: Writer<Packed<DataVolume>>,
+    pub storage_profiles: Writer<StorageProfile>,
 }
 
 impl Stores {
@@ -116,6 +119,7 @@ impl Stores {
         let (nads, nads_w) = reflector::store();
         let (storage_classes, scs_w) = reflector::store();
         let (data_volumes, dvs_w) = reflector::store();
+        let (storage_profiles, sps_w) = reflector::store();
         let stores = Stores {
             machines,
             vms,
@@ -129,6 +133,7 @@ impl Stores {
             nad_names: Presence::default(),
             data_volumes,
             dv_names: Presence::default(),
+            storage_profiles,
         };
         let writers = Writers {
             machines: machines_w,
@@ -139,6 +144,7 @@ impl Stores {
             nads: nads_w,
             storage_classes: scs_w,
             data_volumes: dvs_w,
+            storage_profiles: sps_w,
         };
         (stores, writers)
     }

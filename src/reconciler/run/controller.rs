@@ -32,7 +32,7 @@ use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
 use super::watches::{self, Scope, ignore, machines_using, managed};
 use crate::reconciler::act::events::Publisher;
-use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
@@ -161,6 +161,10 @@ pub async fn run_scope(
         writers.storage_classes,
         ignore,
     );
+    let sp_stream = cdi_installed.then(|| {
+        let profiles = writers.storage_profiles;
+        watches::watch(&client, &scope, Default::default(), profiles, ignore)
+    });
     state.set_caches_synced(false);
     let ctx = Arc::new(Context {
         events: Publisher {
@@ -231,6 +235,7 @@ pub async fn run_scope(
     let m2 = machines.clone();
     let by_attachment = move |nad: Packed<NetworkAttachmentDefinition>| naming_network(&m2, &nad);
     let m3 = machines.clone();
+    let m4 = machines.clone();
     let by_storage_class = move |sc: StorageClass| {
         let name = sc.name_any();
         machines_using(&m3, None, |m| {
@@ -251,6 +256,16 @@ pub async fn run_scope(
         .watches_stream(sc_stream, by_storage_class);
     if let Some(nad_stream) = nad_stream {
         controller = controller.watches_stream(nad_stream, by_attachment);
+    }
+    if let Some(sp_stream) = sp_stream {
+        // A profile is named like its StorageClass: the Machines on that class.
+        let by_profile = move |sp: StorageProfile| {
+            let name = sp.name_any();
+            machines_using(&m4, None, |m| {
+                m.storage_classes.iter().any(|sc| **sc == *name)
+            })
+        };
+        controller = controller.watches_stream(sp_stream, by_profile);
     }
     if let Some(dv_stream) = dv_stream {
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.

@@ -51,6 +51,7 @@ impl Stores {
                 async { self.storage_classes.wait_until_ready().await.map_err(drop) },
                 if_served(cdi, self.data_volumes.wait_until_ready()),
                 if_served(cdi, self.dv_names.wait_until_ready()),
+                if_served(cdi, self.storage_profiles.wait_until_ready()),
                 async { self.vm_names.wait_until_ready().await.map_err(drop) },
                 async { self.pvc_names.wait_until_ready().await.map_err(drop) },
                 if_served(multus, self.nad_names.wait_until_ready()),

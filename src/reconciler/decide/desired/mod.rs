@@ -38,6 +38,8 @@ pub struct Inputs<'a> {
     pub cloud_init_secret: Option<SecretData<'a>>,
     /// The bridges and VLANs attachments may use (`--allowed-bridges`, `--allowed-vlans`).
     pub network_policy: &'a NetworkPolicy,
+    /// `--default-eviction-strategy`, for a Machine that sets none.
+    pub eviction_strategy: &'a str,
 }
 
 #[derive(Debug, Default)]
@@ -106,6 +108,7 @@ pub fn derive(inputs: &Inputs) -> Desired {
             spec,
             network::vm_networks(&spec.networks),
             ci.volume,
+            inputs.eviction_strategy,
         ));
     }
     out

@@ -4,13 +4,15 @@ use kube::ResourceExt;
 
 use crate::api::Machine;
 use crate::api::machine::{Domain, MachineSpec};
+use crate::api::operations::run_strategy;
+use crate::api::placement::EVICTION_NONE;
 use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
+use crate::reconciler::CLOUD_INIT_VOLUME;
 use crate::reconciler::apis::kubevirt::{
     Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
     HyperV, Interface, MachineType, Memory, Network, Spinlocks, TemplateMetadata, VirtualMachine,
     VirtualMachineSpec, VmiSpec, VmiTemplate, Volume,
 };
-use crate::reconciler::{CLOUD_INIT_VOLUME, RUN_STRATEGY_ALWAYS, RUN_STRATEGY_HALTED};
 
 use super::datavolume;
 use super::meta::{machine_labels, owned_by_machine};
@@ -24,6 +26,7 @@ pub fn vm(
     spec: &MachineSpec,
     (interfaces, networks): (Vec<Interface>, Vec<Network>),
     cloud_init: Option<Volume>,
+    default_eviction: &str,
 ) -> VirtualMachine {
     let name = machine.name_any();
     let devices = spec.disks.len() + spec.cdroms.len() + 1;
@@ -54,19 +57,12 @@ pub fn vm(
         .and_then(|r| r.memory.as_ref())
         .and_then(|m| m.size.as_ref());
     let domain = spec.domain.clone().unwrap_or_default();
-    let running = spec.running.unwrap_or(true);
+    let placement = spec.placement.clone().unwrap_or_default();
 
     VirtualMachine {
         metadata: owned_by_machine(machine, name.clone()),
         spec: VirtualMachineSpec {
-            run_strategy: Some(
-                if running {
-                    RUN_STRATEGY_ALWAYS
-                } else {
-                    RUN_STRATEGY_HALTED
-                }
-                .to_owned(),
-            ),
+            run_strategy: Some(run_strategy(spec.run_strategy.as_deref(), spec.running).to_owned()),
             template: VmiTemplate {
                 metadata: Some(TemplateMetadata {
                     labels: machine_labels(&name),
@@ -90,11 +86,23 @@ pub fn vm(
                     },
                     networks,
                     volumes,
+                    eviction_strategy: eviction_strategy(spec, default_eviction),
+                    node_selector: placement.node_selector,
+                    affinity: placement.affinity,
+                    tolerations: placement.tolerations,
+                    priority_class_name: placement.priority_class_name,
                 },
             },
         },
         status: None,
     }
+}
+
+/// The Machine's strategy, else the operator's default; `None` leaves the VM's field unset, so
+/// KubeVirt's cluster-wide default applies.
+fn eviction_strategy(spec: &MachineSpec, default: &str) -> Option<String> {
+    let strategy = spec.eviction_strategy.as_deref().unwrap_or(default);
+    (strategy != EVICTION_NONE).then(|| strategy.to_owned())
 }
 
 fn virtio_disk(name: &str) -> Disk {

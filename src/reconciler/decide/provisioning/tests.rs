@@ -345,7 +345,8 @@ fn disk_statuses() {
             name: "root".into(),
             claim_name: "m-root".into(),
             phase: Some("ImportInProgress".into()),
-            progress: Some("45.20%".into())
+            progress: Some("45.20%".into()),
+            ..DiskStatus::default()
         }
     );
     let d = dv(json!({"phase": "ImportScheduled", "progress": "N/A"}));
@@ -358,7 +359,8 @@ fn disk_statuses() {
             name: "data".into(),
             claim_name: "m-data".into(),
             phase: Some("Bound".into()),
-            progress: None
+            progress: None,
+            ..DiskStatus::default()
         }
     );
 }

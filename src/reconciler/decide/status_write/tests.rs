@@ -15,6 +15,7 @@ fn disk(phase: &str, progress: Option<&str>) -> DiskStatus {
         claim_name: "m-root".into(),
         phase: Some(phase.into()),
         progress: progress.map(Into::into),
+        ..DiskStatus::default()
     }
 }
 

@@ -309,3 +309,42 @@ fn a_made_data_volume_keeps_the_source_it_was_made_from() {
     assert_eq!(d.data_volumes[0].spec.source_ref, dv.spec.source_ref);
     assert_eq!(d.data_volumes[0].spec.source, None);
 }
+
+#[test]
+fn a_made_claim_keeps_its_modes_whatever_the_profile_says_now() {
+    use crate::reconciler::decide::storage_defaults::{StorageDefaults, fill};
+    use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
+    // The class's profile now says ReadWriteMany/Block; the claim was made ReadWriteOnce.
+    let defaults = StorageDefaults {
+        default_class: Some("ceph".into()),
+        profiles: BTreeMap::from([(
+            "ceph".to_owned(),
+            vec![crate::reconciler::apis::cdi::ClaimPropertySet {
+                access_modes: vec!["ReadWriteMany".into()],
+                volume_mode: Some("Block".into()),
+            }],
+        )]),
+    };
+    let mut o = observed(machine("m", json!({"template": "small"})));
+    o.spec = fill(o.spec.clone(), &defaults);
+    let d = decide(&o, &Catalog::default(), &key());
+    let made = d.claims[0].spec.as_ref().expect("spec");
+    assert_eq!(
+        (made.access_modes.as_deref(), made.volume_mode.as_deref()),
+        (Some(&["ReadWriteMany".to_owned()][..]), Some("Block")),
+        "a new claim takes the profile's first set"
+    );
+    let mut live = claim("m-root", Some(UID), Some("m"));
+    live.spec = Some(PersistentVolumeClaimSpec {
+        access_modes: Some(vec!["ReadWriteOnce".into()]),
+        volume_mode: Some("Filesystem".into()),
+        ..Default::default()
+    });
+    o.claims.insert("m-root".into(), live);
+    let d = decide(&o, &Catalog::default(), &key());
+    let kept = d.claims[0].spec.as_ref().expect("spec");
+    assert_eq!(
+        (kept.access_modes.as_deref(), kept.volume_mode.as_deref()),
+        (Some(&["ReadWriteOnce".to_owned()][..]), Some("Filesystem"))
+    );
+}

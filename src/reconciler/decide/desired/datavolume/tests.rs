@@ -33,6 +33,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("basic", include_str!("../../../../../examples/basic.yaml")),
     (
+        "migratable",
+        include_str!("../../../../../examples/migratable.yaml"),
+    ),
+    (
         "overrides",
         include_str!("../../../../../examples/overrides.yaml"),
     ),
@@ -76,7 +80,11 @@ fn pin_all(m: Machine) -> Machine {
 }
 
 fn derived(m: &Machine) -> Desired {
-    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    // As observe hands it to decide: no StorageProfile, so the modes of before.
+    let spec = crate::reconciler::decide::storage_defaults::fill(
+        resolve(&m.spec, None, &Catalog::default()).spec,
+        &Default::default(),
+    );
     let scs = m
         .spec
         .disks
@@ -90,6 +98,7 @@ fn derived(m: &Machine) -> Desired {
         storage_classes: &scs,
         cloud_init_secret: None,
         network_policy: &Default::default(),
+        eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
     })
 }
 
@@ -293,7 +302,11 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         "m",
         json!({"disks": [{"name": "d", "size": "1Gi", "storageClass": "gold", "source": {"pvc": {"name": "p"}}}]}),
     );
-    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    // As observe hands it to decide: no StorageProfile, so the modes of before.
+    let spec = crate::reconciler::decide::storage_defaults::fill(
+        resolve(&m.spec, None, &Catalog::default()).spec,
+        &Default::default(),
+    );
     let d = derive(&Inputs {
         machine: &m,
         spec: &spec,
@@ -301,6 +314,7 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         storage_classes: &BTreeSet::new(),
         cloud_init_secret: None,
         network_policy: &Default::default(),
+        eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
     });
     assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);
 }

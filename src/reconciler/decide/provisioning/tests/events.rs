@@ -11,6 +11,7 @@ fn previous(disks: &[(&str, &str)], storage_reason: Option<&str>) -> MachineStat
                 claim_name: format!("m-{n}"),
                 phase: Some((*p).into()),
                 progress: None,
+                ..DiskStatus::default()
             })
             .collect(),
         ..Default::default()

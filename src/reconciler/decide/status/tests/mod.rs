@@ -78,6 +78,7 @@ impl<'a> Case<'a> {
             provisioning: self.provisioning.as_ref(),
             disks: self.disks.clone(),
             retain: self.retain,
+            last_restart: None,
         };
         compute(previous, Some(3), &obs, now)
     }

@@ -17,6 +17,7 @@ fn disk(name: &str) -> DiskStatus {
         claim_name: format!("m-{name}"),
         phase: None,
         progress: None,
+        ..DiskStatus::default()
     }
 }
 

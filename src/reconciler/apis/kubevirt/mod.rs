@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
+mod vmi;
+
+pub use vmi::*;
+
 /// `spec` of a KubeVirt VirtualMachine.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
@@ -46,6 +50,7 @@ pub struct TemplateMetadata {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct VmiSpec {
     #[serde(default)]
     pub domain: DomainSpec,
@@ -53,6 +58,17 @@ pub struct VmiSpec {
     pub networks: Vec<Network>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// What a node drain does: LiveMigrate, LiveMigrateIfPossible, External or None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<k8s_openapi::api::core::v1::Affinity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -304,53 +320,6 @@ pub struct KubeVirtCondition {
     pub message: Option<String>,
 }
 
-/// A VirtualMachineInstance; only its status is read, its spec is KubeVirt's copy of the VM's.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "kubevirt.io",
-    version = "v1",
-    kind = "VirtualMachineInstance",
-    plural = "virtualmachineinstances",
-    namespaced,
-    status = "VirtualMachineInstanceStatus",
-    schema = "disabled"
-)]
-pub struct VirtualMachineInstanceSpec {}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineInstanceStatus {
-    /// Pending, Scheduling, Scheduled, Running, Succeeded, Failed or Unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub interfaces: Vec<VmiInterfaceStatus>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<KubeVirtCondition>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct VmiInterfaceStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_address: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_addresses: Vec<String>,
-}
-
-/// VMI phases KubeVirt reports.
-pub mod vmi_phase {
-    pub const RUNNING: &str = "Running";
-    pub const FAILED: &str = "Failed";
-    pub const SUCCEEDED: &str = "Succeeded";
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,21 +331,6 @@ mod tests {
             serde_json::to_value(&vm).unwrap(),
             serde_json::json!({"template": {"spec": {"domain": {"devices": {}}}}})
         );
-    }
-
-    #[test]
-    fn reads_only_known_fields_of_a_full_vmi() {
-        let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-            "metadata": {"name": "a", "namespace": "ns"},
-            "spec": {"domain": {"devices": {}}},
-            "status": {"phase": "Running", "nodeName": "n1", "guestOSInfo": {"id": "fedora"},
-                       "interfaces": [{"name": "default", "ipAddress": "10.0.0.1", "ipAddresses": ["10.0.0.1", "fd00::1"], "mac": "x"}]}
-        }))
-        .unwrap();
-        let status = vmi.status.unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Running"));
-        assert_eq!(status.interfaces[0].ip_addresses.len(), 2);
     }
 
     #[test]

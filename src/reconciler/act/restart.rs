@@ -1,0 +1,42 @@
+//! Carrying out a restart `decide::restart` asked for: the VMI the Machine's VM controls is
+//! deleted (by uid, never a namesake started since), KubeVirt's VM controller starts a new one,
+//! and a Normal `Restarted` Event says so.
+
+use kube::api::Api;
+use kube::runtime::events::EventType;
+
+use crate::api::Machine;
+use crate::api::names::RESTARTED_AT_ANNOTATION;
+use crate::reconciler::Error;
+use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
+use crate::reconciler::decide::restart::Restart;
+use crate::reconciler::run::context::Context;
+
+use super::delete_exact;
+use super::events::{self, Notice};
+
+/// The Event reason of a restart.
+pub const RESTARTED: &str = "Restarted";
+
+pub async fn restart(
+    ctx: &Context,
+    machine: &Machine,
+    ns: &str,
+    restart: &Restart,
+) -> Result<(), Error> {
+    let Some((vmi, uid)) = &restart.delete_vmi else {
+        return Ok(());
+    };
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), ns);
+    delete_exact(&vmis, vmi, uid.clone()).await?;
+    let at = restart.last_restart.clone().unwrap_or_default();
+    tracing::info!(vmi = %vmi, restarted_at = %at, "restarted the VM: deleted its VMI");
+    let notice = Notice {
+        type_: EventType::Normal,
+        reason: RESTARTED.to_owned(),
+        note: format!("restarted the VM for {RESTARTED_AT_ANNOTATION}: {at}"),
+    };
+    let (recorder, machine) = (ctx.events.clone(), machine.clone());
+    tokio::spawn(async move { events::publish(&recorder, &machine, vec![notice]).await });
+    Ok(())
+}

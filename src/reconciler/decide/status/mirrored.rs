@@ -1,0 +1,30 @@
+//! KubeVirt's own conditions, mirrored on the Machine as KubeVirt words them: RestartRequired
+//! from the VM while it holds, LiveMigratable and AgentConnected from the VMI.
+
+use super::super::{guest, migration, provisioning};
+use super::{Cond, Reconciled, condition};
+
+pub(super) fn conditions(r: &Reconciled) -> Vec<Cond> {
+    let mut out = Vec::new();
+    if let Some((reason, message)) = provisioning::restart_required(r.vm) {
+        let t = provisioning::reason::RESTART_REQUIRED;
+        out.push(Cond::new(t, "True", &reason, message));
+    }
+    let vmi = r.vmi.and_then(|v| v.status.as_ref());
+    if let Some(c) = vmi.and_then(migration::live_migratable) {
+        let status = if c.status == "True" { "True" } else { "False" };
+        let reason = c.reason.as_deref().unwrap_or(c.type_.as_str());
+        let message = c.message.clone().unwrap_or_default();
+        out.push(Cond::new(
+            condition::LIVE_MIGRATABLE,
+            status,
+            reason,
+            message,
+        ));
+    }
+    if let Some((connected, reason, message)) = vmi.and_then(guest::agent_connected) {
+        let status = if connected { "True" } else { "False" };
+        out.push(Cond::new(guest::AGENT_CONNECTED, status, &reason, message));
+    }
+    out
+}
