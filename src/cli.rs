@@ -55,7 +55,8 @@ pub enum Command {
     Webhook(Box<WebhookArgs>),
     /// Print the CustomResourceDefinitions as YAML.
     Crd,
-    /// Default and validate Machine manifests offline; exit 1 on errors.
+    /// Default and validate Machine manifests offline, against the built-in classes and any
+    /// MachineClass in the input (checked too); exit 1 on errors.
     Validate(ValidateArgs),
     /// Show the webhook certificates, or ask the leader to rotate them now.
     Certs(crate::commands::certs::CertsArgs),
@@ -194,7 +195,8 @@ pub struct DrainArgs {
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
-    /// Manifest file (multi-document YAML or JSON); `-` reads standard input.
+    /// Manifest file (multi-document YAML or JSON) of Machines and MachineClasses; `-` reads
+    /// standard input.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
     #[command(flatten)]

@@ -1,7 +1,8 @@
 //! kubevirt-operator: admission webhooks and a reconciler for `vitistack.io/v1alpha1` Machines.
 //!
 //! - [`api`]: the resource types and their CRDs.
-//! - [`machine`]: the pure domain core (templates, merge, validation, update rules).
+//! - [`machine`]: the pure domain core (classes, merge, validation, update rules).
+//! - [`classes`]: the watch-fed MachineClass cache every replica reads.
 //! - [`access`]: access checks as the requesting user (SubjectAccessReview).
 //! - [`admission`]: AdmissionReview in and out, and the webhook routes.
 //! - [`tls`]: certificates in memory, file reloading and the HTTPS server.
@@ -15,6 +16,7 @@ pub mod access;
 pub mod admission;
 pub mod api;
 pub mod certs;
+pub mod classes;
 pub mod cli;
 pub mod client;
 pub mod commands;

@@ -1,7 +1,6 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kubevirt_operator::admission::Admission;
 use kubevirt_operator::cli::{Cli, Command};
 use kubevirt_operator::commands::{self, validate::Checked};
 use kubevirt_operator::{api, telemetry, tls};
@@ -69,10 +68,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Validate(args) => {
             let catalog = args.templates.catalog()?;
-            let admission = Admission::new(catalog)?;
             let input = commands::validate::read_input(&args.file)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
-            let results = commands::validate::check_documents(&input, &admission)
+            let results = commands::validate::check_documents(&input, &catalog)
                 .map_err(anyhow::Error::msg)?;
             let mut failed = false;
             for result in results {
@@ -82,6 +80,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                             eprintln!("Warning: {w}");
                         }
                         print!("---\n{}", serde_yaml::to_string(&machine)?);
+                    }
+                    Checked::Class { class } => {
+                        print!("---\n{}", serde_yaml::to_string(&class)?);
                     }
                     Checked::Invalid { message, .. } => {
                         failed = true;

@@ -84,6 +84,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
     assert_eq!(
         cluster_resources,
         [
+            "machineclasses",
             "storageclasses",
             "storageprofiles",
             // Namespaced, but read by name wherever a Machine's dataSource points (golden
@@ -102,6 +103,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
             r["apiGroups"][0] != "admissionregistration.k8s.io"
                 && r["resources"][0] != "storageclasses"
                 && r["resources"][0] != "storageprofiles"
+                && r["resources"][0] != "machineclasses"
                 && r["resources"][0] != "datasources"
                 && r["resources"][0] != "subjectaccessreviews"
                 && r["resources"][0] != "customresourcedefinitions"

@@ -100,23 +100,57 @@ fn helm_lint_passes_with_default_values_and_every_toggle() {
 
 #[test]
 fn chart_and_kustomize_render_the_same_objects() {
-    // The chart's NetworkPolicies are on by default; kustomize's are a component (below).
+    // The chart's NetworkPolicies are on by default; kustomize's are a component (below). The
+    // chart's MachineClasses are kustomize's manifests/machineclasses/, applied after the CRDs.
+    let classes = objects(&kustomize(&repo("manifests/machineclasses")));
+    let with_classes = |mut base: BTreeMap<String, Value>| {
+        base.extend(classes.clone());
+        base
+    };
     assert_same(
         &objects(&helm_template(
             &[],
             &["--set", "networkPolicy.enabled=false"],
         )),
-        &objects(&kustomize(&repo("manifests"))),
+        &with_classes(objects(&kustomize(&repo("manifests")))),
     );
     let components = values_file("components", COMPONENTS);
     assert_same(
         &objects(&helm_template(&[&components], &[])),
-        &objects(&kustomize_with_components()),
+        &with_classes(objects(&kustomize_with_components())),
+    );
+    assert_same(
+        &objects(&helm_template(
+            &[],
+            &[
+                "--set",
+                "networkPolicy.enabled=false",
+                "--set",
+                "machineClasses=null",
+            ],
+        )),
+        &objects(&kustomize(&repo("manifests"))),
     );
 }
 
-/// Kinds kubernetes-validate has no schema for (custom resources of other projects).
-const FOREIGN_KINDS: &[&str] = &["ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"];
+#[test]
+fn the_chart_ships_the_generated_crds() {
+    assert_eq!(
+        std::fs::read_to_string(chart_dir().join("files/crds/crds.yaml")).expect("chart CRDs"),
+        std::fs::read_to_string(repo("manifests/crds.yaml")).expect("manifests/crds.yaml"),
+        "copy manifests/crds.yaml to charts/kubevirt-operator/files/crds/crds.yaml"
+    );
+}
+
+/// Kinds kubernetes-validate has no schema for: custom resources of other projects, and our own
+/// MachineClasses (checked by the operator's own rules: tests/machine_class_manifests.rs).
+const FOREIGN_KINDS: &[&str] = &[
+    "ServiceMonitor",
+    "PrometheusRule",
+    "Certificate",
+    "Issuer",
+    "MachineClass",
+];
 
 #[test]
 fn rendered_objects_pass_kubernetes_validate_strict_for_1_30_and_1_33() {

@@ -103,3 +103,59 @@ fn machine_crd_has_the_contracted_shape() {
     assert_eq!(status["disks"]["maxItems"], 256);
     assert!(status["vmStatus"]["description"].is_string());
 }
+
+/// `kubectl get mc`: cores, memory, root disk, default and enabled; cluster-scoped.
+#[test]
+fn machine_class_crd_has_the_contracted_shape() {
+    let class = crd::all()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "MachineClass")
+        .expect("the MachineClass CRD");
+    assert_eq!(
+        class.metadata.name.as_deref(),
+        Some("machineclasses.vitistack.io")
+    );
+    assert_eq!(class.spec.scope, "Cluster");
+    assert_eq!(
+        class.spec.names.short_names.as_deref(),
+        Some(&["mc".to_owned()][..])
+    );
+    let version = &class.spec.versions[0];
+    let columns: Vec<(&str, &str)> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Cores", ".spec.cpu.cores"),
+            ("Memory", ".spec.memory.size"),
+            ("Root Disk", r#".spec.disks[?(@.name=="root")].size"#),
+            ("Default", ".spec.default"),
+            ("Enabled", ".spec.enabled"),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
+    let schema = serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref()),
+    )
+    .expect("schema");
+    let spec = &schema["properties"]["spec"]["properties"];
+    // Printed as true/false, never blank: the API server fills in the defaults.
+    assert_eq!(spec["default"]["default"], false);
+    assert_eq!(spec["enabled"]["default"], true);
+    assert_eq!(
+        spec["disks"]["items"]["required"],
+        serde_json::json!(["name", "size"])
+    );
+    assert!(
+        spec["disks"]["items"]["properties"]["name"]
+            .get("default")
+            .is_none()
+    );
+}

@@ -65,8 +65,9 @@ fn assert_ok(output: &Output) {
     );
 }
 
+/// Admission leaves a disk's modes unset (the reconciler takes them from the StorageProfile).
 fn disk(name: &str, size: &str) -> Value {
-    json!({"name": name, "size": size, "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"})
+    json!({"name": name, "size": size})
 }
 
 fn cpu(cores: i64) -> Value {

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use common::{HttpsConn, Server, TestCa};
-use kubevirt_operator::admission::{MUTATE_PATH, VALIDATE_PATH};
+use kubevirt_operator::admission::{MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, VALIDATE_PATH};
+use kubevirt_operator::api::MachineClass;
+use kubevirt_operator::machine::Catalog;
 use serde_json::{Value, json};
 
 struct Case {
@@ -47,7 +49,10 @@ fn load_cases() -> Vec<Case> {
             let path = match endpoint {
                 "mutate" => MUTATE_PATH,
                 "validate" => VALIDATE_PATH,
-                other => panic!("{name}: endpoint must be mutate or validate, not {other:?}"),
+                "validateclass" => MACHINE_CLASS_VALIDATE_PATH,
+                other => panic!(
+                    "{name}: endpoint must be mutate, validate or validateclass, not {other:?}"
+                ),
             };
             let request_bytes = std::fs::read(file(&name, "request")).expect("request file");
             let request = serde_json::from_slice(&request_bytes)
@@ -60,6 +65,24 @@ fn load_cases() -> Vec<Case> {
             }
         })
         .collect()
+}
+
+/// The MachineClasses of the `mcNN` cases (`webhooks/machineclasses.yaml`); every other case is
+/// answered with the built-ins alone.
+fn class_catalog() -> Catalog {
+    let text = std::fs::read_to_string(golden_dir().join(CLASSES_FILE)).expect("classes file");
+    let classes: Vec<MachineClass> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("a MachineClass"))
+        .collect();
+    let (catalog, warnings) = Catalog::default().with_class_objects(&classes);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    catalog
+}
+
+const CLASSES_FILE: &str = "machineclasses.yaml";
+
+fn with_classes(case: &Case) -> bool {
+    case.name.starts_with("mc")
 }
 
 fn read_json(path: &Path) -> Option<Value> {
@@ -132,8 +155,12 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let ca = TestCa::new("golden test CA");
     let server = Server::start(&ca.issue("golden serving")).await;
+    let classes = Server::start_with_catalog(&ca.issue("golden classes"), class_catalog()).await;
     let config = ca.client_config(rustls::DEFAULT_VERSIONS);
-    let mut conn = HttpsConn::connect(server.addr, config)
+    let mut conn = HttpsConn::connect(server.addr, config.clone())
+        .await
+        .expect("verified TLS connection");
+    let mut class_conn = HttpsConn::connect(classes.addr, config)
         .await
         .expect("verified TLS connection");
 
@@ -145,7 +172,12 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
     );
     let mut failures = Vec::new();
     for case in &cases {
-        // Every case over the same connection: a closed connection fails here.
+        // Every case over the same connection (one per server): a closed one fails here.
+        let conn = if with_classes(case) {
+            &mut class_conn
+        } else {
+            &mut conn
+        };
         let response = conn
             .post_json(case.path, &case.request_bytes)
             .await
@@ -249,7 +281,7 @@ async fn every_golden_file_belongs_to_a_case() {
             .file_name()
             .into_string()
             .expect("utf-8");
-        if file_name == "README.md" {
+        if file_name == "README.md" || file_name == CLASSES_FILE {
             continue;
         }
         let case = ["request", "response", "patched"]

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use access::{WAIT, create_namespace, machines, setup};
 use kubevirt_operator::api::names::{FINALIZER, NAMESPACE_NAME_LABEL};
+use kubevirt_operator::certs::webhook_config::MACHINE_CLASS_WEBHOOK_NAME;
 use kubevirt_operator::certs::x509::Cert;
 
 fn machine(name: &str) -> DynamicObject {
@@ -109,8 +110,16 @@ async fn watch_namespaces_confine_the_webhooks_and_certificates_are_backdated() 
         assert_eq!(json!(hook.namespace_selector), selector, "{}", hook.name);
     }
     for hook in validating.webhooks.iter().flatten() {
-        assert_eq!(json!(hook.namespace_selector), selector, "{}", hook.name);
+        // MachineClasses are cluster-scoped: no namespace to select (kube-apiserver ignores a
+        // namespaceSelector for them anyway).
+        let expected = if hook.name == MACHINE_CLASS_WEBHOOK_NAME {
+            json!({})
+        } else {
+            selector.clone()
+        };
+        assert_eq!(json!(hook.namespace_selector), expected, "{}", hook.name);
     }
+    assert_eq!(validating.webhooks.iter().flatten().count(), 3);
 
     // The served certificate: not-before 5 minutes before its issue, which came after start.
     let config = &hooks[0].client_config;

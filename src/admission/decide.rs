@@ -3,40 +3,51 @@
 
 use std::collections::HashSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 use serde_json::Value;
 
 use crate::access::AccessReviewer;
 use crate::api::MachineSpec;
+use crate::api::names::CLASS_ANNOTATION;
+use crate::classes::LiveCatalog;
 use crate::machine::annotations::annotation_errors;
+use crate::machine::classes::Class;
+use crate::machine::resolve::resolve_in;
 use crate::machine::update_rules::validate_update;
-use crate::machine::validation::{validate, validate_name};
-use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FINALIZER, FieldError, FieldPath, resolve};
+use crate::machine::validation::{validate_in, validate_name};
+use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FieldError, FieldPath};
 
-use super::limits::{
-    Exceeded, MAX_CAUSE_BYTES, MAX_CAUSES, MAX_MESSAGE_BYTES, shape_errors, truncate,
-};
+use super::limits::shape_errors;
+pub use super::patch_ops::annotation_op;
+use super::patch_ops::{annotations_op, finalizer_op};
 use super::review::{Request, Verdict};
 use super::schema::{SchemaCheck, SchemaError, prune_nulls};
+use super::sizing::{Stored, class_of, over_limits, parse_spec, recorded_defaults, stored_class};
+pub use super::status::{bad_request, invalid, invalid_kind, too_large};
+use super::status::{internal, unavailable};
 
 const GROUP: &str = "vitistack.io";
 const KIND: &str = "Machine";
 
-/// Everything the decisions need: the templates in force, the compiled CRD schema and, when
-/// there is a cluster to ask, the access check made as the requesting user.
+/// Everything the decisions need: the classes in force (a snapshot per request), the compiled
+/// CRD schema and, when there is a cluster to ask, the access check made as the requesting user.
 pub struct Admission {
-    catalog: Catalog,
+    catalog: LiveCatalog,
     schema: SchemaCheck,
     access: Option<AccessReviewer>,
 }
 
-struct Admitted {
+struct Admitted<'a> {
     parsed: Parsed,
     /// The schema's and the rules' findings on the object, all of them.
     errors: Vec<FieldError>,
     warnings: Vec<String>,
     unchanged: bool,
+    /// The class that sizes it; none when refused (an error says why).
+    class: Option<&'a Class>,
 }
+
+/// Until its first list of MachineClasses, a replica cannot tell which class a Machine gets.
+const CLASSES_NOT_LOADED: &str = "this replica of kubevirt-operator has not read the MachineClasses yet (is it allowed to list and watch machineclasses.vitistack.io?); retry shortly";
 
 /// A request's object, checked and typed.
 struct Parsed {
@@ -46,7 +57,13 @@ struct Parsed {
 }
 
 impl Admission {
+    /// Decisions on a catalog that never changes (no cluster).
     pub fn new(catalog: Catalog) -> Result<Self, SchemaError> {
+        Self::with_catalog(LiveCatalog::fixed(catalog))
+    }
+
+    /// Decisions on the catalog `catalog` holds at each request (fed by the MachineClass watch).
+    pub fn with_catalog(catalog: LiveCatalog) -> Result<Self, SchemaError> {
         Ok(Admission {
             catalog,
             schema: SchemaCheck::machine()?,
@@ -64,18 +81,25 @@ impl Admission {
         self.access.as_ref()
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// The catalog in force now.
+    pub fn catalog(&self) -> arc_swap::Guard<std::sync::Arc<Catalog>> {
+        self.catalog.load()
     }
 
-    /// Defaults and merges the template into the object, as a JSON Patch.
+    /// Defaults and merges the class into the object, as a JSON Patch.
     pub fn mutate(&self, req: &Request) -> Verdict {
+        let catalog = self.catalog.load();
+        if !catalog.loaded() {
+            return Verdict::deny(unavailable(CLASSES_NOT_LOADED));
+        }
+        let stored = Stored::of(req);
         let Admitted {
             parsed,
             errors,
             unchanged,
+            class,
             ..
-        } = match self.admit(req) {
+        } = match self.admit(req, &catalog, stored.as_ref()) {
             Ok(a) => a,
             Err(verdict) => return *verdict,
         };
@@ -88,10 +112,14 @@ impl Admission {
                 Verdict::deny(invalid(&parsed.name, &errors))
             };
         }
-        let resolved = resolve(
+        let Some(class) = class else {
+            return Verdict::deny(internal("no MachineClass was chosen and none refused"));
+        };
+        let resolved = resolve_in(
             &parsed.spec,
-            record_for(&parsed, req).as_ref(),
-            &self.catalog,
+            record_for(&parsed, stored.as_ref()).as_ref(),
+            &class.name,
+            Some(class),
         );
         let (spec, record) = match (
             serde_json::to_value(&resolved.spec),
@@ -104,11 +132,11 @@ impl Admission {
                 )));
             }
         };
-        // Only spec, the record and (on CREATE) the finalizer change. The spec is replaced
+        // Only spec, the records and (on CREATE) the finalizer change. The spec is replaced
         // whole when it differs: the API server applies the patch to the object it sent, so
         // this is exact, and comparing is far cheaper than computing a minimal diff.
         let raw = req.object.as_ref().unwrap_or(&Value::Null);
-        let mut patch = json_patch::Patch(Vec::with_capacity(3));
+        let mut patch = json_patch::Patch(Vec::with_capacity(4));
         if raw.get("spec") != Some(&spec) {
             patch
                 .0
@@ -117,12 +145,18 @@ impl Admission {
                     value: spec,
                 }));
         }
-        patch
-            .0
-            .extend(annotation_op(raw, DEFAULTS_ANNOTATION, record));
+        // The class as it is now goes into the Machine: editing or deleting the class later
+        // never changes it.
+        patch.0.extend(annotations_op(
+            raw,
+            [
+                (DEFAULTS_ANNOTATION, record),
+                (CLASS_ANNOTATION, class.record.clone()),
+            ],
+        ));
         // CREATE only: on UPDATE a finalizer that is missing was removed on purpose (by a user,
         // or by the reconciler finishing a deletion), and must not come back. After the
-        // annotation op, which creates `metadata` when the object has none.
+        // annotation ops, which create `metadata` when the object has none.
         if req.operation == "CREATE" {
             patch.0.extend(finalizer_op(raw));
         }
@@ -134,28 +168,34 @@ impl Admission {
 
     /// Every rule, all errors at once; warnings for what is accepted but ignored.
     pub fn validate(&self, req: &Request) -> Verdict {
+        let catalog = self.catalog.load();
+        if !catalog.loaded() {
+            return Verdict::deny(unavailable(CLASSES_NOT_LOADED));
+        }
+        let stored = Stored::of(req);
         let Admitted {
             parsed,
             mut errors,
             warnings,
             unchanged,
-        } = match self.admit(req) {
+            class,
+        } = match self.admit(req, &catalog, stored.as_ref()) {
             Ok(a) => a,
             Err(verdict) => return *verdict,
         };
         if unchanged {
             return Verdict::allow();
         }
-        if req.operation == "UPDATE"
-            && let Some(old) = req.old_object.as_ref().and_then(|o| self.parse_stored(o))
-        {
-            // The stored disks are the truth: every stored value counts as set, so nothing the
-            // catalog says today can make an unchanged disk look resized.
-            let old_resolved = resolve(&old.spec, None, &self.catalog);
-            let new_resolved = resolve(
+        if let (Some(old), Some(class)) = (stored.as_ref(), class) {
+            // The stored disks are the truth: every stored value counts as set, so nothing a
+            // class says today can make an unchanged disk look resized.
+            let (old_name, old_class) = stored_class(old, &catalog);
+            let old_resolved = resolve_in(&old.spec, None, old_name, old_class);
+            let new_resolved = resolve_in(
                 &parsed.spec,
-                record_for(&parsed, req).as_ref(),
-                &self.catalog,
+                record_for(&parsed, stored.as_ref()).as_ref(),
+                &class.name,
+                Some(class),
             );
             errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
         }
@@ -168,7 +208,12 @@ impl Admission {
 
     /// The checks both webhooks share: operation, kind, object present, schema and types.
     /// Returns the typed object, every rule's findings, and whether an UPDATE left the spec alone.
-    fn admit(&self, req: &Request) -> Result<Admitted, Box<Verdict>> {
+    fn admit<'a>(
+        &self,
+        req: &Request,
+        catalog: &'a Catalog,
+        stored: Option<&'a Stored>,
+    ) -> Result<Admitted<'a>, Box<Verdict>> {
         let deny = |msg: String| Box::new(Verdict::deny(bad_request(&msg)));
         if req.operation != "CREATE" && req.operation != "UPDATE" {
             return Err(deny(format!(
@@ -251,7 +296,19 @@ impl Admission {
         // everything else is still validated and reported together with the schema's findings.
         match parse_spec(&object) {
             Ok(spec) => {
-                let outcome = validate(&spec, &self.catalog);
+                let chosen = class_of(&spec, catalog, stored);
+                let mut outcome = validate_in(&spec, chosen.as_ref().ok().copied(), catalog);
+                let class = match chosen {
+                    Ok(class) => {
+                        let over = over_limits(&spec, class, catalog, stored, &outcome.errors);
+                        outcome.errors.extend(over);
+                        Some(class)
+                    }
+                    Err(refused) => {
+                        outcome.errors.insert(0, refused);
+                        None
+                    }
+                };
                 let mut errors = validate_name(&name);
                 errors.extend(metadata_errors);
                 errors.extend(combine(schema_errors, outcome.errors));
@@ -265,6 +322,7 @@ impl Admission {
                     errors,
                     warnings: outcome.warnings,
                     unchanged,
+                    class,
                 })
             }
             Err(_) if unchanged => Err(Box::new(Verdict::allow())),
@@ -277,19 +335,6 @@ impl Admission {
                 Err(Box::new(Verdict::deny(invalid(&name, &errors))))
             }
         }
-    }
-
-    /// A stored object (oldObject): typed without re-running the schema.
-    fn parse_stored(&self, raw: &Value) -> Option<Parsed> {
-        let mut object = raw.clone();
-        prune_nulls(&mut object);
-        let spec = parse_spec(&object).ok()?;
-        let recorded = recorded_defaults(&object);
-        Some(Parsed {
-            name: String::new(),
-            spec,
-            recorded,
-        })
     }
 }
 
@@ -304,177 +349,13 @@ fn combine(schema: Vec<FieldError>, rules: Vec<FieldError>) -> Vec<FieldError> {
     rules.into_iter().chain(extra).collect()
 }
 
-fn parse_spec(object: &Value) -> Result<MachineSpec, FieldError> {
-    let Some(spec) = object.get("spec") else {
-        return Ok(MachineSpec::default());
-    };
-    serde_path_to_error::deserialize(spec).map_err(|e| {
-        let path = format!("spec.{}", e.path()).replace(".[", "[");
-        FieldError::type_invalid(&FieldPath::new(&path), Value::Null, e.inner().to_string())
-    })
-}
-
 /// The object's own record, else the stored object's (a client such as `kubectl replace` may
 /// have dropped the annotation).
-fn record_for(parsed: &Parsed, req: &Request) -> Option<MachineSpec> {
+fn record_for(parsed: &Parsed, stored: Option<&Stored>) -> Option<MachineSpec> {
     parsed
         .recorded
         .clone()
-        .or_else(|| req.old_object.as_ref().and_then(recorded_defaults))
-}
-
-/// The template-derived values an earlier mutation recorded; unreadable records are ignored.
-fn recorded_defaults(object: &Value) -> Option<MachineSpec> {
-    let raw = object
-        .pointer("/metadata/annotations")?
-        .get(DEFAULTS_ANNOTATION)?
-        .as_str()?;
-    serde_json::from_str(raw).ok()
-}
-
-/// The JSON Patch operation that sets one annotation, creating the map (or metadata) as needed;
-/// none when it already holds that value.
-pub(super) fn annotation_op(
-    object: &Value,
-    key: &str,
-    value: String,
-) -> Option<json_patch::PatchOperation> {
-    use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
-    let metadata = object.get("metadata").filter(|m| m.is_object());
-    let annotations = metadata
-        .and_then(|m| m.get("annotations"))
-        .filter(|a| a.is_object());
-    let (path, value) = match (metadata, annotations) {
-        (_, Some(a)) if a.get(key).and_then(Value::as_str) == Some(value.as_str()) => return None,
-        (_, Some(_)) => (
-            PointerBuf::from_tokens(["metadata", "annotations", key]),
-            Value::String(value),
-        ),
-        (Some(_), None) => (
-            PointerBuf::from_tokens(["metadata", "annotations"]),
-            serde_json::json!({ key: value }),
-        ),
-        (None, None) => (
-            PointerBuf::from_tokens(["metadata"]),
-            serde_json::json!({ "annotations": { key: value } }),
-        ),
-    };
-    Some(PatchOperation::Add(AddOperation { path, value }))
-}
-
-/// The JSON Patch operation that appends [`FINALIZER`] to `metadata.finalizers` (creating the
-/// list as needed); none when it is already there, or when the object is being deleted. Expects
-/// `metadata` to exist by the time it applies (see [`annotation_op`]).
-fn finalizer_op(object: &Value) -> Option<json_patch::PatchOperation> {
-    use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
-    let metadata = object.get("metadata");
-    if metadata
-        .and_then(|m| m.get("deletionTimestamp"))
-        .is_some_and(|t| !t.is_null())
-    {
-        return None;
-    }
-    let (path, value) = match metadata
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-    {
-        Some(list) if list.iter().any(|f| f.as_str() == Some(FINALIZER)) => return None,
-        Some(_) => (
-            PointerBuf::from_tokens(["metadata", "finalizers", "-"]),
-            Value::String(FINALIZER.to_owned()),
-        ),
-        None => (
-            PointerBuf::from_tokens(["metadata", "finalizers"]),
-            serde_json::json!([FINALIZER]),
-        ),
-    };
-    Some(PatchOperation::Add(AddOperation { path, value }))
-}
-
-fn failure(code: i32, reason: &str, message: String, details: Option<StatusDetails>) -> Status {
-    Status {
-        code: Some(code),
-        reason: Some(reason.to_owned()),
-        message: Some(message),
-        status: Some("Failure".to_owned()),
-        details,
-        ..Default::default()
-    }
-}
-
-/// 422 Invalid with one cause per field error, like `apierrors.NewInvalid`: the first
-/// [`MAX_CAUSES`], then one cause counting the rest; every cause and the message bounded.
-pub fn invalid(name: &str, errors: &[FieldError]) -> Status {
-    invalid_kind(KIND, name, errors)
-}
-
-/// [`invalid`] for a kind of this group other than Machine.
-pub fn invalid_kind(kind: &str, name: &str, errors: &[FieldError]) -> Status {
-    let shown = &errors[..errors.len().min(MAX_CAUSES)];
-    let hidden = errors.len() - shown.len();
-    let mut causes: Vec<StatusCause> = shown
-        .iter()
-        .map(|e| StatusCause {
-            field: Some(e.field.clone()),
-            message: Some(truncate(&e.body(), MAX_CAUSE_BYTES).into_owned()),
-            reason: Some(e.kind.cause_reason().to_owned()),
-        })
-        .collect();
-    let more = (hidden > 0).then(|| format!("and {hidden} more errors not shown"));
-    if let Some(more) = &more {
-        causes.push(StatusCause {
-            field: Some("spec".to_owned()),
-            message: Some(more.clone()),
-            reason: Some("FieldValueInvalid".to_owned()),
-        });
-    }
-    let listed = shown
-        .iter()
-        .map(|e| {
-            let body = e.body();
-            format!("{}: {}", e.field, truncate(&body, MAX_CAUSE_BYTES))
-        })
-        .chain(more)
-        .collect::<Vec<_>>();
-    let joined = match listed.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    };
-    let details = StatusDetails {
-        name: (!name.is_empty()).then(|| name.to_owned()),
-        group: Some(GROUP.to_owned()),
-        kind: Some(kind.to_owned()),
-        causes: Some(causes),
-        ..Default::default()
-    };
-    failure(
-        422,
-        "Invalid",
-        truncate(
-            &format!("{kind}.{GROUP} {name:?} is invalid: {joined}"),
-            MAX_MESSAGE_BYTES,
-        )
-        .into_owned(),
-        Some(details),
-    )
-}
-
-/// 413 for a review over [`super::limits`]: refused before it is decoded.
-pub fn too_large(exceeded: Exceeded) -> Status {
-    failure(
-        413,
-        "RequestEntityTooLarge",
-        format!("{KIND}.{GROUP} is too large to admit: {exceeded}"),
-        None,
-    )
-}
-
-pub fn bad_request(message: &str) -> Status {
-    failure(400, "BadRequest", message.to_owned(), None)
-}
-
-fn internal(message: &str) -> Status {
-    failure(500, "InternalError", message.to_owned(), None)
+        .or_else(|| stored.and_then(|s| s.defaults.clone()))
 }
 
 #[cfg(test)]

@@ -7,14 +7,19 @@ pub mod denials;
 pub mod lanes;
 pub mod limits;
 pub mod low_priority;
+pub mod machine_class;
 pub mod network;
+pub mod patch_ops;
 pub mod pins;
 pub mod review;
 pub mod routes;
 pub mod schema;
+pub mod sizing;
+pub mod status;
 
 pub use decide::Admission;
 
 pub const MUTATE_PATH: &str = "/mutate-vitistack-io-v1alpha1-machine";
 pub const VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machine";
 pub const NETWORK_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-networkconfiguration";
+pub const MACHINE_CLASS_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machineclass";

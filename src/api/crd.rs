@@ -3,11 +3,15 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::{Machine, NetworkConfiguration};
+use super::{Machine, MachineClass, NetworkConfiguration};
 
 /// Every CRD this operator owns, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![Machine::crd(), NetworkConfiguration::crd()]
+    vec![
+        Machine::crd(),
+        NetworkConfiguration::crd(),
+        MachineClass::crd(),
+    ]
 }
 
 /// The CRDs as one multi-document YAML stream.

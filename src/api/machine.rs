@@ -16,7 +16,7 @@ use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES
 
 /// `serde(default)` keeps a missing name parseable, so validation reports it with every other
 /// error; but a schema `default` would fill it in before `required` is checked, so it never fired.
-fn required_without_default(schema: &mut schemars::Schema) {
+pub(crate) fn required_without_default(schema: &mut schemars::Schema) {
     let required: Vec<String> = schema
         .get("required")
         .and_then(|r| r.as_array())
@@ -56,12 +56,14 @@ fn required_without_default(schema: &mut schemars::Schema) {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
-    /// Built-in size template: small (1 core, 2Gi, 20Gi root disk), medium (2 cores, 4Gi, 40Gi)
-    /// or large (4 cores, 8Gi, 80Gi). Unset: the operator's default template (medium).
+    /// The size: a MachineClass's name (kubectl get mc), or a built-in one: small (1 core, 2Gi,
+    /// 20Gi root disk), medium (2 cores, 4Gi, 40Gi) or large (4 cores, 8Gi, 80Gi). Unset: the
+    /// class marked default, else the operator's default template (medium). The class's values
+    /// are recorded in the Machine: editing or deleting the class later never changes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
 
-    /// CPU and memory; each field set here overrides the template's value.
+    /// CPU and memory; each field set here overrides the class's value, within its limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
 

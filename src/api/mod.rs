@@ -3,6 +3,7 @@
 pub mod clone_sources;
 pub mod crd;
 pub mod machine;
+pub mod machine_class;
 pub mod names;
 pub mod network_configuration;
 pub mod operations;
@@ -11,5 +12,6 @@ pub mod quantity;
 pub mod source;
 
 pub use machine::{Machine, MachineSpec, MachineStatus};
+pub use machine_class::{MachineClass, MachineClassSpec};
 pub use network_configuration::{NetworkConfiguration, NetworkConfigurationSpec};
 pub use quantity::Quantity;

@@ -37,6 +37,12 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub const GROUP: &str = "vitistack.io";
 pub const VERSION: &str = "v1alpha1";
 pub const MACHINE_KIND: &str = "Machine";
+/// The cluster-scoped kind of the sizes a Machine names in `spec.template`.
+pub const MACHINE_CLASS_KIND: &str = "MachineClass";
+/// On a Machine, written by the mutating webhook: the MachineClass it is sized from, as it was
+/// when the Machine chose it (JSON: name, cpu, memory, disks, limits). Editing or deleting the
+/// class later never changes the Machine (see `machine::classes::record`).
+pub const CLASS_ANNOTATION: &str = "vitistack.io/machine-class";
 /// The Machine CustomResourceDefinition's name (`<plural>.<group>`).
 pub const MACHINE_CRD: &str = "machines.vitistack.io";
 /// The VM's cloud-init volume; no Machine disk or CD-ROM may take the name (KubeVirt refuses two).

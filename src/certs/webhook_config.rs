@@ -14,11 +14,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::config::Settings;
 use super::x509::Cert;
 use super::{NAME_LABEL, OPERATOR_NAME};
-use crate::admission::{MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH};
+use crate::admission::{
+    MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH,
+};
 
 pub const MUTATING_WEBHOOK_NAME: &str = "mutate.machines.vitistack.io";
 pub const VALIDATING_WEBHOOK_NAME: &str = "validate.machines.vitistack.io";
 pub const NETWORK_WEBHOOK_NAME: &str = "validate.networkconfigurations.vitistack.io";
+pub const MACHINE_CLASS_WEBHOOK_NAME: &str = "validate.machineclasses.vitistack.io";
 pub const TIMEOUT_SECONDS: i32 = 5;
 const SERVICE_PORT: i32 = 443;
 
@@ -52,14 +55,14 @@ fn client_config(settings: &Settings, path: &str, ca_bundle: &[u8]) -> WebhookCl
     }
 }
 
-fn rules(resource: &str) -> Vec<RuleWithOperations> {
+fn rules(resource: &str, scope: &str) -> Vec<RuleWithOperations> {
     let strings = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     vec![RuleWithOperations {
         api_groups: strings(&["vitistack.io"]),
         api_versions: strings(&["v1alpha1"]),
         operations: strings(&["CREATE", "UPDATE"]),
         resources: strings(&[resource]),
-        scope: Some("Namespaced".to_owned()),
+        scope: Some(scope.to_owned()),
     }]
 }
 
@@ -70,6 +73,26 @@ fn review_versions() -> Vec<String> {
 /// One webhook in the fields both kinds share (the validating shape), for Machines.
 fn webhook(settings: &Settings, name: &str, path: &str, ca_bundle: &[u8]) -> ValidatingWebhook {
     webhook_for(settings, "machines", name, path, ca_bundle)
+}
+
+/// The MachineClass webhook: cluster-scoped, so no namespace to select; and `Ignore` when no
+/// replica answers, unlike the Machine webhooks. Every replica checks each class again when it
+/// reads it (an invalid one is not usable, the newer of two defaults is used), so a class
+/// admitted unchecked does no harm, while `Fail` would block `helm upgrade` (which applies the
+/// chart's classes) whenever the operator is down, the very time an upgrade may be the fix.
+fn class_webhook(
+    settings: &Settings,
+    resource: &str,
+    name: &str,
+    path: &str,
+    ca_bundle: &[u8],
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        failure_policy: Some("Ignore".to_owned()),
+        namespace_selector: Some(LabelSelector::default()),
+        rules: Some(rules(resource, "Cluster")),
+        ..webhook_for(settings, resource, name, path, ca_bundle)
+    }
 }
 
 fn webhook_for(
@@ -87,7 +110,7 @@ fn webhook_for(
         match_policy: Some("Equivalent".to_owned()),
         namespace_selector: Some(super::scope::namespace_selector(&settings.namespaces)),
         object_selector: Some(LabelSelector::default()),
-        rules: Some(rules(resource)),
+        rules: Some(rules(resource, "Namespaced")),
         side_effects: "None".to_owned(),
         timeout_seconds: Some(TIMEOUT_SECONDS),
         match_conditions: None,
@@ -122,7 +145,8 @@ pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfigu
     }
 }
 
-/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, and NetworkConfigurations.
+/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, NetworkConfigurations
+/// and MachineClasses.
 pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
         metadata: metadata(settings),
@@ -133,6 +157,13 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
                 "networkconfigurations",
                 NETWORK_WEBHOOK_NAME,
                 NETWORK_VALIDATE_PATH,
+                ca_bundle,
+            ),
+            class_webhook(
+                settings,
+                "machineclasses",
+                MACHINE_CLASS_WEBHOOK_NAME,
+                MACHINE_CLASS_VALIDATE_PATH,
                 ca_bundle,
             ),
         ]),
@@ -304,6 +335,25 @@ mod tests {
         assert_eq!(h.client_config.ca_bundle.as_ref().unwrap().0, b"PEM");
     }
 
+    #[test]
+    fn machine_classes_have_a_cluster_scoped_validating_webhook() {
+        let v = validating(&settings(Some("https://127.0.0.1:9443")), b"PEM");
+        let h = &v.webhooks.as_ref().unwrap()[2];
+        assert_eq!(h.name, MACHINE_CLASS_WEBHOOK_NAME);
+        assert_eq!(
+            h.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate-vitistack-io-v1alpha1-machineclass")
+        );
+        let rule = &h.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_ref().unwrap(), &["machineclasses"]);
+        assert_eq!(rule.scope.as_deref(), Some("Cluster"));
+        assert_eq!(rule.operations.as_ref().unwrap(), &["CREATE", "UPDATE"]);
+        assert_eq!(h.namespace_selector, Some(LabelSelector::default()));
+        assert_eq!(h.failure_policy.as_deref(), Some("Ignore"));
+        assert_eq!(h.side_effects, "None");
+        assert_eq!(h.timeout_seconds, Some(5));
+    }
+
     /// Only caBundle, and only of the webhooks that call us: another release's or another
     /// product's webhook in the same configuration keeps its own.
     #[test]
@@ -335,12 +385,13 @@ mod tests {
         };
         assert_eq!(b(&filled, 0), Some(ByteString(b"PEM".to_vec())));
         assert_eq!(b(&filled, 1), Some(ByteString(b"PEM".to_vec())));
-        assert_eq!(b(&filled, 2), Some(ByteString(b"THEIRS".to_vec())));
+        assert_eq!(b(&filled, 2), Some(ByteString(b"PEM".to_vec())), "MachineClasses'");
+        assert_eq!(b(&filled, 3), Some(ByteString(b"THEIRS".to_vec())));
         assert_eq!(
             filled.webhooks.as_ref().unwrap()[0].timeout_seconds,
             Some(9)
         );
-        assert_eq!(bundles(&filled, &ours).len(), 2);
+        assert_eq!(bundles(&filled, &ours).len(), 3);
 
         // Another namespace's Service, or a URL when we run in the cluster: not ours.
         let elsewhere = Settings::new(

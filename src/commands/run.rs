@@ -11,6 +11,7 @@ use crate::access::AccessReviewer;
 use crate::admission::{Admission, routes};
 use crate::api::names::FIELD_MANAGER;
 use crate::certs::{self, CertManager};
+use crate::classes::{self, LiveCatalog};
 use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
@@ -50,10 +51,12 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         ),
         _ => {}
     }
-    let catalog = args
-        .templates
-        .catalog()?
-        .with_networks(args.networks.policy());
+    // Machines are refused until the MachineClasses are read (a watch below keeps them).
+    let catalog = LiveCatalog::watched(
+        args.templates
+            .catalog()?
+            .with_networks(args.networks.policy()),
+    );
     let lifetimes = args.certs.lifetimes()?;
     let config = kube_config(args.kubeconfig.as_deref()).await?;
     let limited =
@@ -95,9 +98,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     };
     let readiness = {
         let (slot, leadership, state) = (slot.clone(), leadership.clone(), state.clone());
+        let classes = catalog.clone();
         Readiness::new()
             .require("not shutting down", drain.draining.not_draining())
             .require("serving certificate loaded", move || slot.is_loaded())
+            .require("MachineClasses read", move || classes.loaded())
             .require("caches synced (leader)", move || {
                 !leadership.is_leader() || state.caches_synced()
             })
@@ -106,8 +111,9 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 
     // Webhooks, on every replica.
     // Validation asks, as the Machine's author, whether they may read what it refers to.
-    let admission =
-        Arc::new(Admission::new(catalog)?.with_access(AccessReviewer::new(access_client)));
+    let admission = Arc::new(
+        Admission::with_catalog(catalog.clone())?.with_access(AccessReviewer::new(access_client)),
+    );
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
             "WEBHOOK_BIND_ADDRESS / --listen {}: cannot listen",
@@ -160,6 +166,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     if client_ca.is_some() {
         tracing::info!("webhook callers must present a certificate of --client-ca-file");
     }
+    // Every replica keeps the MachineClasses it admits Machines against.
+    let class_watch = tokio::spawn(classes::watch::follow(clients.api.clone(), catalog.clone()));
     let webhooks = server::serve_authenticated(
         listener,
         slot,
@@ -239,6 +247,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         Certificates::SelfManaged { watcher, .. } => watcher.abort(),
     }
     endpoints.abort();
+    class_watch.abort();
     served.context("webhook server")?;
     led?;
     tracing::info!("stopped");

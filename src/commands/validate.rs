@@ -1,6 +1,9 @@
-//! `kubevirt-operator validate -f FILE`: the webhooks' own decisions, offline. Each Machine is
-//! mutated (defaults, template merge) and then validated exactly as kube-apiserver would have the
-//! webhooks do it on CREATE.
+//! `kubevirt-operator validate -f FILE`: the webhooks' own decisions, offline. MachineClasses in
+//! the input are checked as their webhook would, in document order (so a second default is
+//! refused), and put in force beside the built-ins; then each Machine, wherever it is in the
+//! input, is mutated (defaults, class merge) and validated exactly as kube-apiserver would have
+//! the webhooks do it on CREATE, against those classes. CI can so check Machines against a
+//! cluster's classes (`kubectl get mc -o yaml`) without the cluster.
 
 use std::io::Read;
 
@@ -9,6 +12,9 @@ use serde_json::Value;
 
 use crate::admission::Admission;
 use crate::admission::review::{GroupVersionKind, Request, Verdict};
+use crate::api::MachineClass;
+use crate::api::names::{GROUP, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION};
+use crate::machine::Catalog;
 
 /// What became of one document.
 #[derive(Debug, PartialEq)]
@@ -20,6 +26,8 @@ pub enum Checked {
     },
     /// Why it was denied, in the webhook's words.
     Invalid { name: String, message: String },
+    /// A MachineClass the webhook admits, as given.
+    Class { class: Value },
 }
 
 /// Reads `path` (`-` for standard input).
@@ -33,60 +41,94 @@ pub fn read_input(path: &std::path::Path) -> std::io::Result<String> {
     }
 }
 
-/// Checks every document of a YAML stream (JSON is YAML too). Empty documents are skipped.
-pub fn check_documents(input: &str, admission: &Admission) -> Result<Vec<Checked>, String> {
-    let mut out = Vec::new();
+/// Checks every document of a YAML stream (JSON is YAML too) against `catalog` and the
+/// MachineClasses in the stream. Empty documents are skipped.
+pub fn check_documents(input: &str, catalog: &Catalog) -> Result<Vec<Checked>, String> {
+    let mut docs = Vec::new();
     for (i, doc) in serde_yaml::Deserializer::from_str(input).enumerate() {
         let value = Value::deserialize(doc)
             .map_err(|e| format!("document {}: not YAML or JSON: {e}", i + 1))?;
-        if value.is_null() {
+        if !value.is_null() {
+            docs.push((i + 1, value));
+        }
+    }
+    let mut classes: Vec<MachineClass> = Vec::new();
+    let mut checked_classes = Vec::new();
+    for (index, doc) in &docs {
+        if kind_of(doc) != (format!("{GROUP}/{VERSION}").as_str(), MACHINE_CLASS_KIND) {
             continue;
         }
-        out.push(check_one(value, i + 1, admission));
+        let (so_far, _) = catalog.with_class_objects(&classes);
+        let admission = Admission::new(so_far).map_err(|e| e.to_string())?;
+        let verdict = admission.validate_class(&request(doc, *index, MACHINE_CLASS_KIND, "CREATE"));
+        let name = name_of(doc);
+        let result = match serde_json::from_value::<MachineClass>(doc.clone()) {
+            Ok(class) if verdict.allowed => {
+                classes.push(class);
+                Checked::Class { class: doc.clone() }
+            }
+            _ => denied(name, &verdict),
+        };
+        checked_classes.push((*index, result));
+    }
+    let (catalog, _) = catalog.with_class_objects(&classes);
+    let admission = Admission::new(catalog).map_err(|e| e.to_string())?;
+    let mut checked_classes = checked_classes.into_iter().peekable();
+    let mut out = Vec::with_capacity(docs.len());
+    for (index, doc) in docs {
+        match checked_classes.next_if(|(i, _)| *i == index) {
+            Some((_, class)) => out.push(class),
+            None => out.push(check_one(doc, index, &admission)),
+        }
     }
     Ok(out)
 }
 
-fn check_one(object: Value, index: usize, admission: &Admission) -> Checked {
-    let name = object
+fn kind_of(object: &Value) -> (&str, &str) {
+    let text = |key| object.get(key).and_then(Value::as_str).unwrap_or_default();
+    (text("apiVersion"), text("kind"))
+}
+
+fn name_of(object: &Value) -> String {
+    object
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
-        .to_owned();
-    let (api_version, kind) = (
-        object
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default(),
-        object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default(),
-    );
-    if api_version != "vitistack.io/v1alpha1" || kind != "Machine" {
-        return Checked::Invalid {
-            name,
-            message: format!(
-                "document {index}: {api_version}/{kind} is not a vitistack.io/v1alpha1 Machine"
-            ),
-        };
-    }
-    let mut request = Request {
+        .to_owned()
+}
+
+/// The AdmissionReview request kube-apiserver would send for `object`.
+fn request(object: &Value, index: usize, kind: &str, operation: &str) -> Request {
+    Request {
         uid: format!("offline-{index}"),
         kind: GroupVersionKind {
-            group: "vitistack.io".into(),
-            version: "v1alpha1".into(),
-            kind: "Machine".into(),
+            group: GROUP.into(),
+            version: VERSION.into(),
+            kind: kind.into(),
         },
-        name: name.clone(),
+        name: name_of(object),
         namespace: object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        operation: "CREATE".into(),
-        object: Some(object),
+        operation: operation.into(),
+        object: Some(object.clone()),
         ..Request::default()
-    };
+    }
+}
+
+fn check_one(object: Value, index: usize, admission: &Admission) -> Checked {
+    let name = name_of(&object);
+    let (api_version, kind) = kind_of(&object);
+    if api_version != format!("{GROUP}/{VERSION}") || kind != MACHINE_KIND {
+        return Checked::Invalid {
+            name,
+            message: format!(
+                "document {index}: {api_version}/{kind} is not a vitistack.io/v1alpha1 Machine or MachineClass"
+            ),
+        };
+    }
+    let mut request = request(&object, index, MACHINE_KIND, "CREATE");
     let mutated = admission.mutate(&request);
     if !mutated.allowed {
         return denied(name, &mutated);

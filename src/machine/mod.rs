@@ -2,6 +2,8 @@
 //! `validate` command and the reconciler.
 
 pub mod annotations;
+pub mod catalog;
+pub mod classes;
 pub mod field_error;
 pub mod machine_types;
 pub mod names;
@@ -13,9 +15,9 @@ pub mod templates;
 pub mod update_rules;
 pub mod validation;
 
+pub use catalog::Catalog;
 pub use field_error::{FieldError, FieldPath};
 pub use resolve::{DEFAULTS_ANNOTATION, Resolved, resolve};
-pub use templates::Catalog;
 
 /// Lets the reconciler clean up before a Machine goes. The mutating webhook adds it on CREATE,
 /// so a new Machine costs the reconciler no extra write; the reconciler adds it only to a

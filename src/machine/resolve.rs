@@ -1,18 +1,18 @@
-//! Template resolution: the template's values, the user's overrides field by field, disks merged
-//! by name, and the field defaults. The result is what the mutating webhook stores.
+//! Class resolution: the class's values, the user's overrides field by field, disks merged by
+//! name, and the field defaults. The result is what the mutating webhook stores.
 //!
 //! To re-derive template values when `spec.template` changes, the values this step filled in are
 //! recorded in the annotation [`DEFAULTS_ANNOTATION`]. Before resolving again, every recorded value
 //! that is still unchanged is taken back out ([`strip_defaults`]), which leaves exactly what the
 //! user set; a value the user has since edited no longer matches and so stays theirs.
 
-use crate::api::Quantity;
 use crate::api::machine::{
     CloudInit, Cpu, Disk, Domain, MachineSpec, MachineType, Memory, Network, Resources,
     SecretKeyRef,
 };
 
-use super::templates::{Catalog, Template};
+use super::catalog::Catalog;
+use super::classes::Class;
 
 /// Annotation holding the JSON of the spec values that came from the template, not from the user.
 pub const DEFAULTS_ANNOTATION: &str = "vitistack.io/template-defaults";
@@ -31,28 +31,36 @@ pub struct Resolved {
     pub from_template: MachineSpec,
 }
 
-/// Resolves `spec` against the catalog. `recorded` is what an earlier resolution filled in.
-/// An unknown template contributes nothing; validation reports it.
+/// Resolves `spec` against the catalog's class of its template as it is now (enabled or not).
+/// `recorded` is what an earlier resolution filled in. An unknown class contributes nothing;
+/// validation reports it.
 pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Catalog) -> Resolved {
+    let name = spec
+        .template
+        .as_deref()
+        .unwrap_or_else(|| catalog.default_name());
+    resolve_in(spec, recorded, name, catalog.class(name))
+}
+
+/// Resolves `spec` against `class`, the class named `name` (see `classes::choose`).
+pub fn resolve_in(
+    spec: &MachineSpec,
+    recorded: Option<&MachineSpec>,
+    name: &str,
+    class: Option<&Class>,
+) -> Resolved {
     let explicit = match recorded {
         Some(r) => strip_defaults(spec, r),
         None => spec.clone(),
     };
     let mut from_template = MachineSpec::default();
-    // A defaulted template name is stored like one the user chose: changing the operator's
-    // default affects new Machines only, never resizes existing ones (Kubernetes' own rule for
-    // defaults).
-    let template_name = explicit
-        .template
-        .clone()
-        .unwrap_or_else(|| catalog.default_template().name.to_owned());
-    let template = catalog.get(&template_name);
-
-    let resources = resolve_resources(explicit.resources.as_ref(), template, &mut from_template);
-    let disks = resolve_disks(&explicit.disks, template, &mut from_template);
+    // A defaulted class name is stored like one the user chose: changing the default affects
+    // new Machines only, never resizes existing ones (Kubernetes' own rule for defaults).
+    let resources = resolve_resources(explicit.resources.as_ref(), class, &mut from_template);
+    let disks = resolve_disks(&explicit.disks, class, &mut from_template);
 
     let resolved = MachineSpec {
-        template: Some(template_name),
+        template: Some(name.to_owned()),
         resources,
         disks,
         networks: explicit.networks.iter().map(default_network).collect(),
@@ -79,14 +87,14 @@ pub fn resolve(spec: &MachineSpec, recorded: Option<&MachineSpec>, catalog: &Cat
 
 fn resolve_resources(
     explicit: Option<&Resources>,
-    template: Option<&Template>,
+    class: Option<&Class>,
     record: &mut MachineSpec,
 ) -> Option<Resources> {
     let cpu = explicit.and_then(|r| r.cpu.clone()).unwrap_or_default();
     let memory = explicit
         .and_then(|r| r.memory.as_ref())
         .and_then(|m| m.size.clone());
-    let Some(t) = template else {
+    let Some(t) = class else {
         return explicit.cloned();
     };
     let mut recorded_cpu = Cpu::default();
@@ -106,9 +114,9 @@ fn resolve_resources(
             .resources
             .get_or_insert_with(Resources::default)
             .memory = Some(Memory {
-            size: Some(t.memory()),
+            size: Some(t.memory.clone()),
         });
-        t.memory()
+        t.memory.clone()
     });
     if recorded_cpu != Cpu::default() {
         record.resources.get_or_insert_with(Resources::default).cpu = Some(recorded_cpu);
@@ -119,41 +127,46 @@ fn resolve_resources(
     })
 }
 
-/// Template disks first, in template order, each overlaid with the user's disk of the same name;
+/// The class's disks first, in its order, each overlaid with the user's disk of the same name;
 /// then the user's other disks in their order.
-fn resolve_disks(
-    explicit: &[Disk],
-    template: Option<&Template>,
-    record: &mut MachineSpec,
-) -> Vec<Disk> {
-    let template_disks = template.map(|t| t.disks).unwrap_or_default();
-    let mut out = Vec::with_capacity(template_disks.len() + explicit.len());
-    for (name, size) in template_disks {
+fn resolve_disks(explicit: &[Disk], class: Option<&Class>, record: &mut MachineSpec) -> Vec<Disk> {
+    let class_disks = class.map(|c| c.disks.as_slice()).unwrap_or_default();
+    let mut out = Vec::with_capacity(class_disks.len() + explicit.len());
+    for from_class in class_disks {
+        let name = &from_class.name;
         let user = explicit.iter().find(|d| d.name == *name);
         let mut recorded = Disk {
-            name: (*name).to_owned(),
+            name: name.clone(),
             ..Disk::default()
         };
-        // A clone without a size takes its source's size (CDI detects it), not the template's.
+        // A clone without a size takes its source's size (CDI detects it), not the class's.
         let clone = user.is_some_and(|d| d.source.as_ref().is_some_and(|s| s.is_clone()));
         let size = match user.and_then(|d| d.size.clone()) {
             Some(size) => Some(size),
             None if clone => None,
             None => {
-                recorded.size = Some(Quantity::from(*size));
-                Some(Quantity::from(*size))
+                recorded.size.clone_from(&from_class.size);
+                from_class.size.clone()
+            }
+        };
+        let storage_class = match user.and_then(|d| d.storage_class.clone()) {
+            Some(sc) => Some(sc),
+            None => {
+                recorded.storage_class.clone_from(&from_class.storage_class);
+                from_class.storage_class.clone()
             }
         };
         let mut disk = default_disk(&Disk {
             size,
+            storage_class,
             ..user.cloned().unwrap_or_else(|| recorded.clone())
         });
-        disk.name = (*name).to_owned();
+        disk.name = name.clone();
         if user.is_none() {
-            // The whole entry came from the template, field defaults included.
+            // The whole entry came from the class, field defaults included.
             recorded = disk.clone();
         }
-        if recorded.size.is_some() || user.is_none() {
+        if recorded.size.is_some() || recorded.storage_class.is_some() || user.is_none() {
             record.disks.push(recorded);
         }
         out.push(disk);
@@ -161,7 +174,7 @@ fn resolve_disks(
     out.extend(
         explicit
             .iter()
-            .filter(|d| !template_disks.iter().any(|(name, _)| *name == d.name))
+            .filter(|d| !class_disks.iter().any(|c| c.name == d.name))
             .map(default_disk),
     );
     out

@@ -15,12 +15,13 @@ use crate::api::names::CLOUD_INIT_VOLUME;
 use crate::api::quantity::{Amount, Quantity};
 use crate::api::source::MAX_CDROMS;
 
+use super::catalog::Catalog;
+use super::classes::{Class, Use, choose};
 use super::field_error::{FieldError, FieldPath};
 use super::machine_types::machine_type_errors;
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
 use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
-use super::templates::Catalog;
 
 pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
 /// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`,
@@ -71,24 +72,29 @@ pub fn validate_name(name: &str) -> Vec<FieldError> {
         .collect()
 }
 
+/// Every rule on a Machine that chooses its class now (see [`validate_in`]): the class must be
+/// usable and enabled.
 pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
+    let name = spec
+        .template
+        .as_deref()
+        .unwrap_or_else(|| catalog.default_name());
+    match choose(catalog, name, Use::New) {
+        Ok(class) => validate_in(spec, Some(class), catalog),
+        Err(e) => {
+            let mut out = validate_in(spec, None, catalog);
+            out.errors.insert(0, e);
+            out
+        }
+    }
+}
+
+/// Every rule but the class's own: `class` is the one chosen (`classes::choose`), none when it
+/// was refused (the refusal is the caller's to report).
+pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog) -> Outcome {
     let mut out = Outcome::default();
     let spec_path = FieldPath::new("spec");
-
-    let template = match &spec.template {
-        Some(name) => {
-            let t = catalog.get(name);
-            if t.is_none() {
-                out.errors.push(FieldError::not_supported(
-                    &spec_path.child("template"),
-                    name.as_str(),
-                    &catalog.names(),
-                ));
-            }
-            t
-        }
-        None => Some(catalog.default_template()),
-    };
+    let template = class;
 
     if let Some(res) = &spec.resources {
         let res_path = spec_path.child("resources");
@@ -113,8 +119,7 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
         }
     }
 
-    let template_disk =
-        |name: &str| template.is_some_and(|t| t.disks.iter().any(|(n, _)| *n == name));
+    let template_disk = |name: &str| template.is_some_and(|t| t.disk(name).is_some());
     let disks_path = spec_path.child("disks");
     let disks = bounded(&mut out, &disks_path, &spec.disks, MAX_DISKS);
     validate_disks(
@@ -122,7 +127,7 @@ pub fn validate(spec: &MachineSpec, catalog: &Catalog) -> Outcome {
         &disks_path,
         disks,
         &template_disk,
-        template.map(|t| t.name),
+        template.map(|t| t.name.as_str()),
     );
     let cdroms_path = spec_path.child("cdroms");
     let cdroms = bounded(&mut out, &cdroms_path, &spec.cdroms, MAX_CDROMS);

@@ -24,6 +24,18 @@ pub const WAIT: Duration = Duration::from_secs(90);
 /// its URL (as the chart installs them in a cluster: for the whole cluster, or the namespaces of
 /// `--watch-namespaces` in `extra`), hence the dedicated control plane.
 pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
+    start_replica(cp, op_ns, "access", extra).await.0
+}
+
+/// One replica of `run` named `identity` (its own ports and log directory), and its webhook
+/// port. The webhook configurations are installed for this replica's URL first: the API server
+/// calls the replica started last.
+pub async fn start_replica(
+    cp: &ControlPlane,
+    op_ns: &str,
+    identity: &str,
+    extra: &[&str],
+) -> (Proc, u16) {
     let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
     let scope = extra
         .iter()
@@ -38,7 +50,11 @@ pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> P
         &support::webhooks::url_settings(op_ns, &url, &scope),
     )
     .await;
-    let dir = cp.dir().join("access-operator");
+    let dir = cp.dir().join(if identity == "access" {
+        "access-operator".to_owned()
+    } else {
+        format!("operator-{identity}")
+    });
     std::fs::create_dir_all(&dir).expect("dir");
     let mut args: Vec<String> = [
         "--log-format",
@@ -49,7 +65,7 @@ pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> P
         "--namespace",
         op_ns,
         "--identity",
-        "access",
+        identity,
         "--reconcile-interval",
         "2s",
         "--webhook-url",
@@ -65,13 +81,14 @@ pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> P
     .map(|a| (*a).to_owned())
     .collect();
     args.extend(extra.iter().map(|a| (*a).to_owned()));
-    Proc::spawn(
+    let proc = Proc::spawn(
         "kubevirt-operator",
         Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
         args.into_iter().map(Into::into).collect(),
         dir.join("operator.log"),
     )
-    .expect("spawn operator")
+    .expect("spawn operator");
+    (proc, webhook)
 }
 
 /// Labelled with its name as kube-apiserver 1.21+ does (the test control plane, 1.20, does not):

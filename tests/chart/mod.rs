@@ -103,6 +103,13 @@ drainPeriodSeconds: 15
 log: {format: text, level: debug}
 leaderElection: {leaseDuration: 20s}
 reconcileInterval: 1m
+# A second release in the same cluster (chart_install.rs): none of the first one's classes (Helm
+# refuses objects another release owns), a class of its own.
+machineClasses:
+  small: null
+  medium: null
+  large: null
+  xlarge: {cpu: {cores: 8}, memory: {size: 32Gi}, limits: {cpu: {maxCores: 16}}}
 "#;
 
 /// The toggles that have a kustomize counterpart (components), set to the components' values.

@@ -148,9 +148,21 @@ impl Server {
         Self::start_with_slot(slot).await
     }
 
-    pub async fn start_with_slot(slot: Arc<CertSlot>) -> Server {
+    /// The server with `catalog` (e.g. MachineClasses besides the built-ins).
+    pub async fn start_with_catalog(pair: &ServingPair, catalog: Catalog) -> Server {
         install_crypto_provider();
-        let admission = Arc::new(Admission::new(Catalog::default()).expect("schema compiles"));
+        let slot = CertSlot::new();
+        slot.store(pair.certified_key());
+        Self::start_with(slot, catalog).await
+    }
+
+    pub async fn start_with_slot(slot: Arc<CertSlot>) -> Server {
+        Self::start_with(slot, Catalog::default()).await
+    }
+
+    async fn start_with(slot: Arc<CertSlot>, catalog: Catalog) -> Server {
+        install_crypto_provider();
+        let admission = Arc::new(Admission::new(catalog).expect("schema compiles"));
         let listener = TcpListener::bind((LOCALHOST, 0)).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, rx) = oneshot::channel::<()>();

@@ -105,6 +105,11 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 {{- end -}}
 
 {{- define "kubevirt-operator.clusterRules" -}}
+# MachineClasses: listed and watched by every replica, whose webhooks size and bound Machines by
+# them (src/classes/watch.rs); never written.
+- apiGroups: ["vitistack.io"]
+  resources: ["machineclasses"]
+  verbs: ["list", "watch"]
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["list", "watch"]

@@ -3,6 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::admission::limits::MAX_ITEMS;
 use crate::admission::review::GroupVersionKind;
+use crate::machine::FINALIZER;
 
 fn admission() -> Admission {
     Admission::new(Catalog::default()).expect("schema compiles")

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::Quantity;
 use crate::api::machine::{Bootloader, Firmware};
 
 fn spec(json: serde_json::Value) -> MachineSpec {

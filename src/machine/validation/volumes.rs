@@ -7,18 +7,18 @@
 use crate::api::machine::{MAX_DISKS, MachineSpec};
 use crate::api::source::MAX_CDROMS;
 
+use super::super::classes::Class;
 use super::super::field_error::{FieldError, FieldPath};
-use super::super::templates::Template;
 
 /// The most volumes a VM may have (KubeVirt's `maxItems` on disks and volumes).
 pub const MAX_VOLUMES: usize = MAX_DISKS;
 
 /// How many volumes the VM gets: the disks (the template's included), the CD-ROMs, cloud-init.
-pub fn volume_count(spec: &MachineSpec, template: Option<&Template>) -> (usize, usize, bool) {
+pub fn volume_count(spec: &MachineSpec, template: Option<&Class>) -> (usize, usize, bool) {
     let from_template = template.map_or(0, |t| {
         t.disks
             .iter()
-            .filter(|(name, _)| !spec.disks.iter().any(|d| d.name == *name))
+            .filter(|c| !spec.disks.iter().any(|d| d.name == c.name))
             .count()
     });
     let cloud_init = spec.cloud_init.as_ref().is_some_and(|ci| {
@@ -33,7 +33,7 @@ pub fn volume_count(spec: &MachineSpec, template: Option<&Template>) -> (usize, 
 
 /// The error when the volumes together exceed [`MAX_VOLUMES`]; none when a list is over its own
 /// bound, which is reported on that list.
-pub fn volume_count_error(spec: &MachineSpec, template: Option<&Template>) -> Option<FieldError> {
+pub fn volume_count_error(spec: &MachineSpec, template: Option<&Class>) -> Option<FieldError> {
     if spec.disks.len() > MAX_DISKS || spec.cdroms.len() > MAX_CDROMS {
         return None;
     }
@@ -80,7 +80,7 @@ mod tests {
     #[test]
     fn disks_cdroms_and_cloud_init_together_fit_in_256() {
         let catalog = Catalog::default();
-        let small = catalog.get("small");
+        let small = catalog.class("small");
         // small's root disk counts too: 255 + root = 256.
         for (disks, cdroms, ci, ok) in [
             (255, 0, false, true),

@@ -96,7 +96,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     let ns = machine.namespace().ok_or(Error::NoNamespace)?;
     let name = machine.name_any();
     let client = ctx.client.clone();
-    let spec = resolved_spec(machine, &ctx.settings.catalog);
+    let spec = resolved_spec(machine, &ctx.settings.catalog.load());
     let key = &ctx.ownership_key;
 
     // 1. The VM, then wait for KubeVirt to take down the VMI it controls.

@@ -37,7 +37,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::{Resource, ResourceExt};
 
 use crate::machine::Catalog;
-use crate::machine::validation::{validate, validate_name};
+use crate::machine::validation::{validate_in, validate_name};
 
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
@@ -103,7 +103,10 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         ..Decision::default()
     };
 
-    let mut outcome = validate(&o.spec, catalog);
+    let mut outcome = validate_in(&o.spec, o.class.as_ref().ok(), catalog);
+    if let Err(refused) = &o.class {
+        outcome.errors.insert(0, refused.clone());
+    }
     outcome.errors.extend(validate_name(&name));
     if !outcome.errors.is_empty() {
         // It bypassed admission: report, make nothing, and wait for the user to fix it.

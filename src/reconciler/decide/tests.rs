@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
-use crate::machine::{Catalog, resolve};
+use crate::machine::Catalog;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::decide::evidence::Target;
+use crate::reconciler::decide::spec::sized;
 use crate::reconciler::observe::Derived;
 use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
@@ -40,7 +41,7 @@ fn lan_catalog() -> Catalog {
 }
 
 fn observed(m: Machine) -> Observed {
-    let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    let crate::reconciler::decide::spec::Sized { spec, class } = sized(&m, &Catalog::default());
     let mut ncs = BTreeMap::new();
     let mut nc = NetworkConfiguration::new(
         "lan",
@@ -55,6 +56,7 @@ fn observed(m: Machine) -> Observed {
     Observed {
         machine: m,
         spec,
+        class,
         network_configurations: ncs,
         storage_classes: BTreeSet::new(),
         source_secret: None,

@@ -17,6 +17,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
+use crate::machine::FieldError;
+use crate::machine::classes::Class;
 use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
@@ -24,7 +26,7 @@ use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::cloud_init::secret_source;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
-use crate::reconciler::decide::spec::resolved_spec;
+use crate::reconciler::decide::spec::sized;
 use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
@@ -38,8 +40,10 @@ use crate::reconciler::{MANAGED_BY, MANAGED_BY_LABEL};
 #[derive(Clone, Debug)]
 pub struct Observed {
     pub machine: Machine,
-    /// The resolved spec (template, overrides and defaults applied, as the webhook would).
+    /// The resolved spec (class, overrides and defaults applied, as the webhook would).
     pub spec: MachineSpec,
+    /// The class that sizes it: as recorded in it, else as it is now; or why there is none.
+    pub class: Result<Class, FieldError>,
     /// NetworkConfigurations in the Machine's namespace that exist, by name: those the Machine
     /// names, and those of [`Observed::unused_attachments`].
     pub network_configurations: BTreeMap<String, NetworkConfiguration>,
@@ -152,8 +156,9 @@ where
 pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube::Error> {
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
+    let catalog = ctx.settings.catalog.load_full();
+    let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &ctx.stores;
-    let spec = resolved_spec(machine, &ctx.settings.catalog);
     let spec = storage_defaults::fill(spec.clone(), &storage::defaults(&spec, stores));
     let client = &ctx.client;
 
@@ -295,6 +300,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     Ok(Observed {
         machine: machine.clone(),
         spec,
+        class,
         network_configurations,
         storage_classes,
         source_secret,

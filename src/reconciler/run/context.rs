@@ -11,7 +11,7 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use tokio::sync::watch;
 
 use crate::api::{Machine, MachineStatus, NetworkConfiguration};
-use crate::machine::Catalog;
+use crate::classes::LiveCatalog;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::telemetry::Metrics;
 
@@ -35,7 +35,8 @@ pub struct Settings {
     pub reconcile_interval: Duration,
     /// Machines reconciled at once (`MAX_CONCURRENT_RECONCILES`).
     pub max_concurrent_reconciles: u16,
-    pub catalog: Catalog,
+    /// What Machines may ask for, with the MachineClasses as the watch last saw them.
+    pub catalog: LiveCatalog,
     /// This replica's name in Events (and the Lease); the pod name in a cluster.
     pub instance: String,
     /// Where reconcile counts, durations and gauges go.

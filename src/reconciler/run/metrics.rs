@@ -66,7 +66,7 @@ pub fn refresh_gauges(
         let template = brief
             .template
             .as_deref()
-            .unwrap_or(catalog.default_template().name)
+            .unwrap_or(catalog.default_name())
             .to_owned();
         *by_phase
             .entry(PhaseTemplate { phase, template })

@@ -132,7 +132,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         });
     }
     let observed = observe::observe(machine, ctx).await?;
-    let decision = decide::decide(&observed, &ctx.settings.catalog, &ctx.ownership_key);
+    let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &ctx.ownership_key);
     let acted = act::act(ctx, &observed, decision).await?;
     if let Some(phase) = acted.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);

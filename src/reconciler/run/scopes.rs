@@ -64,7 +64,7 @@ pub async fn run(
                     &metrics,
                     all.iter().flat_map(|s| s.machines.state()),
                     all.iter().flat_map(|s| s.vms.state()),
-                    &catalog,
+                    &catalog.load(),
                 );
                 let dvs: Vec<_> = all.iter().flat_map(|s| s.data_volumes.state()).collect();
                 if round % DATA_VOLUME_ROUNDS == 0 || counted != Some(dvs.len()) {

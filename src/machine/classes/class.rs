@@ -1,0 +1,143 @@
+//! A class as the rules use it: a checked MachineClass (or a built-in template) with its
+//! defaults filled in, its limits parsed, and the record a Machine of it carries, made once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::machine::{Cpu, Memory};
+use crate::api::machine_class::{ClassDisk, ClassLimits, MachineClassSpec};
+use crate::api::quantity::Quantity;
+
+use super::super::field_error::FieldError;
+use super::super::templates::Template;
+use super::check::check_class;
+use super::limits::Limits;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Class {
+    pub name: String,
+    pub cores: i64,
+    pub threads: i64,
+    pub sockets: i64,
+    pub memory: Quantity,
+    /// Every disk has a size.
+    pub disks: Vec<ClassDisk>,
+    pub limits: Limits,
+    pub enabled: bool,
+    pub default: bool,
+    /// The Machine's `vitistack.io/machine-class` annotation for this class: the values and
+    /// limits, without the presentation (displayName, description) or the admin's switches.
+    pub record: String,
+}
+
+/// The annotation's shape: the class's name and the spec fields that size and bound a Machine.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    name: String,
+    #[serde(flatten)]
+    spec: MachineClassSpec,
+}
+
+impl Class {
+    /// The class a valid `spec` describes, else every problem with it.
+    pub fn from_spec(name: &str, spec: &MachineClassSpec) -> Result<Class, Vec<FieldError>> {
+        let errors = check_class(spec);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let cpu = spec.cpu.clone().unwrap_or_default();
+        let memory = spec.memory.as_ref().and_then(|m| m.size.clone());
+        let limits_spec = spec.limits.clone().unwrap_or_default();
+        Ok(Class::new(ClassValues {
+            name: name.to_owned(),
+            cores: cpu.cores.unwrap_or(1),
+            threads: cpu.threads.unwrap_or(1),
+            sockets: cpu.sockets.unwrap_or(1),
+            memory: memory.unwrap_or_else(|| Quantity::from("64Mi")),
+            disks: spec.disks.clone(),
+            limits: limits_spec,
+            enabled: spec.enabled != Some(false),
+            default: spec.default == Some(true),
+        }))
+    }
+
+    /// A compiled-in template as a class: enabled, no limits beyond the Machine API's.
+    pub fn built_in(t: &Template) -> Class {
+        Class::new(ClassValues {
+            name: t.name.to_owned(),
+            cores: t.cores,
+            threads: t.threads,
+            sockets: t.sockets,
+            memory: t.memory(),
+            disks: t
+                .disks
+                .iter()
+                .map(|(name, size)| ClassDisk {
+                    name: (*name).to_owned(),
+                    size: Some(Quantity::from(*size)),
+                    storage_class: None,
+                })
+                .collect(),
+            limits: ClassLimits::default(),
+            enabled: true,
+            default: false,
+        })
+    }
+
+    /// The class a Machine's record describes; none when it does not read as a valid class.
+    pub fn from_record(record: &str) -> Option<Class> {
+        let Record { name, spec } = serde_json::from_str(record).ok()?;
+        Class::from_spec(&name, &spec).ok()
+    }
+
+    fn new(v: ClassValues) -> Class {
+        let limits = Limits::from_spec(&v.limits);
+        let recorded = Record {
+            name: v.name.clone(),
+            spec: MachineClassSpec {
+                cpu: Some(Cpu {
+                    cores: Some(v.cores),
+                    threads: Some(v.threads),
+                    sockets: Some(v.sockets),
+                }),
+                memory: Some(Memory {
+                    size: Some(v.memory.clone()),
+                }),
+                disks: v.disks.clone(),
+                limits: (v.limits != ClassLimits::default()).then_some(v.limits),
+                ..MachineClassSpec::default()
+            },
+        };
+        // Strings, integers and lists only: serialising cannot fail. An empty record would
+        // only be ignored when read back (the class is then looked up by name).
+        let record = serde_json::to_string(&recorded).unwrap_or_default();
+        Class {
+            name: v.name,
+            cores: v.cores,
+            threads: v.threads,
+            sockets: v.sockets,
+            memory: v.memory,
+            disks: v.disks,
+            limits,
+            enabled: v.enabled,
+            default: v.default,
+            record,
+        }
+    }
+
+    /// The class's disk of that name.
+    pub fn disk(&self, name: &str) -> Option<&ClassDisk> {
+        self.disks.iter().find(|d| d.name == name)
+    }
+}
+
+struct ClassValues {
+    name: String,
+    cores: i64,
+    threads: i64,
+    sockets: i64,
+    memory: Quantity,
+    disks: Vec<ClassDisk>,
+    limits: ClassLimits,
+    enabled: bool,
+    default: bool,
+}

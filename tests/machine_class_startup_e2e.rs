@@ -1,0 +1,144 @@
+//! A replica and its MachineClasses at start-up, on a real control plane: without the
+//! MachineClass CRD (an upgrade that kept the old CRDs: Helm never upgrades them) the built-ins
+//! are in force and the watch keeps trying, so classes work once the CRD is applied; a replica
+//! that cannot read MachineClasses is not ready, and says why.
+
+mod access;
+mod machine_class;
+mod support;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::PostParams;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use access::{WAIT, create_namespace, first_denial, machines, start_replica};
+use machine_class::{NS, OP_NS, class, classes, cores, create_when, machine, xlarge};
+use support::{ControlPlane, Proc, eventually};
+
+/// `manifests/crds.yaml` without the MachineClass CRD, as an older release installed it.
+fn crds_before_classes(dir: &Path) -> std::path::PathBuf {
+    let all =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"))
+            .expect("CRDs");
+    let older: Vec<String> = serde_yaml::Deserializer::from_str(&all)
+        .map(|doc| Value::deserialize(doc).expect("YAML"))
+        .filter(|crd| crd["spec"]["names"]["kind"] != "MachineClass")
+        .map(|crd| serde_yaml::to_string(&crd).expect("YAML"))
+        .collect();
+    assert_eq!(older.len(), 2, "Machine and NetworkConfiguration");
+    let path = dir.join("crds-before-classes.yaml");
+    std::fs::write(&path, older.join("---\n")).expect("write");
+    path
+}
+
+async fn readyz(port: u16) -> Option<(u16, String)> {
+    let resp = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/readyz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.ok()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_class_crd_the_built_ins_then_classes_once_it_is_applied() {
+    support::init_crypto();
+    let cp = ControlPlane::start().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(crds_before_classes(cp.dir()));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("admin client");
+    create_namespace(&admin, OP_NS).await;
+    create_namespace(&admin, NS).await;
+    let (op, _) = start_replica(&cp, OP_NS, "upgraded", &[]).await;
+    let api = machines(&admin, NS);
+
+    let huge = machine("huge", json!({"template": "huge"}));
+    let denied = first_denial(&api, &PostParams::default(), &huge, &op).await;
+    assert!(
+        denied.contains(r#"supported values: "large", "medium", "small""#),
+        "{denied}"
+    );
+    let small = api
+        .create(
+            &PostParams::default(),
+            &machine("small", json!({"template": "small"})),
+        )
+        .await
+        .expect("a built-in class without the MachineClass CRD");
+    assert_eq!(cores(&small), Some(1));
+
+    // The CRD applied later: no restart, the class is in force once the watch retries.
+    cp.install_crds(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml")])
+        .await
+        .expect("the MachineClass CRD");
+    eventually(WAIT, "a class created", || async {
+        let xl = class("xlarge", xlarge(4, "48Gi", "100Gi"));
+        classes(&admin)
+            .create(&PostParams::default(), &xl)
+            .await
+            .ok()
+    })
+    .await;
+    let unknown = |m: &str| m.contains(r#"Unsupported value: "xlarge""#);
+    let db = create_when(&api, &machine("db", json!({"template": "xlarge"})), unknown).await;
+    assert_eq!(cores(&db), Some(4));
+    drop(op);
+}
+
+#[tokio::test]
+async fn a_replica_that_cannot_read_machine_classes_is_not_ready() {
+    support::init_crypto();
+    let cp = ControlPlane::shared().await.expect("control plane");
+    cp.install_crds(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml")])
+        .await
+        .expect("CRDs");
+    // A user with no rights at all: nothing can be read, MachineClasses included.
+    let nobody = cp.mint_user("no-class-rights", &[]).expect("user");
+    let kubeconfig = cp.write_kubeconfig(&nobody, None).expect("kubeconfig");
+    let [webhook, probes] = [(); 2].map(|()| support::free_port().expect("port"));
+    let dir = cp.dir().join("no-class-rights");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let args: Vec<OsString> = [
+        "run",
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8"),
+        "--namespace",
+        "no-class-rights",
+        "--leader-election",
+        "false",
+        "--listen",
+        &format!("127.0.0.1:{webhook}"),
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-probe-bind-address",
+        &format!("127.0.0.1:{probes}"),
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let op = Proc::spawn(
+        "kubevirt-operator",
+        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
+        args,
+        dir.join("operator.log"),
+    )
+    .expect("spawn");
+    // Several reads in a row, well after start: never ready, and the class list named.
+    let body = eventually(WAIT, "/readyz", || readyz(probes)).await;
+    for _ in 0..5 {
+        let (status, text) = readyz(probes).await.unwrap_or((0, body.1.clone()));
+        assert_eq!(status, 500, "{text}");
+        assert!(text.contains("MachineClasses read"), "{text}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let log = op.log_tail(200);
+    assert!(log.contains("watching MachineClasses failed"), "{log}");
+    drop(op);
+}
