@@ -115,7 +115,8 @@ pub async fn the_webhook_command_exports_the_same_admission_and_certificate_metr
     run_text: &str,
 ) {
     let ca = crate::common::TestCa::new("metrics test CA");
-    let server = crate::common::WebhookProcess::start(&ca);
+    let server = Stopped(crate::common::WebhookProcess::start(&ca));
+    let server = &server.0;
     let answer: Value = ca
         .reqwest_client()
         .post(format!(
@@ -198,4 +199,14 @@ pub async fn the_webhook_command_exports_the_same_admission_and_certificate_metr
         .any(|l| l.contains("result=\"allowed\"")),
         "{text}"
     );
+}
+
+/// Kills the webhook process when the check ends, failed or not.
+struct Stopped(crate::common::WebhookProcess);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
+    }
 }
