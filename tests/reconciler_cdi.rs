@@ -136,7 +136,8 @@ async fn an_imported_disk_is_followed_from_import_to_running() {
     let root = disk_status(&env, "deb", "root", "ImportInProgress").await;
     assert_eq!(
         root,
-        json!({"name": "root", "claimName": "deb-root", "phase": "ImportInProgress", "progress": "45.20%"})
+        json!({"name": "root", "claimName": "deb-root", "phase": "ImportInProgress", "progress": "45.20%",
+               "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"})
     );
 
     bound_claim(&env, "deb-root", Some(&dv)).await;

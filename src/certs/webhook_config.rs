@@ -385,7 +385,11 @@ mod tests {
         };
         assert_eq!(b(&filled, 0), Some(ByteString(b"PEM".to_vec())));
         assert_eq!(b(&filled, 1), Some(ByteString(b"PEM".to_vec())));
-        assert_eq!(b(&filled, 2), Some(ByteString(b"PEM".to_vec())), "MachineClasses'");
+        assert_eq!(
+            b(&filled, 2),
+            Some(ByteString(b"PEM".to_vec())),
+            "MachineClasses'"
+        );
         assert_eq!(b(&filled, 3), Some(ByteString(b"THEIRS".to_vec())));
         assert_eq!(
             filled.webhooks.as_ref().unwrap()[0].timeout_seconds,
