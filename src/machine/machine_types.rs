@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+pub const DEFAULT_MACHINE_TYPE: &str = "pc-q35";
+
 use crate::api::MachineSpec;
 
 use super::field_error::{FieldError, FieldPath};
-use super::resolve::DEFAULT_MACHINE_TYPE;
 
 /// KubeVirt's default `architectureConfiguration.amd64.emulatedMachines`.
 pub const KUBEVIRT_DEFAULT: &[&str] = &["q35*", "pc-q35*"];

@@ -13,6 +13,7 @@ use crate::api::machine::{
 
 use super::catalog::Catalog;
 use super::classes::Class;
+use super::machine_types::DEFAULT_MACHINE_TYPE;
 
 /// Annotation holding the JSON of the spec values that came from the template, not from the user.
 pub const DEFAULTS_ANNOTATION: &str = "vitistack.io/template-defaults";
@@ -22,7 +23,6 @@ pub const DEFAULT_ACCESS_MODE: &str = "ReadWriteOnce";
 pub const DEFAULT_VOLUME_MODE: &str = "Filesystem";
 pub const DEFAULT_NIC_MODEL: &str = "virtio";
 pub const DEFAULT_SECRET_KEY: &str = "userdata";
-pub const DEFAULT_MACHINE_TYPE: &str = "pc-q35";
 
 /// A resolved spec and the template-derived part of it (the annotation's content).
 #[derive(Clone, Debug, PartialEq)]

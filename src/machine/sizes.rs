@@ -1,7 +1,10 @@
-//! The size rule shared by disks and CD-ROMs: both become claims.
+//! The size rules shared by Machines and classes: guest memory, and disks and CD-ROMs (both
+//! become claims).
 
 use crate::api::quantity::Amount;
 
+/// The least guest memory a Machine (or a class) may have.
+pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
 /// The smallest disk a PVC can sensibly hold.
 pub const MIN_DISK: Amount = Amount::from_bytes(1024 * 1024);
 

@@ -20,10 +20,9 @@ use super::classes::{Class, Use, choose};
 use super::field_error::{FieldError, FieldPath};
 use super::machine_types::machine_type_errors;
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
-use super::sizes::claim_size_problem;
+use super::sizes::{MIN_MEMORY, claim_size_problem};
 use super::sources::{check_cdroms, check_source};
 
-pub const MIN_MEMORY: Amount = Amount::from_bytes(64 * 1024 * 1024);
 /// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`,
 /// both 2048 since 2019). Larger network data reaches the VM through the Machine's derived
 /// Secret (`networkDataSecretRef`), up to [`MAX_NETWORK_DATA`].

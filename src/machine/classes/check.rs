@@ -15,8 +15,8 @@ use crate::api::quantity::{Amount, Quantity};
 
 use super::super::field_error::{FieldError, FieldPath};
 use super::super::names::{dns1123_label, dns1123_subdomain};
+use super::super::sizes::MIN_MEMORY;
 use super::super::sizes::claim_size_problem;
-use super::super::validation::MIN_MEMORY;
 
 /// Every problem with `spec`, with field paths below `spec`.
 pub fn check_class(spec: &MachineClassSpec) -> Vec<FieldError> {

@@ -6,59 +6,9 @@
 //! already above them can still be updated in every other way.
 
 use crate::api::MachineSpec;
-use crate::api::machine_class::ClassLimits;
-use crate::api::quantity::{Amount, Quantity};
 
 use super::super::field_error::{FieldError, FieldPath};
-use super::class::Class;
-
-/// The limits, parsed once when the class is made.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Limits {
-    pub max_cores: Option<i64>,
-    pub max_threads: Option<i64>,
-    pub max_sockets: Option<i64>,
-    pub memory_min: Option<Bound>,
-    pub memory_max: Option<Bound>,
-    pub max_count: Option<usize>,
-    pub max_size: Option<Bound>,
-}
-
-/// A quantity bound: its value, and its text for messages.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Bound {
-    pub amount: Amount,
-    pub text: Quantity,
-}
-
-impl Limits {
-    /// From checked limits; a bound that does not parse (never, after [`super::check`]) is none.
-    pub fn from_spec(l: &ClassLimits) -> Limits {
-        let bound = |q: Option<&Quantity>| {
-            let text = q?.clone();
-            Some(Bound {
-                amount: text.parse().ok()?,
-                text,
-            })
-        };
-        let cpu = l.cpu.clone().unwrap_or_default();
-        let memory = l.memory.clone().unwrap_or_default();
-        let disks = l.disks.clone().unwrap_or_default();
-        Limits {
-            max_cores: cpu.max_cores,
-            max_threads: cpu.max_threads,
-            max_sockets: cpu.max_sockets,
-            memory_min: bound(memory.min.as_ref()),
-            memory_max: bound(memory.max.as_ref()),
-            max_count: disks.max_count.and_then(|n| usize::try_from(n).ok()),
-            max_size: bound(disks.max_size.as_ref()),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        *self == Limits::default()
-    }
-}
+use super::class::{Class, Limits};
 
 /// Where the limits come from, named in every message.
 pub struct Bounds<'a> {

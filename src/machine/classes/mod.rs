@@ -13,5 +13,6 @@ pub mod set;
 pub use check::check_class;
 pub use choose::{Use, choose, recorded_class};
 pub use class::Class;
-pub use limits::{Bounds, Limits, limit_errors};
+pub use class::Limits;
+pub use limits::{Bounds, limit_errors};
 pub use set::{Classes, Lookup};

@@ -6,7 +6,7 @@ use crate::api::Machine;
 use crate::api::machine::{Domain, MachineSpec};
 use crate::api::operations::run_strategy;
 use crate::api::placement::EVICTION_NONE;
-use crate::machine::resolve::DEFAULT_MACHINE_TYPE;
+use crate::machine::machine_types::DEFAULT_MACHINE_TYPE;
 use crate::reconciler::CLOUD_INIT_VOLUME;
 use crate::reconciler::apis::kubevirt::{
     Bootloader, Cpu, Devices, Disk, DiskTarget, DomainSpec, Efi, FeatureState, Features, Firmware,
