@@ -159,7 +159,8 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     let catalog = ctx.settings.catalog.load_full();
     let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &ctx.stores;
-    let spec = storage_defaults::fill(spec.clone(), &storage::defaults(&spec, stores));
+    let defaults = storage::defaults(&spec, stores);
+    let spec = storage_defaults::fill(spec, &defaults);
     let client = &ctx.client;
 
     let mut network_configurations = BTreeMap::new();
