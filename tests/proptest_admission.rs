@@ -354,12 +354,7 @@ fn with_disk_defaults(d: &Value) -> Value {
     if let Some(size) = d.get("size").map(quantity_string) {
         d["size"] = size;
     }
-    if d.get("accessMode").is_none() {
-        d["accessMode"] = json!("ReadWriteOnce");
-    }
-    if d.get("volumeMode").is_none() {
-        d["volumeMode"] = json!("Filesystem");
-    }
+    // Modes the user left unset stay unset: the reconciler takes them from the StorageProfile.
     d
 }
 
