@@ -289,6 +289,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     cloud_init_secret: None,
                     network_policy: catalog.networks(),
                     eviction_strategy: catalog.eviction_strategy(),
+                    label_prefixes: catalog.label_prefixes(),
                 });
                 // PVC and VM concurrently, then the status: as few round trips as the operator's.
                 let pvcs = Api::namespaced(client.clone(), &ns);
@@ -324,6 +325,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     disks: Vec::new(),
                     retain: false,
                     last_restart: None,
+                    last_restart_generation: None,
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

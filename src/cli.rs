@@ -85,6 +85,34 @@ pub struct TemplateArgs {
           default_value = crate::api::placement::DEFAULT_EVICTION_STRATEGY,
           value_parser = clap::builder::PossibleValuesParser::new(crate::api::placement::EVICTION_STRATEGIES))]
     pub default_eviction_strategy: String,
+    /// Machine labels whose key starts with one of these prefixes are copied onto the VM and
+    /// its template (comma-separated, e.g. `team.example.com/,app`), so selectors and
+    /// NetworkPolicies can pick VMs. Unset or empty: none. Never replaces the operator's labels.
+    #[arg(long, env = "PROPAGATE_LABEL_PREFIXES", value_name = "PROPAGATE_LABEL_PREFIXES",
+          default_value = "", value_parser = parse_label_prefixes)]
+    pub propagate_label_prefixes: LabelPrefixes,
+}
+
+/// `--propagate-label-prefixes`, parsed.
+#[derive(Clone, Debug, Default)]
+pub struct LabelPrefixes(pub Vec<String>);
+
+/// Each prefix must be the start of a valid label key: `[prefix/]name` characters only.
+fn parse_label_prefixes(s: &str) -> Result<LabelPrefixes, String> {
+    let mut out = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let valid = p.len() <= 253 + 1 + 63
+            && p.matches('/').count() <= 1
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        if !valid {
+            return Err(format!(
+                "{p:?} is not the start of a label key (letters, digits, '-', '_', '.', at most one '/')"
+            ));
+        }
+        out.push(p.to_owned());
+    }
+    Ok(LabelPrefixes(out))
 }
 
 impl TemplateArgs {
@@ -94,7 +122,8 @@ impl TemplateArgs {
             .map_err(|e| anyhow::anyhow!("DEFAULT_TEMPLATE / --default-template: {e}"))?;
         Ok(catalog
             .with_machine_types(self.allowed_machine_types.clone())
-            .with_eviction_strategy(&self.default_eviction_strategy))
+            .with_eviction_strategy(&self.default_eviction_strategy)
+            .with_label_prefixes(self.propagate_label_prefixes.0.clone()))
     }
 }
 

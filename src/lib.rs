@@ -24,6 +24,7 @@ pub mod config;
 pub mod leader;
 pub mod listen;
 pub mod machine;
+pub mod macs;
 pub mod reconciler;
 pub mod telemetry;
 pub mod tls;

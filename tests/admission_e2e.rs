@@ -267,9 +267,10 @@ async fn valid_machines_are_stored_defaulted_and_merged() {
     );
     assert_eq!(
         spec["disks"],
+        // Modes stay unset: the reconciler takes them from the class's StorageProfile.
         json!([
-        {"name": "root", "size": "20Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"},
-        {"name": "data", "size": "100Gi", "storageClass": "fast-ssd", "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"}])
+        {"name": "root", "size": "20Gi"},
+        {"name": "data", "size": "100Gi", "storageClass": "fast-ssd"}])
     );
     assert_eq!(
         (

@@ -25,12 +25,15 @@ fn key(doc: &Value) -> String {
 
 /// Objects by kind/namespace/name, without metadata labels and annotations (Helm adds its own),
 /// without the Namespace (Helm's `--create-namespace` makes it) and the chart's `helm test`
-/// hooks (made only while `helm test` runs).
+/// hooks (made only while `helm test` runs); the MachineClass hooks are compared.
 fn objects(yaml: &str) -> BTreeMap<String, Value> {
     docs(yaml)
         .into_iter()
         .filter(|d| d["kind"] != "Namespace")
-        .filter(|d| d["metadata"]["annotations"]["helm.sh/hook"].is_null())
+        .filter(|d| {
+            let hook = &d["metadata"]["annotations"]["helm.sh/hook"];
+            hook.is_null() || d["kind"] == "MachineClass"
+        })
         .map(|mut d| {
             if let Some(meta) = d["metadata"].as_object_mut() {
                 meta.remove("labels");

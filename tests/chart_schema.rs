@@ -141,18 +141,23 @@ fn good_values_pass_and_durations_mean_what_the_operator_reads() {
     }
 }
 
-/// The schema's node for `path` in values.yaml, or None; a free-form object (no `properties`)
-/// covers everything under it.
+/// Whether the schema has a node for `path` in values.yaml; a free-form object (no
+/// `properties`) covers everything under it.
 fn schema_covers(schema: &Value, path: &[String]) -> bool {
     let Some((first, rest)) = path.split_first() else {
         return true;
     };
     let props = &schema["properties"];
-    if props.is_null() {
-        return schema["type"] == "object"
-            && schema.get("additionalProperties") != Some(&Value::Bool(false));
+    if let Some(s) = props.get(first) {
+        return schema_covers(s, rest);
     }
-    props.get(first).is_some_and(|s| schema_covers(s, rest))
+    // A map whose values follow one schema (machineClasses: name -> class).
+    if let Some(each) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        return schema_covers(each, rest);
+    }
+    props.is_null()
+        && schema["type"] == "object"
+        && schema.get("additionalProperties") != Some(&Value::Bool(false))
 }
 
 fn leaves(v: &Value, at: Vec<String>, out: &mut Vec<Vec<String>>) {

@@ -15,9 +15,11 @@ use kube::api::{DeleteParams, Patch, PatchParams, PropagationPolicy};
 use serde_json::{Value, json};
 
 use cdi::{IMAGE, all_crds, dv_ar};
+use kubevirt_operator::api::names::OWNERSHIP_KEY_SECRET;
 use operator::{OPERATOR_USER, Operator, RESYNC, operator_user};
 use ownership::*;
 use support::ControlPlane;
+use support::OPERATOR_NAMESPACE;
 
 static OPERATOR: tokio::sync::OnceCell<Operator> = tokio::sync::OnceCell::const_new();
 
@@ -31,7 +33,18 @@ async fn env(prefix: &str) -> Env {
         .get_or_init(|| async {
             let admin = cp.client().await.expect("admin client");
             let user = operator_user(cp, &admin, OPERATOR_USER).await;
-            Operator::start(cp, &user, "disk-safety", &[])
+            let op = Operator::start(cp, &user, "disk-safety", &[]);
+            // Objects older than the ownership key are judged by the second edition's rules
+            // (an upgrade): everything planted here must come after it.
+            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+                kube::Api::namespaced(admin, OPERATOR_NAMESPACE);
+            support::eventually(
+                std::time::Duration::from_secs(60),
+                "the ownership key",
+                || async { secrets.get_opt(OWNERSHIP_KEY_SECRET).await.ok().flatten() },
+            )
+            .await;
+            op
         })
         .await;
     Env {

@@ -15,7 +15,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Error, ResourceExt};
 use serde_json::{Value, json};
 
-use access::{WAIT, first_denial, machines, start_replica};
+use access::{WAIT, first_denial, machines, start_follower, start_replica};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::Api;
 use kubevirt_operator::api::names::CLASS_ANNOTATION;
@@ -27,7 +28,15 @@ use support::eventually;
 async fn classes_are_in_force_on_every_replica_and_bound_new_machines() {
     let (cp, admin) = control_plane().await;
     let (a, port_a) = start_replica(&cp, OP_NS, "replica-a", &[]).await;
-    let (b, port_b) = start_replica(&cp, OP_NS, "replica-b", &[]).await;
+    // The leader fills the configurations' caBundle: it must be the replica they call.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), OP_NS);
+    eventually(WAIT, "replica-a holds the Lease", || async {
+        let lease = leases.get_opt("kubevirt-operator-leader").await.ok()??;
+        let holder = lease.spec?.holder_identity?;
+        (holder == "replica-a").then_some(())
+    })
+    .await;
+    let (b, port_b) = start_follower(&cp, OP_NS, "replica-b", port_a);
     let api = machines(&admin, NS);
 
     // No MachineClass at all: the built-ins, and a refusal listing them.

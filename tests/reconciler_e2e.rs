@@ -352,6 +352,7 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
             Vlans::parse("0-4094").expect("vlans"),
         ),
         eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
     })
 }
 

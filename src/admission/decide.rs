@@ -13,10 +13,13 @@ use crate::machine::annotations::annotation_errors;
 use crate::machine::classes::Class;
 use crate::machine::resolve::resolve_in;
 use crate::machine::update_rules::validate_update;
+use crate::machine::validation::resources::running_update_errors;
 use crate::machine::validation::{validate_in, validate_name};
 use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FieldError, FieldPath};
+use crate::macs::LiveMacs;
 
 use super::limits::shape_errors;
+use super::macs;
 pub use super::patch_ops::annotation_op;
 use super::patch_ops::{annotations_op, finalizer_op};
 use super::review::{Request, Verdict};
@@ -28,12 +31,19 @@ use super::status::{internal, unavailable};
 const GROUP: &str = "vitistack.io";
 const KIND: &str = "Machine";
 
+/// `namespace/name`, as the MAC index names Machines.
+fn machine_key(req: &Request, name: &str) -> String {
+    format!("{}/{name}", req.namespace.as_deref().unwrap_or_default())
+}
+
 /// Everything the decisions need: the classes in force (a snapshot per request), the compiled
 /// CRD schema and, when there is a cluster to ask, the access check made as the requesting user.
 pub struct Admission {
     catalog: LiveCatalog,
     schema: SchemaCheck,
     access: Option<AccessReviewer>,
+    /// The MAC addresses in use; none: interfaces keep what their author wrote (offline).
+    macs: Option<LiveMacs>,
 }
 
 struct Admitted<'a> {
@@ -68,12 +78,20 @@ impl Admission {
             catalog,
             schema: SchemaCheck::machine()?,
             access: None,
+            macs: None,
         })
     }
 
     /// Validation also asks kube-apiserver whether the author may read what the Machine refers to.
     pub fn with_access(mut self, reviewer: AccessReviewer) -> Self {
         self.access = Some(reviewer);
+        self
+    }
+
+    /// Interfaces without a MAC address get a stable one, unique among the Machines `macs`
+    /// follows, and a new address another Machine uses is refused.
+    pub fn with_macs(mut self, macs: LiveMacs) -> Self {
+        self.macs = Some(macs);
         self
     }
 
@@ -115,12 +133,19 @@ impl Admission {
         let Some(class) = class else {
             return Verdict::deny(internal("no MachineClass was chosen and none refused"));
         };
-        let resolved = resolve_in(
+        let mut resolved = resolve_in(
             &parsed.spec,
             record_for(&parsed, stored.as_ref()).as_ref(),
             &class.name,
             Some(class),
         );
+        if let Some(macs) = &self.macs {
+            let key = machine_key(req, &parsed.name);
+            let old = req.old_object.as_ref();
+            if let Err(e) = macs::fill(&mut resolved.spec.networks, old, &key, macs) {
+                return Verdict::deny(internal(&e));
+            }
+        }
         let (spec, record) = match (
             serde_json::to_value(&resolved.spec),
             serde_json::to_string(&resolved.from_template),
@@ -186,6 +211,14 @@ impl Admission {
         if unchanged {
             return Verdict::allow();
         }
+        if let Some(macs) = &self.macs {
+            let key = machine_key(req, &parsed.name);
+            let old = req.old_object.as_ref();
+            match macs::duplicate_errors(&parsed.spec.networks, old, &key, macs) {
+                Ok(duplicates) => errors.extend(duplicates),
+                Err(why) => return Verdict::deny(unavailable(why)),
+            }
+        }
         if let (Some(old), Some(class)) = (stored.as_ref(), class) {
             // The stored disks are the truth: every stored value counts as set, so nothing a
             // class says today can make an unchanged disk look resized.
@@ -198,6 +231,12 @@ impl Admission {
                 Some(class),
             );
             errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
+            if old.running {
+                errors.extend(running_update_errors(
+                    &old_resolved.spec,
+                    &new_resolved.spec,
+                ));
+            }
         }
         if errors.is_empty() {
             Verdict::allow().with_warnings(warnings)

@@ -8,6 +8,7 @@ pub mod lanes;
 pub mod limits;
 pub mod low_priority;
 pub mod machine_class;
+pub mod macs;
 pub mod network;
 pub mod patch_ops;
 pub mod pins;

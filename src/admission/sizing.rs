@@ -18,6 +18,8 @@ pub struct Stored {
     pub class: Option<Class>,
     /// The values an earlier mutation filled in (`DEFAULTS_ANNOTATION`).
     pub defaults: Option<MachineSpec>,
+    /// Its status names a VMI: the VM runs (or is starting, stopping or migrating).
+    pub running: bool,
 }
 
 impl Stored {
@@ -36,10 +38,15 @@ impl Stored {
             spec.template.as_deref(),
         );
         let defaults = defaults_record.and_then(|s| serde_json::from_str(s).ok());
+        let running = object
+            .pointer("/status/vmiName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
         Some(Stored {
             spec,
             class,
             defaults,
+            running,
         })
     }
 }

@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES};
+use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES, UPDATE_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
@@ -117,6 +117,12 @@ pub struct MachineSpec {
     /// Where the VM may run: node selector, affinity, tolerations and priority class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+
+    /// How changes that need a restart are applied: Manual (default; the RestartRequired
+    /// condition says one waits) or Restart (the operator restarts the VM once to apply them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = UPDATE_STRATEGIES))]
+    pub update_strategy: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -130,6 +136,7 @@ pub struct Resources {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Cpu {
     /// Cores per socket, 1-256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,13 +150,23 @@ pub struct Cpu {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
     pub sockets: Option<i64>,
+    /// Most sockets, 1-16. Set: socket changes up to it apply to the running VM (CPU
+    /// hot-plug); immutable while the VM runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
+    pub max_sockets: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Memory {
     /// Guest memory as a Kubernetes quantity, at least 64Mi (e.g. 4Gi).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Quantity>,
+    /// Most guest memory. Set: size changes up to it apply to the running VM (memory
+    /// hot-plug); immutable while the VM runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<Quantity>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -325,6 +342,10 @@ pub struct MachineStatus {
     /// The `vitistack.io/restarted-at` value last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart: Option<String>,
+    /// The generation whose pending changes `updateStrategy: Restart` last restarted the VM
+    /// to apply (at most one such restart per generation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart_generation: Option<i64>,
 }
 
 /// The Machine's networks plus the pod network, with room to spare.

@@ -9,6 +9,10 @@ pub const RUN_STRATEGIES: &[&str] = &["Always", "Halted", "RerunOnFailure", "Man
 pub const RUN_STRATEGY_ALWAYS: &str = "Always";
 pub const RUN_STRATEGY_HALTED: &str = "Halted";
 
+/// How changes that need a restart are applied. `Manual` is the default.
+pub const UPDATE_STRATEGIES: &[&str] = &["Manual", "Restart"];
+pub const UPDATE_STRATEGY_RESTART: &str = "Restart";
+
 /// One VM interface as the VMI reports it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -16,6 +16,7 @@ use crate::cli::RunArgs;
 use crate::client::{kube_config, limited_client};
 use crate::commands::webhook::shutdown_signal;
 use crate::leader::{self, Election, Stop};
+use crate::macs::{self, LiveMacs};
 use crate::reconciler::{self, Clients, Settings, run::readiness};
 use crate::telemetry::Metrics;
 use crate::telemetry::health::{Readiness, serve_endpoints};
@@ -111,8 +112,12 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 
     // Webhooks, on every replica.
     // Validation asks, as the Machine's author, whether they may read what it refers to.
+    // Interfaces get MAC addresses unique among the Machines this operator serves.
+    let macs = LiveMacs::watched(macs::watch::watches(&args.watch_namespaces));
     let admission = Arc::new(
-        Admission::with_catalog(catalog.clone())?.with_access(AccessReviewer::new(access_client)),
+        Admission::with_catalog(catalog.clone())?
+            .with_access(AccessReviewer::new(access_client))
+            .with_macs(macs.clone()),
     );
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(
@@ -168,6 +173,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     }
     // Every replica keeps the MachineClasses it admits Machines against.
     let class_watch = tokio::spawn(classes::watch::follow(clients.api.clone(), catalog.clone()));
+    let mac_watch = tokio::spawn(macs::watch::follow(
+        clients.api.clone(),
+        args.watch_namespaces.clone(),
+        macs,
+    ));
     let webhooks = server::serve_authenticated(
         listener,
         slot,
@@ -248,6 +258,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     }
     endpoints.abort();
     class_watch.abort();
+    mac_watch.abort();
     served.context("webhook server")?;
     led?;
     tracing::info!("stopped");

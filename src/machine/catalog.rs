@@ -25,6 +25,9 @@ pub struct Catalog {
     networks: NetworkPolicy,
     /// What a Machine without `evictionStrategy` gets (`--default-eviction-strategy`).
     eviction_strategy: String,
+    /// Machine label keys starting with one of these are copied to the VM
+    /// (`--propagate-label-prefixes`).
+    label_prefixes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +50,16 @@ impl Catalog {
     pub fn with_eviction_strategy(mut self, strategy: &str) -> Self {
         strategy.clone_into(&mut self.eviction_strategy);
         self
+    }
+
+    pub fn with_label_prefixes(mut self, prefixes: Vec<String>) -> Self {
+        self.label_prefixes = prefixes;
+        self
+    }
+
+    /// The prefixes of the Machine labels the VM and its template carry too.
+    pub fn label_prefixes(&self) -> &[String] {
+        &self.label_prefixes
     }
 
     /// The eviction strategy of a Machine that sets none; `None` leaves KubeVirt's own default.
@@ -123,6 +136,7 @@ impl Default for Catalog {
             machine_types: MachineTypes::default(),
             networks: NetworkPolicy::default(),
             eviction_strategy: DEFAULT_EVICTION_STRATEGY.to_owned(),
+            label_prefixes: Vec::new(),
         }
     }
 }

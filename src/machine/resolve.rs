@@ -78,6 +78,7 @@ pub fn resolve_in(
         // changing --default-eviction-strategy reaches every Machine that did not choose.
         eviction_strategy: explicit.eviction_strategy.clone(),
         placement: explicit.placement.clone(),
+        update_strategy: explicit.update_strategy.clone(),
     };
     Resolved {
         spec: resolved,
@@ -108,6 +109,7 @@ fn resolve_resources(
         cores: Some(pick(cpu.cores, t.cores, &mut recorded_cpu.cores)),
         threads: Some(pick(cpu.threads, t.threads, &mut recorded_cpu.threads)),
         sockets: Some(pick(cpu.sockets, t.sockets, &mut recorded_cpu.sockets)),
+        max_sockets: cpu.max_sockets,
     };
     let size = memory.unwrap_or_else(|| {
         record
@@ -115,6 +117,7 @@ fn resolve_resources(
             .get_or_insert_with(Resources::default)
             .memory = Some(Memory {
             size: Some(t.memory.clone()),
+            max_size: None,
         });
         t.memory.clone()
     });
@@ -123,7 +126,12 @@ fn resolve_resources(
     }
     Some(Resources {
         cpu: Some(resolved_cpu),
-        memory: Some(Memory { size: Some(size) }),
+        memory: Some(Memory {
+            size: Some(size),
+            max_size: explicit
+                .and_then(|r| r.memory.as_ref())
+                .and_then(|m| m.max_size.clone()),
+        }),
     })
 }
 

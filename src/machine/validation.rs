@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::api::machine::{
-    ACCESS_MODES, BOOT_DEVICES, CORES, CloudInit, Disk, Domain, MAX_BOOT_ORDER, MAX_DISKS,
-    MAX_NETWORKS, MachineSpec, NIC_MODELS, Network, SOCKETS, THREADS, VOLUME_MODES,
+    ACCESS_MODES, BOOT_DEVICES, CloudInit, Disk, Domain, MAX_BOOT_ORDER, MAX_DISKS, MAX_NETWORKS,
+    MachineSpec, NIC_MODELS, Network, VOLUME_MODES,
 };
 use crate::api::names::CLOUD_INIT_VOLUME;
 use crate::api::quantity::{Amount, Quantity};
@@ -20,7 +20,7 @@ use super::classes::{Class, Use, choose};
 use super::field_error::{FieldError, FieldPath};
 use super::machine_types::machine_type_errors;
 use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
-use super::sizes::{MIN_MEMORY, claim_size_problem};
+use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
 
 /// virt-api's limits on inline cloud-init data (`cloudInitUserMaxLen`, `cloudInitNetworkMaxLen`,
@@ -95,28 +95,7 @@ pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog)
     let spec_path = FieldPath::new("spec");
     let template = class;
 
-    if let Some(res) = &spec.resources {
-        let res_path = spec_path.child("resources");
-        if let Some(cpu) = &res.cpu {
-            let cpu_path = res_path.child("cpu");
-            check_range(&mut out, &cpu_path.child("cores"), cpu.cores, CORES);
-            check_range(&mut out, &cpu_path.child("threads"), cpu.threads, THREADS);
-            check_range(&mut out, &cpu_path.child("sockets"), cpu.sockets, SOCKETS);
-        }
-        if let Some(size) = res.memory.as_ref().and_then(|m| m.size.as_ref()) {
-            let memory_path = res_path.child("memory");
-            let path = memory_path.child("size");
-            if let Some(amount) = check_quantity(&mut out, &path, size)
-                && amount < MIN_MEMORY
-            {
-                out.errors.push(FieldError::invalid(
-                    &path,
-                    size.as_str(),
-                    "must be at least 64Mi",
-                ));
-            }
-        }
-    }
+    resources::validate(&mut out, &spec_path, spec);
 
     let template_disk = |name: &str| template.is_some_and(|t| t.disk(name).is_some());
     let disks_path = spec_path.child("disks");
@@ -154,19 +133,7 @@ pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog)
     out
 }
 
-fn check_range(out: &mut Outcome, path: &FieldPath, value: Option<i64>, (min, max): (i64, i64)) {
-    if let Some(v) = value
-        && !(min..=max).contains(&v)
-    {
-        out.errors.push(FieldError::invalid(
-            path,
-            v,
-            format!("must be between {min} and {max}, inclusive"),
-        ));
-    }
-}
-
-fn check_quantity(out: &mut Outcome, path: &FieldPath, q: &Quantity) -> Option<Amount> {
+pub(super) fn check_quantity(out: &mut Outcome, path: &FieldPath, q: &Quantity) -> Option<Amount> {
     match q.parse() {
         Ok(a) => Some(a),
         Err(e) => {
@@ -415,6 +382,7 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
 
 mod operations;
 mod placement;
+pub mod resources;
 mod volumes;
 pub use volumes::MAX_VOLUMES;
 

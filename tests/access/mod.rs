@@ -36,7 +36,7 @@ pub async fn start_replica(
     identity: &str,
     extra: &[&str],
 ) -> (Proc, u16) {
-    let [webhook, metrics, probes] = [(); 3].map(|()| support::free_port().expect("port"));
+    let webhook = support::free_port().expect("port");
     let scope = extra
         .iter()
         .position(|a| *a == "--watch-namespaces")
@@ -50,6 +50,38 @@ pub async fn start_replica(
         &support::webhooks::url_settings(op_ns, &url, &scope),
     )
     .await;
+    (
+        spawn_replica(cp, op_ns, identity, extra, &url, webhook),
+        webhook,
+    )
+}
+
+/// A second replica beside the one listening on `leader_port`: its own listener, but the
+/// configurations keep calling the leader (as both replicas of a Deployment share a Service),
+/// so the leader that fills their caBundle finds its own URL in them.
+pub fn start_follower(
+    cp: &ControlPlane,
+    op_ns: &str,
+    identity: &str,
+    leader_port: u16,
+) -> (Proc, u16) {
+    let webhook = support::free_port().expect("port");
+    let url = format!("https://127.0.0.1:{leader_port}");
+    (
+        spawn_replica(cp, op_ns, identity, &[], &url, webhook),
+        webhook,
+    )
+}
+
+fn spawn_replica(
+    cp: &ControlPlane,
+    op_ns: &str,
+    identity: &str,
+    extra: &[&str],
+    url: &str,
+    webhook: u16,
+) -> Proc {
+    let [metrics, probes] = [(); 2].map(|()| support::free_port().expect("port"));
     let dir = cp.dir().join(if identity == "access" {
         "access-operator".to_owned()
     } else {
@@ -69,7 +101,7 @@ pub async fn start_replica(
         "--reconcile-interval",
         "2s",
         "--webhook-url",
-        &format!("https://127.0.0.1:{webhook}"),
+        url,
         "--listen",
         &format!("127.0.0.1:{webhook}"),
         "--metrics-bind-address",
@@ -81,14 +113,13 @@ pub async fn start_replica(
     .map(|a| (*a).to_owned())
     .collect();
     args.extend(extra.iter().map(|a| (*a).to_owned()));
-    let proc = Proc::spawn(
+    Proc::spawn(
         "kubevirt-operator",
         Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
         args.into_iter().map(Into::into).collect(),
         dir.join("operator.log"),
     )
-    .expect("spawn operator");
-    (proc, webhook)
+    .expect("spawn operator")
 }
 
 /// Labelled with its name as kube-apiserver 1.21+ does (the test control plane, 1.20, does not):

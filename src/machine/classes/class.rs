@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::machine::{Cpu, Memory};
+use crate::api::machine_class::{ClassCpu, ClassMemory};
 use crate::api::machine_class::{ClassDisk, ClassLimits, MachineClassSpec};
 use crate::api::quantity::{Amount, Quantity};
 
@@ -93,12 +93,12 @@ impl Class {
         let recorded = Record {
             name: v.name.clone(),
             spec: MachineClassSpec {
-                cpu: Some(Cpu {
+                cpu: Some(ClassCpu {
                     cores: Some(v.cores),
                     threads: Some(v.threads),
                     sockets: Some(v.sockets),
                 }),
-                memory: Some(Memory {
+                memory: Some(ClassMemory {
                     size: Some(v.memory.clone()),
                 }),
                 disks: v.disks.clone(),

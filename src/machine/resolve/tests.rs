@@ -363,7 +363,8 @@ fn strip_only_removes_unchanged_recorded_values() {
         Cpu {
             cores: None,
             threads: Some(1),
-            sockets: None
+            sockets: None,
+            max_sockets: None,
         }
     );
     // Modes an earlier version recorded stay: its claim was made with them.

@@ -1,6 +1,6 @@
 //! Carrying out a restart `decide::restart` asked for: the VMI the Machine's VM controls is
 //! deleted (by uid, never a namesake started since), KubeVirt's VM controller starts a new one,
-//! and a Normal `Restarted` Event says so.
+//! and a Normal `Restarted` Event says why.
 
 use kube::api::Api;
 use kube::runtime::events::EventType;
@@ -9,7 +9,7 @@ use crate::api::Machine;
 use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::reconciler::Error;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
-use crate::reconciler::decide::restart::Restart;
+use crate::reconciler::decide::restart::{Cause, Restart};
 use crate::reconciler::run::context::Context;
 
 use super::delete_exact;
@@ -24,17 +24,22 @@ pub async fn restart(
     ns: &str,
     restart: &Restart,
 ) -> Result<(), Error> {
-    let Some((vmi, uid)) = &restart.delete_vmi else {
+    let Some((vmi, uid, cause)) = &restart.delete_vmi else {
         return Ok(());
     };
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), ns);
     delete_exact(&vmis, vmi, uid.clone()).await?;
-    let at = restart.last_restart.clone().unwrap_or_default();
-    tracing::info!(vmi = %vmi, restarted_at = %at, "restarted the VM: deleted its VMI");
+    let note = match cause {
+        Cause::Requested(at) => format!("restarted the VM for {RESTARTED_AT_ANNOTATION}: {at}"),
+        Cause::PendingChange(generation) => format!(
+            "restarted the VM to apply generation {generation}'s changes (updateStrategy: Restart)"
+        ),
+    };
+    tracing::info!(vmi = %vmi, "{note}: deleted its VMI");
     let notice = Notice {
         type_: EventType::Normal,
         reason: RESTARTED.to_owned(),
-        note: format!("restarted the VM for {RESTARTED_AT_ANNOTATION}: {at}"),
+        note,
     };
     let (recorder, machine) = (ctx.events.clone(), machine.clone());
     tokio::spawn(async move { events::publish(&recorder, &machine, vec![notice]).await });

@@ -32,7 +32,7 @@ pub mod storage_defaults;
 pub mod volumes;
 
 use crate::api::names::RESTARTED_AT_ANNOTATION;
-use crate::api::operations::run_strategy;
+use crate::api::operations::{UPDATE_STRATEGY_RESTART, run_strategy};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::{Resource, ResourceExt};
 
@@ -150,6 +150,7 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         cloud_init_secret: secret_data,
         network_policy: catalog.networks(),
         eviction_strategy: catalog.eviction_strategy(),
+        label_prefixes: catalog.label_prefixes(),
     });
     let sourced = sourced_volumes(&name, &o.spec);
     if !o.cdi_installed && !sourced.is_empty() {
@@ -246,15 +247,12 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     out
 }
 
-/// The restart `vitistack.io/restarted-at` asks for: of the VMI our VM controls only.
+/// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
+/// our VM controls only.
 fn restart_of(o: &Observed, vm_ours: bool) -> restart::Restart {
-    let requested = o.machine.annotations().get(RESTARTED_AT_ANNOTATION);
-    let last = o
-        .machine
-        .status
-        .as_ref()
-        .and_then(|s| s.last_restart.as_deref());
-    let vmi = own_vmi(o.vm.as_ref().filter(|_| vm_ours), o.vmi.as_ref()).and_then(|v| {
+    let status = o.machine.status.as_ref();
+    let vm = o.vm.as_ref().filter(|_| vm_ours);
+    let vmi = own_vmi(vm, o.vmi.as_ref()).and_then(|v| {
         let meta = v.meta();
         Some(restart::Vmi {
             name: meta.name.as_deref()?,
@@ -262,8 +260,25 @@ fn restart_of(o: &Observed, vm_ours: bool) -> restart::Restart {
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
         })
     });
-    let strategy = run_strategy(o.spec.run_strategy.as_deref(), o.spec.running);
-    restart::decide(requested.map(String::as_str), last, vmi.as_ref(), strategy)
+    let pending = (o.spec.update_strategy.as_deref() == Some(UPDATE_STRATEGY_RESTART))
+        .then(|| provisioning::restart_required_since(vm))
+        .flatten()
+        .map(|since| restart::Pending {
+            generation: o.machine.metadata.generation.unwrap_or_default(),
+            since,
+        });
+    restart::decide(&restart::Inputs {
+        requested: o
+            .machine
+            .annotations()
+            .get(RESTARTED_AT_ANNOTATION)
+            .map(String::as_str),
+        last: status.and_then(|s| s.last_restart.as_deref()),
+        pending,
+        last_generation: status.and_then(|s| s.last_restart_generation),
+        vmi: vmi.as_ref(),
+        strategy: run_strategy(o.spec.run_strategy.as_deref(), o.spec.running),
+    })
 }
 
 /// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries

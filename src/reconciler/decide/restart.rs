@@ -1,9 +1,14 @@
-//! Restarts asked through `vitistack.io/restarted-at` (pure): a new value restarts the VM once,
-//! by deleting the VMI its VM controls (KubeVirt's VM controller starts a new one; no aggregated
-//! KubeVirt API is needed), and is recorded in `status.lastRestart` so it is never repeated.
+//! Restarts (pure). Two causes:
+//! - `vitistack.io/restarted-at`: a new value restarts the VM once, recorded in
+//!   `status.lastRestart` so it is never repeated;
+//! - `updateStrategy: Restart`: while KubeVirt's VM says `RestartRequired`, the VM is restarted
+//!   to apply the pending change, at most once per Machine generation
+//!   (`status.lastRestartGeneration`).
 //!
-//! Exactly once even if the status write after the deletion fails: only a VMI created before
-//! the requested time is deleted, and the one KubeVirt starts afterwards is newer.
+//! A restart deletes the VMI the Machine's VM controls; KubeVirt's VM controller starts a new
+//! one from the current template (no aggregated KubeVirt API needed). Exactly once even if the
+//! status write after the deletion fails: only a VMI created before the cause (the requested
+//! time, the condition's transition) is deleted, and the one KubeVirt starts afterwards is newer.
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -16,107 +21,89 @@ pub struct Vmi<'a> {
     pub created: Option<Timestamp>,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Restart {
-    /// The VMI to delete (name, uid as a precondition).
-    pub delete_vmi: Option<(String, String)>,
-    /// `status.lastRestart`.
-    pub last_restart: Option<String>,
+/// A change waiting for a restart under `updateStrategy: Restart`: the VM's `RestartRequired`
+/// is True (since `since`) while the Machine is at `generation`.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    pub generation: i64,
+    pub since: Option<Timestamp>,
 }
 
-/// What a reconcile does about `requested` (the annotation), given the last value acted on, the
-/// VMI the Machine's VM controls, and the run strategy.
-pub fn decide(
-    requested: Option<&str>,
-    last: Option<&str>,
-    vmi: Option<&Vmi>,
-    strategy: &str,
-) -> Restart {
-    let keep = Restart {
+/// What the restart decision starts from.
+pub struct Inputs<'a> {
+    /// The annotation's value.
+    pub requested: Option<&'a str>,
+    /// `status.lastRestart`.
+    pub last: Option<&'a str>,
+    /// Set only under `updateStrategy: Restart`.
+    pub pending: Option<Pending>,
+    /// `status.lastRestartGeneration`.
+    pub last_generation: Option<i64>,
+    /// The VMI the Machine's own VM controls.
+    pub vmi: Option<&'a Vmi<'a>>,
+    /// The run strategy in force.
+    pub strategy: &'a str,
+}
+
+/// Why the VM is restarted (the Event says it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cause {
+    Requested(String),
+    PendingChange(i64),
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Restart {
+    /// The VMI to delete (name, uid as a precondition), and why.
+    pub delete_vmi: Option<(String, String, Cause)>,
+    /// `status.lastRestart`.
+    pub last_restart: Option<String>,
+    /// `status.lastRestartGeneration`.
+    pub last_restart_generation: Option<i64>,
+}
+
+pub fn decide(i: &Inputs) -> Restart {
+    let mut out = Restart {
         delete_vmi: None,
-        last_restart: last.map(str::to_owned),
+        last_restart: i.last.map(str::to_owned),
+        last_restart_generation: i.last_generation,
     };
-    let Some(requested) = requested.filter(|r| Some(*r) != last) else {
-        return keep;
-    };
-    // Refused at admission; stored past it, it is ignored rather than guessed at.
-    let Ok(at) = requested.parse::<Timestamp>() else {
-        return keep;
-    };
-    let recorded = Some(requested.to_owned());
-    let stale = vmi.filter(|v| v.created.is_some_and(|c| c < at));
-    match stale {
-        // A halted Machine has nothing to restart; the value is recorded all the same.
-        Some(v) if strategy != RUN_STRATEGY_HALTED => Restart {
-            delete_vmi: Some((v.name.to_owned(), v.uid.to_owned())),
-            last_restart: recorded,
-        },
-        _ => Restart {
-            delete_vmi: None,
-            last_restart: recorded,
-        },
+    // Halted: nothing runs, so nothing is restarted; a requested value is still recorded.
+    let vmi = i.vmi.filter(|_| i.strategy != RUN_STRATEGY_HALTED);
+    let delete = |v: &Vmi, cause| Some((v.name.to_owned(), v.uid.to_owned(), cause));
+
+    // Refused at admission when not a time; stored past it, it is ignored rather than guessed.
+    let requested = i
+        .requested
+        .filter(|r| Some(*r) != i.last)
+        .and_then(|r| Some((r, r.parse::<Timestamp>().ok()?)));
+    if let Some((value, at)) = requested {
+        out.last_restart = Some(value.to_owned());
+        if let Some(v) = vmi.filter(|v| older(v, Some(at))) {
+            out.delete_vmi = delete(v, Cause::Requested(value.to_owned()));
+        }
     }
+
+    let Some(p) = i.pending.filter(|p| i.last_generation < Some(p.generation)) else {
+        return out;
+    };
+    match (&out.delete_vmi, vmi.filter(|v| older(v, p.since))) {
+        // One restart applies both the request and the pending change.
+        (Some(_), _) => out.last_restart_generation = Some(p.generation),
+        (None, Some(v)) => {
+            out.delete_vmi = delete(v, Cause::PendingChange(p.generation));
+            out.last_restart_generation = Some(p.generation);
+        }
+        // Not running, or started since the condition appeared: KubeVirt clears it itself.
+        (None, None) => {}
+    }
+    out
+}
+
+/// Whether the VMI was created before `at` (unknown times: not provably older, kept).
+fn older(v: &Vmi, at: Option<Timestamp>) -> bool {
+    matches!((v.created, at), (Some(c), Some(at)) if c < at)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const T: &str = "2026-11-25T10:00:00Z";
-
-    fn vmi(created: &str) -> Vmi<'static> {
-        Vmi {
-            name: "m",
-            uid: "u1",
-            created: created.parse().ok(),
-        }
-    }
-
-    #[test]
-    fn a_new_value_deletes_an_older_vmi_once_and_is_recorded() {
-        let old = vmi("2026-11-25T09:00:00Z");
-        let fresh = vmi("2026-11-25T10:00:05Z");
-        let deleted = Some(("m".to_owned(), "u1".to_owned()));
-        let cases = [
-            // (requested, last, vmi, strategy) -> (delete?, recorded)
-            (
-                Some(T),
-                None,
-                Some(&old),
-                "Always",
-                deleted.clone(),
-                Some(T),
-            ),
-            (
-                Some(T),
-                Some("2026-11-01T00:00:00Z"),
-                Some(&old),
-                "Manual",
-                deleted,
-                Some(T),
-            ),
-            // Acted on already: nothing, whatever the VMI.
-            (Some(T), Some(T), Some(&old), "Always", None, Some(T)),
-            // The VMI KubeVirt started after the deletion (the status write had failed).
-            (Some(T), None, Some(&fresh), "Always", None, Some(T)),
-            // Nothing running, or halted: recorded, never repeated.
-            (Some(T), None, None, "Always", None, Some(T)),
-            (Some(T), None, Some(&old), "Halted", None, Some(T)),
-            // Not a time (stored past admission): ignored.
-            (Some("soon"), Some(T), Some(&old), "Always", None, Some(T)),
-            (None, Some(T), Some(&old), "Always", None, Some(T)),
-            (None, None, Some(&old), "Always", None, None),
-        ];
-        for (requested, last, v, strategy, delete, recorded) in cases {
-            let got = decide(requested, last, v, strategy);
-            assert_eq!(
-                got,
-                Restart {
-                    delete_vmi: delete,
-                    last_restart: recorded.map(str::to_owned)
-                },
-                "{requested:?} {last:?} {strategy}"
-            );
-        }
-    }
-}
+mod tests;

@@ -42,6 +42,8 @@ pub struct Reconciled<'a> {
     pub retain: bool,
     /// The `vitistack.io/restarted-at` value last acted on.
     pub last_restart: Option<String>,
+    /// `status.lastRestartGeneration`.
+    pub last_restart_generation: Option<i64>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -108,6 +110,7 @@ pub fn compute(
             .unwrap_or_default(),
         guest: vmi_status.and_then(guest::guest),
         last_restart: r.last_restart.clone(),
+        last_restart_generation: r.last_restart_generation,
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);

@@ -96,6 +96,13 @@ pub struct Cpu {
     pub threads: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u32>,
+    /// Set: socket changes up to it are hot-plugged (KubeVirt's LiveUpdate).
+    #[serde(
+        rename = "maxSockets",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_sockets: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -103,6 +110,9 @@ pub struct Memory {
     /// A Kubernetes quantity, kept as the user wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<String>,
+    /// Set: guest memory changes up to it are hot-plugged.
+    #[serde(rename = "maxGuest", default, skip_serializing_if = "Option::is_none")]
+    pub max_guest: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -318,6 +328,12 @@ pub struct KubeVirtCondition {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    #[serde(
+        rename = "lastTransitionTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_transition_time: Option<String>,
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub struct Inputs<'a> {
     pub network_policy: &'a NetworkPolicy,
     /// `--default-eviction-strategy`, for a Machine that sets none.
     pub eviction_strategy: &'a str,
+    /// `--propagate-label-prefixes`: the Machine labels the VM carries too.
+    pub label_prefixes: &'a [String],
 }
 
 #[derive(Debug, Default)]
@@ -108,7 +110,10 @@ pub fn derive(inputs: &Inputs) -> Desired {
             spec,
             network::vm_networks(&spec.networks),
             ci.volume,
-            inputs.eviction_strategy,
+            &vm::Settings {
+                eviction_strategy: inputs.eviction_strategy,
+                label_prefixes: inputs.label_prefixes,
+            },
         ));
     }
     out

@@ -1,5 +1,7 @@
 //! The KubeVirt VirtualMachine for a resolved Machine spec.
 
+use std::collections::BTreeMap;
+
 use kube::ResourceExt;
 
 use crate::api::Machine;
@@ -21,12 +23,20 @@ pub const DISK_BUS: &str = "virtio";
 /// The spinlock retry count KubeVirt's Windows templates use.
 const HYPERV_SPINLOCKS: u32 = 8191;
 
+/// The operator's settings the VM follows.
+pub struct Settings<'a> {
+    /// `--default-eviction-strategy`.
+    pub eviction_strategy: &'a str,
+    /// `--propagate-label-prefixes`.
+    pub label_prefixes: &'a [String],
+}
+
 pub fn vm(
     machine: &Machine,
     spec: &MachineSpec,
     (interfaces, networks): (Vec<Interface>, Vec<Network>),
     cloud_init: Option<Volume>,
-    default_eviction: &str,
+    settings: &Settings,
 ) -> VirtualMachine {
     let name = machine.name_any();
     let devices = spec.disks.len() + spec.cdroms.len() + 1;
@@ -51,21 +61,26 @@ pub fn vm(
     }
 
     let cpu = spec.resources.as_ref().and_then(|r| r.cpu.as_ref());
-    let memory = spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.memory.as_ref())
-        .and_then(|m| m.size.as_ref());
+    let memory = spec.resources.as_ref().and_then(|r| r.memory.as_ref());
     let domain = spec.domain.clone().unwrap_or_default();
     let placement = spec.placement.clone().unwrap_or_default();
 
+    let labels = propagated_labels(machine, settings.label_prefixes);
+    let mut metadata = owned_by_machine(machine, name.clone());
+    if let Some(own) = metadata.labels.as_mut() {
+        own.extend(labels.clone());
+    }
     VirtualMachine {
-        metadata: owned_by_machine(machine, name.clone()),
+        metadata,
         spec: VirtualMachineSpec {
             run_strategy: Some(run_strategy(spec.run_strategy.as_deref(), spec.running).to_owned()),
             template: VmiTemplate {
                 metadata: Some(TemplateMetadata {
-                    labels: machine_labels(&name),
+                    labels: {
+                        let mut own = machine_labels(&name);
+                        own.extend(labels);
+                        own
+                    },
                 }),
                 spec: VmiSpec {
                     domain: DomainSpec {
@@ -73,9 +88,11 @@ pub fn vm(
                             cores: c.cores.and_then(to_u32),
                             threads: c.threads.and_then(to_u32),
                             sockets: c.sockets.and_then(to_u32),
+                            max_sockets: c.max_sockets.and_then(to_u32),
                         }),
-                        memory: memory.map(|m| Memory {
-                            guest: Some(m.0.clone()),
+                        memory: memory.filter(|m| m.size.is_some()).map(|m| Memory {
+                            guest: m.size.as_ref().map(|q| q.0.clone()),
+                            max_guest: m.max_size.as_ref().map(|q| q.0.clone()),
                         }),
                         machine: Some(MachineType {
                             type_: Some(kubevirt_machine_type(&domain)),
@@ -86,7 +103,7 @@ pub fn vm(
                     },
                     networks,
                     volumes,
-                    eviction_strategy: eviction_strategy(spec, default_eviction),
+                    eviction_strategy: eviction_strategy(spec, settings.eviction_strategy),
                     node_selector: placement.node_selector,
                     affinity: placement.affinity,
                     tolerations: placement.tolerations,
@@ -96,6 +113,22 @@ pub fn vm(
         },
         status: None,
     }
+}
+
+/// The Machine's labels under one of `prefixes`, except the operator's own label keys (a Machine
+/// label never replaces one the operator sets).
+fn propagated_labels(machine: &Machine, prefixes: &[String]) -> BTreeMap<String, String> {
+    if prefixes.is_empty() {
+        return BTreeMap::new();
+    }
+    let own = machine_labels("");
+    machine
+        .labels()
+        .iter()
+        .filter(|(k, _)| prefixes.iter().any(|p| k.starts_with(p.as_str())))
+        .filter(|(k, _)| !own.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The Machine's strategy, else the operator's default; `None` leaves the VM's field unset, so

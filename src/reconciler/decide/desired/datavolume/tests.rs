@@ -99,6 +99,7 @@ fn derived(m: &Machine) -> Desired {
         cloud_init_secret: None,
         network_policy: &Default::default(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
     })
 }
 
@@ -315,6 +316,7 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         cloud_init_secret: None,
         network_policy: &Default::default(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
     });
     assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);
 }

@@ -69,6 +69,7 @@ pub(super) fn derive_with(m: &Machine, world: &World, secret: Option<SecretData>
         cloud_init_secret: secret,
         network_policy: &test_networks(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
     })
 }
 
@@ -348,6 +349,7 @@ fn a_network_outside_the_allow_lists_becomes_no_attachment() {
         cloud_init_secret: None,
         network_policy: &policy,
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
     });
     assert!(d.attachments.is_empty() && d.vm.is_none());
     assert_eq!(

@@ -79,6 +79,7 @@ impl<'a> Case<'a> {
             disks: self.disks.clone(),
             retain: self.retain,
             last_restart: None,
+            last_restart_generation: None,
         };
         compute(previous, Some(3), &obs, now)
     }

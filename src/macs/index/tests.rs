@@ -1,0 +1,115 @@
+use super::*;
+
+fn key(name: &str) -> MachineKey {
+    format!("ns/{name}")
+}
+
+#[test]
+fn addresses_are_parsed_and_printed_like_kubevirt() {
+    let mac = mac_number("52-54-00-AB-cd-01").expect("mac");
+    assert_eq!(format_mac(mac), "52:54:00:ab:cd:01");
+    assert_eq!(mac_number("52:54:00:ab:cd:01"), Some(mac));
+    assert_eq!(mac_number("52:54:00:ab:cd"), None);
+}
+
+#[test]
+fn allocated_addresses_are_local_unicast_and_never_repeat() {
+    let mut index = MacIndex::default();
+    // A random source stuck on one value: the second draw must not reuse the first.
+    let mut stuck = || 0xdead_beef_cafe_u64;
+    let first = index.allocate(&mut stuck).expect("first");
+    assert_eq!(
+        first >> 40 & 0x03,
+        0x02,
+        "local, unicast: {}",
+        format_mac(first)
+    );
+    assert_eq!(
+        index.allocate(&mut stuck),
+        None,
+        "only ever the same address"
+    );
+    let mut counter = 0u64;
+    let mut next = || {
+        counter += 1;
+        counter
+    };
+    let a = index.allocate(&mut next).expect("a");
+    let b = index.allocate(&mut next).expect("b");
+    assert_ne!(a, b);
+    assert!(format_mac(a).starts_with("02:00:00:00:00:"));
+}
+
+#[test]
+fn a_used_address_is_skipped_and_its_machine_named() {
+    let mut index = MacIndex::new(1);
+    index.begin_list(0);
+    index.listed(0, key("web"), vec![local_unicast(1)]);
+    assert!(!index.loaded());
+    index.end_list(0);
+    assert!(index.loaded());
+    assert_eq!(index.owner(local_unicast(1)), Some("ns/web"));
+    let mut draws = [1u64, 1, 2].into_iter();
+    assert_eq!(
+        index.allocate(|| draws.next().unwrap_or(9)),
+        Some(local_unicast(2))
+    );
+}
+
+#[test]
+fn changes_and_relists_keep_the_index_exact() {
+    let mut index = MacIndex::new(1);
+    index.set(0, key("a"), vec![10, 11]);
+    index.set(0, key("b"), vec![12]);
+    // A changed Machine gives up the address it dropped.
+    index.set(0, key("a"), vec![11]);
+    assert_eq!(index.owner(10), None);
+    assert_eq!(index.owner(11), Some("ns/a"));
+    // One stored with another's address (past the webhook): the first keeps it, and deleting
+    // the second does not free it.
+    index.set(0, key("c"), vec![12]);
+    index.remove("ns/c");
+    assert_eq!(index.owner(12), Some("ns/b"));
+    index.remove("ns/b");
+    assert_eq!(index.owner(12), None);
+    // A relist replaces everything: "a" went while the watch was down.
+    index.begin_list(0);
+    index.listed(0, key("d"), vec![13]);
+    assert_eq!(
+        index.owner(11),
+        Some("ns/a"),
+        "in force until the list ends"
+    );
+    index.end_list(0);
+    assert_eq!((index.owner(11), index.owner(13)), (None, Some("ns/d")));
+}
+
+#[test]
+fn each_watch_relists_its_own_machines_and_all_must_list_once() {
+    let mut index = MacIndex::new(2);
+    index.begin_list(0);
+    index.listed(0, "a/x".into(), vec![1]);
+    index.end_list(0);
+    assert!(!index.loaded(), "namespace b has not listed");
+    index.begin_list(1);
+    index.listed(1, "b/y".into(), vec![2]);
+    index.end_list(1);
+    assert!(index.loaded());
+    // b relists without y: a's Machines stay.
+    index.begin_list(1);
+    index.end_list(1);
+    assert_eq!((index.owner(1), index.owner(2)), (Some("a/x"), None));
+}
+
+#[test]
+fn a_reservation_ends_when_a_machine_shows_the_address() {
+    let mut index = MacIndex::default();
+    let mac = index.allocate(|| 5).expect("mac");
+    assert_eq!(index.allocate(|| 5), None, "reserved");
+    index.set(0, key("new"), vec![mac]);
+    index.remove("ns/new");
+    assert!(
+        index.allocate(|| 5).is_some(),
+        "free again once its Machine went"
+    );
+}

@@ -1,0 +1,16 @@
+//! MAC addresses the operator gives Machine interfaces that set none, unique among the Machines
+//! this operator serves, so a restart, a VM recreated or an operator restart never changes a
+//! guest's address (and with it the DHCP lease).
+//!
+//! The mutating webhook writes the address into the Machine (`spec.networks[].macAddress`), so it
+//! lives as long as the Machine and is visible on it; the validating webhook refuses a new MAC
+//! another Machine already uses. Every replica keeps the index of addresses in use from a watch
+//! on Machines: [`index`] is the pure core (what is used by whom, how a free one is picked),
+//! [`live`] shares it between the watch and the webhooks.
+
+pub mod index;
+pub mod live;
+pub mod watch;
+
+pub use index::{MacIndex, MachineKey, format_mac};
+pub use live::LiveMacs;
