@@ -392,3 +392,25 @@ fn validate_knows_eviction_and_placement_offline() {
         "{err}"
     );
 }
+
+#[test]
+fn validate_knows_run_update_strategies_and_hot_plug_maxima_offline() {
+    let out = validate_file(&example("operated.yaml"));
+    assert_ok(&out);
+    let doc = &documents(&out)[0];
+    assert_eq!(doc["spec"]["updateStrategy"], "Restart");
+    assert_eq!(doc["spec"]["resources"]["cpu"]["maxSockets"], 8);
+    assert_eq!(doc["spec"]["resources"]["memory"]["maxSize"], "16Gi");
+    let bad = "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: m}\n\
+               spec: {updateStrategy: Often, resources: {cpu: {sockets: 4, maxSockets: 2}, memory: {size: 4Gi, maxSize: 2Gi}}}\n";
+    let out = run(&["validate", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    for field in [
+        "spec.updateStrategy",
+        "spec.resources.cpu.sockets: Invalid value: 4: must be at most spec.resources.cpu.maxSockets (2)",
+        "spec.resources.memory.size: Invalid value: \"4Gi\": must be at most spec.resources.memory.maxSize (2Gi)",
+    ] {
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}

@@ -18,6 +18,7 @@ use common::{HttpsConn, Server, TestCa};
 use kubevirt_operator::admission::{MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, VALIDATE_PATH};
 use kubevirt_operator::api::MachineClass;
 use kubevirt_operator::machine::Catalog;
+use kubevirt_operator::macs::LiveMacs;
 use serde_json::{Value, json};
 
 struct Case {
@@ -83,6 +84,19 @@ const CLASSES_FILE: &str = "machineclasses.yaml";
 
 fn with_classes(case: &Case) -> bool {
     case.name.starts_with("mc")
+}
+
+/// `mac*` cases go to a server that assigns MAC addresses (deterministic draws) and knows one
+/// in use: 52:54:00:aa:bb:cc, by Machine `default/db`.
+fn with_macs(case: &Case) -> bool {
+    case.name.starts_with("mac")
+}
+
+fn mac_index() -> LiveMacs {
+    let macs = LiveMacs::seeded(20);
+    let used = kubevirt_operator::macs::index::mac_number("52:54:00:aa:bb:cc").expect("mac");
+    macs.with_index(|i| i.set(0, "default/db".to_owned(), vec![used]));
+    macs
 }
 
 fn read_json(path: &Path) -> Option<Value> {
@@ -160,7 +174,11 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
     let mut conn = HttpsConn::connect(server.addr, config.clone())
         .await
         .expect("verified TLS connection");
-    let mut class_conn = HttpsConn::connect(classes.addr, config)
+    let mut class_conn = HttpsConn::connect(classes.addr, config.clone())
+        .await
+        .expect("verified TLS connection");
+    let macs = Server::start_with_macs(&ca.issue("golden macs"), mac_index()).await;
+    let mut mac_conn = HttpsConn::connect(macs.addr, config)
         .await
         .expect("verified TLS connection");
 
@@ -175,6 +193,8 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
         // Every case over the same connection (one per server): a closed one fails here.
         let conn = if with_classes(case) {
             &mut class_conn
+        } else if with_macs(case) {
+            &mut mac_conn
         } else {
             &mut conn
         };

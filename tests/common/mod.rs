@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use kubevirt_operator::admission::{Admission, routes};
 use kubevirt_operator::machine::Catalog;
+use kubevirt_operator::macs::LiveMacs;
 use kubevirt_operator::tls::{CertSlot, install_crypto_provider, keypair, server};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
@@ -160,9 +161,25 @@ impl Server {
         Self::start_with(slot, Catalog::default()).await
     }
 
-    async fn start_with(slot: Arc<CertSlot>, catalog: Catalog) -> Server {
+    /// The server giving interfaces MAC addresses from `macs` and refusing those it holds.
+    pub async fn start_with_macs(pair: &ServingPair, macs: LiveMacs) -> Server {
         install_crypto_provider();
-        let admission = Arc::new(Admission::new(catalog).expect("schema compiles"));
+        let slot = CertSlot::new();
+        slot.store(pair.certified_key());
+        let admission = Admission::new(Catalog::default())
+            .expect("schema compiles")
+            .with_macs(macs);
+        Self::start_admission(slot, admission).await
+    }
+
+    async fn start_with(slot: Arc<CertSlot>, catalog: Catalog) -> Server {
+        let admission = Admission::new(catalog).expect("schema compiles");
+        Self::start_admission(slot, admission).await
+    }
+
+    async fn start_admission(slot: Arc<CertSlot>, admission: Admission) -> Server {
+        install_crypto_provider();
+        let admission = Arc::new(admission);
         let listener = TcpListener::bind((LOCALHOST, 0)).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, rx) = oneshot::channel::<()>();
