@@ -271,8 +271,17 @@ async fn only_kube_apiserver_with_the_documented_client_certificate_is_answered(
     let stranger = stranger_ca.issue("pod");
     for (who, identity) in [("no certificate", None), ("a stranger's", Some(&stranger))] {
         match call_directly(port, &serving_ca, identity).await {
-            // The server's TLS alert ends the handshake: no HTTP answer at all.
-            Err(e) => assert!(format!("{e:?}").contains("AlertReceived"), "{who}: {e:?}"),
+            // The server's TLS alert ends the handshake: no HTTP answer at all. Under TLS 1.3
+            // the client may send its request before reading the alert, and then sees the
+            // connection end instead; either way, nothing is answered (the call above, with
+            // the client CA's certificate, shows the server up).
+            Err(e) => {
+                let e = format!("{e:?}");
+                assert!(
+                    e.contains("AlertReceived") || e.contains("Canceled") || e.contains("closed"),
+                    "{who}: {e}"
+                );
+            }
             Ok(answer) => panic!("{who}: answered {answer:?}"),
         }
     }
