@@ -59,8 +59,8 @@ fn main() -> Result<()> {
                 // The default 50 µs timer slack would make every arrival late by up to that much.
                 // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
                 unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
-                let conn = target.connect(&roots)?;
-                run(conn, &request, first, interval, per_connection)
+                let reconnect = || target.connect(&roots);
+                run(reconnect, &request, first, interval, per_connection)
             })
         })
         .collect();
@@ -105,8 +105,10 @@ struct Outcome {
     failed: u64,
 }
 
+/// Sends `count` requests on one connection, opening a new one when the server ends it
+/// (`Connection: close`, as the webhook does after 1000 requests), as kube-apiserver would.
 fn run(
-    mut conn: Conn,
+    connect: impl Fn() -> Result<Conn>,
     request: &[u8],
     first: Instant,
     interval: Duration,
@@ -118,6 +120,7 @@ fn run(
         failed: 0,
     };
     let mut response = Vec::with_capacity(4096);
+    let mut conn = connect()?;
     for k in 0..count {
         let scheduled = first + interval * k as u32;
         let now = Instant::now();
@@ -125,8 +128,11 @@ fn run(
             std::thread::sleep(scheduled - now);
         }
         let sent = Instant::now();
-        let ok = exchange(&mut conn, request, &mut response)?;
+        let (ok, closing) = exchange(&mut conn, request, &mut response)?;
         let done = Instant::now();
+        if closing {
+            conn = connect()?;
+        }
         if !ok {
             outcome.failed += 1;
         }
@@ -139,13 +145,14 @@ fn run(
 
 type Conn = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
-/// One request and its response, read into `buf`; true when the status was 200.
-fn exchange(conn: &mut Conn, request: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+/// One request and its response, read into `buf`: whether the status was 200, and whether the
+/// server closes the connection after it.
+fn exchange(conn: &mut Conn, request: &[u8], buf: &mut Vec<u8>) -> Result<(bool, bool)> {
     conn.write_all(request)?;
     conn.flush()?;
     buf.clear();
     let mut chunk = [0u8; 16 * 1024];
-    let (status, need) = loop {
+    let (status, need, closing) = loop {
         let n = conn.read(&mut chunk)?;
         if n == 0 {
             bail!("server closed the connection");
@@ -160,7 +167,10 @@ fn exchange(conn: &mut Conn, request: &[u8], buf: &mut Vec<u8>) -> Result<bool> 
                 .find(|h| h.name.eq_ignore_ascii_case("content-length"))
                 .context("response without content-length")?;
             let length: usize = std::str::from_utf8(length.value)?.trim().parse()?;
-            break (response.code, head + length);
+            let closing = response.headers.iter().any(|h| {
+                h.name.eq_ignore_ascii_case("connection") && h.value.eq_ignore_ascii_case(b"close")
+            });
+            break (response.code, head + length, closing);
         }
     };
     while buf.len() < need {
@@ -170,7 +180,7 @@ fn exchange(conn: &mut Conn, request: &[u8], buf: &mut Vec<u8>) -> Result<bool> 
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    Ok(status == Some(200))
+    Ok((status == Some(200), closing))
 }
 
 #[derive(Clone)]

@@ -88,6 +88,50 @@ fn the_defaults_are_the_documented_values() {
     assert_eq!(s.answer_within, Duration::from_secs(4));
     assert_eq!(s.large_rate, 4 * 1024 * 1024);
     assert_eq!(SMALL_BODY_BYTES, 128 * 1024);
+    assert_eq!(s.inline, 8 * 1024);
+}
+
+/// A small body within `inline` is decided on the worker that read it, one over it on a
+/// blocking thread; both need a small permit, so while the only one is held an inline body
+/// waits for it like any other and is told to retry.
+#[tokio::test]
+async fn bodies_within_inline_are_decided_where_they_were_read() {
+    let lanes = Lanes::new(LaneSettings {
+        small: 1,
+        wait: Duration::from_millis(50),
+        ..LaneSettings::default()
+    });
+    let here = std::thread::current().id();
+    let decided_on = |len: usize| {
+        let body = Body::from(vec![b' '; len]);
+        lanes.run(Some(len), body, lanes.deadline(), |_| {
+            std::thread::current().id()
+        })
+    };
+    assert_eq!(decided_on(INLINE_BODY_BYTES).await.ok(), Some(here));
+    let elsewhere = decided_on(INLINE_BODY_BYTES + 1).await.ok();
+    assert!(
+        elsewhere.is_some_and(|thread| thread != here),
+        "{elsewhere:?}"
+    );
+    let holder = INLINE_BODY_BYTES + 1;
+    let (held, waited) = tokio::join!(
+        lanes.run(
+            Some(holder),
+            Body::from(vec![b' '; holder]),
+            lanes.deadline(),
+            |_| {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        ),
+        async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            decided_on(2).await
+        }
+    );
+    assert!(held.is_ok());
+    let waited = waited.expect_err("no permit in time");
+    assert_eq!(waited.status(), StatusCode::SERVICE_UNAVAILABLE);
 }
 
 /// The status, `Retry-After` and message of a 503.
@@ -108,10 +152,12 @@ async fn told_to_retry(answer: Result<(), Response>) -> String {
 #[tokio::test]
 async fn past_the_budget_the_answer_is_503_with_retry_after() {
     let budget = Duration::from_millis(300);
+    // Decided on a blocking thread (none inline), which the deadline can leave behind.
     let lanes = Lanes::new(LaneSettings {
         small: 1,
         wait: Duration::from_secs(2),
         answer_within: budget,
+        inline: 0,
         ..LaneSettings::default()
     });
     let lanes = &lanes;
@@ -136,7 +182,8 @@ async fn past_the_budget_the_answer_is_503_with_retry_after() {
         told_to_retry(waiting).await,
         "admission webhook is saturated: no admission capacity free in time; retry"
     );
-    // The reading counts too: a body that took the whole budget to arrive is not decided.
+    // The reading counts too: a body that took the whole budget to arrive is not decided (on
+    // the worker that read it, as a body this small is).
     let lanes = Lanes::new(LaneSettings {
         answer_within: budget,
         ..LaneSettings::default()
@@ -205,6 +252,7 @@ async fn an_answer_before_the_body_is_read_closes_the_connection() {
     let small = Lanes::new(LaneSettings {
         small: 1,
         wait: Duration::from_millis(50),
+        inline: 0,
         ..LaneSettings::default()
     });
     let (_, busy) = tokio::join!(
