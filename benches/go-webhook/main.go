@@ -4,7 +4,8 @@
 // library only: net/http over crypto/tls (HTTP/1.1 keep-alive, the same certificate as the Rust
 // server), encoding/json into typed structs, the Machine defaults of src/machine/resolve.rs (the
 // template's values under the user's, disks merged by name, field defaults, the record of what
-// the template filled in as the vitistack.io/template-defaults annotation, the finalizer on
+// the template filled in as the vitistack.io/template-defaults annotation and the class's values
+// as vitistack.io/machine-class, the finalizer on
 // CREATE), a few plain checks, and an AdmissionReview answer with a base64 JSON Patch. It does
 // less than the Rust webhook (no schema check, no limits on the body's shape, no lanes, no
 // metrics), so beating it is a floor, not a ceiling. Not part of the operator.
@@ -26,6 +27,7 @@ import (
 
 const (
 	defaultsAnnotation = "vitistack.io/template-defaults"
+	classAnnotation    = "vitistack.io/machine-class"
 	finalizer          = "machine.vitistack.io/cleanup"
 	defaultTemplate    = "medium"
 	maxBody            = 3 << 20
@@ -41,6 +43,33 @@ var templates = map[string]template{
 	"medium": {2, 1, 1, "4Gi", "40Gi"},
 	"large":  {4, 1, 1, "8Gi", "80Gi"},
 }
+
+// classRecords: each template's values as the operator records the class a Machine was sized
+// from (src/machine/classes/class.rs), serialised once, as the operator does per snapshot.
+var classRecords = func() map[string]string {
+	type cpu struct {
+		Cores   int64 `json:"cores"`
+		Threads int64 `json:"threads"`
+		Sockets int64 `json:"sockets"`
+	}
+	type disk struct {
+		Name string `json:"name"`
+		Size string `json:"size"`
+	}
+	type record struct {
+		Name   string            `json:"name"`
+		CPU    cpu               `json:"cpu"`
+		Memory map[string]string `json:"memory"`
+		Disks  []disk            `json:"disks"`
+	}
+	out := map[string]string{}
+	for name, t := range templates {
+		b, _ := json.Marshal(record{name, cpu{t.cores, t.threads, t.sockets},
+			map[string]string{"size": t.memory}, []disk{{"root", t.rootSize}}})
+		out[name] = string(b)
+	}
+	return out
+}()
 
 // The Machine's spec, field order and omissions as the operator's own types (src/api/machine.rs).
 type MachineSpec struct {
@@ -256,9 +285,9 @@ func resolve(spec MachineSpec) (MachineSpec, MachineSpec) {
 	return out, record
 }
 
+// defaultDisk: access and volume modes stay unset (the reconciler takes them from the
+// StorageClass's CDI StorageProfile).
 func defaultDisk(d Disk) Disk {
-	d.AccessMode = orDefault(d.AccessMode, "ReadWriteOnce")
-	d.VolumeMode = orDefault(d.VolumeMode, "Filesystem")
 	return d
 }
 
@@ -307,12 +336,18 @@ func mutate(req *AdmissionRequest) *AdmissionResponse {
 	if !reflect.DeepEqual(spec, m.Spec) {
 		patch = append(patch, patchOp{"add", "/spec", spec})
 	}
+	class := classRecords[*spec.Template]
 	if m.Metadata.Annotations == nil {
 		patch = append(patch, patchOp{"add", "/metadata/annotations",
-			map[string]string{defaultsAnnotation: string(recordJSON)}})
-	} else if m.Metadata.Annotations[defaultsAnnotation] != string(recordJSON) {
-		patch = append(patch, patchOp{"add", "/metadata/annotations/vitistack.io~1template-defaults",
-			string(recordJSON)})
+			map[string]string{defaultsAnnotation: string(recordJSON), classAnnotation: class}})
+	} else {
+		if m.Metadata.Annotations[defaultsAnnotation] != string(recordJSON) {
+			patch = append(patch, patchOp{"add", "/metadata/annotations/vitistack.io~1template-defaults",
+				string(recordJSON)})
+		}
+		if m.Metadata.Annotations[classAnnotation] != class {
+			patch = append(patch, patchOp{"add", "/metadata/annotations/vitistack.io~1machine-class", class})
+		}
 	}
 	if req.Operation == "CREATE" && m.Metadata.DeletionTimestamp == nil {
 		has := false
