@@ -31,11 +31,6 @@ use super::status::{internal, unavailable};
 const GROUP: &str = "vitistack.io";
 const KIND: &str = "Machine";
 
-/// `namespace/name`, as the MAC index names Machines.
-fn machine_key(req: &Request, name: &str) -> String {
-    format!("{}/{name}", req.namespace.as_deref().unwrap_or_default())
-}
-
 /// Everything the decisions need: the classes in force (a snapshot per request), the compiled
 /// CRD schema and, when there is a cluster to ask, the access check made as the requesting user.
 pub struct Admission {
@@ -140,7 +135,7 @@ impl Admission {
             Some(class),
         );
         if let Some(macs) = &self.macs {
-            let key = machine_key(req, &parsed.name);
+            let key = macs::machine_key(req, &parsed.name);
             let old = req.old_object.as_ref();
             if let Err(e) = macs::fill(&mut resolved.spec.networks, old, &key, macs) {
                 return Verdict::deny(internal(&e));
@@ -212,7 +207,7 @@ impl Admission {
             return Verdict::allow();
         }
         if let Some(macs) = &self.macs {
-            let key = machine_key(req, &parsed.name);
+            let key = macs::machine_key(req, &parsed.name);
             let old = req.old_object.as_ref();
             match macs::duplicate_errors(&parsed.spec.networks, old, &key, macs) {
                 Ok(duplicates) => errors.extend(duplicates),

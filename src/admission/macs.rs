@@ -11,7 +11,14 @@ use crate::machine::{FieldError, FieldPath};
 use crate::macs::LiveMacs;
 use crate::macs::index::mac_number;
 
+use super::review::Request;
+
 pub const MACS_NOT_LOADED: &str = "this replica of kubevirt-operator has not listed the Machines' MAC addresses yet (is it allowed to list and watch machines.vitistack.io?); retry shortly";
+
+/// `namespace/name`, as the MAC index names Machines.
+pub fn machine_key(req: &Request, name: &str) -> String {
+    format!("{}/{name}", req.namespace.as_deref().unwrap_or_default())
+}
 
 /// The address the stored Machine had for interface `name`: in its spec, else the one the VMI
 /// reported (KubeVirt's random one, kept so adopting it changes nothing in the guest).

@@ -261,7 +261,7 @@ fn restart_of(o: &Observed, vm_ours: bool) -> restart::Restart {
         })
     });
     let pending = (o.spec.update_strategy.as_deref() == Some(UPDATE_STRATEGY_RESTART))
-        .then(|| provisioning::restart_required_since(vm))
+        .then(|| restart::restart_required_since(vm))
         .flatten()
         .map(|since| restart::Pending {
             generation: o.machine.metadata.generation.unwrap_or_default(),

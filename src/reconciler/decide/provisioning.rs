@@ -299,42 +299,6 @@ pub fn vm_status(vm: Option<&VirtualMachine>) -> Option<String> {
         .and_then(|s| s.printable_status.clone())
 }
 
-/// Since when KubeVirt's VM has said `RestartRequired` (its transition time, when it has one),
-/// while the condition is True.
-pub fn restart_required_since(
-    vm: Option<&VirtualMachine>,
-) -> Option<Option<k8s_openapi::jiff::Timestamp>> {
-    let c = vm
-        .and_then(|v| v.status.as_ref())?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == reason::RESTART_REQUIRED && c.status == "True")?;
-    Some(
-        c.last_transition_time
-            .as_deref()
-            .and_then(|t| t.parse().ok()),
-    )
-}
-
-/// KubeVirt's `RestartRequired` condition while it is True (a change such as cores or a removed
-/// CD-ROM that only a restart applies), as (reason, message).
-pub fn restart_required(vm: Option<&VirtualMachine>) -> Option<(String, String)> {
-    let c = vm
-        .and_then(|v| v.status.as_ref())?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == reason::RESTART_REQUIRED && c.status == "True")?;
-    Some((
-        c.reason
-            .clone()
-            .filter(|r| !r.is_empty())
-            .unwrap_or_else(|| reason::RESTART_REQUIRED.to_owned()),
-        c.message
-            .clone()
-            .unwrap_or_else(|| "a change to the VM applies only after a restart".to_owned()),
-    ))
-}
-
 /// An Event to record: (Normal or Warning, reason, message).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {

@@ -13,6 +13,9 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::operations::RUN_STRATEGY_HALTED;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+
+use super::provisioning::reason::RESTART_REQUIRED;
 
 /// The VMI as the restart sees it.
 pub struct Vmi<'a> {
@@ -100,6 +103,41 @@ pub fn decide(i: &Inputs) -> Restart {
     out
 }
 
+/// Since when KubeVirt's VM has said `RestartRequired` (its transition time, when it has one),
+/// while the condition is True.
+pub fn restart_required_since(
+    vm: Option<&VirtualMachine>,
+) -> Option<Option<k8s_openapi::jiff::Timestamp>> {
+    let c = vm
+        .and_then(|v| v.status.as_ref())?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == RESTART_REQUIRED && c.status == "True")?;
+    Some(
+        c.last_transition_time
+            .as_deref()
+            .and_then(|t| t.parse().ok()),
+    )
+}
+
+/// KubeVirt's `RestartRequired` condition while it is True (a change such as cores or a removed
+/// CD-ROM that only a restart applies), as (reason, message).
+pub fn restart_required(vm: Option<&VirtualMachine>) -> Option<(String, String)> {
+    let c = vm
+        .and_then(|v| v.status.as_ref())?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == RESTART_REQUIRED && c.status == "True")?;
+    Some((
+        c.reason
+            .clone()
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| RESTART_REQUIRED.to_owned()),
+        c.message
+            .clone()
+            .unwrap_or_else(|| "a change to the VM applies only after a restart".to_owned()),
+    ))
+}
 /// Whether the VMI was created before `at` (unknown times: not provably older, kept).
 fn older(v: &Vmi, at: Option<Timestamp>) -> bool {
     matches!((v.created, at), (Some(c), Some(at)) if c < at)

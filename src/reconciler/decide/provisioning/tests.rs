@@ -371,22 +371,10 @@ fn vm(status: Value) -> VirtualMachine {
 }
 
 #[test]
-fn vm_status_and_restart_required_mirror_kubevirt() {
+fn vm_status_mirrors_kubevirt() {
     assert_eq!(vm_status(None), None);
     let v = vm(json!({"printableStatus": "Provisioning"}));
     assert_eq!(vm_status(Some(&v)).as_deref(), Some("Provisioning"));
-    assert_eq!(restart_required(Some(&v)), None);
-    let v = vm(json!({"printableStatus": "Running", "conditions": [
-        {"type": "RestartRequired", "status": "True", "message": "a non-live-updatable field was changed in the template spec"}]}));
-    assert_eq!(
-        restart_required(Some(&v)),
-        Some((
-            "RestartRequired".into(),
-            "a non-live-updatable field was changed in the template spec".into()
-        ))
-    );
-    let v = vm(json!({"conditions": [{"type": "RestartRequired", "status": "False"}]}));
-    assert_eq!(restart_required(Some(&v)), None);
 }
 
 mod events;

@@ -158,3 +158,32 @@ fn one_restart_serves_a_request_and_a_pending_change() {
         }
     );
 }
+
+fn vm(status: serde_json::Value) -> VirtualMachine {
+    serde_json::from_value(serde_json::json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "m"}, "spec": {"template": {"spec": {"domain": {"devices": {}}}}}, "status": status}))
+    .expect("VM")
+}
+
+#[test]
+fn restart_required_mirrors_kubevirt_with_its_transition() {
+    let v = vm(serde_json::json!({"printableStatus": "Provisioning"}));
+    assert_eq!(restart_required(Some(&v)), None);
+    assert_eq!(restart_required_since(Some(&v)), None);
+    let v = vm(
+        serde_json::json!({"printableStatus": "Running", "conditions": [
+        {"type": "RestartRequired", "status": "True", "lastTransitionTime": T,
+         "message": "a non-live-updatable field was changed in the template spec"}]}),
+    );
+    assert_eq!(
+        restart_required(Some(&v)),
+        Some((
+            "RestartRequired".into(),
+            "a non-live-updatable field was changed in the template spec".into()
+        ))
+    );
+    assert_eq!(restart_required_since(Some(&v)), Some(T.parse().ok()));
+    let v = vm(serde_json::json!({"conditions": [{"type": "RestartRequired", "status": "False"}]}));
+    assert_eq!(restart_required(Some(&v)), None);
+    assert_eq!(restart_required_since(Some(&v)), None);
+}

@@ -1,12 +1,12 @@
 //! KubeVirt's own conditions, mirrored on the Machine as KubeVirt words them: RestartRequired
 //! from the VM while it holds, LiveMigratable and AgentConnected from the VMI.
 
-use super::super::{guest, migration, provisioning};
+use super::super::{guest, migration, provisioning, restart};
 use super::{Cond, Reconciled, condition};
 
 pub(super) fn conditions(r: &Reconciled) -> Vec<Cond> {
     let mut out = Vec::new();
-    if let Some((reason, message)) = provisioning::restart_required(r.vm) {
+    if let Some((reason, message)) = restart::restart_required(r.vm) {
         let t = provisioning::reason::RESTART_REQUIRED;
         out.push(Cond::new(t, "True", &reason, message));
     }
