@@ -35,13 +35,9 @@ trap cleanup EXIT
 (cd benches/go-webhook && go build -o "$tmp/go-webhook" main.go)
 echo "$(go version); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 
-# A throwaway CA and a serving certificate from it, so the load generators verify the servers.
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 "${ec[@]}" -days 1 -keyout "$tmp/ca.key" -out "$tmp/ca.pem" -subj /CN=bench-ca 2>/dev/null
-openssl req "${ec[@]}" -keyout "$tmp/key.pem" -out "$tmp/leaf.csr" -subj /CN=127.0.0.1 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tmp/leaf.ext"
-openssl x509 -req -in "$tmp/leaf.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial \
-  -days 1 -extfile "$tmp/leaf.ext" -out "$tmp/cert.pem" 2>/dev/null
+# shellcheck source=scripts/bench-certs.sh
+. scripts/bench-certs.sh
+bench_certs "$tmp"
 
 RUST_LOG=warn "$TARGET_DIR/release/kubevirt-operator" webhook --cert-file "$tmp/cert.pem" \
   --key-file "$tmp/key.pem" --listen "127.0.0.1:$RUST_PORT" --metrics-bind-address 127.0.0.1:0 \

@@ -23,13 +23,9 @@ command -v jq >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq 
 tmp=$(mktemp -d)
 cleanup() { [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-# A throwaway CA and a serving certificate from it, so the load generator verifies the server.
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 "${ec[@]}" -days 1 -keyout "$tmp/ca.key" -out "$tmp/ca.pem" -subj /CN=bench-ca 2>/dev/null
-openssl req "${ec[@]}" -keyout "$tmp/key.pem" -out "$tmp/leaf.csr" -subj /CN=127.0.0.1 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tmp/leaf.ext"
-openssl x509 -req -in "$tmp/leaf.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial \
-  -days 1 -extfile "$tmp/leaf.ext" -out "$tmp/cert.pem" 2>/dev/null
+# shellcheck source=scripts/bench-certs.sh
+. scripts/bench-certs.sh
+bench_certs "$tmp"
 RUST_LOG=warn target/release/kubevirt-operator webhook --cert-file "$tmp/cert.pem" --key-file "$tmp/key.pem" \
   --listen "127.0.0.1:$PORT" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
   2>"$tmp/server.log" &
