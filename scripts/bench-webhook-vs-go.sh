@@ -12,6 +12,9 @@
 # Both servers get the same certificate and the machine's cores: tokio's workers are one per
 # core, and the Go server runs with GOMAXPROCS=$(nproc).
 # Usage: scripts/bench-webhook-vs-go.sh   (ROUNDS=2 DURATION=15s CONNECTIONS=16 to change)
+# VERSUS=path/to/another/kubevirt-operator: that build's `webhook` takes the Go server's place (an
+# A/B of two versions; their answers may differ, so the check only shows the difference), and
+# "go" in the output reads "before".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-15s}
@@ -32,7 +35,7 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-(cd benches/go-webhook && go build -o "$tmp/go-webhook" main.go)
+[ -n "${VERSUS:-}" ] || (cd benches/go-webhook && go build -o "$tmp/go-webhook" main.go)
 echo "$(go version); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 
 # shellcheck source=scripts/bench-certs.sh
@@ -43,8 +46,14 @@ RUST_LOG=warn "$TARGET_DIR/release/kubevirt-operator" webhook --cert-file "$tmp/
   --key-file "$tmp/key.pem" --listen "127.0.0.1:$RUST_PORT" --metrics-bind-address 127.0.0.1:0 \
   --health-probe-bind-address 127.0.0.1:0 2>"$tmp/rust.log" &
 pids+=($!)
-GOMAXPROCS=$(nproc) "$tmp/go-webhook" -cert "$tmp/cert.pem" -key "$tmp/key.pem" \
-  -listen "127.0.0.1:$GO_PORT" 2>"$tmp/go.log" &
+if [ -n "${VERSUS:-}" ]; then
+  RUST_LOG=warn "$VERSUS" webhook --cert-file "$tmp/cert.pem" --key-file "$tmp/key.pem" \
+    --listen "127.0.0.1:$GO_PORT" --metrics-bind-address 127.0.0.1:0 \
+    --health-probe-bind-address 127.0.0.1:0 2>"$tmp/go.log" &
+else
+  GOMAXPROCS=$(nproc) "$tmp/go-webhook" -cert "$tmp/cert.pem" -key "$tmp/key.pem" \
+    -listen "127.0.0.1:$GO_PORT" 2>"$tmp/go.log" &
+fi
 pids+=($!)
 url() { echo "https://127.0.0.1:$1$URL_PATH"; }
 for port in "$RUST_PORT" "$GO_PORT"; do
@@ -63,7 +72,7 @@ answer() { # port
 }
 answer "$RUST_PORT" >"$tmp/rust.patch"
 answer "$GO_PORT" >"$tmp/go.patch"
-if ! diff -u "$tmp/rust.patch" "$tmp/go.patch"; then
+if ! diff -u "$tmp/rust.patch" "$tmp/go.patch" && [ -z "${VERSUS:-}" ]; then
   echo "the servers' answers differ (above): not the same work, no comparison"
   exit 1
 fi
