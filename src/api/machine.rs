@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
+use super::snapshots::SnapshotSchedule;
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
 
 /// `serde(default)` keeps a missing name parseable, so validation reports it with every other
@@ -117,6 +118,11 @@ pub struct MachineSpec {
     /// Where the VM may run: node selector, affinity, tolerations and priority class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+
+    /// Scheduled snapshots of every disk (MachineSnapshots named `<machine>-<yyyymmddhhmm>`),
+    /// and how many of them are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<SnapshotSchedule>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -78,6 +78,7 @@ pub fn resolve_in(
         // changing --default-eviction-strategy reaches every Machine that did not choose.
         eviction_strategy: explicit.eviction_strategy.clone(),
         placement: explicit.placement.clone(),
+        snapshots: explicit.snapshots.clone(),
     };
     Resolved {
         spec: resolved,

@@ -151,6 +151,7 @@ pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog)
     }
     placement::validate(&mut out, &spec_path, spec);
     operations::validate(&mut out, &spec_path, spec);
+    snapshots::validate(&mut out, &spec_path, spec);
     out
 }
 
@@ -415,6 +416,7 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
 
 mod operations;
 mod placement;
+mod snapshots;
 mod volumes;
 pub use volumes::MAX_VOLUMES;
 
