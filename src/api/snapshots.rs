@@ -34,6 +34,24 @@ pub mod snapshot_phase {
     pub const FAILED: &str = "Failed";
 }
 
+/// Phases of a MachineRestore, in order (see `crate::snapshots::restore`).
+pub mod restore_phase {
+    pub const PENDING: &str = "Pending";
+    pub const STOPPING: &str = "Stopping";
+    pub const RESTORING: &str = "Restoring";
+    pub const ADOPTING: &str = "Adopting";
+    pub const STARTING: &str = "Starting";
+    pub const SUCCEEDED: &str = "Succeeded";
+    pub const FAILED: &str = "Failed";
+}
+
+/// Whether a restore in `phase` holds the Machine reconciler's writes to the VM and disks:
+/// from stopping the VM until the restored claims are the Machine's.
+pub fn holds(phase: Option<&str>) -> bool {
+    use restore_phase::{ADOPTING, RESTORING, STOPPING};
+    matches!(phase, Some(STOPPING | RESTORING | ADOPTING))
+}
+
 /// A Machine's scheduled snapshots.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -16,23 +16,7 @@ use crate::api::names::pvc_name;
 use crate::api::snapshots::{MachineRestore, MachineSnapshot};
 use crate::reconciler::apis::snapshot::VirtualMachineRestore;
 
-pub mod phase {
-    pub const PENDING: &str = "Pending";
-    pub const STOPPING: &str = "Stopping";
-    pub const RESTORING: &str = "Restoring";
-    pub const ADOPTING: &str = "Adopting";
-    pub const STARTING: &str = "Starting";
-    pub const SUCCEEDED: &str = "Succeeded";
-    pub const FAILED: &str = "Failed";
-}
-
-/// Whether a restore in `phase` holds the Machine reconciler's writes.
-pub fn holds(phase: Option<&str>) -> bool {
-    matches!(
-        phase,
-        Some(phase::STOPPING | phase::RESTORING | phase::ADOPTING)
-    )
-}
+pub use crate::api::snapshots::{holds, restore_phase as phase};
 
 /// The Machine as the restore needs it.
 #[derive(Clone, Debug, Default)]

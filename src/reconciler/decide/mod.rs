@@ -243,7 +243,24 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         })
         .cloned()
         .collect();
+    if o.restoring.is_some() {
+        hold_for_restore(&mut out);
+    }
     out
+}
+
+/// A MachineRestore is replacing the disks: nothing of the VM or the disks is written, deleted,
+/// released or grown (its stopped VM and restored claims are not drift), and no restart.
+fn hold_for_restore(out: &mut Decision) {
+    out.claims.clear();
+    out.data_volumes.clear();
+    out.vm = None;
+    out.delete_data_volumes.clear();
+    out.delete_derived_secret = None;
+    out.release.clear();
+    out.grow_claims.clear();
+    out.adopting.clear();
+    out.restart = restart::Restart::default();
 }
 
 /// The restart `vitistack.io/restarted-at` asks for: of the VMI our VM controls only.

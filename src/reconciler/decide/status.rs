@@ -42,6 +42,8 @@ pub struct Reconciled<'a> {
     pub retain: bool,
     /// The `vitistack.io/restarted-at` value last acted on.
     pub last_restart: Option<String>,
+    /// A MachineRestore holding the VM and disks (its name and step): `Restoring` is shown.
+    pub restoring: Option<(&'a str, &'a str)>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -80,6 +82,17 @@ pub fn compute(
         conds.extend(mirrored::conditions(r));
         if r.retain {
             conds.push(disks_retained(r));
+        }
+        if let Some((name, step)) = r.restoring {
+            let message = format!(
+                "MachineRestore {name} ({step}) replaces the disks: the VM and disks are left to it"
+            );
+            conds.push(Cond::new(
+                condition::RESTORING,
+                "True",
+                reason::RESTORE_IN_PROGRESS,
+                message,
+            ));
         }
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
