@@ -24,6 +24,8 @@ pub const MAX_ERROR: usize = 1024;
 
 /// On a MachineSnapshot the schedule made: `"true"`. Only those count against `keep`.
 pub const SCHEDULED_LABEL: &str = "vitistack.io/scheduled-snapshot";
+/// On a scheduled MachineSnapshot: the due time (RFC 3339, UTC) it was made for.
+pub const SCHEDULED_FOR_ANNOTATION: &str = "vitistack.io/scheduled-for";
 
 /// Phases of a MachineSnapshot (KubeVirt's, plus `Pending` before the VirtualMachineSnapshot
 /// exists).
@@ -201,6 +203,9 @@ pub struct RestoredDisk {
     pub restored_claim: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_uid: Option<String>,
+    /// The size of the claim it replaces (the disk may have grown since the snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
 }
 
 /// Parses a schedule: exactly five cron fields (no seconds, no year), in UTC. The error says

@@ -293,11 +293,13 @@ fn adopting_replaces_each_claim_once_and_only_the_recorded_one() {
             name: "root".into(),
             restored_claim: r("root"),
             previous_uid: Some("old-root".into()),
+            size: None,
         },
         RestoredDisk {
             name: "data".into(),
             restored_claim: r("data"),
             previous_uid: Some("old-data".into()),
+            size: None,
         },
     ];
     let adopting = restore(Some(phase::ADOPTING), recorded, Some(true));
