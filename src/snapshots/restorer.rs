@@ -17,10 +17,10 @@ use super::error::Error;
 use super::restore::{self, ClaimView, MachineView, Seen, Step, VmView, phase};
 use super::run::Context;
 use super::snapshot::scoped;
+use crate::api::Machine;
 use crate::api::names::pvc_name;
 use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::snapshots::{MachineRestore, MachineRestoreStatus, MachineSnapshot, RestoredDisk};
-use crate::api::Machine;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::snapshot::VirtualMachineRestore;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controlled_by};
@@ -127,7 +127,11 @@ pub fn decide(o: &Observed) -> Step {
 
 /// The disks of the restore: as recorded once it began, else as the VM mounts them (a claim
 /// `<machine>-<volume>` is a blank disk; a DataVolume one this restore cannot take back).
-fn machine_view(machine: &Machine, vm: Option<&VirtualMachine>, status: &MachineRestoreStatus) -> MachineView {
+fn machine_view(
+    machine: &Machine,
+    vm: Option<&VirtualMachine>,
+    status: &MachineRestoreStatus,
+) -> MachineView {
     let name = machine.name_any();
     let mut view = MachineView {
         uid: machine.uid().unwrap_or_default(),
@@ -152,15 +156,21 @@ fn machine_view(machine: &Machine, vm: Option<&VirtualMachine>, status: &Machine
 }
 
 async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
-    let ns = r.namespace().ok_or_else(|| Error::NoNamespace(r.name_any()))?;
+    let ns = r
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(r.name_any()))?;
     let client = &ctx.client;
     let name = r.spec.machine_name.as_str();
     let status = r.status.clone().unwrap_or_default();
-    let machine = Api::<Machine>::namespaced(client.clone(), &ns).get_opt(name).await?;
+    let machine = Api::<Machine>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
     let snapshot = Api::<MachineSnapshot>::namespaced(client.clone(), &ns)
         .get_opt(&r.spec.snapshot_name)
         .await?;
-    let vm = Api::<VirtualMachine>::namespaced(client.clone(), &ns).get_opt(name).await?;
+    let vm = Api::<VirtualMachine>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
     let vmi = Api::<VirtualMachineInstance>::namespaced(client.clone(), &ns)
         .get_opt(name)
         .await?
@@ -175,13 +185,18 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
         Some(m) => ownership::of(vm.as_ref(), MachineRef::of(m), &ctx.key) == Ownership::Ours,
         None => false,
     };
-    let view = machine.as_ref().map(|m| machine_view(m, vm.as_ref(), &status));
+    let view = machine
+        .as_ref()
+        .map(|m| machine_view(m, vm.as_ref(), &status));
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let restore_uid = r.uid().unwrap_or_default();
     let mut claims = BTreeMap::new();
     let mut claim_views = BTreeMap::new();
     for disk in view.iter().flat_map(|v| &v.disks) {
-        for claim_name in [pvc_name(name, disk), restore::restored_claim(name, disk, &restore_uid)] {
+        for claim_name in [
+            pvc_name(name, disk),
+            restore::restored_claim(name, disk, &restore_uid),
+        ] {
             let Some(c) = pvcs.get_opt(&claim_name).await? else {
                 continue;
             };
@@ -237,7 +252,11 @@ pub async fn write_status(
         ..PatchParams::default()
     };
     Api::<MachineRestore>::namespaced(client.clone(), &ns)
-        .patch_status(&r.name_any(), &params, &Patch::Merge(json!({ "status": value })))
+        .patch_status(
+            &r.name_any(),
+            &params,
+            &Patch::Merge(json!({ "status": value })),
+        )
         .await?;
     Ok(())
 }
@@ -253,7 +272,15 @@ pub fn recorded(o: &Observed, swaps: &[restore::DiskSwap]) -> Vec<RestoredDisk> 
             size: o
                 .claims
                 .get(&pvc_name(&o.restore.spec.machine_name, &s.disk))
-                .and_then(|c| c.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage"))
+                .and_then(|c| {
+                    c.spec
+                        .as_ref()?
+                        .resources
+                        .as_ref()?
+                        .requests
+                        .as_ref()?
+                        .get("storage")
+                })
                 .map(|q| q.0.clone()),
         })
         .collect()

@@ -14,15 +14,18 @@ use super::error::Error;
 use super::run::Context;
 use super::schedule::{Taken, plan};
 use super::snapshot::scoped;
+use crate::api::Machine;
 use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL};
 use crate::api::snapshots::{
-    MachineSnapshot, MachineSnapshotSpec, SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL,
-    parse_schedule,
+    MachineSnapshot, MachineSnapshotSpec, SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL, parse_schedule,
 };
-use crate::api::Machine;
 use crate::reconciler::run::watches::Scope;
 
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: &Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let ticks = tokio_stream_interval(ctx.settings.tick);
     let mut ticks = std::pin::pin!(ticks.take_until(shutdown));
     while ticks.next().await.is_some() {
@@ -43,7 +46,9 @@ fn tokio_stream_interval(period: std::time::Duration) -> impl futures::Stream<It
 /// One check of every schedule in `scope`.
 pub async fn tick(ctx: &Context, scope: &Scope) -> Result<(), Error> {
     let now = ctx.settings.clock.now();
-    let machines = scoped::<Machine>(&ctx.client, scope).list(&ListParams::default()).await?;
+    let machines = scoped::<Machine>(&ctx.client, scope)
+        .list(&ListParams::default())
+        .await?;
     let scheduled = scoped::<MachineSnapshot>(&ctx.client, scope)
         .list(&ListParams::default().labels(&format!("{SCHEDULED_LABEL}=true")))
         .await?;
@@ -52,7 +57,10 @@ pub async fn tick(ctx: &Context, scope: &Scope) -> Result<(), Error> {
         if s.meta().deletion_timestamp.is_some() {
             continue;
         }
-        let key = (s.namespace().unwrap_or_default(), s.spec.machine_name.clone());
+        let key = (
+            s.namespace().unwrap_or_default(),
+            s.spec.machine_name.clone(),
+        );
         by_machine.entry(key).or_default().push(s);
     }
     for m in &machines.items {

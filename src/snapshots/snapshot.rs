@@ -19,9 +19,9 @@ use serde_json::json;
 use super::error::Error;
 use super::mirror;
 use super::run::Context;
+use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 use crate::api::snapshots::{MachineSnapshot, MachineSnapshotStatus, snapshot_phase};
-use crate::api::Machine;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference, VirtualMachineSnapshot, VirtualMachineSnapshotSpec,
@@ -45,7 +45,11 @@ where
     }
 }
 
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: &Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let snapshots = scoped::<MachineSnapshot>(&ctx.client, scope);
     let vm_snapshots = scoped::<VirtualMachineSnapshot>(&ctx.client, scope);
     Controller::new(snapshots, watcher::Config::default())
@@ -77,13 +81,18 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
     if s.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let ns = s.namespace().ok_or_else(|| Error::NoNamespace(s.name_any()))?;
+    let ns = s
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(s.name_any()))?;
     let name = s.name_any();
     let client = &ctx.client;
     let vm_snapshots: Api<VirtualMachineSnapshot> = Api::namespaced(client.clone(), &ns);
     let found = match vm_snapshots.get_opt(&name).await? {
         None => Found::Absent,
-        Some(v) if controller_uid(v.meta()).is_some() && controller_uid(v.meta()) == s.uid().as_deref() => {
+        Some(v)
+            if controller_uid(v.meta()).is_some()
+                && controller_uid(v.meta()) == s.uid().as_deref() =>
+        {
             Found::Ours(v)
         }
         Some(_) => Found::Foreign,
@@ -123,7 +132,11 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
 }
 
 /// Makes the VirtualMachineSnapshot of the Machine's VM, if the VM is the Machine's own.
-async fn take(s: &MachineSnapshot, ns: &str, ctx: &Context) -> Result<MachineSnapshotStatus, Error> {
+async fn take(
+    s: &MachineSnapshot,
+    ns: &str,
+    ctx: &Context,
+) -> Result<MachineSnapshotStatus, Error> {
     let machine_name = s.spec.machine_name.as_str();
     let client = &ctx.client;
     let Some(machine) = Api::<Machine>::namespaced(client.clone(), ns)
@@ -141,11 +154,21 @@ async fn take(s: &MachineSnapshot, ns: &str, ctx: &Context) -> Result<MachineSna
         Ownership::Ours => {}
         Ownership::Absent => {
             let why = format!("Machine {machine_name} has no VM yet");
-            return Ok(mirror::status(None, machine_uid.as_deref(), Some(why), None));
+            return Ok(mirror::status(
+                None,
+                machine_uid.as_deref(),
+                Some(why),
+                None,
+            ));
         }
         _ => {
             let why = format!("VirtualMachine {machine_name} is not the Machine's");
-            return Ok(mirror::status(None, machine_uid.as_deref(), None, Some(why)));
+            return Ok(mirror::status(
+                None,
+                machine_uid.as_deref(),
+                None,
+                Some(why),
+            ));
         }
     }
     let snapshot = VirtualMachineSnapshot {
@@ -170,7 +193,12 @@ async fn take(s: &MachineSnapshot, ns: &str, ctx: &Context) -> Result<MachineSna
         .create(&params, &snapshot)
         .await?;
     tracing::info!(snapshot = %s.name_any(), namespace = %ns, machine = %machine_name, "VirtualMachineSnapshot created");
-    Ok(mirror::status(Some(&made), machine_uid.as_deref(), None, None))
+    Ok(mirror::status(
+        Some(&made),
+        machine_uid.as_deref(),
+        None,
+        None,
+    ))
 }
 
 async fn write_status(
@@ -186,7 +214,15 @@ async fn write_status(
     // The whole status, each field: one written by an earlier step and unset now is cleared.
     let mut value = serde_json::to_value(status).unwrap_or_default();
     if let Some(obj) = value.as_object_mut() {
-        for f in ["phase", "readyToUse", "creationTime", "disks", "error", "virtualMachineSnapshotName", "machineUid"] {
+        for f in [
+            "phase",
+            "readyToUse",
+            "creationTime",
+            "disks",
+            "error",
+            "virtualMachineSnapshotName",
+            "machineUid",
+        ] {
             obj.entry(f).or_insert(serde_json::Value::Null);
         }
     }

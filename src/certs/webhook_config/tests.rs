@@ -126,12 +126,22 @@ fn fill_writes_the_ca_bundle_of_our_webhooks_only() {
         Some(ByteString(b"PEM".to_vec())),
         "MachineClasses'"
     );
-    assert_eq!(b(&filled, 3), Some(ByteString(b"THEIRS".to_vec())));
+    assert_eq!(
+        b(&filled, 3),
+        Some(ByteString(b"PEM".to_vec())),
+        "MachineSnapshots'"
+    );
+    assert_eq!(
+        b(&filled, 4),
+        Some(ByteString(b"PEM".to_vec())),
+        "MachineRestores'"
+    );
+    assert_eq!(b(&filled, 5), Some(ByteString(b"THEIRS".to_vec())));
     assert_eq!(
         filled.webhooks.as_ref().unwrap()[0].timeout_seconds,
         Some(9)
     );
-    assert_eq!(bundles(&filled, &ours).len(), 3);
+    assert_eq!(bundles(&filled, &ours).len(), 5);
 
     // Another namespace's Service, or a URL when we run in the cluster: not ours.
     let elsewhere = Settings::new(

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
 use super::super::error::Error;
@@ -63,7 +63,8 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
                 field_manager: Some(RESTORE_FIELD_MANAGER.to_owned()),
                 ..PatchParams::default()
             };
-            vms.patch(machine_name, &params, &Patch::Merge(patch)).await?;
+            vms.patch(machine_name, &params, &Patch::Merge(patch))
+                .await?;
             if status.phase.as_deref() != Some(phase::STOPPING) {
                 tracing::info!(restore = %r.name_any(), machine = %machine_name, was_running, "stopping the VM for a restore");
                 status.was_running = Some(was_running);
@@ -123,7 +124,9 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
                 resource_version: None,
             });
             match pvcs.delete(&name, &dp).await {
-                Ok(_) => tracing::info!(restore = %r.name_any(), claim = %name, "replaced claim deleted"),
+                Ok(_) => {
+                    tracing::info!(restore = %r.name_any(), claim = %name, "replaced claim deleted")
+                }
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
@@ -153,11 +156,23 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
 /// Claim `name` made again as a clone of the restored claim `from`: the restored claim's modes
 /// and class, the replaced claim's size (never smaller), the Machine's labels, controller
 /// reference (unless it retains its disks) and made-for proof, as the reconciler makes claims.
-fn again(ctx: &Context, o: &Observed, name: &str, from: &str) -> Result<PersistentVolumeClaim, Error> {
-    let machine = o.machine.as_ref().ok_or_else(|| Error::NoNamespace(name.to_owned()))?;
-    let source = o.claims.get(from).and_then(|c| c.spec.clone()).unwrap_or_default();
-    let restored_size = (source.resources.as_ref())
-        .and_then(|r| r.requests.as_ref()?.get("storage").cloned());
+fn again(
+    ctx: &Context,
+    o: &Observed,
+    name: &str,
+    from: &str,
+) -> Result<PersistentVolumeClaim, Error> {
+    let machine = o
+        .machine
+        .as_ref()
+        .ok_or_else(|| Error::NoNamespace(name.to_owned()))?;
+    let source = o
+        .claims
+        .get(from)
+        .and_then(|c| c.spec.clone())
+        .unwrap_or_default();
+    let restored_size =
+        (source.resources.as_ref()).and_then(|r| r.requests.as_ref()?.get("storage").cloned());
     let recorded_size = (o.restore.status.as_ref())
         .and_then(|s| s.disks.iter().find(|d| d.restored_claim == from))
         .and_then(|d| d.size.clone())
