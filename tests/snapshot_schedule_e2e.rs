@@ -18,9 +18,9 @@ use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::{MachineSnapshot, SCHEDULED_LABEL};
 use kubevirt_operator::reconciler::decide::evidence::OwnershipKey;
 use kubevirt_operator::reconciler::run::watches::Scope;
+use kubevirt_operator::snapshots::Clock;
 use kubevirt_operator::snapshots::run::{Context, Settings};
 use kubevirt_operator::snapshots::scheduler::tick;
-use kubevirt_operator::snapshots::Clock;
 use support::ControlPlane;
 
 /// A clock that moves only when told.
@@ -81,14 +81,23 @@ async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
         serde_json::json!({"template": "small", "snapshots": {"schedule": "0 * * * *", "keep": 2}}),
     )
     .await;
-    machine(&client, &ns, "plain", serde_json::json!({"template": "small"})).await;
+    machine(
+        &client,
+        &ns,
+        "plain",
+        serde_json::json!({"template": "small"}),
+    )
+    .await;
     // Made by hand, of the same Machine: never counted against keep nor deleted.
     let by_hand: MachineSnapshot = serde_json::from_value(serde_json::json!({
         "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
         "metadata": {"name": "cron-by-hand"}, "spec": {"machineName": "cron"}
     }))
     .expect("snapshot");
-    snaps.create(&PostParams::default(), &by_hand).await.expect("by hand");
+    snaps
+        .create(&PostParams::default(), &by_hand)
+        .await
+        .expect("by hand");
 
     // The first full hour after the Machine was made.
     let created = hourly.metadata.creation_timestamp.expect("created").0;
@@ -116,15 +125,22 @@ async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
     };
 
     // Not due yet: nothing.
-    check(first - chrono::Duration::minutes(1)).await.expect("tick");
+    check(first - chrono::Duration::minutes(1))
+        .await
+        .expect("tick");
     assert_eq!(names(&snaps).await, ["cron-by-hand"]);
     // Due: one, and only one however often it is checked within the hour.
     for minute in [0, 1, 59] {
-        check(first + chrono::Duration::minutes(minute)).await.expect("tick");
+        check(first + chrono::Duration::minutes(minute))
+            .await
+            .expect("tick");
     }
     assert_eq!(names(&snaps).await, [stamp(first), "cron-by-hand".into()]);
     let made = snaps.get(&stamp(first)).await.expect("scheduled");
-    assert_eq!(made.labels().get(SCHEDULED_LABEL).map(String::as_str), Some("true"));
+    assert_eq!(
+        made.labels().get(SCHEDULED_LABEL).map(String::as_str),
+        Some("true")
+    );
     assert_eq!(made.spec.machine_name, "cron");
 
     // Down for three hours: one catch-up, for the latest due time.

@@ -21,11 +21,13 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use access::{WAIT, create_admitted, first_denial, grant, machines, rule, setup, wait_status};
+use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::PROOF_ANNOTATION;
 use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
-use kubevirt_operator::api::Machine;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use kubevirt_operator::reconciler::apis::snapshot::{VirtualMachineRestore, VirtualMachineSnapshot};
+use kubevirt_operator::reconciler::apis::snapshot::{
+    VirtualMachineRestore, VirtualMachineSnapshot,
+};
 
 const NS: &str = "team-a";
 
@@ -55,7 +57,11 @@ fn claims_of(vm: &VirtualMachine) -> Vec<String> {
         .spec
         .volumes
         .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref().map(|p| p.claim_name.clone()))
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|p| p.claim_name.clone())
+        })
         .collect()
 }
 
@@ -70,7 +76,9 @@ fn restore_phase(r: &MachineRestore) -> Option<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_and_restores_of_a_machine() {
     let (mut cp, admin, mut op) = setup(&[]).await;
-    cp.start_controller_manager().await.expect("controller manager");
+    cp.start_controller_manager()
+        .await
+        .expect("controller manager");
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
@@ -87,7 +95,12 @@ async fn snapshots_and_restores_of_a_machine() {
         json!({"template": "small", "disks": [{"name": "data", "size": "1Gi"}]}),
     );
     create_admitted(&machines(&admin, NS), &web, &op).await;
-    create_admitted(&machines(&admin, NS), &object("Machine", "db", json!({"template": "small"})), &op).await;
+    create_admitted(
+        &machines(&admin, NS),
+        &object("Machine", "db", json!({"template": "small"})),
+        &op,
+    )
+    .await;
     let vm = eventually("web's VM on its disks", &op, || async {
         let vm = vms.get_opt("web").await.ok().flatten()?;
         (claims_of(&vm) == ["web-root", "web-data"]).then_some(vm)
@@ -95,15 +108,30 @@ async fn snapshots_and_restores_of_a_machine() {
     .await;
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));
     kubevirt::vmi(&admin, NS, "web", json!({"phase": "Running"})).await;
-    let machine_uid = machine_api.get("web").await.expect("web").uid().expect("uid");
+    let machine_uid = machine_api
+        .get("web")
+        .await
+        .expect("web")
+        .uid()
+        .expect("uid");
 
     // Snapshots refused: a Machine that does not exist, an author who may not read the Machine.
     let msnap_api = dynamic::<MachineSnapshot>(&admin);
-    let ghost = object("MachineSnapshot", "ghost-1", json!({"machineName": "ghost"}));
+    let ghost = object(
+        "MachineSnapshot",
+        "ghost-1",
+        json!({"machineName": "ghost"}),
+    );
     let message = first_denial(&msnap_api, &PostParams::default(), &ghost, &op).await;
     assert!(message.contains("Machine ghost not found"), "{message}");
     let alice = cp.mint_user("alice", &[]).expect("alice");
-    grant(&admin, NS, "alice", vec![rule("vitistack.io", "machinesnapshots", &["create"])]).await;
+    grant(
+        &admin,
+        NS,
+        "alice",
+        vec![rule("vitistack.io", "machinesnapshots", &["create"])],
+    )
+    .await;
     let as_alice = cp.client_for(&alice).await.expect("alice client");
     let peek = object("MachineSnapshot", "peek", json!({"machineName": "web"}));
     let message = access::denial(
@@ -117,8 +145,15 @@ async fn snapshots_and_restores_of_a_machine() {
     );
 
     // A snapshot: one VirtualMachineSnapshot of web's VM, controlled by the MachineSnapshot.
-    let before = object("MachineSnapshot", "web-before", json!({"machineName": "web"}));
-    let before = msnap_api.create(&PostParams::default(), &before).await.expect("web-before");
+    let before = object(
+        "MachineSnapshot",
+        "web-before",
+        json!({"machineName": "web"}),
+    );
+    let before = msnap_api
+        .create(&PostParams::default(), &before)
+        .await
+        .expect("web-before");
     let vmsnap = eventually("the VirtualMachineSnapshot", &op, || async {
         vmsnaps.get_opt("web-before").await.ok().flatten()
     })
@@ -126,7 +161,10 @@ async fn snapshots_and_restores_of_a_machine() {
     assert_eq!(vmsnap.spec.source.name, "web");
     assert_eq!(vmsnap.spec.source.kind, "VirtualMachine");
     let owner = &vmsnap.metadata.owner_references.as_ref().expect("owner")[0];
-    assert_eq!((owner.uid.as_str(), owner.controller), (before.uid().expect("uid").as_str(), Some(true)));
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (before.uid().expect("uid").as_str(), Some(true))
+    );
     let pending = eventually("web-before Pending or InProgress", &op, || async {
         msnaps.get("web-before").await.ok()?.status
     })
@@ -160,7 +198,10 @@ async fn snapshots_and_restores_of_a_machine() {
     );
     // Another Machine's snapshot, to be refused for web.
     msnap_api
-        .create(&PostParams::default(), &object("MachineSnapshot", "db-snap", json!({"machineName": "db"})))
+        .create(
+            &PostParams::default(),
+            &object("MachineSnapshot", "db-snap", json!({"machineName": "db"})),
+        )
         .await
         .expect("db-snap");
 
@@ -180,7 +221,11 @@ async fn snapshots_and_restores_of_a_machine() {
     let as_bob = cp.client_for(&bob).await.expect("bob client");
     let mrestore_api = dynamic::<MachineRestore>(&admin);
     let undo = |name: &str, snap: &str| {
-        object("MachineRestore", name, json!({"machineName": "web", "snapshotName": snap}))
+        object(
+            "MachineRestore",
+            name,
+            json!({"machineName": "web", "snapshotName": snap}),
+        )
     };
     let message = access::denial(
         dynamic::<MachineRestore>(&as_bob)
@@ -193,9 +238,14 @@ async fn snapshots_and_restores_of_a_machine() {
     );
     for (snap, expected) in [
         ("nope", "MachineSnapshot nope not found"),
-        ("db-snap", "MachineSnapshot db-snap is a snapshot of Machine db, not of web"),
+        (
+            "db-snap",
+            "MachineSnapshot db-snap is a snapshot of Machine db, not of web",
+        ),
     ] {
-        let refused = mrestore_api.create(&PostParams::default(), &undo("bad", snap)).await;
+        let refused = mrestore_api
+            .create(&PostParams::default(), &undo("bad", snap))
+            .await;
         let message = match refused {
             Err(kube::Error::Api(e)) => e.message,
             other => panic!("{snap}: expected a refusal, got {other:?}"),
@@ -223,10 +273,14 @@ async fn snapshots_and_restores_of_a_machine() {
     };
     eventually("the VM halted for undo-fail", &op, || stopping("undo-fail")).await;
     wait_status(&admin, NS, "web", &op, "Restoring shown", |s| {
-        s.conditions.iter().any(|c| c.type_ == "Restoring" && c.status == "True")
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Restoring" && c.status == "True")
     })
     .await;
-    vmis.delete("web", &DeleteParams::default()).await.expect("VMI gone"); // virt-controller
+    vmis.delete("web", &DeleteParams::default())
+        .await
+        .expect("VMI gone"); // virt-controller
     let vmrestore = eventually("the VirtualMachineRestore of undo-fail", &op, || async {
         vmrestores.get_opt("undo-fail").await.ok().flatten()
     })
@@ -249,7 +303,10 @@ async fn snapshots_and_restores_of_a_machine() {
     })
     .await;
     let error = failed.status.and_then(|s| s.error).unwrap_or_default();
-    assert!(error.contains("vmsnapshot-web-before-root is gone"), "{error}");
+    assert!(
+        error.contains("vmsnapshot-web-before-root is gone"),
+        "{error}"
+    );
     eventually("the VM running again on its old disks", &op, || async {
         let vm = vms.get("web").await.ok()?;
         (vm.spec.run_strategy.as_deref() == Some("Always")
@@ -257,8 +314,14 @@ async fn snapshots_and_restores_of_a_machine() {
         .then_some(())
     })
     .await;
-    assert_eq!(uid(&pvcs.get("web-root").await.expect("web-root")), uid(&old_root));
-    assert_eq!(uid(&pvcs.get("web-data").await.expect("web-data")), uid(&old_data));
+    assert_eq!(
+        uid(&pvcs.get("web-root").await.expect("web-root")),
+        uid(&old_root)
+    );
+    assert_eq!(
+        uid(&pvcs.get("web-data").await.expect("web-data")),
+        uid(&old_data)
+    );
     wait_status(&admin, NS, "web", &op, "Restoring gone", |s| {
         !s.conditions.iter().any(|c| c.type_ == "Restoring")
     })
@@ -271,7 +334,9 @@ async fn snapshots_and_restores_of_a_machine() {
         .await
         .expect("undo");
     eventually("the VM halted for undo", &op, || stopping("undo")).await;
-    vmis.delete("web", &DeleteParams::default()).await.expect("VMI gone");
+    vmis.delete("web", &DeleteParams::default())
+        .await
+        .expect("VMI gone");
     let vmrestore = eventually("the VirtualMachineRestore of undo", &op, || async {
         vmrestores.get_opt("undo").await.ok().flatten()
     })
@@ -292,7 +357,9 @@ async fn snapshots_and_restores_of_a_machine() {
                                     "name": format!("vmsnapshot-web-before-{}", o.volume_name)}}
         }))
         .expect("claim");
-        pvcs.create(&PostParams::default(), &claim).await.expect("restored claim");
+        pvcs.create(&PostParams::default(), &claim)
+            .await
+            .expect("restored claim");
         restored.push((o.volume_name.clone(), name));
     }
     assert_eq!(
@@ -334,33 +401,72 @@ async fn snapshots_and_restores_of_a_machine() {
     assert!(done.status.and_then(|s| s.completed_at).is_some());
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
-    assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"), "started again");
+    assert_eq!(
+        vm.spec.run_strategy.as_deref(),
+        Some("Always"),
+        "started again"
+    );
     for ((disk, from), old) in restored.iter().zip([&old_root, &old_data]) {
         let claim = pvcs.get(&format!("web-{disk}")).await.expect("claim");
         assert_ne!(uid(&claim), uid(old), "{disk}: a new claim");
         let owner = &claim.metadata.owner_references.as_ref().expect("owner")[0];
-        assert_eq!((owner.uid.as_str(), owner.controller), (machine_uid.as_str(), Some(true)));
+        assert_eq!(
+            (owner.uid.as_str(), owner.controller),
+            (machine_uid.as_str(), Some(true))
+        );
         assert!(claim.annotations().contains_key(PROOF_ANNOTATION), "{disk}");
-        let source = claim.spec.as_ref().and_then(|s| s.data_source.as_ref()).expect("dataSource");
-        assert_eq!((source.kind.as_str(), source.name.as_str()), ("PersistentVolumeClaim", from.as_str()));
+        let source = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.data_source.as_ref())
+            .expect("dataSource");
+        assert_eq!(
+            (source.kind.as_str(), source.name.as_str()),
+            ("PersistentVolumeClaim", from.as_str())
+        );
     }
-    wait_status(&admin, NS, "web", &op, "Restoring gone after the restore", |s| {
-        !s.conditions.iter().any(|c| c.type_ == "Restoring")
-    })
+    wait_status(
+        &admin,
+        NS,
+        "web",
+        &op,
+        "Restoring gone after the restore",
+        |s| !s.conditions.iter().any(|c| c.type_ == "Restoring"),
+    )
     .await;
 
     // Deleting the Machine keeps its snapshots; deleting a snapshot deletes KubeVirt's.
-    machine_api.delete("web", &DeleteParams::default()).await.expect("delete web");
+    machine_api
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete web");
     eventually("web gone", &op, || async {
-        machine_api.get_opt("web").await.ok()?.is_none().then_some(())
+        machine_api
+            .get_opt("web")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     assert!(msnaps.get_opt("web-before").await.expect("get").is_some());
     assert!(vmsnaps.get_opt("web-before").await.expect("get").is_some());
-    msnaps.delete("web-before", &DeleteParams::default()).await.expect("delete web-before");
+    msnaps
+        .delete("web-before", &DeleteParams::default())
+        .await
+        .expect("delete web-before");
     eventually("the VirtualMachineSnapshot collected", &op, || async {
-        vmsnaps.get_opt("web-before").await.ok()?.is_none().then_some(())
+        vmsnaps
+            .get_opt("web-before")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
-    assert!(op.exited().is_none(), "the operator exited\n{}", op.log_tail(80));
+    assert!(
+        op.exited().is_none(),
+        "the operator exited\n{}",
+        op.log_tail(80)
+    );
 }

@@ -117,6 +117,13 @@ mod tests {
                 "2026-01-05T02:00:00Z",
             ),
             (
+                "a schedule added to an older Machine: the latest due time, at once",
+                &[],
+                "2026-03-10T09:30:00Z",
+                Some("web-202603100200"),
+                "2026-03-11T02:00:00Z",
+            ),
+            (
                 "a due time before the Machine existed never fires",
                 &[],
                 "2025-12-31T23:00:00Z",

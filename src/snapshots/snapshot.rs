@@ -30,6 +30,9 @@ use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controller_uid};
 use crate::reconciler::run::watches::Scope;
 
+/// On a VirtualMachineSnapshot: the uid of the Machine it was taken of.
+pub const MACHINE_UID_ANNOTATION: &str = "vitistack.io/machine-uid";
+
 /// How soon a snapshot KubeVirt is still taking is looked at again (its status changes also
 /// trigger a reconcile; this is the safety net).
 const IN_PROGRESS: Duration = Duration::from_secs(10);
@@ -99,7 +102,16 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
     };
     let previous = s.status.clone().unwrap_or_default();
     let status = match found {
-        Found::Ours(v) => mirror::status(Some(&v), previous.machine_uid.as_deref(), None, None),
+        Found::Ours(v) => {
+            // Recorded on it when made: a status written from a stale copy cannot lose it.
+            let uid = v.annotations().get(MACHINE_UID_ANNOTATION).cloned();
+            mirror::status(
+                Some(&v),
+                previous.machine_uid.or(uid).as_deref(),
+                None,
+                None,
+            )
+        }
         Found::Foreign => mirror::status(
             None,
             previous.machine_uid.as_deref(),
@@ -176,6 +188,9 @@ async fn take(
             name: Some(s.name_any()),
             namespace: Some(ns.to_owned()),
             labels: Some(machine_labels(machine_name)),
+            annotations: machine_uid
+                .clone()
+                .map(|uid| [(MACHINE_UID_ANNOTATION.to_owned(), uid)].into()),
             owner_references: controller_ref(s).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
