@@ -324,6 +324,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     disks: Vec::new(),
                     retain: false,
                     last_restart: None,
+                    restoring: None,
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

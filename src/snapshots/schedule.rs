@@ -87,7 +87,8 @@ mod tests {
     fn what_is_due_at_an_instant() {
         let daily = parse_schedule("0 2 * * *").expect("cron");
         // (case, taken, now, created name, next)
-        let cases: &[(&str, &[&str], &str, Option<&str>, &str)] = &[
+        type Case<'a> = (&'a str, &'a [&'a str], &'a str, Option<&'a str>, &'a str);
+        let cases: &[Case] = &[
             (
                 "before the first due time",
                 &[],

@@ -75,7 +75,7 @@ fn error_policy(s: Arc<MachineSnapshot>, e: &Error, ctx: Arc<Context>) -> Action
 /// What the MachineSnapshot's VirtualMachineSnapshot is to it.
 enum Found {
     Absent,
-    Ours(VirtualMachineSnapshot),
+    Ours(Box<VirtualMachineSnapshot>),
     /// Someone else's object of that name: never touched.
     Foreign,
 }
@@ -96,7 +96,7 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
             if controller_uid(v.meta()).is_some()
                 && controller_uid(v.meta()) == s.uid().as_deref() =>
         {
-            Found::Ours(v)
+            Found::Ours(Box::new(v))
         }
         Some(_) => Found::Foreign,
     };

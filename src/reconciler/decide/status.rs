@@ -83,17 +83,10 @@ pub fn compute(
         if r.retain {
             conds.push(disks_retained(r));
         }
-        if let Some((name, step)) = r.restoring {
-            let message = format!(
-                "MachineRestore {name} ({step}) replaces the disks: the VM and disks are left to it"
-            );
-            conds.push(Cond::new(
-                condition::RESTORING,
-                "True",
-                reason::RESTORE_IN_PROGRESS,
-                message,
-            ));
-        }
+        conds.extend(
+            r.restoring
+                .map(|(name, step)| restoring::condition(name, step)),
+        );
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 
@@ -421,5 +414,6 @@ fn ip_addresses(
 }
 
 mod mirrored;
+mod restoring;
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::api::snapshots::holds;
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
 use crate::machine::FieldError;
@@ -70,8 +69,7 @@ pub struct Observed {
     pub unwanted_data_volumes: Vec<DataVolume>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
-    /// A MachineRestore of this Machine in a step that holds the VM and disks: its name and
-    /// step.
+    /// A MachineRestore holding this Machine's VM and disks: its name and step.
     pub restoring: Option<(String, String)>,
 }
 
@@ -319,21 +317,8 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         cdi_installed: ctx.cdi_installed,
         unwanted_data_volumes,
         unused_attachments,
-        restoring: restoring(ctx, &ns, &name),
+        restoring: restoring::holding(ctx, &ns, &name),
     })
-}
-
-/// The restore of Machine `name` in `ns` that holds it, if any (the oldest, should two run).
-fn restoring(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> {
-    let mut holding = ctx.stores.restores.state_filter(|r| {
-        r.namespace().as_deref() == Some(ns)
-            && r.spec.machine_name == name
-            && holds(r.status.as_ref().and_then(|s| s.phase.as_deref()))
-    });
-    holding.sort_by_key(|r| r.creation_timestamp());
-    let r = holding.first()?;
-    let phase = r.status.as_ref().and_then(|s| s.phase.clone());
-    Some((r.name_any(), phase.unwrap_or_default()))
 }
 
 /// The derived Secret as remembered while that is fresh, else read (and remembered).
@@ -413,6 +398,7 @@ pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachment
         .collect()
 }
 
+mod restoring;
 mod storage;
 #[cfg(test)]
 mod tests;
