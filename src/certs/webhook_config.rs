@@ -162,13 +162,6 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
                 NETWORK_VALIDATE_PATH,
                 ca_bundle,
             ),
-            class_webhook(
-                settings,
-                "machineclasses",
-                MACHINE_CLASS_WEBHOOK_NAME,
-                MACHINE_CLASS_VALIDATE_PATH,
-                ca_bundle,
-            ),
             webhook_for(
                 settings,
                 "machinesnapshots",
@@ -181,6 +174,14 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
                 "machinerestores",
                 RESTORE_WEBHOOK_NAME,
                 RESTORE_VALIDATE_PATH,
+                ca_bundle,
+            ),
+            // Last: kustomize's manifests/machineclasses/ appends it (tests/chart_render.rs).
+            class_webhook(
+                settings,
+                "machineclasses",
+                MACHINE_CLASS_WEBHOOK_NAME,
+                MACHINE_CLASS_VALIDATE_PATH,
                 ca_bundle,
             ),
         ]),
