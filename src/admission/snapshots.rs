@@ -82,9 +82,8 @@ fn errors<S: DeserializeOwned>(
     if req.operation == "UPDATE" {
         let old = req.old_object.as_ref().map(spec_of);
         if old.is_some_and(|old| old != new) {
-            return vec![FieldError::invalid(
+            return vec![FieldError::forbidden(
                 &FieldPath::new("spec"),
-                Value::Null,
                 "is immutable: make a new object instead",
             )];
         }

@@ -92,7 +92,7 @@ fn snapshots_and_restores_name_what_they_are_about_and_never_change_it() {
                 snap(json!({"machineName": "db"})),
                 Some(snap(json!({"machineName": "web"}))),
             ),
-            Err("spec: Invalid value: null: is immutable"),
+            Err("spec: Forbidden: is immutable"),
         ),
         (
             "a label added",
