@@ -55,6 +55,8 @@ pub struct Seen<'a> {
     pub vm_restore: Option<&'a VirtualMachineRestore>,
     /// Claims in the namespace by name (the Machine's and the restored ones).
     pub claims: BTreeMap<String, ClaimView>,
+    /// Another restore of the same Machine past `Pending` and not done: this one waits.
+    pub another: Option<String>,
 }
 
 /// One disk's claims during `Adopting`: the one restored and the uid of the one it replaces.
@@ -184,6 +186,14 @@ fn pending(s: &Seen, restore: &MachineRestore) -> Step {
             "disks with a source and CD-ROMs (DataVolumes: {}) cannot be restored yet",
             machine.data_volumes.join(", ")
         ));
+    }
+    if let Some(other) = &s.another {
+        return Step::Wait {
+            phase: phase::PENDING,
+            why: Some(format!(
+                "MachineRestore {other} is restoring Machine {machine_name}"
+            )),
+        };
     }
     if snap_status.ready_to_use != Some(true) {
         return Step::Wait {

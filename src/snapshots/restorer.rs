@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -70,6 +70,7 @@ pub struct Observed {
     pub vm_restore_ours: bool,
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     pub claim_views: BTreeMap<String, ClaimView>,
+    pub another: Option<String>,
 }
 
 async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -122,6 +123,7 @@ pub fn decide(o: &Observed) -> Step {
         vmi: o.vmi,
         vm_restore: o.vm_restore.as_ref(),
         claims: o.claim_views.clone(),
+        another: o.another.clone(),
     })
 }
 
@@ -216,8 +218,26 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
             claims.insert(claim_name, c);
         }
     }
+    // Restores are few: listed, not cached.
+    let another = Api::<MachineRestore>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        // Under way, or older and still pending: this one waits its turn.
+        .find(|o| {
+            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
+            let older =
+                (o.creation_timestamp(), o.name_any()) < (r.creation_timestamp(), r.name_any());
+            o.uid() != r.uid()
+                && o.spec.machine_name == name
+                && !matches!(p, Some(phase::SUCCEEDED | phase::FAILED))
+                && (older || !matches!(p, None | Some(phase::PENDING)))
+        })
+        .map(|o| o.name_any());
     Ok(Observed {
         restore: r.clone(),
+        another,
         machine,
         view,
         snapshot,

@@ -187,6 +187,22 @@ fn pending_checks_the_machine_and_the_snapshot_before_stopping() {
     for (case, seen, step) in cases {
         assert_eq!(next(&seen), step, "{case}");
     }
+    let second = Seen {
+        restore: Some(&pending),
+        machine: Some(machine()),
+        snapshot: Some(&ready),
+        vm: Some(vm(true, &[])),
+        another: Some("first".into()),
+        ..Seen::default()
+    };
+    assert_eq!(
+        next(&second),
+        Step::Wait {
+            phase: phase::PENDING,
+            why: Some("MachineRestore first is restoring Machine web".into()),
+        },
+        "one restore of a Machine at a time"
+    );
 }
 
 #[test]
