@@ -116,6 +116,7 @@ async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
             tick: Duration::from_secs(1),
         },
         key: OwnershipKey::new(&[7; 32], None).expect("key"),
+        kubevirt: true,
     };
     let stamp = |t: DateTime<Utc>| format!("cron-{}", t.format("%Y%m%d%H%M"));
     let scope = Scope::Namespace(ns.clone());

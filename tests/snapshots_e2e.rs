@@ -13,12 +13,12 @@ mod snapshots;
 mod support;
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use access::{create_admitted, first_denial, grant, machines, rule, setup};
+use access::{create_admitted, first_denial, grant, machines, rule, setup, wait_status};
 use kubevirt_operator::api::Machine;
-use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
+use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot, SCHEDULED_LABEL};
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
 use snapshots::{NS, dynamic, eventually, kubevirt_took, object, running_web};
 
@@ -109,6 +109,84 @@ async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
     assert_eq!(
         mirrored.creation_time.map(|t| t.0.to_string()).as_deref(),
         Some("2026-11-25T02:00:03Z")
+    );
+    // The Machine lists it; with a schedule, SnapshotsReady says whether the last scheduled
+    // snapshot failed.
+    wait_status(
+        &admin,
+        NS,
+        "web",
+        &op,
+        "web-before in status.snapshots",
+        |s| {
+            s.snapshots
+                .iter()
+                .any(|r| r.name == "web-before" && r.ready)
+        },
+    )
+    .await;
+    let condition = |s: &kubevirt_operator::api::MachineStatus| {
+        let c = s.conditions.iter().find(|c| c.type_ == "SnapshotsReady")?;
+        Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    assert_eq!(
+        condition(
+            &machine_api
+                .get("web")
+                .await
+                .expect("web")
+                .status
+                .expect("status")
+        ),
+        None,
+        "no schedule, no SnapshotsReady"
+    );
+    machine_api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"snapshots": {"schedule": "0 2 * * *", "keep": 3}}})),
+        )
+        .await
+        .expect("a schedule");
+    wait_status(&admin, NS, "web", &op, "SnapshotsReady True", |s| {
+        condition(s)
+            .is_some_and(|(status, reason, _)| status == "True" && reason == "SnapshotsScheduled")
+    })
+    .await;
+    let mut nightly = object(
+        "MachineSnapshot",
+        "web-202611250200",
+        json!({"machineName": "web"}),
+    );
+    nightly.metadata.labels = Some([(SCHEDULED_LABEL.to_owned(), "true".to_owned())].into());
+    msnap_api
+        .create(&PostParams::default(), &nightly)
+        .await
+        .expect("nightly");
+    eventually("the nightly VirtualMachineSnapshot", &op, || async {
+        vmsnaps.get_opt("web-202611250200").await.ok().flatten()
+    })
+    .await;
+    vmsnaps
+        .patch_status(
+            "web-202611250200",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed", "readyToUse": false,
+                "error": {"message": "no VolumeSnapshotClass for StorageClass standard"}}})),
+        )
+        .await
+        .expect("KubeVirt's failure");
+    let failed = wait_status(&admin, NS, "web", &op, "SnapshotsReady False", |s| {
+        condition(s).is_some_and(|(status, _, _)| status == "False")
+    })
+    .await;
+    let (_, reason, message) = condition(&failed).expect("condition");
+    assert_eq!(reason, "SnapshotFailed");
+    assert!(
+        message
+            .contains("web-202611250200 failed: no VolumeSnapshotClass for StorageClass standard"),
+        "{message}"
     );
     // Another Machine's snapshot, to be refused for web.
     msnap_api

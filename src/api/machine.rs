@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
-use super::snapshots::SnapshotSchedule;
+use super::snapshots::{MAX_SNAPSHOT_REFS, SnapshotRef, SnapshotSchedule};
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
 
 /// `serde(default)` keeps a missing name parseable, so validation reports it with every other
@@ -331,6 +331,10 @@ pub struct MachineStatus {
     /// The `vitistack.io/restarted-at` value last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart: Option<String>,
+    /// The Machine's newest MachineSnapshots, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_SNAPSHOT_REFS))]
+    pub snapshots: Vec<SnapshotRef>,
 }
 
 /// The Machine's networks plus the pod network, with room to spare.

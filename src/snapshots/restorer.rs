@@ -39,9 +39,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let restores = scoped::<MachineRestore>(&ctx.client, scope);
-    let vm_restores = scoped::<VirtualMachineRestore>(&ctx.client, scope);
-    Controller::new(restores, watcher::Config::default())
-        .owns(vm_restores, watcher::Config::default())
+    let mut controller = Controller::new(restores, watcher::Config::default());
+    if ctx.kubevirt {
+        let vm_restores = scoped::<VirtualMachineRestore>(&ctx.client, scope);
+        controller = controller.owns(vm_restores, watcher::Config::default());
+    }
+    controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -78,6 +81,11 @@ async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, 
     if r.meta().deletion_timestamp.is_some()
         || matches!(current, Some(phase::SUCCEEDED | phase::FAILED))
     {
+        return Ok(Action::await_change());
+    }
+    if !ctx.kubevirt {
+        let failed = Step::Fail(super::run::NO_KUBEVIRT_SNAPSHOTS.to_owned());
+        act::fail_only(&ctx, &r, failed).await?;
         return Ok(Action::await_change());
     }
     let o = observe(&r, &ctx).await?;

@@ -33,7 +33,13 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub key: OwnershipKey,
+    /// KubeVirt's snapshot API (VirtualMachineSnapshot, VirtualMachineRestore) is served.
+    pub kubevirt: bool,
 }
+
+/// Why nothing can be snapshotted or restored without KubeVirt's snapshot API.
+pub const NO_KUBEVIRT_SNAPSHOTS: &str = "KubeVirt's snapshot API (snapshot.kubevirt.io/v1beta1) \
+    is not installed; restart the operator after installing it";
 
 /// Schedules are minute-grained: checking at least every 30 s keeps them within the minute.
 pub const MAX_TICK: Duration = Duration::from_secs(30);
@@ -59,10 +65,18 @@ pub async fn run(
         key = wait_for_key(&client, &settings.namespace) => key,
         () = shutdown.clone() => return,
     };
+    let kubevirt = tokio::select! {
+        s = discovery::serves(&client, "snapshot.kubevirt.io/v1beta1", "virtualmachinerestores") => s,
+        () = shutdown.clone() => return,
+    };
+    if !kubevirt {
+        tracing::warn!("{NO_KUBEVIRT_SNAPSHOTS}: MachineSnapshots and MachineRestores fail");
+    }
     let ctx = Arc::new(Context {
         client,
         settings: settings.clone(),
         key,
+        kubevirt,
     });
     tracing::info!(tick = ?settings.tick, "starting the snapshot controllers");
     join_all(settings.scopes.iter().map(|scope| {

@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::error::Error;
 use super::mirror;
-use super::run::Context;
+use super::run::{Context, NO_KUBEVIRT_SNAPSHOTS};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 use crate::api::snapshots::{MachineSnapshot, MachineSnapshotStatus, snapshot_phase};
@@ -54,9 +54,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let snapshots = scoped::<MachineSnapshot>(&ctx.client, scope);
-    let vm_snapshots = scoped::<VirtualMachineSnapshot>(&ctx.client, scope);
-    Controller::new(snapshots, watcher::Config::default())
-        .owns(vm_snapshots, watcher::Config::default())
+    let mut controller = Controller::new(snapshots, watcher::Config::default());
+    if ctx.kubevirt {
+        let vm_snapshots = scoped::<VirtualMachineSnapshot>(&ctx.client, scope);
+        controller = controller.owns(vm_snapshots, watcher::Config::default());
+    }
+    controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -89,6 +92,13 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
         .ok_or_else(|| Error::NoNamespace(s.name_any()))?;
     let name = s.name_any();
     let client = &ctx.client;
+    if !ctx.kubevirt {
+        let status = mirror::status(None, None, None, Some(NO_KUBEVIRT_SNAPSHOTS.to_owned()));
+        if s.status.as_ref() != Some(&status) {
+            write_status(client, &ns, &name, &status).await?;
+        }
+        return Ok(Action::await_change());
+    }
     let vm_snapshots: Api<VirtualMachineSnapshot> = Api::namespaced(client.clone(), &ns);
     let found = match vm_snapshots.get_opt(&name).await? {
         None => Found::Absent,

@@ -44,6 +44,8 @@ pub struct Reconciled<'a> {
     pub last_restart: Option<String>,
     /// A MachineRestore holding the VM and disks (its name and step): `Restoring` is shown.
     pub restoring: Option<(&'a str, &'a str)>,
+    /// The Machine's snapshots: `status.snapshots` and `SnapshotsReady`.
+    pub snapshots: Option<&'a snapshots::Seen>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -87,6 +89,7 @@ pub fn compute(
             r.restoring
                 .map(|(name, step)| restoring::condition(name, step)),
         );
+        conds.extend(r.snapshots.and_then(snapshots::condition));
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 
@@ -114,6 +117,7 @@ pub fn compute(
             .unwrap_or_default(),
         guest: vmi_status.and_then(guest::guest),
         last_restart: r.last_restart.clone(),
+        snapshots: r.snapshots.map(snapshots::refs).unwrap_or_default(),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);
@@ -415,5 +419,6 @@ fn ip_addresses(
 
 mod mirrored;
 mod restoring;
+pub mod snapshots;
 #[cfg(test)]
 mod tests;

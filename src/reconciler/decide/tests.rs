@@ -72,6 +72,7 @@ fn observed(m: Machine) -> Observed {
         unwanted_data_volumes: vec![],
         unused_attachments: vec![],
         restoring: None,
+        snapshots: Default::default(),
     }
 }
 

@@ -10,7 +10,7 @@ use kube::Resource;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use tokio::sync::watch;
 
-use crate::api::{Machine, MachineRestore, MachineStatus, NetworkConfiguration};
+use crate::api::{Machine, MachineRestore, MachineSnapshot, MachineStatus, NetworkConfiguration};
 use crate::classes::LiveCatalog;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::telemetry::Metrics;
@@ -95,6 +95,8 @@ pub struct Stores {
     /// MachineRestores: one in a holding step leaves the VM and disks to it. Empty when the
     /// MachineRestore CRD is not installed.
     pub restores: Store<MachineRestore>,
+    /// MachineSnapshots, for `status.snapshots` and `SnapshotsReady`; empty without the CRD.
+    pub snapshots: Store<MachineSnapshot>,
 }
 
 /// The writing halves of [`Stores`], for the watches that fill them (the [`Presence`] sets are
@@ -110,6 +112,7 @@ pub struct Writers {
     pub data_volumes: Writer<Packed<DataVolume>>,
     pub storage_profiles: Writer<StorageProfile>,
     pub restores: Writer<MachineRestore>,
+    pub snapshots: Writer<MachineSnapshot>,
 }
 
 impl Stores {
@@ -125,6 +128,7 @@ impl Stores {
         let (data_volumes, dvs_w) = reflector::store();
         let (storage_profiles, sps_w) = reflector::store();
         let (restores, restores_w) = reflector::store();
+        let (snapshots, snapshots_w) = reflector::store();
         let stores = Stores {
             machines,
             vms,
@@ -140,6 +144,7 @@ impl Stores {
             dv_names: Presence::default(),
             storage_profiles,
             restores,
+            snapshots,
         };
         let writers = Writers {
             machines: machines_w,
@@ -152,6 +157,7 @@ impl Stores {
             data_volumes: dvs_w,
             storage_profiles: sps_w,
             restores: restores_w,
+            snapshots: snapshots_w,
         };
         (stores, writers)
     }
@@ -179,8 +185,11 @@ pub struct Context {
     pub multus_installed: bool,
     /// Whether CDI's DataVolume API was served when the controller started.
     pub cdi_installed: bool,
-    /// Whether the MachineRestore API was served when the controller started.
+    /// Whether the MachineRestore and MachineSnapshot APIs were served when the controller
+    /// started.
     pub restores_served: bool,
+    /// Whether KubeVirt's VirtualMachineSnapshot API was served when the controller started.
+    pub kubevirt_snapshots: bool,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     /// What is remembered per Machine (failures, derived Secrets, status writes); pruned when

@@ -23,7 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 
-use crate::api::{Machine, MachineRestore, NetworkConfiguration};
+use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::discovery;
@@ -77,11 +77,16 @@ pub async fn run_scope(
         ),
         discovery::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes"),
     );
-    let discovered = futures::future::join(
+    let discovered = futures::future::join3(
         discovered,
         discovery::serves(&client, "vitistack.io/v1alpha1", "machinerestores"),
+        discovery::serves(
+            &client,
+            "snapshot.kubevirt.io/v1beta1",
+            "virtualmachinesnapshots",
+        ),
     );
-    let ((multus_installed, cdi_installed), restores_served) = tokio::select! {
+    let ((multus_installed, cdi_installed), restores_served, kubevirt_snapshots) = tokio::select! {
         found = discovered => found,
         () = shutdown.clone() => return,
     };
@@ -170,6 +175,11 @@ pub async fn run_scope(
         let restores = writers.restores;
         watches::watch(&client, &scope, Default::default(), restores, ignore)
     });
+    // Served with MachineRestores (the same CRDs): a snapshot's status reaches its Machine's.
+    let snapshot_stream = restores_served.then(|| {
+        let snapshots = writers.snapshots;
+        watches::watch(&client, &scope, Default::default(), snapshots, ignore)
+    });
     let sp_stream = cdi_installed.then(|| {
         let profiles = writers.storage_profiles;
         watches::watch(&client, &scope, Default::default(), profiles, ignore)
@@ -191,6 +201,7 @@ pub async fn run_scope(
         multus_installed,
         cdi_installed,
         restores_served,
+        kubevirt_snapshots,
         caches_ready: watch::Sender::new(false),
         per_machine,
         bind_times,
@@ -280,6 +291,11 @@ pub async fn run_scope(
     }
     if let Some(restore_stream) = restore_stream {
         controller = controller.watches_stream(restore_stream, restored_machine);
+    }
+    if let Some(snapshot_stream) = snapshot_stream {
+        let snapshotted =
+            |s: MachineSnapshot| Some(ObjectRef::new(&s.spec.machine_name).within(&s.namespace()?));
+        controller = controller.watches_stream(snapshot_stream, snapshotted);
     }
     if let Some(dv_stream) = dv_stream {
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.

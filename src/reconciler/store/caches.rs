@@ -57,6 +57,7 @@ impl Stores {
                 async { self.pvc_names.wait_until_ready().await.map_err(drop) },
                 if_served(multus, self.nad_names.wait_until_ready()),
                 if_served(restores, self.restores.wait_until_ready()),
+                if_served(restores, self.snapshots.wait_until_ready()),
             )
             .map(drop)
         };

@@ -20,6 +20,7 @@ use super::super::run::Context;
 use super::{Observed, RESTORE_FIELD_MANAGER, recorded, write_status};
 use crate::api::names::PROOF_ANNOTATION;
 use crate::api::operations::RUN_STRATEGY_HALTED;
+use crate::api::snapshots::MachineRestore;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference as Target, VirtualMachineRestore, VirtualMachineRestoreSpec,
@@ -151,6 +152,18 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
         }
     }
     write_status(client, r, &status).await
+}
+
+/// Fails a restore that cannot even begin (nothing observed, nothing written but its status).
+pub async fn fail_only(ctx: &Context, r: &MachineRestore, step: Step) -> Result<(), Error> {
+    let Step::Fail(why) = step else {
+        return Ok(());
+    };
+    let mut status = r.status.clone().unwrap_or_default();
+    status.phase = Some(phase::FAILED.to_owned());
+    status.completed_at = Some(Time(Timestamp::now()));
+    status.error = Some(why);
+    write_status(&ctx.client, r, &status).await
 }
 
 /// Claim `name` made again as a clone of the restored claim `from`: the restored claim's modes

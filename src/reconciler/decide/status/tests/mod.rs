@@ -82,6 +82,7 @@ impl<'a> Case<'a> {
             retain: self.retain,
             last_restart: None,
             restoring: self.restoring,
+            snapshots: None,
         };
         compute(previous, Some(3), &obs, now)
     }
