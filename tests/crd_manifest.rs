@@ -245,6 +245,6 @@ fn snapshot_and_restore_crds_have_the_contracted_shape() {
     let machine = schema(find("Machine"));
     let snapshots = &machine["properties"]["spec"]["properties"]["snapshots"];
     assert_eq!(snapshots["required"], serde_json::json!(["schedule"]));
-    assert_eq!(snapshots["properties"]["keep"]["minimum"], 1);
-    assert_eq!(snapshots["properties"]["keep"]["maximum"], 100);
+    assert_eq!(snapshots["properties"]["keep"]["minimum"], 1.0);
+    assert_eq!(snapshots["properties"]["keep"]["maximum"], 100.0);
 }
