@@ -135,8 +135,9 @@ async fn watches_relist_after_an_api_server_restart_past_compacted_history() {
         operator_lists(&cp, "machines"),
         operator_lists(&cp, "virtualmachines"),
     );
-    // VMs have two watchers: the operator's own (labelled, full) and the names cache.
-    assert_eq!(lists_before, (1, 2), "one list per watcher so far");
+    // Machines have two watchers: the reconciler's and the snapshot schedule's; VMs two: the
+    // operator's own (labelled, full) and the names cache.
+    assert_eq!(lists_before, (2, 2), "one list per watcher so far");
 
     // The second API server first, so the operator's is down only as long as a restart takes.
     let second = cp.second_apiserver().await.expect("second kube-apiserver");

@@ -119,10 +119,19 @@ async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
         kubevirt: true,
     };
     let stamp = |t: DateTime<Utc>| format!("cron-{}", t.format("%Y%m%d%H%M"));
-    let scope = Scope::Namespace(ns.clone());
+    // What the scheduler's watches hold, read from the API server at each check.
+    let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+    let scheduled = ListParams::default().labels(&format!("{SCHEDULED_LABEL}=true"));
     let check = |at: DateTime<Utc>| {
         clock.set(at);
-        tick(&ctx, &scope)
+        let (machines, snaps, scheduled, ctx) = (&machines, &snaps, &scheduled, &ctx);
+        async move {
+            let m = machines.list(&ListParams::default()).await?.items;
+            let s = snaps.list(scheduled).await?.items;
+            let m: Vec<&Machine> = m.iter().collect();
+            let s: Vec<&MachineSnapshot> = s.iter().collect();
+            tick(ctx, &m, &s).await
+        }
     };
 
     // Not due yet: nothing.

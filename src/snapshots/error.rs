@@ -6,4 +6,6 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("{0} has no namespace")]
     NoNamespace(String),
+    #[error("Machine {0} is gone")]
+    MachineGone(String),
 }

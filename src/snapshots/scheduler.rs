@@ -7,18 +7,19 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
 use super::error::Error;
 use super::run::Context;
 use super::schedule::{Taken, plan};
 use super::snapshot::scoped;
-use crate::api::Machine;
 use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL};
 use crate::api::snapshots::{
     MachineSnapshot, MachineSnapshotSpec, SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL, parse_schedule,
 };
+use crate::api::{Machine, MachineSpec};
 use crate::reconciler::run::watches::Scope;
 
 pub async fn run(
@@ -26,34 +27,68 @@ pub async fn run(
     scope: &Scope,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let ticks = tokio_stream_interval(ctx.settings.tick);
-    let mut ticks = std::pin::pin!(ticks.take_until(shutdown));
-    while ticks.next().await.is_some() {
-        if let Err(e) = tick(&ctx, scope).await {
-            tracing::warn!(error = %e, "snapshot schedules not checked this time");
+    // Watched, not listed each tick: a converged cluster costs no request per tick. The Machines
+    // are kept slim (only what a schedule needs).
+    let (machines, machines_w) = reflector::store::<Machine>();
+    let machine_watch = watcher(scoped::<Machine>(&ctx.client, scope), Default::default())
+        .default_backoff()
+        .modify(slim)
+        .reflect(machines_w)
+        .for_each(|_| futures::future::ready(()));
+    let (snapshots, snapshots_w) = reflector::store::<MachineSnapshot>();
+    let labelled = watcher::Config::default().labels(&format!("{SCHEDULED_LABEL}=true"));
+    let snapshot_watch = watcher(scoped::<MachineSnapshot>(&ctx.client, scope), labelled)
+        .default_backoff()
+        .reflect(snapshots_w)
+        .for_each(|_| futures::future::ready(()));
+    let checks = async {
+        if machines.wait_until_ready().await.is_err() || snapshots.wait_until_ready().await.is_err()
+        {
+            return;
         }
+        let mut every = tokio::time::interval(ctx.settings.tick);
+        loop {
+            every.tick().await;
+            let (m, s) = (machines.state(), snapshots.state());
+            let m: Vec<&Machine> = m.iter().map(AsRef::as_ref).collect();
+            let s: Vec<&MachineSnapshot> = s.iter().map(AsRef::as_ref).collect();
+            if let Err(e) = tick(&ctx, &m, &s).await {
+                tracing::warn!(error = %e, "snapshot schedules not checked this time");
+            }
+        }
+    };
+    tokio::select! {
+        () = machine_watch => {}
+        () = snapshot_watch => {}
+        () = checks => {}
+        () = shutdown => {}
     }
 }
 
-fn tokio_stream_interval(period: std::time::Duration) -> impl futures::Stream<Item = ()> {
-    let interval = tokio::time::interval(period);
-    futures::stream::unfold(interval, |mut i| async move {
-        i.tick().await;
-        Some(((), i))
-    })
+/// Only what a schedule reads: names, uid, times, and `spec.snapshots`.
+fn slim(m: &mut Machine) {
+    m.spec = MachineSpec {
+        snapshots: m.spec.snapshots.take(),
+        ..MachineSpec::default()
+    };
+    m.status = None;
+    m.metadata.annotations = None;
+    m.metadata.labels = None;
+    m.metadata.managed_fields = None;
+    m.metadata.finalizers = None;
+    m.metadata.owner_references = None;
 }
 
-/// One check of every schedule in `scope`.
-pub async fn tick(ctx: &Context, scope: &Scope) -> Result<(), Error> {
+/// One check of every schedule, of `machines` with the scheduled MachineSnapshots `scheduled`
+/// (labelled [`SCHEDULED_LABEL`]).
+pub async fn tick(
+    ctx: &Context,
+    machines: &[&Machine],
+    scheduled: &[&MachineSnapshot],
+) -> Result<(), Error> {
     let now = ctx.settings.clock.now();
-    let machines = scoped::<Machine>(&ctx.client, scope)
-        .list(&ListParams::default())
-        .await?;
-    let scheduled = scoped::<MachineSnapshot>(&ctx.client, scope)
-        .list(&ListParams::default().labels(&format!("{SCHEDULED_LABEL}=true")))
-        .await?;
     let mut by_machine: BTreeMap<(String, String), Vec<&MachineSnapshot>> = BTreeMap::new();
-    for s in &scheduled.items {
+    for s in scheduled.iter().copied() {
         if s.meta().deletion_timestamp.is_some() {
             continue;
         }
@@ -63,7 +98,7 @@ pub async fn tick(ctx: &Context, scope: &Scope) -> Result<(), Error> {
         );
         by_machine.entry(key).or_default().push(s);
     }
-    for m in &machines.items {
+    for m in machines.iter().copied() {
         let Some(schedule) = m.spec.snapshots.as_ref() else {
             continue;
         };

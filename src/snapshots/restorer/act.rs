@@ -178,7 +178,7 @@ fn again(
     let machine = o
         .machine
         .as_ref()
-        .ok_or_else(|| Error::NoNamespace(name.to_owned()))?;
+        .ok_or_else(|| Error::MachineGone(o.restore.spec.machine_name.clone()))?;
     let source = o
         .claims
         .get(from)
