@@ -16,6 +16,7 @@ use kube::{Error, ResourceExt};
 use serde_json::{Value, json};
 
 use access::{WAIT, first_denial, machines, start_replica};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::Api;
 use kubevirt_operator::api::names::CLASS_ANNOTATION;
@@ -28,6 +29,27 @@ async fn classes_are_in_force_on_every_replica_and_bound_new_machines() {
     let (cp, admin) = control_plane().await;
     let (a, port_a) = start_replica(&cp, OP_NS, "replica-a", &[]).await;
     let (b, port_b) = start_replica(&cp, OP_NS, "replica-b", &[]).await;
+    // Only the leader fills the configurations' caBundle, and only for its own URL; the two
+    // replicas race for the Lease, so the configurations name whichever won.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), OP_NS);
+    let leader = eventually(WAIT, "a leader", || async {
+        leases
+            .get_opt(kubevirt_operator::leader::LEASE_NAME)
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+    })
+    .await;
+    if leader == "replica-a" {
+        let url = format!("https://127.0.0.1:{port_a}");
+        let scope = kubevirt_operator::config::WatchScope::All;
+        support::webhooks::install(
+            &admin,
+            &support::webhooks::url_settings(OP_NS, &url, &scope),
+        )
+        .await;
+    }
     let api = machines(&admin, NS);
 
     // No MachineClass at all: the built-ins, and a refusal listing them.
