@@ -9,6 +9,7 @@
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
 //! - [`leader`]: leader election on a Lease; the leader runs the reconciler and certificate manager.
 //! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
+//! - [`snapshots`]: MachineSnapshots and MachineRestores through KubeVirt (leader only).
 //! - [`listen`]: dual-stack listeners.
 //! - [`commands`]: the subcommands' thin I/O shells.
 
@@ -26,5 +27,6 @@ pub mod listen;
 pub mod machine;
 pub mod macs;
 pub mod reconciler;
+pub mod snapshots;
 pub mod telemetry;
 pub mod tls;

@@ -159,3 +159,92 @@ fn machine_class_crd_has_the_contracted_shape() {
             .is_none()
     );
 }
+
+/// `kubectl get msnap` and `kubectl get mrestore`: namespaced, short names, printer columns, the
+/// names they hold required, and a Machine's schedule bounded (issue 21).
+#[test]
+fn snapshot_and_restore_crds_have_the_contracted_shape() {
+    let all = crd::all();
+    let find = |kind: &str| {
+        all.iter()
+            .find(|c| c.spec.names.kind == kind)
+            .unwrap_or_else(|| panic!("the {kind} CRD"))
+    };
+    let columns = |c: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| -> Vec<(String, String)> {
+        c.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.json_path.clone()))
+            .collect()
+    };
+    let schema = |c: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
+        serde_json::to_value(c.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()))
+            .expect("schema")
+    };
+    let owned = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    };
+
+    let snap = find("MachineSnapshot");
+    assert_eq!(
+        snap.metadata.name.as_deref(),
+        Some("machinesnapshots.vitistack.io")
+    );
+    assert_eq!(snap.spec.scope, "Namespaced");
+    assert_eq!(
+        snap.spec.names.short_names.as_deref(),
+        Some(&["msnap".to_owned()][..])
+    );
+    assert_eq!(
+        columns(snap),
+        owned(&[
+            ("Machine", ".spec.machineName"),
+            ("Phase", ".status.phase"),
+            ("Ready", ".status.readyToUse"),
+            ("Taken", ".status.creationTime"),
+            ("Error", ".status.error"),
+            ("Age", ".metadata.creationTimestamp"),
+        ])
+    );
+    let s = schema(snap);
+    assert_eq!(
+        s["properties"]["spec"]["required"],
+        serde_json::json!(["machineName"])
+    );
+    assert!(s["properties"]["status"]["properties"]["readyToUse"].is_object());
+
+    let restore = find("MachineRestore");
+    assert_eq!(
+        restore.metadata.name.as_deref(),
+        Some("machinerestores.vitistack.io")
+    );
+    assert_eq!(restore.spec.scope, "Namespaced");
+    assert_eq!(
+        restore.spec.names.short_names.as_deref(),
+        Some(&["mrestore".to_owned()][..])
+    );
+    assert_eq!(
+        columns(restore),
+        owned(&[
+            ("Machine", ".spec.machineName"),
+            ("Snapshot", ".spec.snapshotName"),
+            ("Phase", ".status.phase"),
+            ("Completed", ".status.completedAt"),
+            ("Age", ".metadata.creationTimestamp"),
+        ])
+    );
+    let r = schema(restore);
+    assert_eq!(
+        r["properties"]["spec"]["required"],
+        serde_json::json!(["machineName", "snapshotName"])
+    );
+
+    let machine = schema(find("Machine"));
+    let snapshots = &machine["properties"]["spec"]["properties"]["snapshots"];
+    assert_eq!(snapshots["required"], serde_json::json!(["schedule"]));
+    assert_eq!(snapshots["properties"]["keep"]["minimum"], 1.0);
+    assert_eq!(snapshots["properties"]["keep"]["maximum"], 100.0);
+}

@@ -31,12 +31,15 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::names::{MACHINE_CRD, OWNERSHIP_KEY_SECRET};
-use kubevirt_operator::api::{Machine, NetworkConfiguration};
+use kubevirt_operator::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 use kubevirt_operator::certs::{
     BUNDLE_CONFIGMAP, BUNDLE_KEY, CA_SECRET, SERVING_SECRET, WEBHOOK_CONFIGURATION,
 };
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
+use kubevirt_operator::reconciler::apis::snapshot::{
+    VirtualMachineRestore, VirtualMachineSnapshot,
+};
 use operator::{eventually, install_crds};
 use support::{AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Proc};
 
@@ -45,6 +48,34 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Grants this control plane cannot exercise, with the reason; each reason is checked below.
 const EXEMPT: &[(&str, &str, &str, &str)] = &[
+    (
+        "vitistack.io",
+        "machinesnapshots/finalizers",
+        "update",
+        "needed to set blockOwnerDeletion on owner references to MachineSnapshots (their \
+         VirtualMachineSnapshots), which only OwnerReferencesPermissionEnforcement checks",
+    ),
+    (
+        "vitistack.io",
+        "machinerestores/finalizers",
+        "update",
+        "needed to set blockOwnerDeletion on owner references to MachineRestores (their \
+         VirtualMachineRestores), which only OwnerReferencesPermissionEnforcement checks",
+    ),
+    (
+        "vitistack.io",
+        "machinesnapshots",
+        "create",
+        "a schedule's snapshot: due at the next cron minute at the soonest, so exercised with a \
+         clock moved by hand in tests/snapshot_schedule_e2e.rs instead",
+    ),
+    (
+        "vitistack.io",
+        "machinesnapshots",
+        "delete",
+        "a schedule's snapshot beyond keep: exercised with a clock moved by hand in \
+         tests/snapshot_schedule_e2e.rs",
+    ),
     (
         "vitistack.io",
         "machines/finalizers",
@@ -565,6 +596,69 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
         })
         .await;
     }
+
+    // Issue 21: a snapshot of alpha, KubeVirt's snapshot controller reporting it taken, and a
+    // restore from it that KubeVirt fails (the VM is stopped, the VirtualMachineRestore made).
+    let snapshot_ar = ApiResource::erase::<MachineSnapshot>(&());
+    let restore_ar = ApiResource::erase::<MachineRestore>(&());
+    let snap: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+        "metadata": {"name": "alpha-snap"}, "spec": {"machineName": "alpha"}
+    }))
+    .expect("MachineSnapshot");
+    dynamic(&admin, &ns, &snapshot_ar)
+        .create(&PostParams::default(), &snap)
+        .await
+        .expect("MachineSnapshot");
+    let vmsnaps: Api<VirtualMachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    eventually(WAIT, "the VirtualMachineSnapshot", || async {
+        get(&vmsnaps, "alpha-snap").await.map(drop)
+    })
+    .await;
+    vmsnaps
+        .patch_status(
+            "alpha-snap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded", "readyToUse": true}})),
+        )
+        .await
+        .expect("VirtualMachineSnapshot status");
+    let msnaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    eventually(WAIT, "alpha-snap ready", || async {
+        let s = get(&msnaps, "alpha-snap").await?.status?;
+        (s.ready_to_use == Some(true)).then_some(())
+    })
+    .await;
+    let undo: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineRestore",
+        "metadata": {"name": "alpha-undo"},
+        "spec": {"machineName": "alpha", "snapshotName": "alpha-snap"}
+    }))
+    .expect("MachineRestore");
+    dynamic(&admin, &ns, &restore_ar)
+        .create(&PostParams::default(), &undo)
+        .await
+        .expect("MachineRestore");
+    let vmrestores: Api<VirtualMachineRestore> = Api::namespaced(admin.clone(), &ns);
+    eventually(WAIT, "the VirtualMachineRestore", || async {
+        get(&vmrestores, "alpha-undo").await.map(drop)
+    })
+    .await;
+    vmrestores
+        .patch_status(
+            "alpha-undo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"complete": false, "conditions": [
+                {"type": "Failure", "status": "True", "message": "no VolumeSnapshotClass"}]}})),
+        )
+        .await
+        .expect("VirtualMachineRestore status");
+    let mrestores: Api<MachineRestore> = Api::namespaced(admin.clone(), &ns);
+    eventually(WAIT, "alpha-undo Failed", || async {
+        let s = get(&mrestores, "alpha-undo").await?.status?;
+        (s.phase.as_deref() == Some("Failed")).then_some(())
+    })
+    .await;
 
     // The NetworkConfiguration goes: its Machines report it (repeated Events are patched).
     ncs.delete("lan", &DeleteParams::default())

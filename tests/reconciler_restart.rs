@@ -135,9 +135,9 @@ async fn watches_relist_after_an_api_server_restart_past_compacted_history() {
         operator_lists(&cp, "machines"),
         operator_lists(&cp, "virtualmachines"),
     );
-    // Machines have two watchers: the reconciler's and the webhooks' MAC index; VMs two: the
-    // operator's own (labelled, full) and the names cache.
-    assert_eq!(lists_before, (2, 2), "one list per watcher so far");
+    // Machines have three watchers: the reconciler's, the snapshot schedule's and the webhooks'
+    // MAC index; VMs two: the operator's own (labelled, full) and the names cache.
+    assert_eq!(lists_before, (3, 2), "one list per watcher so far");
 
     // The second API server first, so the operator's is down only as long as a restart takes.
     let second = cp.second_apiserver().await.expect("second kube-apiserver");

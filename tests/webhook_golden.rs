@@ -1,7 +1,8 @@
 //! Replays every golden AdmissionReview in `webhooks/` through the real HTTPS server, over one
 //! keep-alive connection from a client that verifies the server against the test CA.
 //!
-//! A case is `NN-<endpoint>-<name>.request.json` (endpoint `mutate` or `validate`), the full
+//! A case is `NN-<endpoint>-<name>.request.json` (endpoint `mutate`, `validate`,
+//! `validateclass`, `validatesnapshot` or `validaterestore`), the full
 //! expected answer `NN-...response.json`, and, when the answer carries a patch, a readable
 //! `NN-...patched.json` with the decoded patch and the object after applying it. All three are
 //! checked: the wire answer exactly (base64 patch included), the decoded patch, and the result.
@@ -15,7 +16,10 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use common::{HttpsConn, Server, TestCa};
-use kubevirt_operator::admission::{MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, VALIDATE_PATH};
+use kubevirt_operator::admission::{
+    MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, RESTORE_VALIDATE_PATH, SNAPSHOT_VALIDATE_PATH,
+    VALIDATE_PATH,
+};
 use kubevirt_operator::api::MachineClass;
 use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::macs::LiveMacs;
@@ -51,8 +55,11 @@ fn load_cases() -> Vec<Case> {
                 "mutate" => MUTATE_PATH,
                 "validate" => VALIDATE_PATH,
                 "validateclass" => MACHINE_CLASS_VALIDATE_PATH,
+                "validatesnapshot" => SNAPSHOT_VALIDATE_PATH,
+                "validaterestore" => RESTORE_VALIDATE_PATH,
                 other => panic!(
-                    "{name}: endpoint must be mutate, validate or validateclass, not {other:?}"
+                    "{name}: endpoint must be mutate, validate, validateclass, validatesnapshot \
+                     or validaterestore, not {other:?}"
                 ),
             };
             let request_bytes = std::fs::read(file(&name, "request")).expect("request file");

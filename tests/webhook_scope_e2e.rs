@@ -119,7 +119,8 @@ async fn watch_namespaces_confine_the_webhooks_and_certificates_are_backdated() 
         };
         assert_eq!(json!(hook.namespace_selector), expected, "{}", hook.name);
     }
-    assert_eq!(validating.webhooks.iter().flatten().count(), 3);
+    // Machines, NetworkConfigurations, MachineSnapshots, MachineRestores, MachineClasses.
+    assert_eq!(validating.webhooks.iter().flatten().count(), 5);
 
     // The served certificate: not-before 5 minutes before its issue, which came after start.
     let config = &hooks[0].client_config;

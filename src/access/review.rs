@@ -47,6 +47,15 @@ pub enum AccessError {
     },
     #[error("reading datasources.cdi.kubevirt.io got no answer within the admission's time budget")]
     DataSourceTimeout,
+    #[error("cannot read {kind} {name:?} in namespace {namespace:?}: {source}")]
+    Object {
+        kind: String,
+        name: String,
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("reading {0} got no answer within the admission's time budget")]
+    ObjectTimeout(String),
 }
 
 /// Asks kube-apiserver whether a user may do something (`create` on `subjectaccessreviews`),
@@ -106,6 +115,39 @@ impl AccessReviewer {
             .collect();
         let found = lookup_all(lookups, deadline, AccessError::ClaimTimeout).await?;
         Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The object `name` of kind `K` in `namespace`, read for `user`'s request by `deadline`
+    /// within their turns (a MachineSnapshot's Machine, a restore's snapshot).
+    pub async fn read<K>(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        name: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<K>, AccessError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
+        let kind = K::kind(&()).into_owned();
+        let read = async {
+            let _share = self.shares.acquire(&user.username).await;
+            api.get_opt(name)
+                .await
+                .map_err(|source| AccessError::Object {
+                    kind: kind.clone(),
+                    name: name.to_owned(),
+                    namespace: namespace.to_owned(),
+                    source,
+                })
+        };
+        tokio::time::timeout_at(deadline, read)
+            .await
+            .map_err(|_| AccessError::ObjectTimeout(kind.clone()))?
     }
 
     /// Where each DataSource of `refs` points, read by `deadline` within `user`'s turns (`get`

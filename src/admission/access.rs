@@ -223,7 +223,7 @@ pub async fn check_network(
 }
 
 /// 500 InternalError: the check could not be made, so the Machine is refused until it can.
-fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verdict {
+pub(super) fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verdict {
     tracing::warn!(uid = %req.uid, error = %e, "access check failed; denying");
     let mut fields = fields.to_vec();
     fields.dedup();
@@ -241,7 +241,7 @@ fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verdict {
 }
 
 /// 403 Forbidden, one cause per refused permission, worded like the API server's field errors.
-fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission]) -> Status {
+pub(super) fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission]) -> Status {
     let errors: Vec<FieldError> = denied
         .iter()
         .map(|p| FieldError {

@@ -16,6 +16,8 @@ pub mod review;
 pub mod routes;
 pub mod schema;
 pub mod sizing;
+pub mod snapshot_access;
+pub mod snapshots;
 pub mod status;
 
 pub use decide::Admission;
@@ -24,3 +26,5 @@ pub const MUTATE_PATH: &str = "/mutate-vitistack-io-v1alpha1-machine";
 pub const VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machine";
 pub const NETWORK_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-networkconfiguration";
 pub const MACHINE_CLASS_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machineclass";
+pub const SNAPSHOT_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machinesnapshot";
+pub const RESTORE_VALIDATE_PATH: &str = "/validate-vitistack-io-v1alpha1-machinerestore";

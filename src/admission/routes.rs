@@ -20,7 +20,8 @@ use super::lanes::{self, Lanes};
 use super::limits::{MAX_LOGGED_BYTES, truncate};
 use super::review::{self, DecodeError, Request, Review, Verdict};
 use super::{
-    Admission, MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH,
+    Admission, MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH,
+    RESTORE_VALIDATE_PATH, SNAPSHOT_VALIDATE_PATH, VALIDATE_PATH,
 };
 
 #[derive(Clone)]
@@ -46,6 +47,8 @@ pub fn router_with(admission: Arc<Admission>, metrics: Arc<Metrics>, lanes: Lane
         .route(VALIDATE_PATH, post(validate))
         .route(NETWORK_VALIDATE_PATH, post(validate_network))
         .route(MACHINE_CLASS_VALIDATE_PATH, post(validate_class))
+        .route(SNAPSHOT_VALIDATE_PATH, post(validate_snapshot))
+        .route(RESTORE_VALIDATE_PATH, post(validate_restore))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(Shared {
@@ -104,6 +107,36 @@ async fn validate_class(State(shared): State<Shared>, request: axum::extract::Re
     .await
 }
 
+async fn validate_snapshot(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+) -> Response {
+    let webhook = "validate-machinesnapshot";
+    serve(
+        shared,
+        webhook,
+        request,
+        Admission::validate_snapshot,
+        AccessCheck::SnapshotAuthor,
+    )
+    .await
+}
+
+async fn validate_restore(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+) -> Response {
+    let webhook = "validate-machinerestore";
+    serve(
+        shared,
+        webhook,
+        request,
+        Admission::validate_restore,
+        AccessCheck::RestoreAuthor,
+    )
+    .await
+}
+
 /// What an allowed review then asks kube-apiserver (src/access/): nothing, where DataSources
 /// point, or the author's rights.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -115,6 +148,10 @@ enum AccessCheck {
     NetworkAuthor,
     /// A MachineClass refers to nothing.
     Nothing,
+    /// A MachineSnapshot's author may get its Machine, which exists.
+    SnapshotAuthor,
+    /// A MachineRestore's author may update its Machine; the Machine and a snapshot of it exist.
+    RestoreAuthor,
 }
 
 /// What the blocking part hands back: a decoded review and its verdict, or the answer to a
@@ -172,6 +209,14 @@ async fn serve(
                 }
                 (AccessCheck::NetworkAuthor, Some(reviewer)) => {
                     super::access::check_network(reviewer, &review.request, verdict, deadline).await
+                }
+                (AccessCheck::SnapshotAuthor, Some(reviewer)) => {
+                    let req = &review.request;
+                    super::snapshot_access::check_snapshot(reviewer, req, verdict, deadline).await
+                }
+                (AccessCheck::RestoreAuthor, Some(reviewer)) => {
+                    let req = &review.request;
+                    super::snapshot_access::check_restore(reviewer, req, verdict, deadline).await
                 }
                 _ => verdict,
             };

@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::{Machine, MachineClass, NetworkConfiguration};
+use super::{Machine, MachineClass, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
 /// Every CRD this operator owns, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -11,6 +11,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Machine::crd(),
         NetworkConfiguration::crd(),
         MachineClass::crd(),
+        MachineSnapshot::crd(),
+        MachineRestore::crd(),
     ]
 }
 

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES, UPDATE_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
+use super::snapshots::{MAX_SNAPSHOT_REFS, SnapshotRef, SnapshotSchedule};
 use super::source::{Cdrom, DiskSource, DiskStatus, MAX_CDROMS, MAX_DISK_STATUSES};
 
 /// `serde(default)` keeps a missing name parseable, so validation reports it with every other
@@ -123,6 +124,11 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = UPDATE_STRATEGIES))]
     pub update_strategy: Option<String>,
+
+    /// Scheduled snapshots of every disk (MachineSnapshots named `<machine>-<yyyymmddhhmm>`),
+    /// and how many of them are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<SnapshotSchedule>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -346,6 +352,11 @@ pub struct MachineStatus {
     /// to apply (at most one such restart per generation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_generation: Option<i64>,
+
+    /// The Machine's newest MachineSnapshots, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_SNAPSHOT_REFS))]
+    pub snapshots: Vec<SnapshotRef>,
 }
 
 /// The Machine's networks plus the pod network, with room to spare.

@@ -9,9 +9,11 @@ pub mod network_configuration;
 pub mod operations;
 pub mod placement;
 pub mod quantity;
+pub mod snapshots;
 pub mod source;
 
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use machine_class::{MachineClass, MachineClassSpec};
 pub use network_configuration::{NetworkConfiguration, NetworkConfigurationSpec};
 pub use quantity::Quantity;
+pub use snapshots::{MachineRestore, MachineRestoreSpec, MachineSnapshot, MachineSnapshotSpec};

@@ -15,13 +15,16 @@ use super::config::Settings;
 use super::x509::Cert;
 use super::{NAME_LABEL, OPERATOR_NAME};
 use crate::admission::{
-    MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, VALIDATE_PATH,
+    MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, RESTORE_VALIDATE_PATH,
+    SNAPSHOT_VALIDATE_PATH, VALIDATE_PATH,
 };
 
 pub const MUTATING_WEBHOOK_NAME: &str = "mutate.machines.vitistack.io";
 pub const VALIDATING_WEBHOOK_NAME: &str = "validate.machines.vitistack.io";
 pub const NETWORK_WEBHOOK_NAME: &str = "validate.networkconfigurations.vitistack.io";
 pub const MACHINE_CLASS_WEBHOOK_NAME: &str = "validate.machineclasses.vitistack.io";
+pub const SNAPSHOT_WEBHOOK_NAME: &str = "validate.machinesnapshots.vitistack.io";
+pub const RESTORE_WEBHOOK_NAME: &str = "validate.machinerestores.vitistack.io";
 pub const TIMEOUT_SECONDS: i32 = 5;
 const SERVICE_PORT: i32 = 443;
 
@@ -145,8 +148,8 @@ pub fn mutating(settings: &Settings, ca_bundle: &[u8]) -> MutatingWebhookConfigu
     }
 }
 
-/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, NetworkConfigurations
-/// and MachineClasses.
+/// The ValidatingWebhookConfiguration for `ca_bundle` (PEM): Machines, NetworkConfigurations,
+/// MachineClasses, MachineSnapshots and MachineRestores.
 pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
         metadata: metadata(settings),
@@ -159,6 +162,21 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
                 NETWORK_VALIDATE_PATH,
                 ca_bundle,
             ),
+            webhook_for(
+                settings,
+                "machinesnapshots",
+                SNAPSHOT_WEBHOOK_NAME,
+                SNAPSHOT_VALIDATE_PATH,
+                ca_bundle,
+            ),
+            webhook_for(
+                settings,
+                "machinerestores",
+                RESTORE_WEBHOOK_NAME,
+                RESTORE_VALIDATE_PATH,
+                ca_bundle,
+            ),
+            // Last: kustomize's manifests/machineclasses/ appends it (tests/chart_render.rs).
             class_webhook(
                 settings,
                 "machineclasses",

@@ -205,6 +205,22 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 state.clone(),
                 stop.clone(),
             );
+            let snapshots = crate::snapshots::run(
+                clients.api.clone(),
+                crate::snapshots::Settings {
+                    scopes: settings.scopes.clone(),
+                    namespace: settings.namespace.clone(),
+                    clock: Arc::new(crate::snapshots::SystemClock),
+                    tick: settings
+                        .reconcile_interval
+                        .min(crate::snapshots::run::MAX_TICK)
+                        .max(Duration::from_secs(1)),
+                },
+                stop.clone(),
+            );
+            let reconciler = async move {
+                tokio::join!(reconciler, snapshots);
+            };
             let manager = cert_settings.clone().map(|s| {
                 CertManager::new(clients.api.clone(), s, cert_metrics.clone()).run(stop.clone())
             });

@@ -79,6 +79,7 @@ pub fn resolve_in(
         eviction_strategy: explicit.eviction_strategy.clone(),
         placement: explicit.placement.clone(),
         update_strategy: explicit.update_strategy.clone(),
+        snapshots: explicit.snapshots.clone(),
     };
     Resolved {
         spec: resolved,

@@ -130,6 +130,7 @@ pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog)
     }
     placement::validate(&mut out, &spec_path, spec);
     operations::validate(&mut out, &spec_path, spec);
+    snapshots::validate(&mut out, &spec_path, spec);
     out
 }
 
@@ -383,6 +384,7 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
 mod operations;
 mod placement;
 pub mod resources;
+mod snapshots;
 mod volumes;
 pub use volumes::MAX_VOLUMES;
 

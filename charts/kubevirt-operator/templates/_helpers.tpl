@@ -62,10 +62,11 @@ Rules on namespaced objects: in a ClusterRole (every namespace) or, with watchNa
 Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (a test compares).
 */}}
 {{- define "kubevirt-operator.namespacedRules" -}}
-# Machines: watched; the finalizer is added and removed with a merge patch.
+# Machines: watched; the finalizer is added and removed with a merge patch; read by name by the
+# snapshot and restore controllers.
 - apiGroups: ["vitistack.io"]
   resources: ["machines"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["vitistack.io"]
   resources: ["machines/status"]
   verbs: ["patch"]
@@ -99,6 +100,24 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["cdi.kubevirt.io"]
   resources: ["datavolumes"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# MachineSnapshots: watched, read by a restore, made by schedules and deleted beyond keep;
+# MachineRestores watched; their status written (src/snapshots/).
+- apiGroups: ["vitistack.io"]
+  resources: ["machinesnapshots"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: ["vitistack.io"]
+  resources: ["machinerestores"]
+  verbs: ["list", "watch"]
+- apiGroups: ["vitistack.io"]
+  resources: ["machinesnapshots/status", "machinerestores/status"]
+  verbs: ["patch"]
+- apiGroups: ["vitistack.io"]
+  resources: ["machinesnapshots/finalizers", "machinerestores/finalizers"]
+  verbs: ["update"]
+# KubeVirt's snapshots and restores, one per MachineSnapshot and MachineRestore, controlled by it.
+- apiGroups: ["snapshot.kubevirt.io"]
+  resources: ["virtualmachinesnapshots", "virtualmachinerestores"]
+  verbs: ["get", "list", "watch", "create"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]

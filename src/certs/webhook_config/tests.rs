@@ -74,7 +74,7 @@ fn network_configurations_have_their_own_validating_webhook() {
 #[test]
 fn machine_classes_have_a_cluster_scoped_validating_webhook() {
     let v = validating(&settings(Some("https://127.0.0.1:9443")), b"PEM");
-    let h = &v.webhooks.as_ref().unwrap()[2];
+    let h = &v.webhooks.as_ref().unwrap()[4];
     assert_eq!(h.name, MACHINE_CLASS_WEBHOOK_NAME);
     assert_eq!(
         h.client_config.url.as_deref(),
@@ -124,14 +124,24 @@ fn fill_writes_the_ca_bundle_of_our_webhooks_only() {
     assert_eq!(
         b(&filled, 2),
         Some(ByteString(b"PEM".to_vec())),
+        "MachineSnapshots'"
+    );
+    assert_eq!(
+        b(&filled, 3),
+        Some(ByteString(b"PEM".to_vec())),
+        "MachineRestores'"
+    );
+    assert_eq!(
+        b(&filled, 4),
+        Some(ByteString(b"PEM".to_vec())),
         "MachineClasses'"
     );
-    assert_eq!(b(&filled, 3), Some(ByteString(b"THEIRS".to_vec())));
+    assert_eq!(b(&filled, 5), Some(ByteString(b"THEIRS".to_vec())));
     assert_eq!(
         filled.webhooks.as_ref().unwrap()[0].timeout_seconds,
         Some(9)
     );
-    assert_eq!(bundles(&filled, &ours).len(), 3);
+    assert_eq!(bundles(&filled, &ours).len(), 5);
 
     // Another namespace's Service, or a URL when we run in the cluster: not ours.
     let elsewhere = Settings::new(
@@ -158,4 +168,26 @@ fn the_name_is_the_releases() {
         Some("edge-kubevirt-operator")
     );
     assert!(settings(None).with_webhook_configuration("Edge!").is_err());
+}
+
+/// Issue 21: MachineSnapshots and MachineRestores, namespaced and failing closed like Machines
+/// (a restore admitted unchecked could rewrite a Machine its author may not update).
+#[test]
+fn snapshots_and_restores_have_namespaced_validating_webhooks() {
+    let v = validating(&settings(Some("https://127.0.0.1:9443")), b"PEM");
+    let hooks = v.webhooks.as_ref().unwrap();
+    for (h, (name, path, resource)) in hooks[2..4].iter().zip([
+        (SNAPSHOT_WEBHOOK_NAME, "machinesnapshot", "machinesnapshots"),
+        (RESTORE_WEBHOOK_NAME, "machinerestore", "machinerestores"),
+    ]) {
+        assert_eq!(h.name, name);
+        assert_eq!(
+            h.client_config.url.as_deref(),
+            Some(format!("https://127.0.0.1:9443/validate-vitistack-io-v1alpha1-{path}").as_str())
+        );
+        let rule = &h.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_ref().unwrap(), &[resource]);
+        assert_eq!(rule.scope.as_deref(), Some("Namespaced"));
+        assert_eq!(h.failure_policy.as_deref(), Some("Fail"));
+    }
 }

@@ -111,6 +111,7 @@ pub const STATUS_FIELDS: &[&str] = &[
     "interfaces",
     "guest",
     "lastRestart",
+    "snapshots",
 ];
 
 /// The merge patch that makes the stored status equal to `status`.

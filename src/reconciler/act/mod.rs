@@ -229,6 +229,8 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         retain: decision.retain,
         last_restart: decision.restart.last_restart.clone(),
         last_restart_generation: decision.restart.last_restart_generation,
+        restoring: (o.restoring.as_ref()).map(|(name, step)| (name.as_str(), step.as_str())),
+        snapshots: Some(&o.snapshots),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

@@ -4,3 +4,4 @@
 pub mod cdi;
 pub mod kubevirt;
 pub mod multus;
+pub mod snapshot;

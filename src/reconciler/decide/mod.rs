@@ -244,8 +244,40 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         })
         .cloned()
         .collect();
+    if o.restoring.is_some() {
+        let status = o.machine.status.as_ref();
+        let previous = Recorded {
+            last_restart: status.and_then(|s| s.last_restart.clone()),
+            last_restart_generation: status.and_then(|s| s.last_restart_generation),
+        };
+        hold_for_restore(&mut out, previous);
+    }
     out
 }
+
+/// The restarts the Machine's status records as acted on.
+struct Recorded {
+    last_restart: Option<String>,
+    last_restart_generation: Option<i64>,
+}
+
+/// A MachineRestore is replacing the disks: nothing of the VM or the disks is written, deleted,
+/// released or grown (its stopped VM and restored claims are not drift), and no restart.
+fn hold_for_restore(out: &mut Decision, previous: Recorded) {
+    out.claims.clear();
+    out.data_volumes.clear();
+    out.vm = None;
+    out.delete_data_volumes.clear();
+    out.delete_derived_secret = None;
+    out.release.clear();
+    out.grow_claims.clear();
+    out.adopting.clear();
+    // Nothing restarts; what was acted on stays recorded, so nothing is acted on twice.
+    out.restart.delete_vmi = None;
+    out.restart.last_restart = previous.last_restart;
+    out.restart.last_restart_generation = previous.last_restart_generation;
+}
+
 
 /// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
 /// our VM controls only.

@@ -19,6 +19,13 @@ pub mod phase {
 
 /// Condition reasons that are not problems (a [`Problem`]'s reason is its own).
 pub mod reason {
+    /// `Restoring`: which MachineRestore, in which step.
+    pub const RESTORE_IN_PROGRESS: &str = "RestoreInProgress";
+    /// `SnapshotsReady`: scheduled, and the last scheduled snapshot did not fail.
+    pub const SNAPSHOTS_SCHEDULED: &str = "SnapshotsScheduled";
+    pub const SNAPSHOT_FAILED: &str = "SnapshotFailed";
+    /// KubeVirt's snapshot API (`snapshot.kubevirt.io`) is not served.
+    pub const SNAPSHOT_API_NOT_INSTALLED: &str = "SnapshotAPINotInstalled";
     pub const VM_CREATED: &str = "VMCreated";
     pub const VM_FAILED: &str = "VMFailed";
     pub const PVC_BOUND: &str = "PVCBound";
@@ -45,6 +52,10 @@ pub mod condition {
     /// Shown while `vitistack.io/retain-disks` is `"true"`: whether deleting the Machine, in any
     /// propagation, now keeps every disk.
     pub const DISKS_RETAINED: &str = "DisksRetained";
+    /// Shown while a MachineRestore replaces the disks: the VM and disks are left to it.
+    pub const RESTORING: &str = "Restoring";
+    /// Shown for a Machine with `spec.snapshots`: whether its schedule can and does work.
+    pub const SNAPSHOTS_READY: &str = "SnapshotsReady";
     /// KubeVirt's verdict on the VMI, mirrored while a VMI reports it.
     pub const LIVE_MIGRATABLE: &str = crate::reconciler::decide::migration::LIVE_MIGRATABLE;
 }

@@ -45,6 +45,10 @@ pub struct Reconciled<'a> {
     pub last_restart: Option<String>,
     /// `status.lastRestartGeneration`.
     pub last_restart_generation: Option<i64>,
+    /// A MachineRestore holding the VM and disks (its name and step): `Restoring` is shown.
+    pub restoring: Option<(&'a str, &'a str)>,
+    /// The Machine's snapshots: `status.snapshots` and `SnapshotsReady`.
+    pub snapshots: Option<&'a snapshots::Seen>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -84,6 +88,11 @@ pub fn compute(
         if r.retain {
             conds.push(disks_retained(r));
         }
+        conds.extend(
+            r.restoring
+                .map(|(name, step)| restoring::condition(name, step)),
+        );
+        conds.extend(r.snapshots.and_then(snapshots::condition));
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 
@@ -112,6 +121,7 @@ pub fn compute(
         guest: vmi_status.and_then(guest::guest),
         last_restart: r.last_restart.clone(),
         last_restart_generation: r.last_restart_generation,
+        snapshots: r.snapshots.map(snapshots::refs).unwrap_or_default(),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);
@@ -343,5 +353,7 @@ fn ip_addresses(
 
 mod mirrored;
 mod storage;
+mod restoring;
+pub mod snapshots;
 #[cfg(test)]
 mod tests;

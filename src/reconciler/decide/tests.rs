@@ -20,6 +20,7 @@ use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 mod data_volumes;
+mod restoring;
 mod retain;
 mod secrets;
 
@@ -70,6 +71,8 @@ fn observed(m: Machine) -> Observed {
         cdi_installed: true,
         unwanted_data_volumes: vec![],
         unused_attachments: vec![],
+        restoring: None,
+        snapshots: Default::default(),
     }
 }
 

@@ -69,6 +69,10 @@ pub struct Observed {
     pub unwanted_data_volumes: Vec<DataVolume>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
+    /// A MachineRestore holding this Machine's VM and disks: its name and step.
+    pub restoring: Option<(String, String)>,
+    /// The Machine's MachineSnapshots and whether KubeVirt can take them.
+    pub snapshots: crate::reconciler::decide::status::snapshots::Seen,
 }
 
 /// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
@@ -298,6 +302,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         }
     }
 
+    let spec_has_schedule = spec.snapshots.is_some();
     Ok(Observed {
         machine: machine.clone(),
         spec,
@@ -315,6 +320,8 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         cdi_installed: ctx.cdi_installed,
         unwanted_data_volumes,
         unused_attachments,
+        restoring: snapshots::holding(ctx, &ns, &name),
+        snapshots: snapshots::of(ctx, machine, spec_has_schedule),
     })
 }
 
@@ -395,6 +402,7 @@ pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachment
         .collect()
 }
 
+mod snapshots;
 mod storage;
 #[cfg(test)]
 mod tests;

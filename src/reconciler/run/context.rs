@@ -10,7 +10,7 @@ use kube::Resource;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use tokio::sync::watch;
 
-use crate::api::{Machine, MachineStatus, NetworkConfiguration};
+use crate::api::{Machine, MachineRestore, MachineSnapshot, MachineStatus, NetworkConfiguration};
 use crate::classes::LiveCatalog;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::telemetry::Metrics;
@@ -92,6 +92,11 @@ pub struct Stores {
     pub dv_names: Presence,
     /// CDI's StorageProfiles (one per StorageClass); empty when CDI is not installed.
     pub storage_profiles: Store<StorageProfile>,
+    /// MachineRestores: one in a holding step leaves the VM and disks to it. Empty when the
+    /// MachineRestore CRD is not installed.
+    pub restores: Store<MachineRestore>,
+    /// MachineSnapshots, for `status.snapshots` and `SnapshotsReady`; empty without the CRD.
+    pub snapshots: Store<MachineSnapshot>,
 }
 
 /// The writing halves of [`Stores`], for the watches that fill them (the [`Presence`] sets are
@@ -106,6 +111,8 @@ pub struct Writers {
     pub storage_classes: Writer<StorageClass>,
     pub data_volumes: Writer<Packed<DataVolume>>,
     pub storage_profiles: Writer<StorageProfile>,
+    pub restores: Writer<MachineRestore>,
+    pub snapshots: Writer<MachineSnapshot>,
 }
 
 impl Stores {
@@ -120,6 +127,8 @@ impl Stores {
         let (storage_classes, scs_w) = reflector::store();
         let (data_volumes, dvs_w) = reflector::store();
         let (storage_profiles, sps_w) = reflector::store();
+        let (restores, restores_w) = reflector::store();
+        let (snapshots, snapshots_w) = reflector::store();
         let stores = Stores {
             machines,
             vms,
@@ -134,6 +143,8 @@ impl Stores {
             data_volumes,
             dv_names: Presence::default(),
             storage_profiles,
+            restores,
+            snapshots,
         };
         let writers = Writers {
             machines: machines_w,
@@ -145,6 +156,8 @@ impl Stores {
             storage_classes: scs_w,
             data_volumes: dvs_w,
             storage_profiles: sps_w,
+            restores: restores_w,
+            snapshots: snapshots_w,
         };
         (stores, writers)
     }
@@ -172,6 +185,11 @@ pub struct Context {
     pub multus_installed: bool,
     /// Whether CDI's DataVolume API was served when the controller started.
     pub cdi_installed: bool,
+    /// Whether the MachineRestore and MachineSnapshot APIs were served when the controller
+    /// started.
+    pub restores_served: bool,
+    /// Whether KubeVirt's VirtualMachineSnapshot API was served when the controller started.
+    pub kubevirt_snapshots: bool,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     /// What is remembered per Machine (failures, derived Secrets, status writes); pruned when

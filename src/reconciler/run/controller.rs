@@ -23,7 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 
-use crate::api::{Machine, NetworkConfiguration};
+use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
 pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
 use super::discovery;
@@ -77,7 +77,16 @@ pub async fn run_scope(
         ),
         discovery::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes"),
     );
-    let (multus_installed, cdi_installed) = tokio::select! {
+    let discovered = futures::future::join3(
+        discovered,
+        discovery::serves(&client, "vitistack.io/v1alpha1", "machinerestores"),
+        discovery::serves(
+            &client,
+            "snapshot.kubevirt.io/v1beta1",
+            "virtualmachinesnapshots",
+        ),
+    );
+    let ((multus_installed, cdi_installed), restores_served, kubevirt_snapshots) = tokio::select! {
         found = discovered => found,
         () = shutdown.clone() => return,
     };
@@ -161,6 +170,16 @@ pub async fn run_scope(
         writers.storage_classes,
         ignore,
     );
+    // A restore in a holding step leaves its Machine's VM and disks alone (see `observe`).
+    let restore_stream = restores_served.then(|| {
+        let restores = writers.restores;
+        watches::watch(&client, &scope, Default::default(), restores, ignore)
+    });
+    // Served with MachineRestores (the same CRDs): a snapshot's status reaches its Machine's.
+    let snapshot_stream = restores_served.then(|| {
+        let snapshots = writers.snapshots;
+        watches::watch(&client, &scope, Default::default(), snapshots, ignore)
+    });
     let sp_stream = cdi_installed.then(|| {
         let profiles = writers.storage_profiles;
         watches::watch(&client, &scope, Default::default(), profiles, ignore)
@@ -181,6 +200,8 @@ pub async fn run_scope(
         written,
         multus_installed,
         cdi_installed,
+        restores_served,
+        kubevirt_snapshots,
         caches_ready: watch::Sender::new(false),
         per_machine,
         bind_times,
@@ -226,6 +247,7 @@ pub async fn run_scope(
                     ready,
                     multus_installed,
                     cdi_installed,
+                    restores_served,
                 )
                 .await;
         })
@@ -266,6 +288,14 @@ pub async fn run_scope(
             })
         };
         controller = controller.watches_stream(sp_stream, by_profile);
+    }
+    if let Some(restore_stream) = restore_stream {
+        controller = controller.watches_stream(restore_stream, restored_machine);
+    }
+    if let Some(snapshot_stream) = snapshot_stream {
+        let snapshotted =
+            |s: MachineSnapshot| Some(ObjectRef::new(&s.spec.machine_name).within(&s.namespace()?));
+        controller = controller.watches_stream(snapshot_stream, snapshotted);
     }
     if let Some(dv_stream) = dv_stream {
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
@@ -310,4 +340,9 @@ where
     K: Resource<DynamicType = ()> + Brief<Brief = Option<Box<str>>>,
 {
     Some(ObjectRef::new(o.brief().as_deref()?).within(&o.namespace()?))
+}
+
+/// The Machine a MachineRestore names.
+fn restored_machine(r: MachineRestore) -> Option<ObjectRef<Packed<Machine>>> {
+    Some(ObjectRef::new(&r.spec.machine_name).within(&r.namespace()?))
 }

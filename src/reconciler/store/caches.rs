@@ -28,6 +28,7 @@ impl Stores {
         ready: watch::Sender<bool>,
         multus: bool,
         cdi: bool,
+        restores: bool,
     ) {
         let all = async {
             futures::try_join!(
@@ -55,6 +56,8 @@ impl Stores {
                 async { self.vm_names.wait_until_ready().await.map_err(drop) },
                 async { self.pvc_names.wait_until_ready().await.map_err(drop) },
                 if_served(multus, self.nad_names.wait_until_ready()),
+                if_served(restores, self.restores.wait_until_ready()),
+                if_served(restores, self.snapshots.wait_until_ready()),
             )
             .map(drop)
         };
@@ -114,8 +117,14 @@ mod tests {
         let (listed_tx, listed) = watch::channel(false);
         let (ready_tx, mut ready) = watch::channel(false);
         let state = Arc::new(State::default());
-        let tracker =
-            tokio::spawn(stores.track_readiness(listed, state.clone(), ready_tx, true, false));
+        let tracker = tokio::spawn(stores.track_readiness(
+            listed,
+            state.clone(),
+            ready_tx,
+            true,
+            false,
+            false,
+        ));
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The Controller's own wait, polled after the tracker's.
         let controller = tokio::spawn(async move { machines.wait_until_ready().await });

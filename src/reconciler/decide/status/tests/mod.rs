@@ -50,6 +50,7 @@ struct Case<'a> {
     provisioning: Option<Verdict>,
     disks: Vec<DiskStatus>,
     retain: bool,
+    restoring: Option<(&'a str, &'a str)>,
 }
 
 impl<'a> Case<'a> {
@@ -64,6 +65,7 @@ impl<'a> Case<'a> {
             provisioning: None,
             disks: vec![],
             retain: false,
+            restoring: None,
         }
     }
 
@@ -80,6 +82,8 @@ impl<'a> Case<'a> {
             retain: self.retain,
             last_restart: None,
             last_restart_generation: None,
+            restoring: self.restoring,
+            snapshots: None,
         };
         compute(previous, Some(3), &obs, now)
     }
@@ -227,4 +231,27 @@ fn disks_retained_shows_only_under_retain_disks_and_names_a_failed_release() {
     assert!(d.message.contains("m-data"), "{}", d.message);
     // A failed release is no reason to call the Machine not ready.
     assert_eq!(cond(&failed, "Ready").status, cond(&held, "Ready").status);
+}
+
+#[test]
+fn restoring_shows_only_while_a_restore_holds_the_machine() {
+    let now = Timestamp::UNIX_EPOCH;
+    let plain = Case::new().status(None, now);
+    assert!(
+        !plain.conditions.iter().any(|c| c.type_ == "Restoring"),
+        "{plain:?}"
+    );
+    let mut c = Case::new();
+    c.restoring = Some(("undo", "Restoring"));
+    let held = c.status(None, now);
+    let r = cond(&held, "Restoring");
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "RestoreInProgress")
+    );
+    assert!(
+        r.message.contains("MachineRestore undo (Restoring)"),
+        "{}",
+        r.message
+    );
 }

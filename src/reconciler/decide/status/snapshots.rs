@@ -1,0 +1,198 @@
+//! `status.snapshots` (the newest MachineSnapshots of the Machine) and `SnapshotsReady` (pure).
+
+use kube::ResourceExt;
+
+use super::{Cond, condition, reason};
+use crate::api::snapshots::{
+    MAX_SNAPSHOT_REFS, MachineSnapshot, SCHEDULED_LABEL, SnapshotRef, snapshot_phase,
+};
+
+/// What the reconciler saw of a Machine's snapshots.
+#[derive(Clone, Debug, Default)]
+pub struct Seen {
+    /// The Machine has `spec.snapshots`.
+    pub scheduled: bool,
+    /// KubeVirt's VirtualMachineSnapshot API is served.
+    pub api: bool,
+    /// The MachineSnapshots of this Machine (not of an earlier one of the same name).
+    pub snapshots: Vec<MachineSnapshot>,
+}
+
+fn time(s: &MachineSnapshot) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    (s.status.as_ref().and_then(|st| st.creation_time.clone()))
+        .or_else(|| s.metadata.creation_timestamp.clone())
+}
+
+fn newest_first(list: &[MachineSnapshot]) -> Vec<&MachineSnapshot> {
+    let mut all: Vec<&MachineSnapshot> = list.iter().collect();
+    all.sort_by_key(|s| std::cmp::Reverse((time(s), s.name_any())));
+    all
+}
+
+/// The newest snapshots, newest first, at most [`MAX_SNAPSHOT_REFS`].
+pub fn refs(seen: &Seen) -> Vec<SnapshotRef> {
+    newest_first(&seen.snapshots)
+        .into_iter()
+        .take(MAX_SNAPSHOT_REFS)
+        .map(|s| SnapshotRef {
+            name: s.name_any(),
+            time: time(s),
+            ready: s.status.as_ref().and_then(|st| st.ready_to_use) == Some(true),
+        })
+        .collect()
+}
+
+/// `SnapshotsReady`, for a Machine with a schedule only.
+pub(super) fn condition(seen: &Seen) -> Option<Cond> {
+    if !seen.scheduled {
+        return None;
+    }
+    let t = condition::SNAPSHOTS_READY;
+    if !seen.api {
+        let message = "KubeVirt's snapshot API (snapshot.kubevirt.io/v1beta1 \
+                       VirtualMachineSnapshot) is not installed: no snapshot can be taken";
+        return Some(Cond::new(
+            t,
+            "False",
+            reason::SNAPSHOT_API_NOT_INSTALLED,
+            message.to_owned(),
+        ));
+    }
+    let scheduled =
+        |s: &&MachineSnapshot| s.labels().get(SCHEDULED_LABEL).is_some_and(|v| v == "true");
+    let last = newest_first(&seen.snapshots).into_iter().find(scheduled);
+    let Some(last) = last else {
+        let message = "no scheduled snapshot yet".to_owned();
+        return Some(Cond::new(t, "True", reason::SNAPSHOTS_SCHEDULED, message));
+    };
+    let status = last.status.clone().unwrap_or_default();
+    if status.phase.as_deref() == Some(snapshot_phase::FAILED) {
+        let why = status.error.unwrap_or_default();
+        let message = format!(
+            "the last scheduled snapshot {} failed: {why}",
+            last.name_any()
+        );
+        return Some(Cond::new(t, "False", reason::SNAPSHOT_FAILED, message));
+    }
+    let message = format!(
+        "the last scheduled snapshot {} is {}",
+        last.name_any(),
+        status.phase.as_deref().unwrap_or(snapshot_phase::PENDING)
+    );
+    Some(Cond::new(t, "True", reason::SNAPSHOTS_SCHEDULED, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn snap(name: &str, scheduled: bool, status: serde_json::Value) -> MachineSnapshot {
+        let labels = if scheduled {
+            json!({SCHEDULED_LABEL: "true"})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+            "metadata": {"name": name, "namespace": "ns", "labels": labels},
+            "spec": {"machineName": "web"}, "status": status
+        }))
+        .expect("snapshot")
+    }
+
+    fn summary(seen: &Seen) -> Option<(String, String)> {
+        condition(seen).map(|c| (c.status.to_owned(), c.reason))
+    }
+
+    #[test]
+    fn the_newest_few_are_listed_newest_first() {
+        let seen = Seen {
+            snapshots: (1..=7)
+                .map(|d| {
+                    snap(
+                        &format!("web-2026010{d}0200"),
+                        true,
+                        json!({"readyToUse": d % 2 == 0, "creationTime": format!("2026-01-0{d}T02:00:03Z")}),
+                    )
+                })
+                .collect(),
+            ..Seen::default()
+        };
+        let r = refs(&seen);
+        let names: Vec<&str> = r.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "web-202601070200",
+                "web-202601060200",
+                "web-202601050200",
+                "web-202601040200",
+                "web-202601030200"
+            ]
+        );
+        assert_eq!(
+            r.iter().map(|r| r.ready).collect::<Vec<_>>(),
+            [false, true, false, true, false]
+        );
+    }
+
+    #[test]
+    fn snapshots_ready_says_whether_the_schedule_works() {
+        let ok = snap(
+            "web-202601020200",
+            true,
+            json!({"phase": "Succeeded", "creationTime": "2026-01-02T02:00:03Z"}),
+        );
+        let failed = snap(
+            "web-202601030200",
+            true,
+            json!({"phase": "Failed", "error": "no VolumeSnapshotClass", "creationTime": "2026-01-03T02:00:03Z"}),
+        );
+        let by_hand_failed = snap(
+            "oops",
+            false,
+            json!({"phase": "Failed", "creationTime": "2026-01-04T02:00:03Z"}),
+        );
+        let seen = |scheduled, api, snapshots: Vec<MachineSnapshot>| Seen {
+            scheduled,
+            api,
+            snapshots,
+        };
+        let pair = |s: &str, r: &str| Some((s.to_owned(), r.to_owned()));
+        assert_eq!(
+            summary(&seen(false, true, vec![failed.clone()])),
+            None,
+            "no schedule, no condition"
+        );
+        assert_eq!(
+            summary(&seen(true, false, vec![])),
+            pair("False", "SnapshotAPINotInstalled")
+        );
+        assert_eq!(
+            summary(&seen(true, true, vec![])),
+            pair("True", "SnapshotsScheduled")
+        );
+        assert_eq!(
+            summary(&seen(true, true, vec![ok.clone()])),
+            pair("True", "SnapshotsScheduled")
+        );
+        assert_eq!(
+            summary(&seen(true, true, vec![ok.clone(), failed.clone()])),
+            pair("False", "SnapshotFailed")
+        );
+        // Only scheduled ones count: a failed one by hand says nothing of the schedule.
+        assert_eq!(
+            summary(&seen(true, true, vec![ok, by_hand_failed])),
+            pair("True", "SnapshotsScheduled")
+        );
+        let c = condition(&seen(true, true, vec![failed])).expect("condition");
+        assert!(
+            c.message
+                .contains("web-202601030200 failed: no VolumeSnapshotClass"),
+            "{}",
+            c.message
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! A Machine's snapshots and restores, from the caches: whether a MachineRestore holds the
+//! Machine (then the reconciler leaves its VM and disks to it), and its MachineSnapshots.
+
+use kube::{Resource, ResourceExt};
+
+use crate::api::Machine;
+use crate::api::snapshots::holds;
+use crate::reconciler::decide::status::snapshots::Seen;
+use crate::reconciler::run::context::Context;
+
+/// The restore of Machine `name` in `ns` that holds it, if any (the oldest, should two run).
+pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> {
+    let mut holding = ctx.stores.restores.state_filter(|r| {
+        r.namespace().as_deref() == Some(ns)
+            && r.spec.machine_name == name
+            && holds(r.status.as_ref().and_then(|s| s.phase.as_deref()))
+    });
+    holding.sort_by_key(|r| r.creation_timestamp());
+    let r = holding.first()?;
+    let phase = r.status.as_ref().and_then(|s| s.phase.clone());
+    Some((r.name_any(), phase.unwrap_or_default()))
+}
+
+/// The MachineSnapshots of `machine` (not those of an earlier Machine of its name).
+pub fn of(ctx: &Context, machine: &Machine, scheduled: bool) -> Seen {
+    let (ns, name, uid) = (machine.namespace(), machine.name_any(), machine.uid());
+    let snapshots = ctx
+        .stores
+        .snapshots
+        .state_filter(|s| {
+            let taken_of = s.status.as_ref().and_then(|st| st.machine_uid.as_ref());
+            s.namespace() == ns
+                && s.spec.machine_name == name
+                && s.meta().deletion_timestamp.is_none()
+                && taken_of.is_none_or(|u| Some(u) == uid.as_ref())
+        })
+        .iter()
+        .map(|s| s.as_ref().clone())
+        .collect();
+    Seen {
+        scheduled,
+        api: ctx.kubevirt_snapshots,
+        snapshots,
+    }
+}

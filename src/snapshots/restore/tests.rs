@@ -1,0 +1,305 @@
+use serde_json::json;
+
+use super::*;
+use crate::api::snapshots::{MachineRestoreStatus, RestoredDisk};
+
+const UID: &str = "0a1b2c3d-4e5f";
+
+fn restore(
+    phase: Option<&str>,
+    disks: Vec<RestoredDisk>,
+    was_running: Option<bool>,
+) -> MachineRestore {
+    let mut r: MachineRestore = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineRestore",
+        "metadata": {"name": "undo", "namespace": "ns", "uid": UID},
+        "spec": {"machineName": "web", "snapshotName": "web-before"}
+    }))
+    .expect("restore");
+    r.status = Some(MachineRestoreStatus {
+        phase: phase.map(str::to_owned),
+        disks,
+        was_running,
+        ..MachineRestoreStatus::default()
+    });
+    r
+}
+
+fn snapshot(machine: &str, machine_uid: &str, ready: bool) -> MachineSnapshot {
+    serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+        "metadata": {"name": "web-before", "namespace": "ns"},
+        "spec": {"machineName": machine},
+        "status": {"readyToUse": ready, "machineUid": machine_uid}
+    }))
+    .expect("snapshot")
+}
+
+fn vm_restore(status: serde_json::Value) -> VirtualMachineRestore {
+    serde_json::from_value(json!({
+        "apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineRestore",
+        "metadata": {"name": "undo", "namespace": "ns"},
+        "spec": {"target": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "web"},
+                 "virtualMachineSnapshotName": "web-before"},
+        "status": status
+    }))
+    .expect("vm restore")
+}
+
+fn machine() -> MachineView {
+    MachineView {
+        uid: "uid-m".into(),
+        disks: vec!["root".into(), "data".into()],
+        data_volumes: vec![],
+    }
+}
+
+fn vm(runs: bool, claims: &[&str]) -> VmView {
+    VmView {
+        runs,
+        claims: claims.iter().map(|c| (*c).to_owned()).collect(),
+    }
+}
+
+fn claims(list: &[(&str, &str, bool)]) -> BTreeMap<String, ClaimView> {
+    list.iter()
+        .map(|(n, uid, ours)| {
+            (
+                (*n).to_owned(),
+                ClaimView {
+                    uid: (*uid).to_owned(),
+                    ours: *ours,
+                },
+            )
+        })
+        .collect()
+}
+
+fn r(disk: &str) -> String {
+    restored_claim("web", disk, UID)
+}
+
+#[test]
+fn restored_claims_are_named_for_the_disk_and_the_restore() {
+    assert_eq!(r("root"), "web-root-restore-0a1b2c3d");
+}
+
+#[test]
+fn pending_checks_the_machine_and_the_snapshot_before_stopping() {
+    let pending = restore(None, vec![], None);
+    let ready = snapshot("web", "uid-m", true);
+    let other = snapshot("db", "uid-d", true);
+    let recreated = snapshot("web", "uid-old", true);
+    let not_ready = snapshot("web", "uid-m", false);
+    let with_image = MachineView {
+        data_volumes: vec!["root".into()],
+        ..machine()
+    };
+    let cases: Vec<(&str, Seen, Step)> = vec![
+        (
+            "no Machine",
+            Seen {
+                restore: Some(&pending),
+                snapshot: Some(&ready),
+                ..Seen::default()
+            },
+            Step::Fail("Machine web not found".into()),
+        ),
+        (
+            "no snapshot",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(machine()),
+                ..Seen::default()
+            },
+            Step::Fail("MachineSnapshot web-before not found".into()),
+        ),
+        (
+            "another Machine's snapshot",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(machine()),
+                snapshot: Some(&other),
+                ..Seen::default()
+            },
+            Step::Fail("MachineSnapshot web-before is a snapshot of another Machine".into()),
+        ),
+        (
+            "a snapshot of an earlier Machine of the same name",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(machine()),
+                snapshot: Some(&recreated),
+                ..Seen::default()
+            },
+            Step::Fail("MachineSnapshot web-before is a snapshot of another Machine".into()),
+        ),
+        (
+            "DataVolumes",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(with_image),
+                snapshot: Some(&ready),
+                ..Seen::default()
+            },
+            Step::Fail(
+                "disks with a source and CD-ROMs (DataVolumes: root) cannot be restored yet".into(),
+            ),
+        ),
+        (
+            "snapshot not ready",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(machine()),
+                snapshot: Some(&not_ready),
+                vm: Some(vm(true, &[])),
+                ..Seen::default()
+            },
+            Step::Wait {
+                phase: phase::PENDING,
+                why: Some("MachineSnapshot web-before is not ready to use".into()),
+            },
+        ),
+        (
+            "a running VM is stopped, and remembered as running",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(machine()),
+                snapshot: Some(&ready),
+                vm: Some(vm(true, &[])),
+                vmi: true,
+                ..Seen::default()
+            },
+            Step::StopVm { was_running: true },
+        ),
+        (
+            "a halted VM is remembered as halted",
+            Seen {
+                restore: Some(&pending),
+                machine: Some(machine()),
+                snapshot: Some(&ready),
+                vm: Some(vm(false, &[])),
+                ..Seen::default()
+            },
+            Step::StopVm { was_running: false },
+        ),
+    ];
+    for (case, seen, step) in cases {
+        assert_eq!(next(&seen), step, "{case}");
+    }
+    let second = Seen {
+        restore: Some(&pending),
+        machine: Some(machine()),
+        snapshot: Some(&ready),
+        vm: Some(vm(true, &[])),
+        another: Some("first".into()),
+        ..Seen::default()
+    };
+    assert_eq!(
+        next(&second),
+        Step::Wait {
+            phase: phase::PENDING,
+            why: Some("MachineRestore first is restoring Machine web".into()),
+        },
+        "one restore of a Machine at a time"
+    );
+}
+
+#[test]
+fn stopping_waits_for_the_vmi_then_restores_every_disk() {
+    let stopping = restore(Some(phase::STOPPING), vec![], Some(true));
+    let restoring = restore(Some(phase::RESTORING), vec![], Some(true));
+    let seen = |r, vm_: VmView, vmi| Seen {
+        restore: Some(r),
+        machine: Some(machine()),
+        vm: Some(vm_),
+        vmi,
+        ..Seen::default()
+    };
+    assert_eq!(
+        next(&seen(&stopping, vm(true, &[]), true)),
+        Step::StopVm { was_running: true },
+        "reverted by someone: halted again"
+    );
+    assert!(matches!(
+        next(&seen(&stopping, vm(false, &[]), true)),
+        Step::Wait {
+            phase: phase::STOPPING,
+            ..
+        }
+    ));
+    assert_eq!(
+        next(&seen(&stopping, vm(false, &[]), false)),
+        Step::Advance(phase::RESTORING)
+    );
+    assert_eq!(
+        next(&seen(&restoring, vm(false, &[]), false)),
+        Step::CreateVmRestore {
+            overrides: vec![("root".into(), r("root")), ("data".into(), r("data"))]
+        }
+    );
+    assert_eq!(
+        next(&seen(&restoring, vm(true, &[]), false)),
+        Step::Fail("the VM was started during the restore".into())
+    );
+}
+
+#[test]
+fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
+    let restoring = restore(Some(phase::RESTORING), vec![], Some(true));
+    let in_progress = vm_restore(json!({"complete": false}));
+    let failed = vm_restore(json!({"complete": false, "conditions": [
+        {"type": "Failure", "status": "True", "reason": "VolumeSnapshotMissing",
+         "message": "snapshot web-before-root is gone"}]}));
+    let done = vm_restore(json!({"complete": true}));
+    let both = claims(&[
+        ("web-root", "old-root", true),
+        ("web-data", "old-data", true),
+        (&r("root"), "new-root", false),
+        (&r("data"), "new-data", false),
+    ]);
+    let seen = |vr, claims| Seen {
+        restore: Some(&restoring),
+        machine: Some(machine()),
+        vm: Some(vm(false, &[])),
+        vm_restore: Some(vr),
+        claims,
+        ..Seen::default()
+    };
+    assert!(matches!(
+        next(&seen(&in_progress, both.clone())),
+        Step::Wait {
+            phase: phase::RESTORING,
+            ..
+        }
+    ));
+    assert_eq!(
+        next(&seen(&failed, both.clone())),
+        Step::Fail("KubeVirt could not restore the VM: snapshot web-before-root is gone".into())
+    );
+    assert_eq!(
+        next(&seen(&done, both.clone())),
+        Step::BeginAdopting(vec![
+            DiskSwap {
+                disk: "root".into(),
+                restored: r("root"),
+                previous_uid: Some("old-root".into())
+            },
+            DiskSwap {
+                disk: "data".into(),
+                restored: r("data"),
+                previous_uid: Some("old-data".into())
+            },
+        ])
+    );
+    let one_missing = claims(&[
+        ("web-root", "old-root", true),
+        (&r("root"), "new-root", false),
+    ]);
+    assert_eq!(
+        next(&seen(&done, one_missing)),
+        Step::Fail("KubeVirt restored no claim for disk(s) data".into())
+    );
+}
+
+mod later;

@@ -1,0 +1,315 @@
+//! The MachineRestore controller: observe ([`observe`]: the restore, the Machine, its VM, VMI and
+//! claims, the snapshot and the VirtualMachineRestore) → decide ([`restore::next`], pure) → act
+//! ([`act`]: one step per reconcile, then look again).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::error::Error;
+use super::restore::{self, ClaimView, MachineView, Seen, Step, VmView, phase};
+use super::run::Context;
+use super::snapshot::scoped;
+use crate::api::Machine;
+use crate::api::names::pvc_name;
+use crate::api::operations::RUN_STRATEGY_HALTED;
+use crate::api::snapshots::{MachineRestore, MachineRestoreStatus, MachineSnapshot, RestoredDisk};
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::snapshot::VirtualMachineRestore;
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controlled_by};
+use crate::reconciler::run::watches::Scope;
+
+mod act;
+
+/// The field manager of the restore's own writes (the VM's run strategy while it is stopped, the
+/// claims it makes again): the reconciler's later applies never remove what only this one set
+/// (a claim's `dataSource`).
+pub const RESTORE_FIELD_MANAGER: &str = "kubevirt-operator-restore";
+
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: &Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let restores = scoped::<MachineRestore>(&ctx.client, scope);
+    let mut controller = Controller::new(restores, watcher::Config::default());
+    if ctx.kubevirt {
+        let vm_restores = scoped::<VirtualMachineRestore>(&ctx.client, scope);
+        controller = controller.owns(vm_restores, watcher::Config::default());
+    }
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "MachineRestore reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(r: Arc<MachineRestore>, e: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(restore = %r.name_any(), error = %e, "MachineRestore reconcile failed");
+    Action::requeue(ctx.settings.tick)
+}
+
+/// What one reconcile observed, owned (`Seen` borrows from it).
+pub struct Observed {
+    pub restore: MachineRestore,
+    pub machine: Option<Machine>,
+    pub view: Option<MachineView>,
+    pub snapshot: Option<MachineSnapshot>,
+    pub vm: Option<VirtualMachine>,
+    pub vm_ours: bool,
+    pub vmi: bool,
+    pub vm_restore: Option<VirtualMachineRestore>,
+    pub vm_restore_ours: bool,
+    pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    pub claim_views: BTreeMap<String, ClaimView>,
+    pub another: Option<String>,
+}
+
+async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let current = r.status.as_ref().and_then(|s| s.phase.as_deref());
+    if r.meta().deletion_timestamp.is_some()
+        || matches!(current, Some(phase::SUCCEEDED | phase::FAILED))
+    {
+        return Ok(Action::await_change());
+    }
+    if !ctx.kubevirt {
+        let failed = Step::Fail(super::run::NO_KUBEVIRT_SNAPSHOTS.to_owned());
+        act::fail_only(&ctx, &r, failed).await?;
+        return Ok(Action::await_change());
+    }
+    let o = observe(&r, &ctx).await?;
+    let step = decide(&o);
+    tracing::debug!(restore = %r.name_any(), ?step, "restore step");
+    act::act(&ctx, &o, step).await?;
+    Ok(Action::requeue(ctx.settings.tick))
+}
+
+/// [`restore::next`], after the checks on what is not the Machine's.
+pub fn decide(o: &Observed) -> Step {
+    let name = &o.restore.spec.machine_name;
+    if o.vm.is_some() && !o.vm_ours {
+        return Step::Fail(format!("VirtualMachine {name} is not the Machine's"));
+    }
+    if o.vm_restore.is_some() && !o.vm_restore_ours {
+        return Step::Fail(format!(
+            "VirtualMachineRestore {} exists and is not this restore's",
+            o.restore.name_any()
+        ));
+    }
+    let vm = o.vm.as_ref().map(|vm| VmView {
+        runs: vm.spec.run_strategy.as_deref() != Some(RUN_STRATEGY_HALTED),
+        claims: vm
+            .spec
+            .template
+            .spec
+            .volumes
+            .iter()
+            .filter_map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .map(|p| p.claim_name.clone())
+                    .or_else(|| v.data_volume.as_ref().map(|d| d.name.clone()))
+            })
+            .collect(),
+    });
+    restore::next(&Seen {
+        restore: Some(&o.restore),
+        machine: o.view.clone(),
+        snapshot: o.snapshot.as_ref(),
+        vm,
+        vmi: o.vmi,
+        vm_restore: o.vm_restore.as_ref(),
+        claims: o.claim_views.clone(),
+        another: o.another.clone(),
+    })
+}
+
+/// The disks of the restore: as recorded once it began, else as the VM mounts them (a claim
+/// `<machine>-<volume>` is a blank disk; a DataVolume one this restore cannot take back).
+fn machine_view(
+    machine: &Machine,
+    vm: Option<&VirtualMachine>,
+    status: &MachineRestoreStatus,
+) -> MachineView {
+    let name = machine.name_any();
+    let mut view = MachineView {
+        uid: machine.uid().unwrap_or_default(),
+        ..MachineView::default()
+    };
+    if !status.disks.is_empty() {
+        view.disks = status.disks.iter().map(|d| d.name.clone()).collect();
+        return view;
+    }
+    for v in vm.iter().flat_map(|vm| &vm.spec.template.spec.volumes) {
+        if v.data_volume.is_some() {
+            view.data_volumes.push(v.name.clone());
+        } else if v
+            .persistent_volume_claim
+            .as_ref()
+            .is_some_and(|p| p.claim_name == pvc_name(&name, &v.name))
+        {
+            view.disks.push(v.name.clone());
+        }
+    }
+    view
+}
+
+async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
+    let ns = r
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(r.name_any()))?;
+    let client = &ctx.client;
+    let name = r.spec.machine_name.as_str();
+    let status = r.status.clone().unwrap_or_default();
+    let machine = Api::<Machine>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
+    let snapshot = Api::<MachineSnapshot>::namespaced(client.clone(), &ns)
+        .get_opt(&r.spec.snapshot_name)
+        .await?;
+    let vm = Api::<VirtualMachine>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
+    let vmi = Api::<VirtualMachineInstance>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?
+        .is_some();
+    let vm_restore = Api::<VirtualMachineRestore>::namespaced(client.clone(), &ns)
+        .get_opt(&r.name_any())
+        .await?;
+    let vm_restore_ours = vm_restore
+        .as_ref()
+        .is_some_and(|v| controlled_by(v.meta(), r.uid().as_deref()));
+    let vm_ours = match &machine {
+        Some(m) => ownership::of(vm.as_ref(), MachineRef::of(m), &ctx.key) == Ownership::Ours,
+        None => false,
+    };
+    let view = machine
+        .as_ref()
+        .map(|m| machine_view(m, vm.as_ref(), &status));
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let restore_uid = r.uid().unwrap_or_default();
+    let mut claims = BTreeMap::new();
+    let mut claim_views = BTreeMap::new();
+    for disk in view.iter().flat_map(|v| &v.disks) {
+        for claim_name in [
+            pvc_name(name, disk),
+            restore::restored_claim(name, disk, &restore_uid),
+        ] {
+            let Some(c) = pvcs.get_opt(&claim_name).await? else {
+                continue;
+            };
+            if c.meta().deletion_timestamp.is_some() {
+                continue; // Going: as good as gone for the next step.
+            }
+            let ours = machine.as_ref().is_some_and(|m| {
+                ownership::of(Some(&c), MachineRef::of(m), &ctx.key) == Ownership::Ours
+            });
+            claim_views.insert(
+                claim_name.clone(),
+                ClaimView {
+                    uid: c.uid().unwrap_or_default(),
+                    ours,
+                },
+            );
+            claims.insert(claim_name, c);
+        }
+    }
+    // Restores are few: listed, not cached.
+    let another = Api::<MachineRestore>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        // Under way, or older and still pending: this one waits its turn.
+        .find(|o| {
+            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
+            let older =
+                (o.creation_timestamp(), o.name_any()) < (r.creation_timestamp(), r.name_any());
+            o.uid() != r.uid()
+                && o.spec.machine_name == name
+                && !matches!(p, Some(phase::SUCCEEDED | phase::FAILED))
+                && (older || !matches!(p, None | Some(phase::PENDING)))
+        })
+        .map(|o| o.name_any());
+    Ok(Observed {
+        restore: r.clone(),
+        another,
+        machine,
+        view,
+        snapshot,
+        vm,
+        vm_ours,
+        vmi,
+        vm_restore,
+        vm_restore_ours,
+        claims,
+        claim_views,
+    })
+}
+
+/// Writes `status` (every field: one unset now is cleared).
+pub async fn write_status(
+    client: &kube::Client,
+    r: &MachineRestore,
+    status: &MachineRestoreStatus,
+) -> Result<(), Error> {
+    if r.status.as_ref() == Some(status) {
+        return Ok(());
+    }
+    let ns = r.namespace().unwrap_or_default();
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut() {
+        for f in ["phase", "wasRunning", "completedAt", "error", "disks"] {
+            obj.entry(f).or_insert(serde_json::Value::Null);
+        }
+    }
+    let params = PatchParams {
+        field_manager: Some(crate::api::names::FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    Api::<MachineRestore>::namespaced(client.clone(), &ns)
+        .patch_status(
+            &r.name_any(),
+            &params,
+            &Patch::Merge(json!({ "status": value })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The disks recorded when adopting begins: each restored claim, and the claim it replaces.
+pub fn recorded(o: &Observed, swaps: &[restore::DiskSwap]) -> Vec<RestoredDisk> {
+    swaps
+        .iter()
+        .map(|s| RestoredDisk {
+            name: s.disk.clone(),
+            restored_claim: s.restored.clone(),
+            previous_uid: s.previous_uid.clone(),
+            size: o
+                .claims
+                .get(&pvc_name(&o.restore.spec.machine_name, &s.disk))
+                .and_then(|c| {
+                    c.spec
+                        .as_ref()?
+                        .resources
+                        .as_ref()?
+                        .requests
+                        .as_ref()?
+                        .get("storage")
+                })
+                .map(|q| q.0.clone()),
+        })
+        .collect()
+}

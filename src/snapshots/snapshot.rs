@@ -1,0 +1,258 @@
+//! The MachineSnapshot controller: observe (the snapshot, its VirtualMachineSnapshot, the
+//! Machine and its VM) → decide ([`super::mirror`], and whether to make the
+//! VirtualMachineSnapshot) → act (create it, write the status).
+//!
+//! The VirtualMachineSnapshot is controlled by its MachineSnapshot (never by the Machine or the
+//! VM), so deleting the MachineSnapshot deletes it through the garbage collector, and deleting
+//! the Machine keeps both.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::error::Error;
+use super::mirror;
+use super::run::{Context, NO_KUBEVIRT_SNAPSHOTS};
+use crate::api::Machine;
+use crate::api::names::FIELD_MANAGER;
+use crate::api::snapshots::{MachineSnapshot, MachineSnapshotStatus, snapshot_phase};
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::snapshot::{
+    TypedLocalObjectReference, VirtualMachineSnapshot, VirtualMachineSnapshotSpec,
+};
+use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controller_uid};
+use crate::reconciler::run::watches::Scope;
+
+/// On a VirtualMachineSnapshot: the uid of the Machine it was taken of.
+pub const MACHINE_UID_ANNOTATION: &str = "vitistack.io/machine-uid";
+
+/// How soon a snapshot KubeVirt is still taking is looked at again (its status changes also
+/// trigger a reconcile; this is the safety net).
+const IN_PROGRESS: Duration = Duration::from_secs(10);
+
+/// `K` in every namespace of `scope`.
+pub(super) fn scoped<K>(client: &kube::Client, scope: &Scope) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match scope {
+        Scope::All => Api::all(client.clone()),
+        Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+    }
+}
+
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: &Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let snapshots = scoped::<MachineSnapshot>(&ctx.client, scope);
+    let mut controller = Controller::new(snapshots, watcher::Config::default());
+    if ctx.kubevirt {
+        let vm_snapshots = scoped::<VirtualMachineSnapshot>(&ctx.client, scope);
+        controller = controller.owns(vm_snapshots, watcher::Config::default());
+    }
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "MachineSnapshot reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(s: Arc<MachineSnapshot>, e: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(snapshot = %s.name_any(), error = %e, "MachineSnapshot reconcile failed");
+    Action::requeue(ctx.settings.tick)
+}
+
+/// What the MachineSnapshot's VirtualMachineSnapshot is to it.
+enum Found {
+    Absent,
+    Ours(Box<VirtualMachineSnapshot>),
+    /// Someone else's object of that name: never touched.
+    Foreign,
+}
+
+async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if s.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ns = s
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(s.name_any()))?;
+    let name = s.name_any();
+    let client = &ctx.client;
+    if !ctx.kubevirt {
+        let status = mirror::status(None, None, None, Some(NO_KUBEVIRT_SNAPSHOTS.to_owned()));
+        if s.status.as_ref() != Some(&status) {
+            write_status(client, &ns, &name, &status).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    let vm_snapshots: Api<VirtualMachineSnapshot> = Api::namespaced(client.clone(), &ns);
+    let found = match vm_snapshots.get_opt(&name).await? {
+        None => Found::Absent,
+        Some(v)
+            if controller_uid(v.meta()).is_some()
+                && controller_uid(v.meta()) == s.uid().as_deref() =>
+        {
+            Found::Ours(Box::new(v))
+        }
+        Some(_) => Found::Foreign,
+    };
+    let previous = s.status.clone().unwrap_or_default();
+    let status = match found {
+        Found::Ours(v) => {
+            // Recorded on it when made: a status written from a stale copy cannot lose it.
+            let uid = v.annotations().get(MACHINE_UID_ANNOTATION).cloned();
+            mirror::status(
+                Some(&v),
+                previous.machine_uid.or(uid).as_deref(),
+                None,
+                None,
+            )
+        }
+        Found::Foreign => mirror::status(
+            None,
+            previous.machine_uid.as_deref(),
+            None,
+            Some(format!(
+                "VirtualMachineSnapshot {name} exists and is not this MachineSnapshot's"
+            )),
+        ),
+        // Never made again once it was: a snapshot deleted under us stays failed.
+        Found::Absent if previous.virtual_machine_snapshot_name.is_some() => mirror::status(
+            None,
+            previous.machine_uid.as_deref(),
+            None,
+            Some(format!("VirtualMachineSnapshot {name} was deleted")),
+        ),
+        Found::Absent => take(&s, &ns, &ctx).await?,
+    };
+    let done = matches!(
+        status.phase.as_deref(),
+        Some(snapshot_phase::SUCCEEDED | snapshot_phase::FAILED)
+    );
+    if s.status.as_ref() != Some(&status) {
+        write_status(client, &ns, &name, &status).await?;
+    }
+    Ok(if done {
+        Action::await_change()
+    } else {
+        Action::requeue(IN_PROGRESS.min(ctx.settings.tick.max(Duration::from_secs(1))))
+    })
+}
+
+/// Makes the VirtualMachineSnapshot of the Machine's VM, if the VM is the Machine's own.
+async fn take(
+    s: &MachineSnapshot,
+    ns: &str,
+    ctx: &Context,
+) -> Result<MachineSnapshotStatus, Error> {
+    let machine_name = s.spec.machine_name.as_str();
+    let client = &ctx.client;
+    let Some(machine) = Api::<Machine>::namespaced(client.clone(), ns)
+        .get_opt(machine_name)
+        .await?
+    else {
+        let why = format!("Machine {machine_name} not found");
+        return Ok(mirror::status(None, None, None, Some(why)));
+    };
+    let machine_uid = machine.uid();
+    let vm = Api::<VirtualMachine>::namespaced(client.clone(), ns)
+        .get_opt(machine_name)
+        .await?;
+    match ownership::of(vm.as_ref(), MachineRef::of(&machine), &ctx.key) {
+        Ownership::Ours => {}
+        Ownership::Absent => {
+            let why = format!("Machine {machine_name} has no VM yet");
+            return Ok(mirror::status(
+                None,
+                machine_uid.as_deref(),
+                Some(why),
+                None,
+            ));
+        }
+        _ => {
+            let why = format!("VirtualMachine {machine_name} is not the Machine's");
+            return Ok(mirror::status(
+                None,
+                machine_uid.as_deref(),
+                None,
+                Some(why),
+            ));
+        }
+    }
+    let snapshot = VirtualMachineSnapshot {
+        metadata: ObjectMeta {
+            name: Some(s.name_any()),
+            namespace: Some(ns.to_owned()),
+            labels: Some(machine_labels(machine_name)),
+            annotations: machine_uid
+                .clone()
+                .map(|uid| [(MACHINE_UID_ANNOTATION.to_owned(), uid)].into()),
+            owner_references: controller_ref(s).map(|r| vec![r]),
+            ..ObjectMeta::default()
+        },
+        spec: VirtualMachineSnapshotSpec {
+            source: TypedLocalObjectReference::vm(machine_name),
+            deletion_policy: None,
+        },
+        status: None,
+    };
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let made = Api::<VirtualMachineSnapshot>::namespaced(client.clone(), ns)
+        .create(&params, &snapshot)
+        .await?;
+    tracing::info!(snapshot = %s.name_any(), namespace = %ns, machine = %machine_name, "VirtualMachineSnapshot created");
+    Ok(mirror::status(
+        Some(&made),
+        machine_uid.as_deref(),
+        None,
+        None,
+    ))
+}
+
+async fn write_status(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    status: &MachineSnapshotStatus,
+) -> Result<(), Error> {
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    // The whole status, each field: one written by an earlier step and unset now is cleared.
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut() {
+        for f in [
+            "phase",
+            "readyToUse",
+            "creationTime",
+            "disks",
+            "error",
+            "virtualMachineSnapshotName",
+            "machineUid",
+        ] {
+            obj.entry(f).or_insert(serde_json::Value::Null);
+        }
+    }
+    Api::<MachineSnapshot>::namespaced(client.clone(), ns)
+        .patch_status(name, &params, &Patch::Merge(json!({ "status": value })))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Shared by the snapshot and restore e2e tests: a running Machine `web` with two blank disks,
+//! a snapshot of it KubeVirt reports taken, and reading VMs and restores.
+
+#![allow(dead_code)] // Not every test binary uses every helper.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::access::{WAIT, create_admitted, machines};
+use crate::kubevirt;
+use crate::support;
+use kubevirt_operator::api::Machine;
+use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
+
+pub const NS: &str = "team-a";
+
+pub fn object(kind: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .expect(kind)
+}
+
+pub fn dynamic<K: kube::Resource<DynamicType = ()>>(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), NS, &ApiResource::erase::<K>(&()))
+}
+
+pub async fn eventually<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    op: &support::Proc,
+    f: impl FnMut() -> F,
+) -> T {
+    support::eventually_with(WAIT, what, || op.log_tail(60), f).await
+}
+
+pub fn claims_of(vm: &VirtualMachine) -> Vec<String> {
+    vm.spec
+        .template
+        .spec
+        .volumes
+        .iter()
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|p| p.claim_name.clone())
+        })
+        .collect()
+}
+
+pub fn uid(c: &PersistentVolumeClaim) -> String {
+    c.uid().unwrap_or_default()
+}
+
+pub fn restore_phase(r: &MachineRestore) -> Option<&str> {
+    r.status.as_ref()?.phase.as_deref()
+}
+
+/// Machine `web` (template small, a 1Gi data disk) with its VM on `web-root` and `web-data` and
+/// a running VMI (playing KubeVirt); its VM and uid.
+pub async fn running_web(admin: &Client, op: &support::Proc) -> (VirtualMachine, String) {
+    let web = object(
+        "Machine",
+        "web",
+        json!({"template": "small", "disks": [{"name": "data", "size": "1Gi"}]}),
+    );
+    create_admitted(&machines(admin, NS), &web, op).await;
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
+    let vm = eventually("web's VM on its disks", op, || async {
+        let vm = vms.get_opt("web").await.ok().flatten()?;
+        (claims_of(&vm) == ["web-root", "web-data"]).then_some(vm)
+    })
+    .await;
+    assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));
+    kubevirt::vmi(admin, NS, "web", json!({"phase": "Running"})).await;
+    let machine = Api::<Machine>::namespaced(admin.clone(), NS)
+        .get("web")
+        .await
+        .expect("web");
+    (vm, machine.uid().expect("uid"))
+}
+
+/// Plays KubeVirt's snapshot controller: the VirtualMachineSnapshot `name` taken, of `vm`.
+pub async fn kubevirt_took(admin: &Client, name: &str, vm: &VirtualMachine) {
+    Api::<VirtualMachineSnapshot>::namespaced(admin.clone(), NS)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "Succeeded", "readyToUse": true,
+                "creationTime": "2026-11-25T02:00:03Z",
+                "sourceUID": vm.uid(),
+                "virtualMachineSnapshotContentName": format!("vmsnapshot-content-{name}"),
+                "snapshotVolumes": {"includedVolumes": ["root", "data"]}}})),
+        )
+        .await
+        .expect("VirtualMachineSnapshot status");
+}
+
+/// MachineSnapshot `name` of `web`, once KubeVirt took it and it is ready.
+pub async fn snapshot_of_web(admin: &Client, op: &support::Proc, name: &str, vm: &VirtualMachine) {
+    dynamic::<MachineSnapshot>(admin)
+        .create(
+            &PostParams::default(),
+            &object("MachineSnapshot", name, json!({"machineName": "web"})),
+        )
+        .await
+        .expect("MachineSnapshot");
+    let vmsnaps: Api<VirtualMachineSnapshot> = Api::namespaced(admin.clone(), NS);
+    eventually("the VirtualMachineSnapshot", op, || async {
+        vmsnaps.get_opt(name).await.ok().flatten()
+    })
+    .await;
+    kubevirt_took(admin, name, vm).await;
+    let msnaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), NS);
+    eventually("the MachineSnapshot ready", op, || async {
+        let s = msnaps.get(name).await.ok()?.status?;
+        (s.ready_to_use == Some(true)).then_some(())
+    })
+    .await;
+}
