@@ -104,7 +104,12 @@ fn resources(s: &MachineSpec) -> Option<&Resources> {
     s.resources.as_ref()
 }
 
-fn check_range(out: &mut Outcome, path: &FieldPath, value: Option<i64>, (min, max): (i64, i64)) {
+pub(super) fn check_range(
+    out: &mut Outcome,
+    path: &FieldPath,
+    value: Option<i64>,
+    (min, max): (i64, i64),
+) {
     if let Some(v) = value
         && !(min..=max).contains(&v)
     {

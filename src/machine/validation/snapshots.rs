@@ -4,7 +4,8 @@ use crate::api::MachineSpec;
 use crate::api::snapshots::{KEEP, MAX_SCHEDULE, parse_schedule};
 
 use super::super::field_error::{FieldError, FieldPath};
-use super::{Outcome, check_range};
+use super::Outcome;
+use super::resources::check_range;
 
 pub fn validate(out: &mut Outcome, spec_path: &FieldPath, spec: &MachineSpec) {
     let Some(snapshots) = &spec.snapshots else {

@@ -278,7 +278,6 @@ fn hold_for_restore(out: &mut Decision, previous: Recorded) {
     out.restart.last_restart_generation = previous.last_restart_generation;
 }
 
-
 /// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
 /// our VM controls only.
 fn restart_of(o: &Observed, vm_ours: bool) -> restart::Restart {

@@ -352,8 +352,8 @@ fn ip_addresses(
 }
 
 mod mirrored;
-mod storage;
 mod restoring;
 pub mod snapshots;
+mod storage;
 #[cfg(test)]
 mod tests;
