@@ -43,6 +43,18 @@ fn bounded<'a, T>(out: &mut Outcome, path: &FieldPath, items: &'a [T], max: usiz
     }
 }
 
+/// The errors one rule of the spec (`rule`) finds in `spec`, as text: for the rules' tables.
+#[cfg(test)]
+fn rule_errors(
+    rule: fn(&mut Outcome, &FieldPath, &MachineSpec),
+    spec: serde_json::Value,
+) -> Vec<String> {
+    let spec: MachineSpec = serde_json::from_value(spec).expect("spec");
+    let mut out = Outcome::default();
+    rule(&mut out, &FieldPath::new("spec"), &spec);
+    out.errors.iter().map(ToString::to_string).collect()
+}
+
 /// Errors and warnings of one validation pass.
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {

@@ -38,10 +38,7 @@ mod tests {
     use super::*;
 
     fn errors(spec: serde_json::Value) -> Vec<String> {
-        let spec: MachineSpec = serde_json::from_value(spec).expect("spec");
-        let mut out = Outcome::default();
-        validate(&mut out, &FieldPath::new("spec"), &spec);
-        out.errors.iter().map(ToString::to_string).collect()
+        super::super::rule_errors(validate, spec)
     }
 
     #[test]
