@@ -19,7 +19,7 @@ use kubevirt_operator::api::snapshots::{MachineSnapshot, SCHEDULED_LABEL};
 use kubevirt_operator::reconciler::decide::evidence::OwnershipKey;
 use kubevirt_operator::reconciler::run::watches::Scope;
 use kubevirt_operator::snapshots::Clock;
-use kubevirt_operator::snapshots::run::{Context, Settings};
+use kubevirt_operator::snapshots::context::{Context, Settings};
 use kubevirt_operator::snapshots::scheduler::tick;
 use support::ControlPlane;
 

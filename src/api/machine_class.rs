@@ -6,8 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::{CORES, MAX_DISKS, SOCKETS, THREADS, required_without_default};
+use super::machine::{CORES, MAX_DISKS, SOCKETS, THREADS};
 use super::quantity::Quantity;
+use super::schema::required_without_default;
 
 /// Free text is shown by `kubectl`, never parsed: bounded so a class stays small.
 pub const MAX_DISPLAY_NAME: usize = 63;

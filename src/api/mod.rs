@@ -9,6 +9,7 @@ pub mod network_configuration;
 pub mod operations;
 pub mod placement;
 pub mod quantity;
+pub mod schema;
 pub mod snapshots;
 pub mod source;
 

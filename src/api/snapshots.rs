@@ -7,7 +7,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::required_without_default;
+use super::schema::required_without_default;
 
 /// Scheduled snapshots kept per Machine: at least one, at most a hundred.
 pub const KEEP: (i64, i64) = (1, 100);

@@ -213,7 +213,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                     clock: Arc::new(crate::snapshots::SystemClock),
                     tick: settings
                         .reconcile_interval
-                        .min(crate::snapshots::run::MAX_TICK)
+                        .min(crate::snapshots::context::MAX_TICK)
                         .max(Duration::from_secs(1)),
                 },
                 stop.clone(),

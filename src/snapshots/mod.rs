@@ -9,6 +9,7 @@
 //! controller) and [`mod@run`] (all of them per watch scope).
 
 pub mod clock;
+pub mod context;
 pub mod error;
 pub mod mirror;
 pub mod restore;
@@ -19,4 +20,5 @@ pub mod scheduler;
 pub mod snapshot;
 
 pub use clock::{Clock, SystemClock};
-pub use run::{Settings, run};
+pub use context::Settings;
+pub use run::run;

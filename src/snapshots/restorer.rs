@@ -13,9 +13,9 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::context::Context;
 use super::error::Error;
 use super::restore::{self, ClaimView, MachineView, Seen, Step, VmView, phase};
-use super::run::Context;
 use super::snapshot::scoped;
 use crate::api::Machine;
 use crate::api::names::pvc_name;
@@ -84,7 +84,7 @@ async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     if !ctx.kubevirt {
-        let failed = Step::Fail(super::run::NO_KUBEVIRT_SNAPSHOTS.to_owned());
+        let failed = Step::Fail(super::context::NO_KUBEVIRT_SNAPSHOTS.to_owned());
         act::fail_only(&ctx, &r, failed).await?;
         return Ok(Action::await_change());
     }

@@ -11,8 +11,8 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
+use super::context::Context;
 use super::error::Error;
-use super::run::Context;
 use super::schedule::{Taken, plan};
 use super::snapshot::scoped;
 use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL};

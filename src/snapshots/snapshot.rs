@@ -16,9 +16,9 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::context::{Context, NO_KUBEVIRT_SNAPSHOTS};
 use super::error::Error;
 use super::mirror;
-use super::run::{Context, NO_KUBEVIRT_SNAPSHOTS};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 use crate::api::snapshots::{MachineSnapshot, MachineSnapshotStatus, snapshot_phase};

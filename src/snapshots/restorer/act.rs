@@ -14,9 +14,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
+use super::super::context::Context;
 use super::super::error::Error;
 use super::super::restore::{Step, phase};
-use super::super::run::Context;
 use super::{Observed, RESTORE_FIELD_MANAGER, recorded, write_status};
 use crate::api::names::PROOF_ANNOTATION;
 use crate::api::operations::RUN_STRATEGY_HALTED;

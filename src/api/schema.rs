@@ -1,0 +1,22 @@
+//! Transforms of the generated CRD schemas.
+
+/// `serde(default)` keeps a missing name parseable, so validation reports it with every other
+/// error; but a schema `default` would fill it in before `required` is checked, so it never fired.
+pub(crate) fn required_without_default(schema: &mut schemars::Schema) {
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for name in required {
+            if let Some(p) = props.get_mut(&name).and_then(|p| p.as_object_mut()) {
+                p.remove("default");
+            }
+        }
+    }
+}

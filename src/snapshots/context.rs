@@ -1,0 +1,40 @@
+//! What every snapshot controller shares: the settings, the per-scope context, and the words
+//! for a cluster without KubeVirt's snapshot API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+
+use super::clock::Clock;
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::run::watches::Scope;
+
+/// How the snapshot controllers run.
+#[derive(Clone)]
+pub struct Settings {
+    /// The namespaces watched (as the Machine reconciler's).
+    pub scopes: Vec<Scope>,
+    /// The operator's namespace, where its ownership key lives.
+    pub namespace: String,
+    /// The time schedules are judged at.
+    pub clock: Arc<dyn Clock>,
+    /// How often schedules are checked, and a running restore looked at again.
+    pub tick: Duration,
+}
+
+/// Shared by every reconcile of one scope.
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub key: OwnershipKey,
+    /// KubeVirt's snapshot API (VirtualMachineSnapshot, VirtualMachineRestore) is served.
+    pub kubevirt: bool,
+}
+
+/// Why nothing can be snapshotted or restored without KubeVirt's snapshot API.
+pub const NO_KUBEVIRT_SNAPSHOTS: &str = "KubeVirt's snapshot API (snapshot.kubevirt.io/v1beta1) \
+    is not installed; restart the operator after installing it";
+
+/// Schedules are minute-grained: checking at least every 30 s keeps them within the minute.
+pub const MAX_TICK: Duration = Duration::from_secs(30);
