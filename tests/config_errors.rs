@@ -115,6 +115,17 @@ fn a_default_eviction_strategy_kubevirt_does_not_know() {
 }
 
 #[test]
+fn a_label_prefix_no_label_key_can_start_with() {
+    let line = start_up_error(
+        &[("PROPAGATE_LABEL_PREFIXES", "team.example.com/a/b")],
+        &["run"],
+    );
+    assert_names(&line, "PROPAGATE_LABEL_PREFIXES", "team.example.com/a/b");
+    let line = start_up_error(&[], &["run", "--propagate-label-prefixes", "ok/,team a"]);
+    assert_names(&line, "--propagate-label-prefixes", "team a");
+}
+
+#[test]
 fn allowed_bridge_that_is_no_interface_name() {
     let line = start_up_error(&[("ALLOWED_BRIDGES", "br0,br/host")], &["run"]);
     assert_names(&line, "ALLOWED_BRIDGES", "br/host");
