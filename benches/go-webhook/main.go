@@ -245,7 +245,6 @@ func resolve(spec MachineSpec) (MachineSpec, MachineSpec) {
 		if root.Size == nil && (user == nil || len(user.Source) == 0) {
 			root.Size, recorded.Size = str(t.rootSize), str(t.rootSize)
 		}
-		root = defaultDisk(root)
 		if user == nil {
 			recorded = root
 		}
@@ -258,7 +257,9 @@ func resolve(spec MachineSpec) (MachineSpec, MachineSpec) {
 	}
 	for _, d := range spec.Disks {
 		if !known || d.Name != "root" {
-			out.Disks = append(out.Disks, defaultDisk(d))
+			// Access and volume modes stay unset: the reconciler takes them from the
+			// StorageClass's CDI StorageProfile.
+			out.Disks = append(out.Disks, d)
 		}
 	}
 	out.Networks = make([]Network, len(spec.Networks))
@@ -283,12 +284,6 @@ func resolve(spec MachineSpec) (MachineSpec, MachineSpec) {
 	out.Domain = &domain
 	out.Running = &[]bool{spec.Running == nil || *spec.Running}[0]
 	return out, record
-}
-
-// defaultDisk: access and volume modes stay unset (the reconciler takes them from the
-// StorageClass's CDI StorageProfile).
-func defaultDisk(d Disk) Disk {
-	return d
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

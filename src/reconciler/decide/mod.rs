@@ -31,6 +31,7 @@ pub mod status_write;
 pub mod storage_defaults;
 pub mod volumes;
 
+use crate::api::MachineStatus;
 use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::api::operations::{UPDATE_STRATEGY_RESTART, run_strategy};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
@@ -245,25 +246,14 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         .cloned()
         .collect();
     if o.restoring.is_some() {
-        let status = o.machine.status.as_ref();
-        let previous = Recorded {
-            last_restart: status.and_then(|s| s.last_restart.clone()),
-            last_restart_generation: status.and_then(|s| s.last_restart_generation),
-        };
-        hold_for_restore(&mut out, previous);
+        hold_for_restore(&mut out, o.machine.status.as_ref());
     }
     out
 }
 
-/// The restarts the Machine's status records as acted on.
-struct Recorded {
-    last_restart: Option<String>,
-    last_restart_generation: Option<i64>,
-}
-
 /// A MachineRestore is replacing the disks: nothing of the VM or the disks is written, deleted,
 /// released or grown (its stopped VM and restored claims are not drift), and no restart.
-fn hold_for_restore(out: &mut Decision, previous: Recorded) {
+fn hold_for_restore(out: &mut Decision, status: Option<&MachineStatus>) {
     out.claims.clear();
     out.data_volumes.clear();
     out.vm = None;
@@ -274,8 +264,8 @@ fn hold_for_restore(out: &mut Decision, previous: Recorded) {
     out.adopting.clear();
     // Nothing restarts; what was acted on stays recorded, so nothing is acted on twice.
     out.restart.delete_vmi = None;
-    out.restart.last_restart = previous.last_restart;
-    out.restart.last_restart_generation = previous.last_restart_generation;
+    out.restart.last_restart = status.and_then(|s| s.last_restart.clone());
+    out.restart.last_restart_generation = status.and_then(|s| s.last_restart_generation);
 }
 
 /// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI

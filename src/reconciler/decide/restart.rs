@@ -13,7 +13,7 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::operations::RUN_STRATEGY_HALTED;
-use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::kubevirt::{KubeVirtCondition, VirtualMachine};
 
 use super::provisioning::reason::RESTART_REQUIRED;
 
@@ -103,16 +103,18 @@ pub fn decide(i: &Inputs) -> Restart {
     out
 }
 
-/// Since when KubeVirt's VM has said `RestartRequired` (its transition time, when it has one),
-/// while the condition is True.
-pub fn restart_required_since(
-    vm: Option<&VirtualMachine>,
-) -> Option<Option<k8s_openapi::jiff::Timestamp>> {
-    let c = vm
-        .and_then(|v| v.status.as_ref())?
+/// KubeVirt's `RestartRequired` condition on the VM, while it is True.
+fn restart_condition(vm: Option<&VirtualMachine>) -> Option<&KubeVirtCondition> {
+    vm.and_then(|v| v.status.as_ref())?
         .conditions
         .iter()
-        .find(|c| c.type_ == RESTART_REQUIRED && c.status == "True")?;
+        .find(|c| c.type_ == RESTART_REQUIRED && c.status == "True")
+}
+
+/// Since when KubeVirt's VM has said `RestartRequired` (its transition time, when it has one),
+/// while the condition is True.
+pub fn restart_required_since(vm: Option<&VirtualMachine>) -> Option<Option<Timestamp>> {
+    let c = restart_condition(vm)?;
     Some(
         c.last_transition_time
             .as_deref()
@@ -123,11 +125,7 @@ pub fn restart_required_since(
 /// KubeVirt's `RestartRequired` condition while it is True (a change such as cores or a removed
 /// CD-ROM that only a restart applies), as (reason, message).
 pub fn restart_required(vm: Option<&VirtualMachine>) -> Option<(String, String)> {
-    let c = vm
-        .and_then(|v| v.status.as_ref())?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == RESTART_REQUIRED && c.status == "True")?;
+    let c = restart_condition(vm)?;
     Some((
         c.reason
             .clone()
@@ -138,6 +136,7 @@ pub fn restart_required(vm: Option<&VirtualMachine>) -> Option<(String, String)>
             .unwrap_or_else(|| "a change to the VM applies only after a restart".to_owned()),
     ))
 }
+
 /// Whether the VMI was created before `at` (unknown times: not provably older, kept).
 fn older(v: &Vmi, at: Option<Timestamp>) -> bool {
     matches!((v.created, at), (Some(c), Some(at)) if c < at)

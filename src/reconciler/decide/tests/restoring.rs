@@ -18,3 +18,32 @@ fn a_running_restore_holds_vm_and_disk_writes() {
     assert!(held.release.is_empty() && held.delete_data_volumes.is_empty());
     assert_eq!(held.restart, restart::Restart::default());
 }
+
+#[test]
+fn a_restore_keeps_the_restarts_recorded_and_acts_on_none() {
+    let mut o = observed(machine("m", json!({"template": "small"})));
+    o.machine.metadata.annotations = Some(
+        [(
+            crate::api::names::RESTARTED_AT_ANNOTATION.to_owned(),
+            "2026-11-25T10:00:00Z".to_owned(),
+        )]
+        .into(),
+    );
+    o.machine.status = Some(crate::api::MachineStatus {
+        last_restart: Some("2026-11-01T00:00:00Z".into()),
+        last_restart_generation: Some(3),
+        ..Default::default()
+    });
+    o.restoring = Some(("undo".into(), "Stopping".into()));
+    let held = decide(&o, &Catalog::default(), &key());
+    // The new value stays unacted on (recorded only once a restart can happen), and the
+    // generation restarted for stays.
+    assert_eq!(
+        held.restart,
+        restart::Restart {
+            delete_vmi: None,
+            last_restart: Some("2026-11-01T00:00:00Z".into()),
+            last_restart_generation: Some(3),
+        }
+    );
+}
