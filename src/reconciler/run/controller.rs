@@ -25,7 +25,8 @@ use tokio::sync::watch;
 
 use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
-pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
+pub use super::cluster::{Apis, Cluster, ClusterStores, ClusterWriters, ClusterWritten};
+pub use super::context::{Clients, Context, Settings, Stores, Writers};
 use super::discovery;
 use super::metrics::BindTimes;
 use super::readiness::State;
@@ -36,6 +37,7 @@ use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::{Brief, Packed};
 use crate::reconciler::store::per_machine::PerMachine;
 use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL};
@@ -63,7 +65,10 @@ pub async fn run_scope(
     clients: Clients,
     settings: Settings,
     scope: Scope,
-    (stores, writers): (Stores, Writers),
+    ((stores, writers), (local_stores, local_writers)): (
+        (Stores, Writers),
+        (ClusterStores, ClusterWriters),
+    ),
     state: Arc<State>,
     ownership_key: OwnershipKey,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
@@ -100,12 +105,18 @@ pub async fn run_scope(
             "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
         );
     }
+    let apis = Apis {
+        multus: multus_installed,
+        cdi: cdi_installed,
+        kubevirt_snapshots,
+    };
     let machines = stores.machines.clone();
 
-    let written = Arc::new(Written::default());
+    let statuses = Arc::new(LastWrite::default());
+    let written = ClusterWritten::default();
     let per_machine = Arc::new(PerMachine::default());
     let bind_times = Arc::new(BindTimes::default());
-    let w = written.clone();
+    let w = statuses.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
     let (memory, listed) = (per_machine.clone(), machines.clone());
     let machine_stream = watches::packed_events::<Machine>(&client, &scope, Default::default())
@@ -126,24 +137,25 @@ pub async fn run_scope(
         .applied_objects()
         .inspect(move |r| {
             if let Ok(m) = r {
-                w.statuses
-                    .observed(&watches::key_of(m), m.meta().resource_version.as_deref());
+                w.observed(&watches::key_of(m), m.meta().resource_version.as_deref());
             }
         });
-    let w = written.clone();
-    let vm_stream = watches::watch_packed(&client, &scope, managed(), writers.vms, move |s| {
-        w.vms.observed(s.key, s.resource_version)
-    });
-    let w = written.clone();
+    let w = written.vms.clone();
+    let vm_stream =
+        watches::watch_packed(&client, &scope, managed(), local_writers.vms, move |s| {
+            w.observed(s.key, s.resource_version)
+        });
+    let w = written.pvcs.clone();
     let bound = bind_times.clone();
-    let pvc_stream = watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |s| {
-        w.pvcs.observed(s.key, s.resource_version);
-        if let Some(uid) = s.deleted {
-            bound.forget(uid);
-        }
-    });
+    let pvc_stream =
+        watches::watch_packed(&client, &scope, managed(), local_writers.pvcs, move |s| {
+            w.observed(s.key, s.resource_version);
+            if let Some(uid) = s.deleted {
+                bound.forget(uid);
+            }
+        });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, writers.vmis, ignore);
+    let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, local_writers.vmis, ignore);
     let nc_stream = watches::watch(
         &client,
         &scope,
@@ -151,23 +163,27 @@ pub async fn run_scope(
         writers.network_configurations,
         ignore,
     );
-    let w = written.clone();
+    let w = written.nads.clone();
     let nad_stream = multus_installed.then(|| {
-        watches::watch_packed(&client, &scope, managed(), writers.nads, move |s| {
-            w.nads.observed(s.key, s.resource_version)
+        watches::watch_packed(&client, &scope, managed(), local_writers.nads, move |s| {
+            w.observed(s.key, s.resource_version)
         })
     });
-    let w = written.clone();
+    let w = written.data_volumes.clone();
     let dv_stream = cdi_installed.then(|| {
-        watches::watch_packed(&client, &scope, managed(), writers.data_volumes, move |s| {
-            w.data_volumes.observed(s.key, s.resource_version)
-        })
+        watches::watch_packed(
+            &client,
+            &scope,
+            managed(),
+            local_writers.data_volumes,
+            move |s| w.observed(s.key, s.resource_version),
+        )
     });
     let sc_stream = watches::watch(
         &client,
         &scope,
         Default::default(),
-        writers.storage_classes,
+        local_writers.storage_classes,
         ignore,
     );
     // A restore in a holding step leaves its Machine's VM and disks alone (see `observe`).
@@ -181,7 +197,7 @@ pub async fn run_scope(
         watches::watch(&client, &scope, Default::default(), snapshots, ignore)
     });
     let sp_stream = cdi_installed.then(|| {
-        let profiles = writers.storage_profiles;
+        let profiles = local_writers.storage_profiles;
         watches::watch(&client, &scope, Default::default(), profiles, ignore)
     });
     state.set_caches_synced(false);
@@ -193,15 +209,19 @@ pub async fn run_scope(
                 instance: Some(settings.instance.clone()),
             },
         },
-        client,
+        local: Arc::new(Cluster {
+            name: None,
+            client: client.clone(),
+            stores: local_stores.clone(),
+            written,
+            apis,
+        }),
+        client: client.clone(),
         settings: settings.clone(),
         stores,
         state,
-        written,
-        multus_installed,
-        cdi_installed,
+        statuses,
         restores_served,
-        kubevirt_snapshots,
         caches_ready: watch::Sender::new(false),
         per_machine,
         bind_times,
@@ -209,14 +229,14 @@ pub async fn run_scope(
     });
     // The names caches only fill sets; nothing is triggered by them.
     let names = {
-        let s = &ctx.stores;
-        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, s.vm_names.clone());
-        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, s.pvc_names.clone());
+        let s = &local_stores;
+        let vm = watches::names::<VirtualMachine>(&client, &scope, s.vm_names.clone());
+        let pvc = watches::names::<PersistentVolumeClaim>(&client, &scope, s.pvc_names.clone());
         let nad = multus_installed.then(|| {
-            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, s.nad_names.clone())
+            watches::names::<NetworkAttachmentDefinition>(&client, &scope, s.nad_names.clone())
         });
         let dv = cdi_installed
-            .then(|| watches::names::<DataVolume>(&ctx.client, &scope, s.dv_names.clone()));
+            .then(|| watches::names::<DataVolume>(&client, &scope, s.dv_names.clone()));
         tokio::spawn(async move {
             futures::join!(
                 vm,
@@ -242,11 +262,10 @@ pub async fn run_scope(
             ctx.stores
                 .clone()
                 .track_readiness(
+                    (local_stores, apis),
                     machines_listed,
                     ctx.state.clone(),
                     ready,
-                    multus_installed,
-                    cdi_installed,
                     restores_served,
                 )
                 .await;

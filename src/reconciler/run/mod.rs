@@ -4,6 +4,7 @@
 //! -> act), with the shared [`context`], cache [`readiness`] and [`metrics`]. Not pure: it talks
 //! to the API server.
 
+pub mod cluster;
 pub mod context;
 pub mod controller;
 pub mod discovery;

@@ -124,16 +124,17 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     if machine.namespace().is_none() {
         return Err(Error::NoNamespace);
     }
+    let cluster = ctx.local.clone();
     if machine.meta().deletion_timestamp.is_some() {
-        finalizer::cleanup(machine, ctx).await?;
+        finalizer::cleanup(machine, ctx, &cluster).await?;
         return Ok(Reconciled {
             blocked: false,
             write_status_in: None,
         });
     }
-    let observed = observe::observe(machine, ctx).await?;
+    let observed = observe::observe(machine, ctx, &cluster).await?;
     let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &ctx.ownership_key);
-    let acted = act::act(ctx, &observed, decision).await?;
+    let acted = act::act(ctx, &cluster, &observed, decision).await?;
     if let Some(phase) = acted.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);
     }
