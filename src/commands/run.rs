@@ -90,6 +90,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         served_status: Default::default(),
     };
+    let cluster_settings =
+        args.clusters
+            .settings(args.kube_api_qps, args.kube_api_burst, args.kube_api_timeout);
+    // Each KubevirtConfig's health and client, for the reconciler (filled on the leader).
+    let registry = crate::clusters::Registry::new();
 
     let slot = CertSlot::new();
     let state = Arc::new(readiness::State::default());
@@ -196,6 +201,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     };
     let mut work = {
         let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
+        let (cluster_settings, registry) = (cluster_settings.clone(), registry.clone());
         let cert_metrics = metrics.certs.clone();
         move |stop: Stop| {
             let stop = stop.shared();
@@ -218,8 +224,16 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 },
                 stop.clone(),
             );
+            let clusters = crate::clusters::run(
+                clients.api.clone(),
+                cluster_settings.clone(),
+                registry.clone(),
+                // status.machines: the reconciler will count the Machines placed on each config.
+                Arc::new(|_: &str| 0),
+                stop.clone(),
+            );
             let reconciler = async move {
-                tokio::join!(reconciler, snapshots);
+                tokio::join!(reconciler, snapshots, clusters);
             };
             let manager = cert_settings.clone().map(|s| {
                 CertManager::new(clients.api.clone(), s, cert_metrics.clone()).run(stop.clone())
