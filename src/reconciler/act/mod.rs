@@ -238,6 +238,7 @@ pub async fn act(
         last_restart_generation: decision.restart.last_restart_generation,
         restoring: (o.restoring.as_ref()).map(|(name, step)| (name.as_str(), step.as_str())),
         snapshots: Some(&o.snapshots),
+        cluster: cluster.name.as_deref(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

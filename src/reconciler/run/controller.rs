@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
@@ -27,20 +26,20 @@ use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration}
 
 pub use super::cluster::{Apis, Cluster, ClusterStores, ClusterWriters, ClusterWritten};
 pub use super::context::{Clients, Context, Settings, Stores, Writers};
+use super::cluster_watches;
 use super::discovery;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
-use super::watches::{self, Scope, ignore, machines_using, managed};
+use super::watches::{self, Scope, ignore, machines_using};
 use crate::reconciler::act::events::Publisher;
-use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
-use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::cdi::StorageProfile;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::{Brief, Packed};
 use crate::reconciler::store::per_machine::PerMachine;
-use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL};
+use crate::reconciler::FIELD_MANAGER;
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
 /// off on its own errors (`default_backoff`). kube's default pauses the merged stream, so every
@@ -140,50 +139,19 @@ pub async fn run_scope(
                 w.observed(&watches::key_of(m), m.meta().resource_version.as_deref());
             }
         });
-    let w = written.vms.clone();
-    let vm_stream =
-        watches::watch_packed(&client, &scope, managed(), local_writers.vms, move |s| {
-            w.observed(s.key, s.resource_version)
-        });
-    let w = written.pvcs.clone();
-    let bound = bind_times.clone();
-    let pvc_stream =
-        watches::watch_packed(&client, &scope, managed(), local_writers.pvcs, move |s| {
-            w.observed(s.key, s.resource_version);
-            if let Some(uid) = s.deleted {
-                bound.forget(uid);
-            }
-        });
-    let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, local_writers.vmis, ignore);
+    let local_streams = cluster_watches::streams(
+        &client,
+        &scope,
+        (&local_stores, local_writers),
+        &written,
+        bind_times.clone(),
+        apis,
+    );
     let nc_stream = watches::watch(
         &client,
         &scope,
         Default::default(),
         writers.network_configurations,
-        ignore,
-    );
-    let w = written.nads.clone();
-    let nad_stream = multus_installed.then(|| {
-        watches::watch_packed(&client, &scope, managed(), local_writers.nads, move |s| {
-            w.observed(s.key, s.resource_version)
-        })
-    });
-    let w = written.data_volumes.clone();
-    let dv_stream = cdi_installed.then(|| {
-        watches::watch_packed(
-            &client,
-            &scope,
-            managed(),
-            local_writers.data_volumes,
-            move |s| w.observed(s.key, s.resource_version),
-        )
-    });
-    let sc_stream = watches::watch(
-        &client,
-        &scope,
-        Default::default(),
-        local_writers.storage_classes,
         ignore,
     );
     // A restore in a holding step leaves its Machine's VM and disks alone (see `observe`).
@@ -195,10 +163,6 @@ pub async fn run_scope(
     let snapshot_stream = restores_served.then(|| {
         let snapshots = writers.snapshots;
         watches::watch(&client, &scope, Default::default(), snapshots, ignore)
-    });
-    let sp_stream = cdi_installed.then(|| {
-        let profiles = local_writers.storage_profiles;
-        watches::watch(&client, &scope, Default::default(), profiles, ignore)
     });
     state.set_caches_synced(false);
     let ctx = Arc::new(Context {
@@ -228,32 +192,7 @@ pub async fn run_scope(
         ownership_key,
     });
     // The names caches only fill sets; nothing is triggered by them.
-    let names = {
-        let s = &local_stores;
-        let vm = watches::names::<VirtualMachine>(&client, &scope, s.vm_names.clone());
-        let pvc = watches::names::<PersistentVolumeClaim>(&client, &scope, s.pvc_names.clone());
-        let nad = multus_installed.then(|| {
-            watches::names::<NetworkAttachmentDefinition>(&client, &scope, s.nad_names.clone())
-        });
-        let dv = cdi_installed
-            .then(|| watches::names::<DataVolume>(&client, &scope, s.dv_names.clone()));
-        tokio::spawn(async move {
-            futures::join!(
-                vm,
-                pvc,
-                async {
-                    if let Some(nad) = nad {
-                        nad.await
-                    }
-                },
-                async {
-                    if let Some(dv) = dv {
-                        dv.await
-                    }
-                }
-            );
-        })
-    };
+    let names = tokio::spawn(local_streams.names);
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
     let caches = {
         let ctx = ctx.clone();
@@ -290,15 +229,15 @@ pub async fn run_scope(
         "starting the Machine controller"
     );
     let mut controller = Controller::for_stream(machine_stream, machines)
-        .owns_stream(vm_stream)
-        .owns_stream(pvc_stream)
-        .watches_stream(vmi_stream, labelled_machine)
+        .owns_stream(local_streams.vms)
+        .owns_stream(local_streams.pvcs)
+        .watches_stream(local_streams.vmis, labelled_machine)
         .watches_stream(nc_stream, by_network)
-        .watches_stream(sc_stream, by_storage_class);
-    if let Some(nad_stream) = nad_stream {
+        .watches_stream(local_streams.storage_classes, by_storage_class);
+    if let Some(nad_stream) = local_streams.nads {
         controller = controller.watches_stream(nad_stream, by_attachment);
     }
-    if let Some(sp_stream) = sp_stream {
+    if let Some(sp_stream) = local_streams.storage_profiles {
         // A profile is named like its StorageClass: the Machines on that class.
         let by_profile = move |sp: StorageProfile| {
             let name = sp.name_any();
@@ -316,7 +255,7 @@ pub async fn run_scope(
             |s: MachineSnapshot| Some(ObjectRef::new(&s.spec.machine_name).within(&s.namespace()?));
         controller = controller.watches_stream(snapshot_stream, snapshotted);
     }
-    if let Some(dv_stream) = dv_stream {
+    if let Some(dv_stream) = local_streams.data_volumes {
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
         controller = controller.watches_stream(dv_stream, labelled_machine);
     }

@@ -5,6 +5,7 @@
 //! to the API server.
 
 pub mod cluster;
+pub mod cluster_watches;
 pub mod context;
 pub mod controller;
 pub mod discovery;
