@@ -80,6 +80,13 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         metrics.register_leader(move || leadership.is_leader());
         Arc::new(metrics)
     };
+    let cluster_settings = args.clusters.settings(
+        args.kube_api_qps,
+        args.kube_api_burst,
+        args.kube_api_timeout,
+    );
+    // Each KubevirtConfig's health and client, for the reconciler (filled on the leader).
+    let registry = crate::clusters::Registry::new();
     let settings = Settings {
         reconcile_interval: args.reconcile_interval,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
@@ -89,12 +96,9 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         scopes: reconciler::run::watches::scopes(&args.watch_namespaces),
         namespace: args.namespace.clone(),
         served_status: Default::default(),
+        clusters: registry.clone(),
+        default_kubevirt_config: args.clusters.default_kubevirt_config.clone(),
     };
-    let cluster_settings =
-        args.clusters
-            .settings(args.kube_api_qps, args.kube_api_burst, args.kube_api_timeout);
-    // Each KubevirtConfig's health and client, for the reconciler (filled on the leader).
-    let registry = crate::clusters::Registry::new();
 
     let slot = CertSlot::new();
     let state = Arc::new(readiness::State::default());

@@ -73,6 +73,18 @@ async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error
     }
 }
 
+/// Lets a Machine whose remote cluster cannot be reached go without cleaning up there
+/// (`vitistack.io/abandon-remote: "true"`).
+pub async fn abandon(machine: &Machine, ctx: &Context) -> Result<(), Error> {
+    if has_finalizer(machine) {
+        let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+        remove(&Api::namespaced(ctx.client.clone(), &ns), machine).await?;
+        ctx.per_machine
+            .forget(&format!("{ns}/{}", machine.name_any()));
+    }
+    Ok(())
+}
+
 /// Whether the object of `kind` is this Machine's on the evidence (never a released one, a
 /// conflicting one, or one whose adoption failed).
 fn ours(kind: &str, meta: &ObjectMeta, machine: &Machine, key: &OwnershipKey) -> bool {
@@ -98,7 +110,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context, cluster: &Cluster) -> Res
     let name = machine.name_any();
     let client = cluster.client.clone();
     let spec = resolved_spec(machine, &ctx.settings.catalog.load());
-    let key = &ctx.ownership_key;
+    let key = &cluster.key;
 
     // 1. The VM, then wait for KubeVirt to take down the VMI it controls.
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);

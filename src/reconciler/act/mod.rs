@@ -9,6 +9,7 @@ pub mod apply;
 pub mod disks;
 pub mod events;
 pub mod finalizer;
+pub mod remote;
 mod restart;
 pub mod secret;
 pub mod status;
@@ -73,11 +74,12 @@ pub async fn act(
     let machine_name = machine.name_any();
     let machine_uid = machine.uid().unwrap_or_default();
     let prover = Prover {
-        key: &ctx.ownership_key,
+        key: &cluster.key,
         machine: &machine_name,
         machine_uid: &machine_uid,
     };
     let prover = &prover;
+    remote::ensure_namespace(cluster, &ns).await?;
     // retain-disks first, and on its own: a spec write that fails below must not keep a
     // reference the garbage collector acts on.
     let mut problems = decision.problems;
@@ -155,8 +157,8 @@ pub async fn act(
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let me = MachineRef::of(machine);
-    let mut vm = (o.vm.clone())
-        .filter(|vm| ownership::of(Some(vm), me, &ctx.ownership_key) == Ownership::Ours);
+    let mut vm =
+        (o.vm.clone()).filter(|vm| ownership::of(Some(vm), me, &cluster.key) == Ownership::Ours);
     // A failed volume write holds back only the VM changes that need that volume.
     let failed_volumes: Vec<String> = (problems.iter())
         .filter_map(|p| p.failed_volume().map(str::to_owned))

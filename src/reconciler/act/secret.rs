@@ -46,7 +46,7 @@ pub async fn ensure(
             let live = (secrets.get_opt(&name).await)
                 .map_err(|e| failed(Kind::Secret, name.clone(), &e))?;
             memory.remember(&key, &uid, Known::of(live.as_ref().map(Resource::meta)));
-            let verdict = ownership::of(live.as_ref(), MachineRef::of(machine), &ctx.ownership_key);
+            let verdict = ownership::of(live.as_ref(), MachineRef::of(machine), &cluster.key);
             if !verdict.writable(false) {
                 return Err(conflict(Kind::Secret, name));
             }

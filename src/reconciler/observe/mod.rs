@@ -74,6 +74,8 @@ pub struct Observed {
     pub restoring: Option<(String, String)>,
     /// The Machine's MachineSnapshots and whether KubeVirt can take them.
     pub snapshots: crate::reconciler::decide::status::snapshots::Seen,
+    /// Its VM lives on a remote cluster: owner references cannot reach the Machine there.
+    pub remote: bool,
 }
 
 /// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
@@ -138,7 +140,7 @@ fn find<K: Resource<DynamicType = ()> + DeserializeOwned + Brief>(
 
 /// The object `name` in `ns`, as [`find`] says where to read it.
 async fn lookup<K>(
-    ctx: &Context,
+    cluster: &Cluster,
     (store, names, written): (&Store<Packed<K>>, &Presence, &LastWrite<K>),
     api: &Api<K>,
     ns: &str,
@@ -151,7 +153,12 @@ where
     let cached_version = cached.as_ref().and_then(|c| c.resource_version());
     let ours = written.newer_than(&format!("{ns}/{name}"), cached_version.as_deref());
     let named = names.contains(ns, name);
-    match find(ours, cached.as_deref(), named, ctx.state.caches_synced()) {
+    match find(
+        ours,
+        cached.as_deref(),
+        named,
+        cluster.state.caches_synced(),
+    ) {
         Found::Here(k) => Ok(Some(k)),
         Found::AskApi => api.get_opt(name).await,
         Found::Absent => Ok(None),
@@ -206,7 +213,7 @@ pub async fn observe(
     for volume in &volumes {
         let claim = pvc_name(&name, volume);
         if let Some(p) = lookup(
-            ctx,
+            cluster,
             (&stores.pvcs, &stores.pvc_names, &written.pvcs),
             &pvcs,
             &ns,
@@ -230,14 +237,14 @@ pub async fn observe(
                 &stores.dv_names,
                 &*written.data_volumes,
             );
-            if let Some(dv) = lookup(ctx, caches, &dvs, &ns, &dv_name).await? {
+            if let Some(dv) = lookup(cluster, caches, &dvs, &ns, &dv_name).await? {
                 data_volumes.insert(dv_name, dv);
             }
         }
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = lookup(
-        ctx,
+        cluster,
         (&stores.vms, &stores.vm_names, &written.vms),
         &vms,
         &ns,
@@ -287,7 +294,7 @@ pub async fn observe(
                 continue;
             }
             let found = lookup(
-                ctx,
+                cluster,
                 (&stores.nads, &stores.nad_names, &written.nads),
                 &nads,
                 &ns,
@@ -328,6 +335,7 @@ pub async fn observe(
         unused_attachments,
         restoring: snapshots::holding(ctx, &ns, &name),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
+        remote: !cluster.is_local(),
     })
 }
 

@@ -5,16 +5,19 @@
 //! in (the [`Context`](super::context::Context)); everything a Machine is turned into is read and
 //! written through its [`Cluster`].
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 
+use super::readiness::State;
 use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::Packed;
 use crate::reconciler::store::presence::Presence;
@@ -38,6 +41,12 @@ pub struct Cluster {
     pub stores: ClusterStores,
     pub written: ClusterWritten,
     pub apis: Apis,
+    /// Whether its caches are filled (the local cluster shares the scope's).
+    pub state: Arc<State>,
+    /// The key objects there are judged with (see `OwnershipKey::without_history`).
+    pub key: OwnershipKey,
+    /// Namespaces known to exist there (made by us, or found): not asked for again.
+    pub namespaces: Mutex<BTreeSet<String>>,
 }
 
 impl Cluster {

@@ -72,8 +72,13 @@ pub fn streams(
         })
         .boxed()
     });
-    let storage_classes =
-        watches::watch(client, scope, Default::default(), writers.storage_classes, ignore);
+    let storage_classes = watches::watch(
+        client,
+        scope,
+        Default::default(),
+        writers.storage_classes,
+        ignore,
+    );
     let storage_profiles = apis.cdi.then(|| {
         let profiles = writers.storage_profiles;
         watches::watch(client, scope, Default::default(), profiles, ignore).boxed()
@@ -85,7 +90,8 @@ pub fn streams(
         let nad = (apis.multus).then(|| {
             watches::names::<NetworkAttachmentDefinition>(client, scope, s.nad_names.clone())
         });
-        let dv = (apis.cdi).then(|| watches::names::<DataVolume>(client, scope, s.dv_names.clone()));
+        let dv =
+            (apis.cdi).then(|| watches::names::<DataVolume>(client, scope, s.dv_names.clone()));
         async move {
             futures::join!(
                 vm,

@@ -17,6 +17,7 @@ use crate::telemetry::Metrics;
 use super::cluster::Cluster;
 use super::metrics::BindTimes;
 use super::readiness::State;
+use super::remotes::Remotes;
 use super::watches::{Scope, key_of};
 use crate::reconciler::act::events::Publisher;
 use crate::reconciler::store::last_write::LastWrite;
@@ -25,7 +26,7 @@ use crate::reconciler::store::per_machine::PerMachine;
 use crate::reconciler::store::served_status::ServedStatus;
 
 /// How the reconciler runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Settings {
     /// Resync period of every Machine (`RECONCILE_INTERVAL`), also the cap of error backoff.
     pub reconcile_interval: Duration,
@@ -44,6 +45,11 @@ pub struct Settings {
     /// Status fields the served Machine CRD prunes, for the whole process (every scope and
     /// leader term).
     pub served_status: Arc<ServedStatus>,
+    /// Each KubevirtConfig's health and client (filled by `clusters::run`).
+    pub clusters: crate::clusters::Registry,
+    /// Where a Machine that names no KubevirtConfig goes (`--default-kubevirt-config`); the
+    /// mutating webhook writes it into new Machines, so this serves those that bypassed it.
+    pub default_kubevirt_config: Option<String>,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own
@@ -125,6 +131,8 @@ pub struct Context {
     pub restores_served: bool,
     /// The cluster the operator runs in, as a workload cluster.
     pub local: Arc<Cluster>,
+    /// The remote clusters Machines of this scope use.
+    pub remotes: Remotes,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     /// What is remembered per Machine (failures, derived Secrets, status writes); pruned when

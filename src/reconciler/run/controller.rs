@@ -25,13 +25,15 @@ use tokio::sync::watch;
 use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
 pub use super::cluster::{Apis, Cluster, ClusterStores, ClusterWriters, ClusterWritten};
-pub use super::context::{Clients, Context, Settings, Stores, Writers};
 use super::cluster_watches;
+pub use super::context::{Clients, Context, Settings, Stores, Writers};
 use super::discovery;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
+use super::remotes::{self, Remotes};
 use super::watches::{self, Scope, ignore, machines_using};
+use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::act::events::Publisher;
 use crate::reconciler::apis::cdi::StorageProfile;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
@@ -39,7 +41,6 @@ use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::{Brief, Packed};
 use crate::reconciler::store::per_machine::PerMachine;
-use crate::reconciler::FIELD_MANAGER;
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
 /// off on its own errors (`default_backoff`). kube's default pauses the merged stream, so every
@@ -165,6 +166,14 @@ pub async fn run_scope(
         watches::watch(&client, &scope, Default::default(), snapshots, ignore)
     });
     state.set_caches_synced(false);
+    let (remote_tx, mut remote_rx) = tokio::sync::mpsc::unbounded_channel();
+    let remotes = Remotes::new(
+        settings.clusters.clone(),
+        scope.clone(),
+        stores.machines.clone(),
+        bind_times.clone(),
+        (ownership_key.without_history(), remote_tx),
+    );
     let ctx = Arc::new(Context {
         events: Publisher {
             client: clients.events.clone(),
@@ -179,6 +188,9 @@ pub async fn run_scope(
             stores: local_stores.clone(),
             written,
             apis,
+            state: state.clone(),
+            key: ownership_key.clone(),
+            namespaces: Default::default(),
         }),
         client: client.clone(),
         settings: settings.clone(),
@@ -190,7 +202,9 @@ pub async fn run_scope(
         per_machine,
         bind_times,
         ownership_key,
+        remotes,
     });
+    let sweeper = tokio::spawn(remotes::sweep(ctx.clone()));
     // The names caches only fill sets; nothing is triggered by them.
     let names = tokio::spawn(local_streams.names);
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
@@ -259,7 +273,10 @@ pub async fn run_scope(
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
         controller = controller.watches_stream(dv_stream, labelled_machine);
     }
+    // What changes on remote clusters, and a remote cluster's readiness.
+    let remote_triggers = futures::stream::poll_fn(move |cx| remote_rx.poll_recv(cx));
     controller
+        .reconcile_on(remote_triggers)
         .trigger_backoff(EachWatchBacksOff)
         .with_config(controller::Config::default().concurrency(settings.max_concurrent_reconciles))
         .graceful_shutdown_on(shutdown)
@@ -277,6 +294,7 @@ pub async fn run_scope(
         .await;
     caches.abort();
     names.abort();
+    sweeper.abort();
     tracing::info!("Machine controller stopped");
 }
 

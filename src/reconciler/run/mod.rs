@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod ownership_key;
 pub mod readiness;
 pub mod reconcile;
+pub mod remotes;
 pub mod scopes;
 pub mod served_crd;
 pub mod watches;

@@ -79,12 +79,19 @@ mod tests {
             ("dc1", "Unreachable", "no answer"),
             at(100),
         );
-        assert_eq!(s.phase.as_deref(), Some("Running"), "nothing else recomputed");
+        assert_eq!(
+            s.phase.as_deref(),
+            Some("Running"),
+            "nothing else recomputed"
+        );
         assert_eq!(s.node_name.as_deref(), Some("n1"));
         assert_eq!(s.cluster.as_deref(), Some("dc1"));
         for t in [condition::CLUSTER_READY, condition::READY] {
             let c = s.conditions.iter().find(|c| c.type_ == t).expect(t);
-            assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Unreachable"));
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", "Unreachable")
+            );
             assert!(c.message.contains("dc1") && c.message.contains("no answer"));
         }
         assert!(!was_ready(&s.conditions));
