@@ -42,6 +42,8 @@ pub struct Unready {
 
 /// The `ClusterReady` reason of a Machine naming a KubevirtConfig that does not exist.
 pub const NOT_FOUND: &str = "KubevirtConfigNotFound";
+/// The `ClusterReady` reason of a reachable cluster without KubeVirt.
+pub const KUBEVIRT_NOT_INSTALLED: &str = "KubeVirtNotInstalled";
 /// The `ClusterReady` reason while a remote cluster's caches fill.
 pub const CACHES_FILLING: &str = "CachesFilling";
 
@@ -106,6 +108,13 @@ impl Remotes {
                 return Err(Unready {
                     reason: reason.as_str().to_owned(),
                     message,
+                });
+            }
+            Some(Health::Ready(c)) if !c.apis.kubevirt => {
+                return Err(Unready {
+                    reason: KUBEVIRT_NOT_INSTALLED.to_owned(),
+                    message: "KubeVirt (kubevirt.io/v1 VirtualMachine) is not installed there"
+                        .to_owned(),
                 });
             }
             Some(Health::Ready(c)) => c,
