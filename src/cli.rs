@@ -351,7 +351,12 @@ pub struct ClusterArgs {
 impl ClusterArgs {
     /// The remote clusters' settings; their clients share the operator's rate limit and read
     /// timeout settings (each client its own bucket).
-    pub fn settings(&self, qps: f64, burst: u32, read_timeout: Duration) -> crate::clusters::Settings {
+    pub fn settings(
+        &self,
+        qps: f64,
+        burst: u32,
+        read_timeout: Duration,
+    ) -> crate::clusters::Settings {
         crate::clusters::Settings {
             qps,
             burst,

@@ -3,7 +3,9 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::{KubevirtConfig, Machine, MachineClass, MachineRestore, MachineSnapshot, NetworkConfiguration};
+use super::{
+    KubevirtConfig, Machine, MachineClass, MachineRestore, MachineSnapshot, NetworkConfiguration,
+};
 
 /// Every CRD this operator owns, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 
 use super::kubeconfig::Unusable;
 use super::registry::{Apis, Reason};
@@ -19,7 +19,10 @@ pub const REFRESH_LAST_CHECKED: Duration = Duration::from_secs(300);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Probe {
     /// It answered, accepted the credentials, and serves `apis`.
-    Reached { version: String, apis: Apis },
+    Reached {
+        version: String,
+        apis: Apis,
+    },
     Unreachable(String),
     Unauthorized(String),
 }
@@ -117,7 +120,8 @@ pub fn status(
 ) -> Option<KubevirtConfigStatus> {
     let ready = verdict.reason == Reason::Ready;
     let message = cut(&verdict.message, MAX_MESSAGE);
-    let stored_ready = stored.and_then(|s| s.conditions.iter().find(|c| c.type_ == READY_CONDITION));
+    let stored_ready =
+        stored.and_then(|s| s.conditions.iter().find(|c| c.type_ == READY_CONDITION));
     let condition_status = if ready { "True" } else { "False" };
     let transition = match stored_ready {
         Some(c) if c.status == condition_status => c.last_transition_time.clone(),
@@ -126,7 +130,14 @@ pub fn status(
     let served = |now: Option<bool>, before: Option<bool>| now.or(before);
     let apis = verdict.apis;
     let mut next = KubevirtConfigStatus {
-        phase: Some(if ready { phase::READY } else { phase::NOT_READY }.to_owned()),
+        phase: Some(
+            if ready {
+                phase::READY
+            } else {
+                phase::NOT_READY
+            }
+            .to_owned(),
+        ),
         reason: Some(verdict.reason.as_str().to_owned()),
         message: Some(message.clone()),
         kubevirt_installed: served(

@@ -34,10 +34,9 @@ pub fn read(data: Option<&BTreeMap<String, ByteString>>) -> Result<(Kubeconfig, 
         };
         return Err(Unusable::KeyMissing(keys));
     };
-    let text = std::str::from_utf8(&raw.0)
-        .map_err(|_| Unusable::Invalid("not UTF-8 text".to_owned()))?;
-    let kubeconfig =
-        Kubeconfig::from_yaml(text).map_err(|e| Unusable::Invalid(e.to_string()))?;
+    let text =
+        std::str::from_utf8(&raw.0).map_err(|_| Unusable::Invalid("not UTF-8 text".to_owned()))?;
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| Unusable::Invalid(e.to_string()))?;
     check(&kubeconfig).map_err(Unusable::Invalid)?;
     Ok((kubeconfig, &raw.0))
 }
@@ -135,7 +134,9 @@ current-context: x
             (
                 Some(data(&[(
                     "kubeconfig",
-                    &with("{exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}"),
+                    &with(
+                        "{exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}",
+                    ),
                 )])),
                 Err("uses an exec plugin, which is not allowed"),
             ),
@@ -147,7 +148,10 @@ current-context: x
                 Err("uses an auth provider"),
             ),
             (
-                Some(data(&[("kubeconfig", &with("{tokenFile: /var/run/secrets/token}"))])),
+                Some(data(&[(
+                    "kubeconfig",
+                    &with("{tokenFile: /var/run/secrets/token}"),
+                )])),
                 Err("names a file (tokenFile)"),
             ),
             (
@@ -157,7 +161,10 @@ current-context: x
             (
                 Some(data(&[(
                     "kubeconfig",
-                    &GOOD.replace("certificate-authority-data: Zm9v", "certificate-authority: /etc/ca"),
+                    &GOOD.replace(
+                        "certificate-authority-data: Zm9v",
+                        "certificate-authority: /etc/ca",
+                    ),
                 )])),
                 Err("names a file (certificate-authority)"),
             ),

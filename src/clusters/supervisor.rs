@@ -142,9 +142,10 @@ impl Supervisor {
         let verdict = decide::verdict(&observation);
         let health = match (&verdict.apis, &self.built) {
             (Some(apis), Some(built)) => {
-                let reuse = self.last.as_ref().filter(|c| {
-                    c.revision == built.revision && c.apis == *apis
-                });
+                let reuse = self
+                    .last
+                    .as_ref()
+                    .filter(|c| c.revision == built.revision && c.apis == *apis);
                 let connection = match reuse {
                     Some(c) => c.clone(),
                     None => Arc::new(Connection {
@@ -168,7 +169,12 @@ impl Supervisor {
                 last: self.last.clone(),
             },
         };
-        if health.reason() != self.ctx.registry.get(&self.name).map_or(Reason::Ready, |h| h.reason())
+        if health.reason()
+            != self
+                .ctx
+                .registry
+                .get(&self.name)
+                .map_or(Reason::Ready, |h| h.reason())
         {
             tracing::info!(config = %self.name, reason = %verdict.reason, message = %verdict.message, "remote cluster");
         }

@@ -90,9 +90,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         served_status: Default::default(),
     };
-    let cluster_settings =
-        args.clusters
-            .settings(args.kube_api_qps, args.kube_api_burst, args.kube_api_timeout);
+    let cluster_settings = args.clusters.settings(
+        args.kube_api_qps,
+        args.kube_api_burst,
+        args.kube_api_timeout,
+    );
     // Each KubevirtConfig's health and client, for the reconciler (filled on the leader).
     let registry = crate::clusters::Registry::new();
 

@@ -82,7 +82,11 @@ fn each_observation_names_what_is_wrong() {
     for (observed, reason, message) in cases {
         let v = verdict(&observed);
         assert_eq!(v.reason, reason, "{observed:?}");
-        assert!(v.message.contains(message), "{:?} lacks {message:?}", v.message);
+        assert!(
+            v.message.contains(message),
+            "{:?} lacks {message:?}",
+            v.message
+        );
         assert_eq!(v.apis.is_some(), reason == Reason::Ready, "{observed:?}");
     }
 }
@@ -96,7 +100,11 @@ fn status_is_written_only_when_it_changes_or_last_checked_is_stale() {
     assert_eq!(first.phase.as_deref(), Some("Ready"));
     assert_eq!(first.reason.as_deref(), Some("Ready"));
     assert_eq!(
-        (first.kubevirt_installed, first.cdi_installed, first.multus_installed),
+        (
+            first.kubevirt_installed,
+            first.cdi_installed,
+            first.multus_installed
+        ),
         (Some(true), Some(true), Some(true))
     );
     assert_eq!(first.machines, Some(3));
@@ -140,7 +148,13 @@ fn status_is_written_only_when_it_changes_or_last_checked_is_stale() {
     let other = verdict(&Observation::Probed(Probe::Unreachable("timed out".into())));
     let again = status(Some(&broken), &other, 3, Some(1), t(20), refresh).expect("new message");
     assert_eq!(again.conditions[0].last_transition_time, Time(t(10)));
-    assert!(again.message.as_deref().unwrap_or_default().contains("timed out"));
+    assert!(
+        again
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("timed out")
+    );
     // Back, with CDI gone.
     let back = verdict(&reached(Apis { cdi: false, ..ALL }));
     let healed = status(Some(&again), &back, 3, Some(1), t(30), refresh).expect("healed");
