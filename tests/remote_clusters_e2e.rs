@@ -89,14 +89,11 @@ async fn machines_live_on_the_cluster_they_name() {
     let mut ours = support::crd_fixtures().expect("fixture CRDs");
     ours.push(root.join("manifests/crds.yaml"));
     let theirs = support::crd_fixtures().expect("fixture CRDs");
-    let (mgmt, remote) = tokio::join!(
-        ControlPlane::start_with_controller_manager(&ours),
-        async {
-            let cp = ControlPlane::start().await?;
-            cp.install_crds(&theirs).await?;
-            Ok::<_, anyhow::Error>(cp)
-        }
-    );
+    let (mgmt, remote) = tokio::join!(ControlPlane::start_with_controller_manager(&ours), async {
+        let cp = ControlPlane::start().await?;
+        cp.install_crds(&theirs).await?;
+        Ok::<_, anyhow::Error>(cp)
+    });
     let (mgmt, mut remote) = (mgmt.expect("management"), remote.expect("remote"));
     let admin = mgmt.client().await.expect("management client");
     let far_admin = remote.client().await.expect("remote client");
@@ -130,26 +127,53 @@ async fn machines_live_on_the_cluster_they_name() {
     let mut op = start(&mgmt, &[]).await;
 
     // Placed by annotation, and locally.
-    create(&admin, "far", json!({"vitistack.io/kubevirt-config": "dc1"})).await;
+    create(
+        &admin,
+        "far",
+        json!({"vitistack.io/kubevirt-config": "dc1"}),
+    )
+    .await;
     create(&admin, "near", json!({})).await;
-    let far_vm = until(&op, "far's VM on the remote cluster", || vm(&far_admin, "far")).await;
-    until(&op, "near's VM on the management cluster", || vm(&admin, "near")).await;
+    let far_vm = until(&op, "far's VM on the remote cluster", || {
+        vm(&far_admin, "far")
+    })
+    .await;
+    until(&op, "near's VM on the management cluster", || {
+        vm(&admin, "near")
+    })
+    .await;
     assert!(
-        far_vm.meta().owner_references.as_deref().unwrap_or_default().is_empty(),
+        far_vm
+            .meta()
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty(),
         "no owner reference crosses clusters"
     );
-    assert!(far_vm.annotations().contains_key(PROOF_ANNOTATION), "ownership rests on the proof");
+    assert!(
+        far_vm.annotations().contains_key(PROOF_ANNOTATION),
+        "ownership rests on the proof"
+    );
     let far_claim = until(&op, "far's claim there", || claim(&far_admin, "far-root")).await;
     assert!(far_claim.annotations().contains_key(PROOF_ANNOTATION));
-    assert!(vm(&admin, "far").await.is_none(), "nothing of far on the management cluster");
+    assert!(
+        vm(&admin, "far").await.is_none(),
+        "nothing of far on the management cluster"
+    );
     assert!(claim(&admin, "far-root").await.is_none());
-    assert!(vm(&far_admin, "near").await.is_none(), "nothing of near on the remote");
+    assert!(
+        vm(&far_admin, "near").await.is_none(),
+        "nothing of near on the remote"
+    );
     let ns = Api::<Namespace>::all(far_admin.clone())
         .get(NS)
         .await
         .expect("the Machine's namespace, made on the remote");
     assert_eq!(
-        ns.labels().get("vitistack.io/managed-by").map(String::as_str),
+        ns.labels()
+            .get("vitistack.io/managed-by")
+            .map(String::as_str),
         Some("kubevirt-operator")
     );
 
@@ -175,7 +199,11 @@ async fn machines_live_on_the_cluster_they_name() {
 
     // Moving a Machine is refused at admission, and so is placing a local one later.
     let api: Api<Machine> = Api::namespaced(admin.clone(), NS);
-    for (name, to) in [("far", json!("dc2")), ("far", Value::Null), ("near", json!("dc1"))] {
+    for (name, to) in [
+        ("far", json!("dc2")),
+        ("far", Value::Null),
+        ("near", json!("dc1")),
+    ] {
         let patch = json!({"metadata": {"annotations": {"vitistack.io/kubevirt-config": to}}});
         let refused = api
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
@@ -191,21 +219,38 @@ async fn machines_live_on_the_cluster_they_name() {
 
     // The remote API server goes away: ClusterReady=False, nothing deleted anywhere.
     remote.stop_apiserver().expect("stop the remote API server");
-    let s = wait_status(&admin, NS, "far", &op, "far says its cluster is away", |s| {
-        condition(s, "ClusterReady").is_some_and(|c| c.0 == "False")
-    })
+    let s = wait_status(
+        &admin,
+        NS,
+        "far",
+        &op,
+        "far says its cluster is away",
+        |s| condition(s, "ClusterReady").is_some_and(|c| c.0 == "False"),
+    )
     .await;
-    assert_eq!(condition(&s, "ClusterReady"), Some(("False", "Unreachable")));
+    assert_eq!(
+        condition(&s, "ClusterReady"),
+        Some(("False", "Unreachable"))
+    );
     assert_eq!(condition(&s, "Ready").map(|c| c.0), Some("False"));
-    assert_eq!(s.node_name.as_deref(), Some("remote-node-1"), "what was seen is kept");
-    assert!(vm(&admin, "near").await.is_some(), "the local Machine is untouched");
+    assert_eq!(
+        s.node_name.as_deref(),
+        Some("remote-node-1"),
+        "what was seen is kept"
+    );
+    assert!(
+        vm(&admin, "near").await.is_some(),
+        "the local Machine is untouched"
+    );
     remote.start_apiserver().await.expect("start it again");
     let far_admin = remote.client().await.expect("remote client");
     wait_status(&admin, NS, "far", &op, "far's cluster is back", |s| {
         condition(s, "ClusterReady") == Some(("True", "Ready"))
     })
     .await;
-    let again = vm(&far_admin, "far").await.expect("far's VM is still there");
+    let again = vm(&far_admin, "far")
+        .await
+        .expect("far's VM is still there");
     assert_eq!(again.uid(), far_vm.uid(), "never recreated");
 
     // Deletion cleans the remote up; retain-disks keeps the disk there, released.
@@ -217,13 +262,20 @@ async fn machines_live_on_the_cluster_they_name() {
     .await;
     until(&op, "kept's claim there", || claim(&far_admin, "kept-root")).await;
     for name in ["far", "kept"] {
-        api.delete(name, &DeleteParams::default()).await.expect("delete");
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
     }
-    until(&op, "far and kept gone from the management cluster", || async {
-        let left = api.list(&Default::default()).await.ok()?;
-        let names: Vec<String> = left.items.iter().map(|m| m.name_any()).collect();
-        (!names.contains(&"far".to_owned()) && !names.contains(&"kept".to_owned())).then_some(())
-    })
+    until(
+        &op,
+        "far and kept gone from the management cluster",
+        || async {
+            let left = api.list(&Default::default()).await.ok()?;
+            let names: Vec<String> = left.items.iter().map(|m| m.name_any()).collect();
+            (!names.contains(&"far".to_owned()) && !names.contains(&"kept".to_owned()))
+                .then_some(())
+        },
+    )
     .await;
     until(&op, "far's VM deleted there", || async {
         vm(&far_admin, "far").await.is_none().then_some(())
@@ -234,9 +286,14 @@ async fn machines_live_on_the_cluster_they_name() {
         gone.is_none_or(|c| c.meta().deletion_timestamp.is_some()),
         "far's disk is deleted there"
     );
-    let kept = claim(&far_admin, "kept-root").await.expect("kept's disk stays");
+    let kept = claim(&far_admin, "kept-root")
+        .await
+        .expect("kept's disk stays");
     assert!(kept.meta().deletion_timestamp.is_none());
-    assert!(kept.annotations().contains_key(RELEASE_ANNOTATION), "released");
+    assert!(
+        kept.annotations().contains_key(RELEASE_ANNOTATION),
+        "released"
+    );
 
     // Placed by default: a Machine without the annotation goes to dc1; near stays local.
     op.kill();
@@ -256,11 +313,18 @@ async fn machines_live_on_the_cluster_they_name() {
 
     // Its cluster away, a deletion waits (the finalizer stays) until the admin abandons it.
     remote.stop_apiserver().expect("stop the remote API server");
-    wait_status(&admin, NS, "dflt", &op, "dflt says its cluster is away", |s| {
-        condition(s, "ClusterReady").is_some_and(|c| c.0 == "False")
-    })
+    wait_status(
+        &admin,
+        NS,
+        "dflt",
+        &op,
+        "dflt says its cluster is away",
+        |s| condition(s, "ClusterReady").is_some_and(|c| c.0 == "False"),
+    )
     .await;
-    api.delete("dflt", &DeleteParams::default()).await.expect("delete");
+    api.delete("dflt", &DeleteParams::default())
+        .await
+        .expect("delete");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let waiting = api.get("dflt").await.expect("dflt waits for its cluster");
     assert!(waiting.meta().deletion_timestamp.is_some());

@@ -117,10 +117,16 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 ";
 
+    /// A Secret's data, and what reading it must give (Ok, or a fragment of the error).
+    type Case = (
+        Option<BTreeMap<String, ByteString>>,
+        Result<(), &'static str>,
+    );
+
     #[test]
     fn what_a_secret_holds() {
         let with = |user: &str| GOOD.replace("{token: abc}", user);
-        let cases: Vec<(Option<BTreeMap<String, ByteString>>, Result<(), &str>)> = vec![
+        let cases: Vec<Case> = vec![
             (Some(data(&[("kubeconfig", GOOD)])), Ok(())),
             (None, Err("has no key \"kubeconfig\" (keys: none)")),
             (

@@ -15,7 +15,7 @@ use tokio::time::MissedTickBehavior;
 use super::decide::{self, Observation, REFRESH_LAST_CHECKED};
 use super::kubeconfig;
 use super::probe;
-use super::registry::{Connection, Health, Reason};
+use super::registry::{Connection, Health};
 use super::run::Context;
 use crate::api::kubevirt_config::{KubevirtConfig, KubevirtConfigStatus};
 use crate::api::names::FIELD_MANAGER;
@@ -169,13 +169,9 @@ impl Supervisor {
                 last: self.last.clone(),
             },
         };
-        if health.reason()
-            != self
-                .ctx
-                .registry
-                .get(&self.name)
-                .map_or(Reason::Ready, |h| h.reason())
-        {
+        // Logged once per change of reason, not per probe.
+        let before = self.ctx.registry.get(&self.name).map(|h| h.reason());
+        if before != Some(verdict.reason) {
             tracing::info!(config = %self.name, reason = %verdict.reason, message = %verdict.message, "remote cluster");
         }
         self.ctx.registry.set(&self.name, health);
