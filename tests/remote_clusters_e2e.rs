@@ -21,10 +21,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use access::{WAIT, create_namespace, machines, start_operator, wait_status};
+use access::{WAIT, create_admitted, create_namespace, machines, start_operator, wait_status};
 use kubevirt_operator::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use kubevirt_operator::api::{KubevirtConfig, Machine, MachineStatus};
-use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use support::{ControlPlane, Proc, eventually_with};
 
 const NS: &str = "team-a";
@@ -39,11 +39,8 @@ fn machine(name: &str, annotations: Value) -> kube::api::DynamicObject {
     .expect("machine")
 }
 
-async fn create(admin: &Client, name: &str, annotations: Value) {
-    machines(admin, NS)
-        .create(&PostParams::default(), &machine(name, annotations))
-        .await
-        .unwrap_or_else(|e| panic!("create Machine {name}: {e}"));
+async fn create(admin: &Client, op: &Proc, name: &str, annotations: Value) {
+    create_admitted(&machines(admin, NS), &machine(name, annotations), op).await;
 }
 
 fn condition<'s>(s: &'s MachineStatus, type_: &str) -> Option<(&'s str, &'s str)> {
@@ -129,11 +126,12 @@ async fn machines_live_on_the_cluster_they_name() {
     // Placed by annotation, and locally.
     create(
         &admin,
+        &op,
         "far",
         json!({"vitistack.io/kubevirt-config": "dc1"}),
     )
     .await;
-    create(&admin, "near", json!({})).await;
+    create(&admin, &op, "near", json!({})).await;
     let far_vm = until(&op, "far's VM on the remote cluster", || {
         vm(&far_admin, "far")
     })
@@ -256,6 +254,7 @@ async fn machines_live_on_the_cluster_they_name() {
     // Deletion cleans the remote up; retain-disks keeps the disk there, released.
     create(
         &admin,
+        &op,
         "kept",
         json!({"vitistack.io/kubevirt-config": "dc1", "vitistack.io/retain-disks": "true"}),
     )
@@ -266,6 +265,15 @@ async fn machines_live_on_the_cluster_they_name() {
             .await
             .expect("delete");
     }
+    until(&op, "far's VM deleted there", || async {
+        vm(&far_admin, "far").await.is_none().then_some(())
+    })
+    .await;
+    // KubeVirt takes the VMI down with its VM (no garbage collector runs on the remote here).
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(far_admin.clone(), NS);
+    vmis.delete("far", &DeleteParams::default())
+        .await
+        .expect("KubeVirt deletes far's VMI");
     until(
         &op,
         "far and kept gone from the management cluster",
@@ -276,10 +284,6 @@ async fn machines_live_on_the_cluster_they_name() {
                 .then_some(())
         },
     )
-    .await;
-    until(&op, "far's VM deleted there", || async {
-        vm(&far_admin, "far").await.is_none().then_some(())
-    })
     .await;
     let gone = claim(&far_admin, "far-root").await;
     assert!(
@@ -298,7 +302,7 @@ async fn machines_live_on_the_cluster_they_name() {
     // Placed by default: a Machine without the annotation goes to dc1; near stays local.
     op.kill();
     let op = start(&mgmt, &["--default-kubevirt-config", "dc1"]).await;
-    create(&admin, "dflt", json!({})).await;
+    create(&admin, &op, "dflt", json!({})).await;
     until(&op, "dflt's VM on the remote", || vm(&far_admin, "dflt")).await;
     let s = wait_status(&admin, NS, "dflt", &op, "dflt records dc1", |s| {
         s.cluster.is_some()

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::access::AccessReviewer;
 use crate::api::MachineSpec;
-use crate::api::names::CLASS_ANNOTATION;
+use crate::api::names::{CLASS_ANNOTATION, KUBEVIRT_CONFIG_ANNOTATION};
 use crate::classes::LiveCatalog;
 use crate::machine::annotations::annotation_errors;
 use crate::machine::classes::Class;
@@ -39,6 +39,8 @@ pub struct Admission {
     access: Option<AccessReviewer>,
     /// The MAC addresses in use; none: interfaces keep what their author wrote (offline).
     macs: Option<LiveMacs>,
+    /// `--default-kubevirt-config`: written into new Machines that name no cluster.
+    default_cluster: Option<String>,
 }
 
 struct Admitted<'a> {
@@ -74,6 +76,7 @@ impl Admission {
             schema: SchemaCheck::machine()?,
             access: None,
             macs: None,
+            default_cluster: None,
         })
     }
 
@@ -87,6 +90,12 @@ impl Admission {
     /// follows, and a new address another Machine uses is refused.
     pub fn with_macs(mut self, macs: LiveMacs) -> Self {
         self.macs = Some(macs);
+        self
+    }
+
+    /// New Machines that name no KubevirtConfig get `default` (`--default-kubevirt-config`).
+    pub fn with_default_cluster(mut self, default: Option<String>) -> Self {
+        self.default_cluster = default;
         self
     }
 
@@ -167,13 +176,21 @@ impl Admission {
         }
         // The class as it is now goes into the Machine: editing or deleting the class later
         // never changes it.
-        patch.0.extend(annotations_op(
-            raw,
-            [
-                (DEFAULTS_ANNOTATION, record),
-                (CLASS_ANNOTATION, class.record.clone()),
-            ],
-        ));
+        let mut records = vec![
+            (DEFAULTS_ANNOTATION, record),
+            (CLASS_ANNOTATION, class.record.clone()),
+        ];
+        // A new Machine names its cluster for good: the default in force when it was created.
+        if let Some(default) = &self.default_cluster
+            && req.operation == "CREATE"
+            && raw
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(KUBEVIRT_CONFIG_ANNOTATION))
+                .is_none()
+        {
+            records.push((KUBEVIRT_CONFIG_ANNOTATION, default.clone()));
+        }
+        patch.0.extend(annotations_op(raw, records));
         // CREATE only: on UPDATE a finalizer that is missing was removed on purpose (by a user,
         // or by the reconciler finishing a deletion), and must not come back. After the
         // annotation ops, which create `metadata` when the object has none.

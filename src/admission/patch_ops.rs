@@ -39,7 +39,7 @@ pub fn annotation_op(
 /// when the map exists, else one that makes the map (or metadata) with all of them.
 pub fn annotations_op(
     object: &Value,
-    pairs: [(&str, String); 2],
+    pairs: Vec<(&str, String)>,
 ) -> Vec<json_patch::PatchOperation> {
     use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
     let metadata = object.get("metadata").filter(|m| m.is_object());

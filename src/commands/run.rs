@@ -126,7 +126,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let admission = Arc::new(
         Admission::with_catalog(catalog.clone())?
             .with_access(AccessReviewer::new(access_client))
-            .with_macs(macs.clone()),
+            .with_macs(macs.clone())
+            .with_default_cluster(args.clusters.default_kubevirt_config.clone()),
     );
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
         format!(

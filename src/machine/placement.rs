@@ -1,6 +1,7 @@
-//! Which cluster runs a Machine's VM (pure, table-tested below): the one recorded in its status
-//! once it was reconciled, else the one its `vitistack.io/kubevirt-config` annotation names,
-//! else `--default-kubevirt-config`, else the operator's own. A Machine never moves: its disks
+//! Which cluster runs a Machine's VM (pure, table-tested below): the one recorded in its status,
+//! else the one its `vitistack.io/kubevirt-config` annotation names (fixed at creation by the
+//! webhooks, which also write the default into it), else, for a Machine never reconciled,
+//! `--default-kubevirt-config`, else the operator's own. A Machine never moves: its disks
 //! would be orphaned where it was.
 
 use crate::api::Machine;
@@ -32,10 +33,12 @@ pub fn placement(
     reconciled: bool,
     default: Option<&str>,
 ) -> Placement {
-    let chosen = match (recorded, reconciled) {
+    // The annotation counts even once reconciled: a served CRD older than `status.cluster`
+    // prunes the record, and the Machine must not fall back to the local cluster then.
+    let chosen = match (recorded.or(annotation), reconciled) {
         (Some(r), _) => Some(r),
         (None, true) => None,
-        (None, false) => annotation.or(default),
+        (None, false) => default,
     };
     match chosen.filter(|c| !c.is_empty()) {
         Some(name) => Placement::Remote(name.to_owned()),
@@ -92,9 +95,10 @@ mod tests {
             (Some("dc2"), None, false, Some("dc1"), remote("dc2")),
             // Recorded wins over everything, even an annotation changed behind the webhook.
             (Some("dc2"), Some("dc1"), true, None, remote("dc1")),
-            // Reconciled locally before: a later annotation or default never moves it.
-            (Some("dc2"), None, true, Some("dc1"), Placement::Local),
+            // Reconciled before: a default never moves it.
             (None, None, true, Some("dc1"), Placement::Local),
+            // The record pruned by an old CRD: the annotation still holds it there.
+            (Some("dc2"), None, true, Some("dc1"), remote("dc2")),
             // An empty value is no cluster.
             (Some(""), None, false, None, Placement::Local),
         ];

@@ -143,6 +143,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context, cluster: &Cluster) -> Res
         machine,
         key,
         retain: keeps_disks(machine),
+        remote: !cluster.is_local(),
     };
     for disk in &spec.disks {
         let claim_name = pvc_name(&name, &disk.name);
@@ -227,6 +228,8 @@ struct Settling<'a> {
     key: &'a OwnershipKey,
     /// retain-disks or an orphan deletion ([`keeps_disks`]).
     retain: bool,
+    /// On a remote cluster, where no owner reference is ever written: the proof alone binds.
+    remote: bool,
 }
 
 impl Settling<'_> {
@@ -244,7 +247,8 @@ impl Settling<'_> {
         if !ours || m.deletion_timestamp.is_some() {
             return Ok(());
         }
-        let references = release_of(kind, m, self.machine.uid().as_deref()).is_some();
+        let references =
+            self.remote || release_of(kind, m, self.machine.uid().as_deref()).is_some();
         match fate(self.retain, disk, references) {
             Fate::Keep => {
                 if let Some(r) = keep(kind, m, MachineRef::of(self.machine), self.key) {
