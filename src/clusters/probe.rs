@@ -82,3 +82,81 @@ async fn served(client: &Client, (group_version, plural): (&str, &str)) -> Resul
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn kubeconfig(server: &str) -> Kubeconfig {
+        Kubeconfig::from_yaml(&format!(
+            "clusters: [{{name: c, cluster: {{server: '{server}'}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"
+        ))
+        .expect("kubeconfig")
+    }
+
+    #[test]
+    fn connecting_is_quick_and_a_probe_is_bounded() {
+        let s = Settings::new(Duration::from_secs(30));
+        assert_eq!(s.connect_timeout, Duration::from_secs(5));
+        assert_eq!(s.probe_timeout(), Duration::from_secs(10));
+    }
+
+    /// An API server that accepts connections and never answers: the probe ends at its limit,
+    /// Unreachable, naming the server.
+    #[tokio::test]
+    async fn a_silent_server_is_unreachable_at_the_limit() {
+        crate::tls::install_crypto_provider();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let settings = Settings::new(Duration::from_secs(1));
+        let (client, server) = connect(kubeconfig(&format!("http://{addr}")), &settings)
+            .await
+            .expect("client");
+        assert_eq!(server, format!("http://{addr}"));
+        let t0 = Instant::now();
+        let found = probe(&client, &server, Duration::from_millis(300)).await;
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        match found {
+            Probe::Unreachable(m) => {
+                assert!(m.contains(&server) && m.contains("no answer within 300ms"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_and_a_contextless_kubeconfig_invalid() {
+        crate::tls::install_crypto_provider();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port");
+        let settings = Settings::new(Duration::from_secs(1));
+        let (client, server) = connect(kubeconfig(&format!("http://{closed}")), &settings)
+            .await
+            .expect("client");
+        match probe(&client, &server, Duration::from_secs(5)).await {
+            Probe::Unreachable(m) => assert!(m.starts_with(&server), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let contextless = Kubeconfig::from_yaml("clusters: []").expect("parses");
+        match connect(contextless, &settings).await {
+            Err(Unusable::Invalid(m)) => assert!(m.contains("current context"), "{m}"),
+            other => panic!("{:?}", other.map(|(_, s)| s)),
+        }
+    }
+}
