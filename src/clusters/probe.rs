@@ -132,7 +132,10 @@ current-context: x
         assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
         match found {
             Probe::Unreachable(m) => {
-                assert!(m.contains(&server) && m.contains("no answer within 300ms"), "{m}")
+                assert!(
+                    m.contains(&server) && m.contains("no answer within 300ms"),
+                    "{m}"
+                )
             }
             other => panic!("{other:?}"),
         }
