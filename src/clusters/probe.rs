@@ -10,7 +10,7 @@ use kube::{Client, Config};
 
 use super::Settings;
 use super::decide::{Probe, classify};
-use super::kubeconfig::Unusable;
+use super::kubeconfig::{Unusable, redact};
 use super::registry::Apis;
 use crate::client::limited_client;
 use crate::reconciler::run::discovery::{self, Found};
@@ -28,11 +28,11 @@ pub async fn connect(
 ) -> Result<(Client, String), Unusable> {
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| Unusable::Invalid(e.to_string()))?;
+        .map_err(|e| Unusable::Invalid(redact(&e.to_string())))?;
     config.connect_timeout = Some(settings.connect_timeout);
     let server = config.cluster_url.to_string();
     let client = limited_client(config, settings.qps, settings.burst, settings.read_timeout)
-        .map_err(|e| Unusable::Invalid(format!("{e:#}")))?;
+        .map_err(|e| Unusable::Invalid(redact(&format!("{e:#}"))))?;
     Ok((client, server.trim_end_matches('/').to_owned()))
 }
 
