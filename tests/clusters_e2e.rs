@@ -185,6 +185,38 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
     let nobody = remote.mint_user("nobody", &[]).expect("user");
     let nobody = remote.kubeconfig_yaml(&nobody, None).expect("kubeconfig");
     secret(&admin, "no-rights", "kubeconfig", &nobody).await;
+    // The schema refuses a missing namespace and names that are no DNS names.
+    for (spec, field) in [
+        (json!({"kubeconfigSecretRef": "s"}), "spec.secretNamespace"),
+        (
+            json!({"kubeconfigSecretRef": "Bad_Name", "secretNamespace": "ops"}),
+            "spec.kubeconfigSecretRef",
+        ),
+        (
+            json!({"kubeconfigSecretRef": "s", "secretNamespace": "a.b"}),
+            "spec.secretNamespace",
+        ),
+    ] {
+        let bad: KubevirtConfig = serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+            "metadata": {"name": "bad"}, "spec": spec
+        }))
+        .expect("object");
+        let raw = Api::<kube::api::DynamicObject>::all_with(
+            admin.clone(),
+            &kube::api::ApiResource::erase::<KubevirtConfig>(&()),
+        );
+        let mut value = serde_json::to_value(&bad).expect("json");
+        value["spec"] = spec.clone();
+        let obj: kube::api::DynamicObject = serde_json::from_value(value).expect("dynamic");
+        let refused = raw
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect_err("refused by the schema")
+            .to_string();
+        assert!(refused.contains(field), "{refused}");
+    }
+
     // A Secret in a namespace the operator was given no Role in.
     config_in(&configs, "elsewhere", "dc1-kubeconfig", "default").await;
     for (name, secret) in [
