@@ -18,6 +18,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -54,10 +55,14 @@ async fn secret(client: &Client, name: &str, key: &str, value: &str) {
 }
 
 async fn config(configs: &Api<KubevirtConfig>, name: &str, secret: &str) {
+    config_in(configs, name, secret, OPERATOR_NAMESPACE).await;
+}
+
+async fn config_in(configs: &Api<KubevirtConfig>, name: &str, secret: &str, namespace: &str) {
     let c: KubevirtConfig = serde_json::from_value(json!({
         "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
         "metadata": {"name": name},
-        "spec": {"kubeconfigSecretRef": secret, "secretNamespace": OPERATOR_NAMESPACE}
+        "spec": {"kubeconfigSecretRef": secret, "secretNamespace": namespace}
     }))
     .expect("config");
     configs
@@ -80,6 +85,67 @@ async fn reason_is(
             .then_some(status)
     })
     .await
+}
+
+/// A user on the management cluster holding exactly the operator's KubevirtConfig rules of
+/// `manifests/rbac/cluster_role.yaml` and `manifests/rbac/kubevirt_config_role.yaml` (the
+/// kubeconfig Secrets in the operator's namespace only).
+async fn least_privileged(cp: &ControlPlane, admin: &Client) -> Client {
+    const USER: &str = "clusters-controller";
+    let read = |path: &str| std::fs::read_to_string(repo(path)).expect(path);
+    let mut cluster_role: ClusterRole =
+        serde_yaml::from_str(&read("manifests/rbac/cluster_role.yaml")).expect("ClusterRole");
+    cluster_role.rules = Some(
+        cluster_role
+            .rules
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| {
+                r.resources
+                    .iter()
+                    .flatten()
+                    .any(|res| res.starts_with("kubevirtconfigs"))
+            })
+            .collect(),
+    );
+    assert_eq!(
+        cluster_role.rules.as_ref().map(Vec::len),
+        Some(2),
+        "{cluster_role:?}"
+    );
+    let role: Role =
+        serde_yaml::from_str(&read("manifests/rbac/kubevirt_config_role.yaml")).expect("Role");
+    let subject = json!([{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]);
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &cluster_role)
+        .await
+        .expect("ClusterRole");
+    Api::<Role>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("Role");
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": USER}, "subjects": subject,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": cluster_role.name_any()}
+    }))
+    .expect("binding");
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .expect("ClusterRoleBinding");
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": USER}, "subjects": subject,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": role.name_any()}
+    }))
+    .expect("binding");
+    Api::<RoleBinding>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
+        .create(&PostParams::default(), &rb)
+        .await
+        .expect("RoleBinding");
+    let user = cp.mint_user(USER, &[]).expect("user");
+    cp.client_for(&user).await.expect("client")
 }
 
 fn ready(registry: &Registry, name: &str) -> Arc<clusters::Connection> {
@@ -119,6 +185,40 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
     let nobody = remote.mint_user("nobody", &[]).expect("user");
     let nobody = remote.kubeconfig_yaml(&nobody, None).expect("kubeconfig");
     secret(&admin, "no-rights", "kubeconfig", &nobody).await;
+    // The schema refuses a missing namespace and names that are no DNS names.
+    for (spec, field) in [
+        (json!({"kubeconfigSecretRef": "s"}), "spec.secretNamespace"),
+        (
+            json!({"kubeconfigSecretRef": "Bad_Name", "secretNamespace": "ops"}),
+            "spec.kubeconfigSecretRef",
+        ),
+        (
+            json!({"kubeconfigSecretRef": "s", "secretNamespace": "a.b"}),
+            "spec.secretNamespace",
+        ),
+    ] {
+        let bad: KubevirtConfig = serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+            "metadata": {"name": "bad"}, "spec": spec
+        }))
+        .expect("object");
+        let raw = Api::<kube::api::DynamicObject>::all_with(
+            admin.clone(),
+            &kube::api::ApiResource::erase::<KubevirtConfig>(&()),
+        );
+        let mut value = serde_json::to_value(&bad).expect("json");
+        value["spec"] = spec.clone();
+        let obj: kube::api::DynamicObject = serde_json::from_value(value).expect("dynamic");
+        let refused = raw
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect_err("refused by the schema")
+            .to_string();
+        assert!(refused.contains(field), "{refused}");
+    }
+
+    // A Secret in a namespace the operator was given no Role in.
+    config_in(&configs, "elsewhere", "dc1-kubeconfig", "default").await;
     for (name, secret) in [
         ("ghost", "missing"),
         ("nokey", "no-key"),
@@ -131,8 +231,10 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
 
     let registry = Registry::new();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // The controller runs with the operator's rules only, so nothing it needs is missing from
+    // the manifests (and a Secret elsewhere is forbidden).
     let controller = tokio::spawn(clusters::run(
-        admin.clone(),
+        least_privileged(&management, &admin).await,
         Settings::new(Duration::from_secs(1)),
         registry.clone(),
         Arc::new(|name: &str| if name == "dc1" { 2 } else { 0 }),
@@ -157,6 +259,13 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
             s.conditions[0].reason.as_str()
         ),
         ("Ready", "False", "SecretNotFound")
+    );
+    let s = reason_is(&configs, &registry, "elsewhere", Reason::SecretForbidden).await;
+    assert!(
+        s.message
+            .unwrap_or_default()
+            .contains("may not read Secrets in namespace default"),
+        "names the namespace"
     );
     let s = reason_is(&configs, &registry, "nokey", Reason::KeyMissing).await;
     assert!(

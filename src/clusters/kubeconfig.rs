@@ -36,9 +36,38 @@ pub fn read(data: Option<&BTreeMap<String, ByteString>>) -> Result<(Kubeconfig, 
     };
     let text =
         std::str::from_utf8(&raw.0).map_err(|_| Unusable::Invalid("not UTF-8 text".to_owned()))?;
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| Unusable::Invalid(e.to_string()))?;
+    let kubeconfig =
+        Kubeconfig::from_yaml(text).map_err(|e| Unusable::Invalid(redact(&e.to_string())))?;
     check(&kubeconfig).map_err(Unusable::Invalid)?;
     Ok((kubeconfig, &raw.0))
+}
+
+/// A parse error without the input it quotes: its first line only (the parser adds the source
+/// line under it), with quoted text longer than one character replaced, so a token in a wrong
+/// place never reaches the status or the logs. The error and its line and column stay.
+pub fn redact(error: &str) -> String {
+    let first = error.lines().next().unwrap_or_default();
+    let mut out = String::with_capacity(first.len());
+    let mut rest = first;
+    while let Some(start) = rest.find(['"', '\'', '`']) {
+        let quote = rest[start..].chars().next().unwrap_or('"');
+        out.push_str(&rest[..=start]);
+        let after = &rest[start + 1..];
+        match after.find(quote) {
+            Some(end) if after[..end].chars().count() > 1 => {
+                out.push('…');
+                out.push(quote);
+                rest = &after[end + 1..];
+            }
+            Some(end) => {
+                out.push_str(&after[..=end]);
+                rest = &after[end + 1..];
+            }
+            None => rest = after,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Refuses what would make the operator run a command or read a file.
@@ -187,6 +216,39 @@ current-context: x
         assert_eq!(
             read(Some(&binary)).map(drop),
             Err(Unusable::Invalid("not UTF-8 text".into()))
+        );
+    }
+
+    /// The parser quotes the input under its message; none of it may reach the status.
+    #[test]
+    fn parse_errors_name_the_place_not_the_content() {
+        let cases = [
+            (
+                "users: sekret-token-1",
+                "line 1 column 8: expected sequence start",
+            ),
+            (
+                "clusters: [unclosed sekret-2",
+                "line 1 column 11: unclosed bracket '['",
+            ),
+            (
+                "garbage sekret-4",
+                "line 1 column 1: expected mapping start",
+            ),
+            (
+                "users:\n- name: u\n  user: {token: [sekret-5]}",
+                "line 3 column 17: expected string scalar",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let data = BTreeMap::from([("kubeconfig".to_owned(), ByteString(yaml.into()))]);
+            let message = read(Some(&data)).map(drop).unwrap_err().to_string();
+            assert!(message.contains(want), "{message:?} lacks {want:?}");
+            assert!(!message.contains("sekret"), "{message:?} quotes the Secret");
+        }
+        assert_eq!(
+            redact("unknown field `sekret`, expected \"a\" or 'bc'\n1 | sekret"),
+            "unknown field `…`, expected \"a\" or '…'"
         );
     }
 

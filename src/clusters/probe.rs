@@ -10,7 +10,7 @@ use kube::{Client, Config};
 
 use super::Settings;
 use super::decide::{Probe, classify};
-use super::kubeconfig::Unusable;
+use super::kubeconfig::{Unusable, redact};
 use super::registry::Apis;
 use crate::client::limited_client;
 use crate::reconciler::run::discovery::{self, Found};
@@ -28,11 +28,11 @@ pub async fn connect(
 ) -> Result<(Client, String), Unusable> {
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| Unusable::Invalid(e.to_string()))?;
+        .map_err(|e| Unusable::Invalid(redact(&e.to_string())))?;
     config.connect_timeout = Some(settings.connect_timeout);
     let server = config.cluster_url.to_string();
     let client = limited_client(config, settings.qps, settings.burst, settings.read_timeout)
-        .map_err(|e| Unusable::Invalid(format!("{e:#}")))?;
+        .map_err(|e| Unusable::Invalid(redact(&format!("{e:#}"))))?;
     Ok((client, server.trim_end_matches('/').to_owned()))
 }
 
@@ -80,5 +80,86 @@ async fn served(client: &Client, (group_version, plural): (&str, &str)) -> Resul
             Err(e) => classify(&e),
             Ok(_) => Probe::Unreachable(format!("discovery of {group_version} failed")),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn kubeconfig(server: &str) -> Kubeconfig {
+        Kubeconfig::from_yaml(&format!(
+            "clusters: [{{name: c, cluster: {{server: '{server}'}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"
+        ))
+        .expect("kubeconfig")
+    }
+
+    #[test]
+    fn connecting_is_quick_and_a_probe_is_bounded() {
+        let s = Settings::new(Duration::from_secs(30));
+        assert_eq!(s.connect_timeout, Duration::from_secs(5));
+        assert_eq!(s.probe_timeout(), Duration::from_secs(10));
+    }
+
+    /// An API server that accepts connections and never answers: the probe ends at its limit,
+    /// Unreachable, naming the server.
+    #[tokio::test]
+    async fn a_silent_server_is_unreachable_at_the_limit() {
+        crate::tls::install_crypto_provider();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let settings = Settings::new(Duration::from_secs(1));
+        let (client, server) = connect(kubeconfig(&format!("http://{addr}")), &settings)
+            .await
+            .expect("client");
+        assert_eq!(server, format!("http://{addr}"));
+        let t0 = Instant::now();
+        let found = probe(&client, &server, Duration::from_millis(300)).await;
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        match found {
+            Probe::Unreachable(m) => {
+                assert!(
+                    m.contains(&server) && m.contains("no answer within 300ms"),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_and_a_contextless_kubeconfig_invalid() {
+        crate::tls::install_crypto_provider();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port");
+        let settings = Settings::new(Duration::from_secs(1));
+        let (client, server) = connect(kubeconfig(&format!("http://{closed}")), &settings)
+            .await
+            .expect("client");
+        match probe(&client, &server, Duration::from_secs(5)).await {
+            Probe::Unreachable(m) => assert!(m.starts_with(&server), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let contextless = Kubeconfig::from_yaml("clusters: []").expect("parses");
+        match connect(contextless, &settings).await {
+            Err(Unusable::Invalid(m)) => assert!(m.contains("current context"), "{m}"),
+            other => panic!("{:?}", other.map(|(_, s)| s)),
+        }
     }
 }
