@@ -97,6 +97,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         served_status: Default::default(),
         clusters: registry.clone(),
+        machines_per_cluster: Default::default(),
         default_kubevirt_config: args.clusters.default_kubevirt_config.clone(),
     };
 
@@ -233,8 +234,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 clients.api.clone(),
                 cluster_settings.clone(),
                 registry.clone(),
-                // status.machines: the reconciler will count the Machines placed on each config.
-                Arc::new(|_: &str| 0),
+                // status.machines, as the reconciler's gauges last counted them.
+                {
+                    let counts = settings.machines_per_cluster.clone();
+                    Arc::new(move |name: &str| counts.get(name))
+                },
                 stop.clone(),
             );
             let reconciler = async move {

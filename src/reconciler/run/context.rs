@@ -47,6 +47,8 @@ pub struct Settings {
     pub served_status: Arc<ServedStatus>,
     /// Each KubevirtConfig's health and client (filled by `clusters::run`).
     pub clusters: crate::clusters::Registry,
+    /// Machines per KubevirtConfig, recounted with the gauges (its `status.machines`).
+    pub machines_per_cluster: Arc<super::remotes::MachineCounts>,
     /// Where a Machine that names no KubevirtConfig goes (`--default-kubevirt-config`); the
     /// mutating webhook writes it into new Machines, so this serves those that bypassed it.
     pub default_kubevirt_config: Option<String>,

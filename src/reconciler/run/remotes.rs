@@ -272,6 +272,29 @@ fn changed_machines(
     stream::select_all(all).boxed()
 }
 
+/// Machines per remote cluster, as last counted from the caches.
+#[derive(Debug, Default)]
+pub struct MachineCounts(Mutex<BTreeMap<String, u32>>);
+
+impl MachineCounts {
+    pub fn get(&self, name: &str) -> u32 {
+        let counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        counts.get(name).copied().unwrap_or(0)
+    }
+
+    /// Recounts from the briefs of every Machine in scope.
+    pub fn count<'m>(
+        &self,
+        machines: impl Iterator<Item = &'m crate::reconciler::store::packed::MachineBrief>,
+    ) {
+        let mut counts = BTreeMap::new();
+        for cluster in machines.filter_map(|m| m.cluster.as_deref()) {
+            *counts.entry(cluster.to_owned()).or_insert(0u32) += 1;
+        }
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = counts;
+    }
+}
+
 /// How often unused remote clusters are looked for, besides every KubevirtConfig change.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 

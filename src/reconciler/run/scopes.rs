@@ -61,6 +61,7 @@ pub async fn run(
     // resync of N Machines cost N² reads).
     let gauges = {
         let (metrics, catalog) = (settings.metrics.clone(), settings.catalog.clone());
+        let per_cluster = settings.machines_per_cluster.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(GAUGE_REFRESH);
             let mut counted = None;
@@ -72,6 +73,9 @@ pub async fn run(
                     all.iter().flat_map(|(_, c)| c.vms.state()),
                     &catalog.load(),
                 );
+                let machines = all.iter().flat_map(|(s, _)| s.machines.state());
+                let briefs: Vec<_> = machines.collect();
+                per_cluster.count(briefs.iter().map(|m| m.brief()));
                 let dvs: Vec<_> = (all.iter())
                     .flat_map(|(_, c)| c.data_volumes.state())
                     .collect();
