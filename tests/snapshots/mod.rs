@@ -16,6 +16,8 @@ use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
 
+pub mod restore;
+
 pub const NS: &str = "team-a";
 
 pub fn object(kind: &str, name: &str, spec: Value) -> DynamicObject {
