@@ -44,8 +44,10 @@ pub async fn stopped_for(admin: &Client, op: &support::Proc, name: &str) {
     eventually(&format!("the VM halted for {name}"), op, || async {
         let vm = vms.get("web").await.ok()?;
         let r = mrestores.get(name).await.ok()?;
-        (vm.spec.run_strategy.as_deref() == Some("Halted") && restore_phase(&r) == Some("Stopping"))
-            .then_some(())
+        let phase = restore_phase(&r);
+        (vm.spec.run_strategy.as_deref() == Some("Halted")
+            && matches!(phase, Some("Stopping" | "Restoring")))
+        .then_some(())
     })
     .await;
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(admin.clone(), NS);
