@@ -74,7 +74,6 @@ pub struct Observed {
     pub vm_restore: Option<VirtualMachineRestore>,
     pub vm_restore_ours: bool,
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
-    pub data_volumes: BTreeMap<String, DataVolume>,
     pub claim_views: BTreeMap<String, ClaimView>,
     pub data_volume_views: BTreeMap<String, ClaimView>,
     pub another: Option<String>,
@@ -218,10 +217,8 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
     let vm_restore_ours = vm_restore
         .as_ref()
         .is_some_and(|v| controlled_by(v.meta(), r.uid().as_deref()));
-    let vm_ours = match &machine {
-        Some(m) => ownership::of(vm.as_ref(), MachineRef::of(m), &ctx.key) == Ownership::Ours,
-        None => false,
-    };
+    let vm_ours =
+        (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &ctx.key) == Ownership::Ours);
     let view = machine
         .as_ref()
         .map(|m| machine_view(m, vm.as_ref(), &status));
@@ -253,7 +250,6 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
             claims.insert(claim_name, c);
         }
     }
-    let mut data_volumes = BTreeMap::new();
     let mut data_volume_views = BTreeMap::new();
     if view.as_ref().is_some_and(|v| !v.sourced.is_empty()) {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
@@ -269,8 +265,7 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
                 uid: dv.uid().unwrap_or_default(),
                 ours: of(&dv, machine.as_ref(), &ctx.key) == Ownership::Ours,
             };
-            data_volume_views.insert(dv_name.clone(), view);
-            data_volumes.insert(dv_name, dv);
+            data_volume_views.insert(dv_name, view);
         }
     }
     // Restores are few: listed, not cached.
@@ -303,7 +298,6 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
         vm_restore_ours,
         claims,
         claim_views,
-        data_volumes,
         data_volume_views,
     })
 }
@@ -325,6 +319,12 @@ pub async fn write_status(
     r: &MachineRestore,
     status: &MachineRestoreStatus,
 ) -> Result<(), Error> {
+    // An error longer than the CRD allows would fail every write (KubeVirt's messages, the
+    // names of many lost claims): cut to fit.
+    let status = &MachineRestoreStatus {
+        error: status.error.clone().map(super::mirror::cut),
+        ..status.clone()
+    };
     if r.status.as_ref() == Some(status) {
         return Ok(());
     }
