@@ -32,7 +32,8 @@ use snapshots::restore::{
     cdi_fills, in_phase, kubevirt_completes, kubevirt_restores, restored_claim, stopped_for, undo,
 };
 use snapshots::{
-    NS, claims_of, dynamic, eventually, object, restore_phase, running_web, snapshot_of_web, uid,
+    NS, claims_of, dynamic, eventually, object, restore_phase, running_web, snapshot_of_web,
+    still_up, uid,
 };
 
 const IMAGE: &str =
@@ -166,11 +167,7 @@ async fn a_restore_replaces_the_disks_and_a_failed_one_leaves_them() {
     )
     .await;
 
-    assert!(
-        op.exited().is_none(),
-        "the operator exited\n{}",
-        op.log_tail(80)
-    );
+    still_up(&mut op);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,15 +296,11 @@ async fn a_disk_with_a_source_is_restored_and_a_cdrom_left_on_its_image() {
         "{:?}",
         status.conditions
     );
-    assert!(
-        op.exited().is_none(),
-        "the operator exited\n{}",
-        op.log_tail(80)
-    );
+    still_up(&mut op);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_machine_halted_meanwhile_ends_halted_and_lost_data_is_never_made_empty() {
+async fn a_machine_halted_during_its_restore_ends_restored_and_halted() {
     let (_cp, admin, mut op) = setup(&[]).await;
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
@@ -337,15 +330,24 @@ async fn a_machine_halted_meanwhile_ends_halted_and_lost_data_is_never_made_empt
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Halted"));
+    still_up(&mut op);
+}
 
-    // A restored claim lost after the old claim was deleted (held by a finalizer until the
-    // restored one is gone): the restore holds the Machine and says so; nothing is made in its
-    // place; made again by an admin, the restore goes on.
+/// A restored claim lost after the old claim was deleted (held by a finalizer until the restored
+/// one is gone): the restore holds the Machine and says so; nothing is made in its place; made
+/// again by an admin, the restore goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_claim_lost_after_its_old_claim_was_deleted_is_never_made_empty() {
+    let (_cp, admin, mut op) = setup(&[]).await;
+    let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
+    let (vm, _) = running_web(&admin, &op).await;
+    snapshot_of_web(&admin, &op, "web-before", &vm).await;
     let hold = json!({"metadata": {"finalizers": ["test.vitistack.io/hold"]}});
     pvcs.patch("web-root", &PatchParams::default(), &Patch::Merge(&hold))
         .await
         .expect("finalizer");
-    restores
+    dynamic::<MachineRestore>(&admin)
         .create(&PostParams::default(), &undo("again", "web-before"))
         .await
         .expect("again");
@@ -405,9 +407,5 @@ async fn a_machine_halted_meanwhile_ends_halted_and_lost_data_is_never_made_empt
     assert_eq!(from.map(|f| f.name.as_str()), Some(restored_root.as_str()));
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
-    assert!(
-        op.exited().is_none(),
-        "the operator exited\n{}",
-        op.log_tail(80)
-    );
+    still_up(&mut op);
 }

@@ -125,3 +125,12 @@ pub async fn snapshot_of_web(admin: &Client, op: &support::Proc, name: &str, vm:
     })
     .await;
 }
+
+/// The operator is still running (it never exited mid-test).
+pub fn still_up(op: &mut support::Proc) {
+    assert!(
+        op.exited().is_none(),
+        "the operator exited\n{}",
+        op.log_tail(80)
+    );
+}
