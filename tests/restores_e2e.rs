@@ -303,7 +303,6 @@ async fn a_disk_with_a_source_is_restored_and_a_cdrom_left_on_its_image() {
 async fn a_machine_halted_during_its_restore_ends_restored_and_halted() {
     let (_cp, admin, mut op) = setup(&[]).await;
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
     let restores = dynamic::<MachineRestore>(&admin);
