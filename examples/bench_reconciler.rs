@@ -328,6 +328,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     last_restart_generation: None,
                     restoring: None,
                     snapshots: None,
+                    cluster: None,
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

@@ -329,4 +329,40 @@ pub struct RunArgs {
     pub drain: DrainArgs,
     #[command(flatten)]
     pub certs: crate::certs::CertificateArgs,
+    #[command(flatten)]
+    pub clusters: ClusterArgs,
+}
+
+/// Remote KubeVirt clusters (KubevirtConfigs).
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// How often the leader probes each KubevirtConfig's cluster (API server, credentials, the
+    /// APIs it serves), besides at each change of its kubeconfig Secret, e.g. 30s, 1m.
+    #[arg(long, env = "KUBEVIRT_CONFIG_PROBE_INTERVAL", value_name = "KUBEVIRT_CONFIG_PROBE_INTERVAL",
+          default_value = "30s", value_parser = parse_duration)]
+    pub kubevirt_config_probe_interval: Duration,
+    /// The KubevirtConfig whose cluster gets the Machines that name none (annotation
+    /// `vitistack.io/kubevirt-config`). Unset: the local cluster.
+    #[arg(long, env = "DEFAULT_KUBEVIRT_CONFIG", value_name = "DEFAULT_KUBEVIRT_CONFIG",
+          value_parser = parse_dns_subdomain)]
+    pub default_kubevirt_config: Option<String>,
+}
+
+impl ClusterArgs {
+    /// The remote clusters' settings; their clients share the operator's rate limit and read
+    /// timeout settings (each client its own bucket).
+    pub fn settings(
+        &self,
+        qps: f64,
+        burst: u32,
+        read_timeout: Duration,
+    ) -> crate::clusters::Settings {
+        crate::clusters::Settings {
+            qps,
+            burst,
+            read_timeout,
+            default_kubevirt_config: self.default_kubevirt_config.clone(),
+            ..crate::clusters::Settings::new(self.kubevirt_config_probe_interval)
+        }
+    }
 }

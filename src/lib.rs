@@ -9,6 +9,7 @@
 //! - [`certs`]: self-managed webhook certificates, their rotation and the webhook configurations.
 //! - [`leader`]: leader election on a Lease; the leader runs the reconciler and certificate manager.
 //! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
+//! - [`clusters`]: remote KubeVirt clusters (KubevirtConfig), their clients and health (leader only).
 //! - [`snapshots`]: MachineSnapshots and MachineRestores through KubeVirt (leader only).
 //! - [`listen`]: dual-stack listeners.
 //! - [`commands`]: the subcommands' thin I/O shells.
@@ -20,6 +21,7 @@ pub mod certs;
 pub mod classes;
 pub mod cli;
 pub mod client;
+pub mod clusters;
 pub mod commands;
 pub mod config;
 pub mod leader;

@@ -92,6 +92,9 @@ fn rbac_is_scoped_by_name_and_namespace() {
             "datasources",
             "subjectaccessreviews",
             "customresourcedefinitions",
+            // Issue 22: remote clusters, cluster-scoped; their status written.
+            "kubevirtconfigs",
+            "kubevirtconfigs/status",
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations"
         ],
@@ -107,6 +110,8 @@ fn rbac_is_scoped_by_name_and_namespace() {
                 && r["resources"][0] != "datasources"
                 && r["resources"][0] != "subjectaccessreviews"
                 && r["resources"][0] != "customresourcedefinitions"
+                && r["resources"][0] != "kubevirtconfigs"
+                && r["resources"][0] != "kubevirtconfigs/status"
         })
         .collect::<Vec<_>>();
     for ns in ["team-a", "team-b"] {
@@ -121,6 +126,89 @@ fn rbac_is_scoped_by_name_and_namespace() {
     }
     let d = one(&scoped, "Deployment");
     assert_eq!(env(d, "WATCH_NAMESPACES").as_deref(), Some("team-a,team-b"));
+}
+
+/// KubevirtConfigs' kubeconfig Secrets (issue 22): list and watch of Secrets (each config's
+/// one Secret is watched by a field selector), in the release namespace and in each namespace
+/// `kubevirtConfigSecretNamespaces` lists, by a Role, never cluster-wide; the ClusterRole keeps
+/// Secrets unlisted.
+#[test]
+fn kubevirt_config_secrets_are_readable_only_where_listed() {
+    let secret_roles = |objs: &[Value]| -> Vec<String> {
+        objs.iter()
+            .filter(|o| o["metadata"]["name"] == "kubevirt-operator-kubevirt-configs")
+            .filter(|o| o["kind"] == "Role")
+            .map(|o| {
+                assert_eq!(
+                    rules_of(o),
+                    [json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]})]
+                );
+                o["metadata"]["namespace"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect()
+    };
+    let bound = |objs: &[Value]| -> Vec<String> {
+        objs.iter()
+            .filter(|o| o["roleRef"]["name"] == "kubevirt-operator-kubevirt-configs")
+            .map(|o| {
+                assert_eq!(
+                    (o["kind"].as_str(), o["roleRef"]["kind"].as_str()),
+                    (Some("RoleBinding"), Some("Role"))
+                );
+                assert_eq!(
+                    o["subjects"][0]["name"],
+                    "kubevirt-operator-controller-manager"
+                );
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let defaults = objects(&helm_template(&[], &[]));
+    assert_eq!(secret_roles(&defaults), ["kubevirt-operator-system"]);
+    assert_eq!(bound(&defaults), ["kubevirt-operator-system"]);
+    for rule in rules_of(named(&defaults, "ClusterRole", "kubevirt-operator")) {
+        if rule["resources"][0] == "secrets" {
+            let verbs = rule["verbs"].to_string();
+            assert!(
+                !verbs.contains("list") && !verbs.contains("watch"),
+                "{rule}"
+            );
+        }
+    }
+    let listed = objects(&helm_template(
+        &[],
+        &[
+            "--set",
+            "kubevirtConfigSecretNamespaces={ops,kubevirt-operator-system}",
+        ],
+    ));
+    assert_eq!(secret_roles(&listed), ["kubevirt-operator-system", "ops"]);
+    assert_eq!(bound(&listed), ["kubevirt-operator-system", "ops"]);
+    let d = one(&listed, "Deployment");
+    assert_eq!(env(d, "DEFAULT_KUBEVIRT_CONFIG"), None);
+    assert_eq!(
+        env(d, "KUBEVIRT_CONFIG_PROBE_INTERVAL"),
+        None,
+        "the default is the operator's"
+    );
+    let set = objects(&helm_template(
+        &[],
+        &[
+            "--set",
+            "defaultKubevirtConfig=dc1",
+            "--set",
+            "kubevirtConfigProbeInterval=10s",
+        ],
+    ));
+    let d = one(&set, "Deployment");
+    assert_eq!(env(d, "DEFAULT_KUBEVIRT_CONFIG").as_deref(), Some("dc1"));
+    assert_eq!(
+        env(d, "KUBEVIRT_CONFIG_PROBE_INTERVAL").as_deref(),
+        Some("10s")
+    );
 }
 
 /// CDI's clone right: a ClusterRole bound to nobody by default, and bound to the operator in each

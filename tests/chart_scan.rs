@@ -81,7 +81,9 @@ fn listed() -> BTreeSet<String> {
     let section = &section[..section[4..].find("\n#").map_or(section.len(), |e| e + 4)];
     section
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .filter(|w| w.starts_with("CKV_K8S_") || w.starts_with("KSV-"))
+        .filter(|w| {
+            w.starts_with("CKV_K8S_") || w.starts_with("CKV2_K8S_") || w.starts_with("KSV-")
+        })
         .map(str::to_owned)
         .collect()
 }

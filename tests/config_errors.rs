@@ -114,6 +114,21 @@ fn a_default_eviction_strategy_kubevirt_does_not_know() {
     assert_names(&line, "--default-eviction-strategy", "Drain");
 }
 
+/// Issue 22: the remote clusters' settings.
+#[test]
+fn kubevirt_config_settings() {
+    for (setting, value) in [
+        ("KUBEVIRT_CONFIG_PROBE_INTERVAL", "often"),
+        ("KUBEVIRT_CONFIG_PROBE_INTERVAL", "0s"),
+        ("DEFAULT_KUBEVIRT_CONFIG", "DC_1"),
+    ] {
+        let line = start_up_error(&[(setting, value)], &["run"]);
+        assert_names(&line, setting, value);
+    }
+    let line = start_up_error(&[], &["run", "--default-kubevirt-config", "dc 1"]);
+    assert_names(&line, "--default-kubevirt-config", "dc 1");
+}
+
 #[test]
 fn a_label_prefix_no_label_key_can_start_with() {
     let line = start_up_error(

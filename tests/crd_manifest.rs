@@ -248,3 +248,82 @@ fn snapshot_and_restore_crds_have_the_contracted_shape() {
     assert_eq!(snapshots["properties"]["keep"]["minimum"], 1.0);
     assert_eq!(snapshots["properties"]["keep"]["maximum"], 100.0);
 }
+
+/// Issue 22: `kubectl get kubevirtconfigs` (cluster-scoped): Phase, Machines, Age (and Reason
+/// with `-o wide`); the Secret's name and namespace required and DNS names; the status carries
+/// the reason, what is served and one Ready condition.
+#[test]
+fn kubevirt_config_crd_has_the_contracted_shape() {
+    let all = crd::all();
+    let kc = all
+        .iter()
+        .find(|c| c.spec.names.kind == "KubevirtConfig")
+        .expect("the KubevirtConfig CRD");
+    assert_eq!(
+        kc.metadata.name.as_deref(),
+        Some("kubevirtconfigs.vitistack.io")
+    );
+    assert_eq!(kc.spec.scope, "Cluster");
+    let version = &kc.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some(),
+        "status subresource"
+    );
+    let columns: Vec<(&str, Option<i32>)> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.priority))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Phase", None),
+            ("Reason", Some(1)),
+            ("Machines", None),
+            ("Age", None)
+        ]
+    );
+    let schema = serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref()),
+    )
+    .expect("schema");
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(
+        spec["required"],
+        serde_json::json!(["kubeconfigSecretRef", "secretNamespace"])
+    );
+    for field in ["kubeconfigSecretRef", "secretNamespace"] {
+        assert!(spec["properties"][field]["pattern"].is_string(), "{field}");
+        assert!(
+            spec["properties"][field].get("default").is_none(),
+            "{field}"
+        );
+    }
+    assert_eq!(
+        spec["properties"]["allowCrossNamespaceClones"]["default"],
+        false
+    );
+    let status = &schema["properties"]["status"]["properties"];
+    for field in [
+        "phase",
+        "reason",
+        "message",
+        "kubevirtInstalled",
+        "cdiInstalled",
+        "multusInstalled",
+        "machines",
+        "lastChecked",
+        "conditions",
+    ] {
+        assert!(status[field].is_object(), "status.{field}");
+    }
+}

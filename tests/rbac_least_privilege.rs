@@ -1,7 +1,7 @@
 //! Least privilege, proven from the API server's audit log: `kubevirt-operator run` (self-managed
 //! certificates, leader election on) runs on a dedicated control plane as a user bound to exactly
-//! `manifests/rbac/cluster_role.yaml`, `leader_election_role.yaml`, `certificates_role.yaml` and
-//! `ownership_key_role.yaml`,
+//! `manifests/rbac/cluster_role.yaml`, `leader_election_role.yaml`, `certificates_role.yaml`,
+//! `ownership_key_role.yaml` and `kubevirt_config_role.yaml`,
 //! through a scenario that walks the operator's code paths. Then, for that user's requests:
 //! (a) none was forbidden (a grant is missing), and (b) every (apiGroup, resource, verb) the
 //! manifests grant was used at least once (a grant is superfluous), except a short, checked list
@@ -31,7 +31,9 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::names::{MACHINE_CRD, OWNERSHIP_KEY_SECRET};
-use kubevirt_operator::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
+use kubevirt_operator::api::{
+    KubevirtConfig, Machine, MachineRestore, MachineSnapshot, NetworkConfiguration,
+};
 use kubevirt_operator::certs::{
     BUNDLE_CONFIGMAP, BUNDLE_KEY, CA_SECRET, SERVING_SECRET, WEBHOOK_CONFIGURATION,
 };
@@ -172,6 +174,7 @@ fn grants_on_the_operators_own_objects_name_them() {
     let lease_role: Role = yaml("manifests/rbac/leader_election_role.yaml");
     let certs_role: Role = yaml("manifests/rbac/certificates_role.yaml");
     let key_role: Role = yaml("manifests/rbac/ownership_key_role.yaml");
+    let kc_role: Role = yaml("manifests/rbac/kubevirt_config_role.yaml");
     let mut checked = 0;
     let named = |g: &Grant, expected: &[&str]| {
         if g.verb == "create" {
@@ -238,12 +241,28 @@ fn grants_on_the_operators_own_objects_name_them() {
         named(&g, &[OWNERSHIP_KEY_SECRET]);
         checked += 1;
     }
+    // Issue 22: KubevirtConfigs' kubeconfig Secrets. Their names are the KubevirtConfigs', so
+    // not in the Role; list and watch only (each config's Secret is watched by a field
+    // selector), no get and no write.
+    for g in grants(
+        "kubevirt_config_role.yaml",
+        Some(OPERATOR_NAMESPACE),
+        kc_role.rules.as_deref().unwrap_or_default(),
+    ) {
+        assert_eq!(
+            (g.group.as_str(), g.resource.as_str()),
+            ("", "secrets"),
+            "{g:?}"
+        );
+        assert!(matches!(g.verb.as_str(), "list" | "watch"), "{g:?}");
+        checked += 1;
+    }
     // Webhook configurations: 2 kinds x (get, list, watch, update); the Machine CRD: get; the
     // Lease: get, patch, create; Secrets: get, list, watch, update, delete, create; the
-    // ConfigMap: 5; the ownership key: get, create.
+    // ConfigMap: 5; the ownership key: get, create; kubeconfig Secrets: list, watch.
     assert_eq!(
         checked,
-        8 + 1 + 3 + 6 + 5 + 2,
+        8 + 1 + 3 + 6 + 5 + 2 + 2,
         "every grant on the operator's own objects was checked"
     );
 }
@@ -264,6 +283,7 @@ async fn bind_manifests(client: &Client) -> Vec<Grant> {
     let lease_role: Role = yaml("manifests/rbac/leader_election_role.yaml");
     let certs_role: Role = yaml("manifests/rbac/certificates_role.yaml");
     let key_role: Role = yaml("manifests/rbac/ownership_key_role.yaml");
+    let kc_role: Role = yaml("manifests/rbac/kubevirt_config_role.yaml");
     let subject = Subject {
         kind: "User".into(),
         name: USER.into(),
@@ -291,6 +311,7 @@ async fn bind_manifests(client: &Client) -> Vec<Grant> {
         ("leader_election_role.yaml", &lease_role),
         ("certificates_role.yaml", &certs_role),
         ("ownership_key_role.yaml", &key_role),
+        ("kubevirt_config_role.yaml", &kc_role),
     ] {
         let ns = role.namespace().expect("Roles name their namespace");
         assert_eq!(ns, OPERATOR_NAMESPACE, "{file}");
@@ -491,6 +512,31 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     }))
     .expect("DataSource");
     create(&dynamic(&admin, &ns, &ds_ar), &ds).await;
+
+    // Issue 22: a KubevirtConfig whose Secret (in the operator's namespace) holds no valid
+    // kubeconfig: the leader watches it and the Secret, and writes the reason into its status.
+    let mut kc_secret = Secret {
+        data: Some(BTreeMap::from([(
+            "kubeconfig".to_owned(),
+            ByteString(b"clusters: [unclosed".to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    kc_secret.metadata.name = Some("dc1-kubeconfig".into());
+    create(&secrets_sys, &kc_secret).await;
+    let kc: KubevirtConfig = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": {"name": "dc1"},
+        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OPERATOR_NAMESPACE}
+    }))
+    .expect("KubevirtConfig");
+    let kcs: Api<KubevirtConfig> = Api::all(admin.clone());
+    create(&kcs, &kc).await;
+    eventually(WAIT, "dc1's status to say KubeconfigInvalid", || async {
+        let s = get(&kcs, "dc1").await?.status?;
+        (s.reason.as_deref() == Some("KubeconfigInvalid")).then_some(())
+    })
+    .await;
 
     // Machines, through the webhooks (retried until kube-apiserver trusts the certificate).
     let machines_json = [

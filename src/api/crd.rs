@@ -3,7 +3,9 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::{Machine, MachineClass, MachineRestore, MachineSnapshot, NetworkConfiguration};
+use super::{
+    KubevirtConfig, Machine, MachineClass, MachineRestore, MachineSnapshot, NetworkConfiguration,
+};
 
 /// Every CRD this operator owns, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -13,6 +15,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         MachineClass::crd(),
         MachineSnapshot::crd(),
         MachineRestore::crd(),
+        KubevirtConfig::crd(),
     ]
 }
 

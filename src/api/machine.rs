@@ -337,6 +337,10 @@ pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_SNAPSHOT_REFS))]
     pub snapshots: Vec<SnapshotRef>,
+    /// The KubevirtConfig whose cluster runs the VM, recorded on the first status write and
+    /// never changed; unset for a Machine on the operator's own cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// The Machine's networks plus the pod network, with room to spare.

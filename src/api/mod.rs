@@ -2,6 +2,7 @@
 
 pub mod clone_sources;
 pub mod crd;
+pub mod kubevirt_config;
 pub mod machine;
 pub mod machine_class;
 pub mod names;
@@ -13,6 +14,7 @@ pub mod schema;
 pub mod snapshots;
 pub mod source;
 
+pub use kubevirt_config::{KubevirtConfig, KubevirtConfigSpec, KubevirtConfigStatus};
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use machine_class::{MachineClass, MachineClassSpec};
 pub use network_configuration::{NetworkConfiguration, NetworkConfigurationSpec};

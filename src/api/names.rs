@@ -33,6 +33,12 @@ pub const APPLIED_HASH_ANNOTATION: &str = "vitistack.io/applied-hash";
 /// The label kube-apiserver (1.21 and later) sets on every namespace: its name. The webhook
 /// configurations select the watched namespaces by it.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// On a Machine: the KubevirtConfig whose cluster runs its VM. Set at creation (the mutating
+/// webhook writes `--default-kubevirt-config` when it is unset) and never changed after.
+pub const KUBEVIRT_CONFIG_ANNOTATION: &str = "vitistack.io/kubevirt-config";
+/// `"true"` on a Machine whose remote cluster cannot be reached lets its deletion finish without
+/// cleaning up there (what it made there is left behind).
+pub const ABANDON_REMOTE_ANNOTATION: &str = "vitistack.io/abandon-remote";
 /// The Machine kind and its API group/version.
 pub const GROUP: &str = "vitistack.io";
 pub const VERSION: &str = "v1alpha1";

@@ -80,6 +80,13 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         metrics.register_leader(move || leadership.is_leader());
         Arc::new(metrics)
     };
+    let cluster_settings = args.clusters.settings(
+        args.kube_api_qps,
+        args.kube_api_burst,
+        args.kube_api_timeout,
+    );
+    // Each KubevirtConfig's health and client, for the reconciler (filled on the leader).
+    let registry = crate::clusters::Registry::new();
     let settings = Settings {
         reconcile_interval: args.reconcile_interval,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
@@ -89,6 +96,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         scopes: reconciler::run::watches::scopes(&args.watch_namespaces),
         namespace: args.namespace.clone(),
         served_status: Default::default(),
+        clusters: registry.clone(),
+        default_kubevirt_config: args.clusters.default_kubevirt_config.clone(),
     };
 
     let slot = CertSlot::new();
@@ -196,6 +205,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     };
     let mut work = {
         let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
+        let (cluster_settings, registry) = (cluster_settings.clone(), registry.clone());
         let cert_metrics = metrics.certs.clone();
         move |stop: Stop| {
             let stop = stop.shared();
@@ -218,8 +228,16 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 },
                 stop.clone(),
             );
+            let clusters = crate::clusters::run(
+                clients.api.clone(),
+                cluster_settings.clone(),
+                registry.clone(),
+                // status.machines: the reconciler will count the Machines placed on each config.
+                Arc::new(|_: &str| 0),
+                stop.clone(),
+            );
             let reconciler = async move {
-                tokio::join!(reconciler, snapshots);
+                tokio::join!(reconciler, snapshots, clusters);
             };
             let manager = cert_settings.clone().map(|s| {
                 CertManager::new(clients.api.clone(), s, cert_metrics.clone()).run(stop.clone())

@@ -4,7 +4,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use crate::api::names::{RESTARTED_AT_ANNOTATION, RETAIN_DISKS_ANNOTATION};
+use crate::api::names::{
+    KUBEVIRT_CONFIG_ANNOTATION, RESTARTED_AT_ANNOTATION, RETAIN_DISKS_ANNOTATION,
+};
 use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 
 use super::field_error::{FieldError, FieldPath};
@@ -39,7 +41,43 @@ pub fn annotation_errors_at(old: Option<&Value>, new: &Value, now: Timestamp) ->
     if let Some(s) = changed(old, new, RESTARTED_AT_ANNOTATION) {
         out.extend(restart_error(new, s, now));
     }
+    out.extend(placement_error(old, new));
     out
+}
+
+/// `vitistack.io/kubevirt-config`: a KubevirtConfig's name, fixed at creation (see
+/// `machine::placement`).
+fn placement_error(old: Option<&Value>, new: &Value) -> Option<FieldError> {
+    let value = |object: &Value| {
+        let v = object
+            .pointer("/metadata/annotations")?
+            .get(KUBEVIRT_CONFIG_ANNOTATION)?;
+        v.as_str().map(str::to_owned)
+    };
+    let path = format!("metadata.annotations[{KUBEVIRT_CONFIG_ANNOTATION}]");
+    let path = FieldPath::new(&path);
+    let now = value(new);
+    if let Some(old) = old {
+        let why = crate::machine::placement::moved(value(old).as_deref(), now.as_deref())?;
+        return Some(FieldError::forbidden(&path, why));
+    }
+    let name = now?;
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    (!valid).then(|| {
+        FieldError::invalid(
+            &path,
+            name,
+            "must be a KubevirtConfig's name (a DNS subdomain: lowercase letters, digits, '-' and '.')",
+        )
+    })
 }
 
 /// The value of `key` in `new` when it differs from `old`'s. The API server types annotations
@@ -96,6 +134,39 @@ mod tests {
         match value {
             Some(v) => json!({"metadata": {"annotations": {RETAIN_DISKS_ANNOTATION: v}}}),
             None => json!({"metadata": {"name": "vm"}}),
+        }
+    }
+
+    #[test]
+    fn the_cluster_is_named_at_creation_and_never_changes() {
+        let placed = |v: Option<&str>| match v {
+            Some(v) => json!({"metadata": {"annotations": {KUBEVIRT_CONFIG_ANNOTATION: v}}}),
+            None => json!({"metadata": {"name": "vm"}}),
+        };
+        let errors = |old: Option<Option<&str>>, new: Option<&str>| {
+            let old = old.map(placed);
+            annotation_errors(old.as_ref(), &placed(new))
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert!(errors(None, Some("dc1")).is_empty());
+        assert!(errors(None, None).is_empty());
+        assert!(errors(None, Some("DC_1"))[0].contains("KubevirtConfig's name"));
+        assert!(errors(Some(Some("dc1")), Some("dc1")).is_empty());
+        assert!(errors(Some(None), None).is_empty());
+        for (old, new) in [
+            (Some("dc1"), Some("dc2")),
+            (None, Some("dc1")),
+            (Some("dc1"), None),
+        ] {
+            let e = errors(Some(old), new);
+            assert_eq!(e.len(), 1, "{old:?} -> {new:?}");
+            assert!(
+                e[0].starts_with("metadata.annotations[vitistack.io/kubevirt-config]: Forbidden"),
+                "{}",
+                e[0]
+            );
         }
     }
 

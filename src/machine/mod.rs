@@ -8,6 +8,7 @@ pub mod field_error;
 pub mod machine_types;
 pub mod names;
 pub mod network_policy;
+pub mod placement;
 pub mod resolve;
 pub mod sizes;
 pub mod sources;

@@ -153,6 +153,14 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   resources: ["customresourcedefinitions"]
   resourceNames: ["machines.vitistack.io"]
   verbs: ["get"]
+# KubevirtConfigs (remote clusters), cluster-scoped: watched by the leader, which writes what it
+# found into their status (src/clusters/).
+- apiGroups: ["vitistack.io"]
+  resources: ["kubevirtconfigs"]
+  verbs: ["list", "watch"]
+- apiGroups: ["vitistack.io"]
+  resources: ["kubevirtconfigs/status"]
+  verbs: ["patch"]
 {{- if ne (include "kubevirt-operator.certManager" .) "true" }}
 # The release's own webhook configurations (templates/webhooks.yaml), by name only: read,
 # watched and updated to fill their caBundle. No create: the chart installs them.

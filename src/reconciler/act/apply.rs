@@ -112,6 +112,7 @@ pub const STATUS_FIELDS: &[&str] = &[
     "guest",
     "lastRestart",
     "snapshots",
+    "cluster",
 ];
 
 /// The merge patch that makes the stored status equal to `status`.

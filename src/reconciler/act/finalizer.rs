@@ -36,6 +36,7 @@ use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::error::{Error, is_not_found};
 use crate::reconciler::observe::unused_networks as unused_in;
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::{FIELD_MANAGER, FINALIZER};
 
@@ -72,6 +73,18 @@ async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error
     }
 }
 
+/// Lets a Machine whose remote cluster cannot be reached go without cleaning up there
+/// (`vitistack.io/abandon-remote: "true"`).
+pub async fn abandon(machine: &Machine, ctx: &Context) -> Result<(), Error> {
+    if has_finalizer(machine) {
+        let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+        remove(&Api::namespaced(ctx.client.clone(), &ns), machine).await?;
+        ctx.per_machine
+            .forget(&format!("{ns}/{}", machine.name_any()));
+    }
+    Ok(())
+}
+
 /// Whether the object of `kind` is this Machine's on the evidence (never a released one, a
 /// conflicting one, or one whose adoption failed).
 fn ours(kind: &str, meta: &ObjectMeta, machine: &Machine, key: &OwnershipKey) -> bool {
@@ -89,15 +102,15 @@ const ORPHAN_FINALIZER: &str = "orphan";
 
 /// Runs the cleanup steps in order; returns once the finalizer is removed, or an error while a
 /// step is waiting (the controller retries with backoff, and the VMI's deletion triggers a run).
-pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
+pub async fn cleanup(machine: &Machine, ctx: &Context, cluster: &Cluster) -> Result<(), Error> {
     if !has_finalizer(machine) {
         return Ok(());
     }
     let ns = machine.namespace().ok_or(Error::NoNamespace)?;
     let name = machine.name_any();
-    let client = ctx.client.clone();
+    let client = cluster.client.clone();
     let spec = resolved_spec(machine, &ctx.settings.catalog.load());
-    let key = &ctx.ownership_key;
+    let key = &cluster.key;
 
     // 1. The VM, then wait for KubeVirt to take down the VMI it controls.
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
@@ -140,14 +153,14 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
 
     // The DataVolumes (disks with a source, CD-ROMs) likewise; CDI's claims go with them.
     // retain-disks keeps the disks' ones, released; a CD-ROM is installer media, not a disk.
-    if ctx.cdi_installed {
+    if cluster.apis.cdi {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
         let volumes = sourced_volumes(&name, &spec);
         for v in &volumes {
             (settling.settle(&dvs, Kind::DataVolume, &v.claim_name, v.disk)).await?;
         }
         // A removed CD-ROM's, if the live Machine had not deleted it yet (cached, ours only).
-        let leftovers = ctx.stores.data_volumes.state_filter(|dv| {
+        let leftovers = cluster.stores.data_volumes.state_filter(|dv| {
             dv.namespace().as_deref() == Some(ns.as_str())
                 && dv.brief().as_deref() == Some(name.as_str())
                 && !volumes.iter().any(|v| v.claim_name == dv.name_any())
@@ -173,9 +186,9 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     }
 
     // 4. Its attachments, read by name, that are ours and no other Machine there uses.
-    if ctx.multus_installed {
+    if cluster.apis.multus {
         let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
-        let unused: BTreeSet<String> = unused_in(ctx, &ns, &name);
+        let unused: BTreeSet<String> = unused_in(ctx, cluster, &ns, &name);
         let mine: BTreeSet<&str> = spec
             .networks
             .iter()
@@ -200,7 +213,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context) -> Result<(), Error> {
     }
 
     // 5. Let the Machine go, and what is remembered of it.
-    remove(&Api::namespaced(client, &ns), machine).await?;
+    remove(&Api::namespaced(ctx.client.clone(), &ns), machine).await?;
     ctx.per_machine.forget(&format!("{ns}/{name}"));
     tracing::info!("cleanup finished, finalizer removed");
     Ok(())

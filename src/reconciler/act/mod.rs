@@ -9,6 +9,7 @@ pub mod apply;
 pub mod disks;
 pub mod events;
 pub mod finalizer;
+pub mod remote;
 mod restart;
 pub mod secret;
 pub mod status;
@@ -32,6 +33,7 @@ use crate::reconciler::decide::volumes::{self, Seen};
 use crate::reconciler::decide::{Decision, own_vmi};
 use crate::reconciler::error::{Error, api_message, is_not_found};
 use crate::reconciler::observe::Observed;
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
 use crate::reconciler::store::derived_secrets::Known;
@@ -55,22 +57,29 @@ pub struct Acted {
 }
 
 /// Carries out `decision`.
-pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acted, Error> {
+pub async fn act(
+    ctx: &Context,
+    cluster: &Cluster,
+    o: &Observed,
+    decision: Decision,
+) -> Result<Acted, Error> {
     let machine = &o.machine;
     let ns = machine.namespace().unwrap_or_default();
-    let client = &ctx.client;
-    let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+    let client = &cluster.client;
+    let written = &cluster.written;
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     if decision.add_finalizer {
         status::add_finalizer(&machines, machine).await?;
     }
     let machine_name = machine.name_any();
     let machine_uid = machine.uid().unwrap_or_default();
     let prover = Prover {
-        key: &ctx.ownership_key,
+        key: &cluster.key,
         machine: &machine_name,
         machine_uid: &machine_uid,
     };
     let prover = &prover;
+    remote::ensure_namespace(cluster, &ns).await?;
     // retain-disks first, and on its own: a spec write that fails below must not keep a
     // reference the garbage collector acts on.
     let mut problems = decision.problems;
@@ -83,7 +92,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         async move {
             let claim_name = claim.name_any();
             let live = o.claims.get(&claim_name).cloned();
-            apply::ensure_proven(&pvcs, claim, live, &ctx.written.pvcs, prover)
+            apply::ensure_proven(&pvcs, claim, live, &written.pvcs, prover)
                 .await
                 .map_err(|e| failed(Kind::Claim, claim_name, &e))
         }
@@ -95,7 +104,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
             let dv_name = dv.name_any();
             let live = o.data_volumes.get(&dv_name).cloned();
             let clone = is_clone(&dv);
-            apply::ensure_proven(&dvs, dv, live, &ctx.written.data_volumes, prover)
+            apply::ensure_proven(&dvs, dv, live, &written.data_volumes, prover)
                 .await
                 .map_err(|e| data_volume_write_problem(dv_name, clone, &e))
         }
@@ -106,7 +115,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         async move {
             let nad_name = nad.name_any();
             let live = o.attachments.get(&nad_name).cloned();
-            apply::ensure(&nads, nad, live, &ctx.written.nads)
+            apply::ensure(&nads, nad, live, &written.nads)
                 .await
                 .map(drop)
                 .map_err(|e| failed(Kind::Attachment, nad_name, &e))
@@ -116,7 +125,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
     let secret_write = async {
         match decision.secret {
             None => Ok(()),
-            Some(desired) => secret::ensure(ctx, o, desired, prover).await,
+            Some(desired) => secret::ensure(ctx, cluster, o, desired, prover).await,
         }
     };
     let (claims, data_volumes, attachments, secret) = futures::join!(
@@ -148,8 +157,8 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let me = MachineRef::of(machine);
-    let mut vm = (o.vm.clone())
-        .filter(|vm| ownership::of(Some(vm), me, &ctx.ownership_key) == Ownership::Ours);
+    let mut vm =
+        (o.vm.clone()).filter(|vm| ownership::of(Some(vm), me, &cluster.key) == Ownership::Ours);
     // A failed volume write holds back only the VM changes that need that volume.
     let failed_volumes: Vec<String> = (problems.iter())
         .filter_map(|p| p.failed_volume().map(str::to_owned))
@@ -161,7 +170,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
     // Every claim it mounts, attachment and Secret it names is in place, and ours.
     if let Some(desired) = held {
         let vm_name = desired.name_any();
-        match apply::ensure_proven(&vms, desired, vm.clone(), &ctx.written.vms, prover).await {
+        match apply::ensure_proven(&vms, desired, vm.clone(), &written.vms, prover).await {
             Ok(applied) => {
                 vm = Some(applied);
                 if let Some(uid) = decision.delete_derived_secret {
@@ -181,7 +190,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         }
     }
     publish_adoptions(ctx, machine, &decision.adopting, &problems);
-    restart::restart(ctx, machine, &ns, &decision.restart).await?;
+    restart::restart(ctx, cluster, machine, &ns, &decision.restart).await?;
     for nad in decision.delete_attachments {
         if let Some(uid) = nad.uid() {
             delete_exact(&nads, &nad.name_any(), uid).await?;
@@ -231,6 +240,7 @@ pub async fn act(ctx: &Context, o: &Observed, decision: Decision) -> Result<Acte
         last_restart_generation: decision.restart.last_restart_generation,
         restoring: (o.restoring.as_ref()).map(|(name, step)| (name.as_str(), step.as_str())),
         snapshots: Some(&o.snapshots),
+        cluster: cluster.name.as_deref(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

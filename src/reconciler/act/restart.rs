@@ -10,6 +10,7 @@ use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::reconciler::Error;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::decide::restart::{Cause, Restart};
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 
 use super::delete_exact;
@@ -20,6 +21,7 @@ pub const RESTARTED: &str = "Restarted";
 
 pub async fn restart(
     ctx: &Context,
+    cluster: &Cluster,
     machine: &Machine,
     ns: &str,
     restart: &Restart,
@@ -27,7 +29,7 @@ pub async fn restart(
     let Some((vmi, uid, cause)) = &restart.delete_vmi else {
         return Ok(());
     };
-    let vmis: Api<VirtualMachineInstance> = Api::namespaced(ctx.client.clone(), ns);
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(cluster.client.clone(), ns);
     delete_exact(&vmis, vmi, uid.clone()).await?;
     let note = match cause {
         Cause::Requested(at) => format!("restarted the VM for {RESTARTED_AT_ANNOTATION}: {at}"),

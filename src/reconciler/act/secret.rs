@@ -14,6 +14,7 @@ use crate::reconciler::decide::drift;
 use crate::reconciler::decide::ownership::{self, MachineRef};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::observe::{Derived, Observed};
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
 use crate::reconciler::store::derived_secrets::{Known, holds};
@@ -21,14 +22,17 @@ use crate::reconciler::store::derived_secrets::{Known, holds};
 /// Makes the derived Secret `desired` (decided writable on `o`'s evidence) what is stored.
 pub async fn ensure(
     ctx: &Context,
+    cluster: &Cluster,
     o: &Observed,
     desired: Secret,
     prover: &Prover<'_>,
 ) -> Result<(), Problem> {
     let machine = &o.machine;
     let name = desired.name_any();
-    let secrets: Api<Secret> =
-        Api::namespaced(ctx.client.clone(), &machine.namespace().unwrap_or_default());
+    let secrets: Api<Secret> = Api::namespaced(
+        cluster.client.clone(),
+        &machine.namespace().unwrap_or_default(),
+    );
     let (key, uid) = (key_of(machine), machine.uid().unwrap_or_default());
     let memory = &ctx.per_machine.derived_secrets;
     let live = match &o.derived_secret {
@@ -42,14 +46,14 @@ pub async fn ensure(
             let live = (secrets.get_opt(&name).await)
                 .map_err(|e| failed(Kind::Secret, name.clone(), &e))?;
             memory.remember(&key, &uid, Known::of(live.as_ref().map(Resource::meta)));
-            let verdict = ownership::of(live.as_ref(), MachineRef::of(machine), &ctx.ownership_key);
+            let verdict = ownership::of(live.as_ref(), MachineRef::of(machine), &cluster.key);
             if !verdict.writable(false) {
                 return Err(conflict(Kind::Secret, name));
             }
             live
         }
     };
-    let applied = apply::ensure_proven(&secrets, desired, live, &ctx.written.secrets, prover)
+    let applied = apply::ensure_proven(&secrets, desired, live, &cluster.written.secrets, prover)
         .await
         .map_err(|e| failed(Kind::Secret, name, &e))?;
     memory.remember(&key, &uid, Known::of(Some(applied.meta())));

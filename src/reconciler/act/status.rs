@@ -54,7 +54,6 @@ pub async fn update(
 ) -> Result<Outcome, Error> {
     let key = key_of(machine);
     let ours = ctx
-        .written
         .statuses
         .newer_than(&key, machine.resource_version().as_deref());
     let old = ours.as_ref().or(machine.status.as_ref());
@@ -101,9 +100,7 @@ pub async fn update(
         );
     }
     let new = status_write::without(&new, &served.pruned());
-    ctx.written
-        .statuses
-        .record(key, version.as_deref(), new.clone());
+    ctx.statuses.record(key, version.as_deref(), new.clone());
     tracing::info!(
         new_phase = new.phase.as_deref().unwrap_or_default(),
         resource_version = version.as_deref().unwrap_or_default(),

@@ -144,6 +144,15 @@ impl OwnershipKey {
         self.verifies(&Self::released_message(&target, uid, machine), tag)
     }
 
+    /// The same key for a cluster where nothing predates it: a remote cluster never had the
+    /// second edition's objects, so only proofs count there.
+    pub fn without_history(&self) -> OwnershipKey {
+        OwnershipKey {
+            key: self.key.clone(),
+            made: None,
+        }
+    }
+
     /// Whether `meta`'s object predates the key (it may carry the second edition's evidence).
     pub fn predates(&self, meta: &ObjectMeta) -> bool {
         match (self.made, meta.creation_timestamp.as_ref()) {

@@ -24,6 +24,7 @@ pub mod migration;
 pub mod ownership;
 pub mod problem;
 pub mod provisioning;
+pub mod remote;
 pub mod restart;
 pub mod spec;
 pub mod status;
@@ -95,6 +96,14 @@ pub fn retains_disks(machine: &impl Resource) -> bool {
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
+    let mut d = decide_objects(o, catalog, key);
+    if o.remote {
+        remote::without_owner_references(&mut d);
+    }
+    d
+}
+
+fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let machine = &o.machine;
     let name = machine.name_any();
     let me = MachineRef::of(machine);

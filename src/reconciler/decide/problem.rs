@@ -56,6 +56,8 @@ pub mod condition {
     pub const RESTORING: &str = "Restoring";
     /// Shown for a Machine with `spec.snapshots`: whether its schedule can and does work.
     pub const SNAPSHOTS_READY: &str = "SnapshotsReady";
+    /// Shown for a Machine on a remote cluster: whether that cluster is worked on now.
+    pub const CLUSTER_READY: &str = "ClusterReady";
     /// KubeVirt's verdict on the VMI, mirrored while a VMI reports it.
     pub const LIVE_MIGRATABLE: &str = crate::reconciler::decide::migration::LIVE_MIGRATABLE;
 }

@@ -49,6 +49,8 @@ pub struct Reconciled<'a> {
     pub restoring: Option<(&'a str, &'a str)>,
     /// The Machine's snapshots: `status.snapshots` and `SnapshotsReady`.
     pub snapshots: Option<&'a snapshots::Seen>,
+    /// The KubevirtConfig whose cluster runs the VM; `None` on the operator's own.
+    pub cluster: Option<&'a str>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -93,6 +95,7 @@ pub fn compute(
                 .map(|(name, step)| restoring::condition(name, step)),
         );
         conds.extend(r.snapshots.and_then(snapshots::condition));
+        conds.extend(cluster::ready(r.cluster));
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 
@@ -122,6 +125,7 @@ pub fn compute(
         last_restart: r.last_restart.clone(),
         last_restart_generation: r.last_restart_generation,
         snapshots: r.snapshots.map(snapshots::refs).unwrap_or_default(),
+        cluster: r.cluster.map(str::to_owned),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);
@@ -170,7 +174,7 @@ impl Cond {
     }
 
     /// `lastTransitionTime` moves only when the status (True/False/Unknown) changes.
-    fn into_condition(
+    pub(super) fn into_condition(
         self,
         generation: Option<i64>,
         previous: &[Condition],
@@ -192,7 +196,7 @@ impl Cond {
     }
 }
 
-fn truncate_to_seconds(t: Timestamp) -> Timestamp {
+pub(super) fn truncate_to_seconds(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
 
@@ -351,6 +355,7 @@ fn ip_addresses(
     out
 }
 
+pub mod cluster;
 mod mirrored;
 mod restoring;
 pub mod snapshots;

@@ -73,6 +73,7 @@ fn observed(m: Machine) -> Observed {
         unused_attachments: vec![],
         restoring: None,
         snapshots: Default::default(),
+        remote: false,
     }
 }
 

@@ -28,6 +28,7 @@ use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
 use crate::reconciler::store::derived_secrets::Known;
@@ -73,6 +74,8 @@ pub struct Observed {
     pub restoring: Option<(String, String)>,
     /// The Machine's MachineSnapshots and whether KubeVirt can take them.
     pub snapshots: crate::reconciler::decide::status::snapshots::Seen,
+    /// Its VM lives on a remote cluster: owner references cannot reach the Machine there.
+    pub remote: bool,
 }
 
 /// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
@@ -137,7 +140,7 @@ fn find<K: Resource<DynamicType = ()> + DeserializeOwned + Brief>(
 
 /// The object `name` in `ns`, as [`find`] says where to read it.
 async fn lookup<K>(
-    ctx: &Context,
+    cluster: &Cluster,
     (store, names, written): (&Store<Packed<K>>, &Presence, &LastWrite<K>),
     api: &Api<K>,
     ns: &str,
@@ -150,28 +153,37 @@ where
     let cached_version = cached.as_ref().and_then(|c| c.resource_version());
     let ours = written.newer_than(&format!("{ns}/{name}"), cached_version.as_deref());
     let named = names.contains(ns, name);
-    match find(ours, cached.as_deref(), named, ctx.state.caches_synced()) {
+    match find(
+        ours,
+        cached.as_deref(),
+        named,
+        cluster.state.caches_synced(),
+    ) {
         Found::Here(k) => Ok(Some(k)),
         Found::AskApi => api.get_opt(name).await,
         Found::Absent => Ok(None),
     }
 }
 
-pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube::Error> {
+pub async fn observe(
+    machine: &Machine,
+    ctx: &Context,
+    cluster: &Cluster,
+) -> Result<Observed, kube::Error> {
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let catalog = ctx.settings.catalog.load_full();
     let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
-    let stores = &ctx.stores;
+    let stores = &cluster.stores;
+    let written = &cluster.written;
     let defaults = storage::defaults(&spec, stores);
     let spec = storage_defaults::fill(spec, &defaults);
-    let client = &ctx.client;
+    let client = &cluster.client;
 
     let mut network_configurations = BTreeMap::new();
     for n in &spec.networks {
-        if let Some(nc) = stores
-            .network_configurations
-            .get(&ObjectRef::new(&n.network_name).within(&ns))
+        if let Some(nc) =
+            (ctx.stores.network_configurations).get(&ObjectRef::new(&n.network_name).within(&ns))
         {
             network_configurations.insert(n.network_name.clone(), nc.as_ref().clone());
         }
@@ -182,12 +194,14 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .filter_map(|d| d.storage_class.clone())
         .filter(|sc| stores.storage_classes.get(&ObjectRef::new(sc)).is_some())
         .collect();
-    // Secrets are read one at a time, in the Machine's own namespace only, and never cached.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    // Secrets are read one at a time, in the Machine's own namespace only, and never cached:
+    // the user's where the Machine is, the derived one where its VM is.
+    let sources: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let source_secret = match secret_source(spec.cloud_init.as_ref()) {
-        Some((secret_name, _)) => secrets.get_opt(secret_name).await?,
+        Some((secret_name, _)) => sources.get_opt(secret_name).await?,
         None => None,
     };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let mut claims = BTreeMap::new();
@@ -199,8 +213,8 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
     for volume in &volumes {
         let claim = pvc_name(&name, volume);
         if let Some(p) = lookup(
-            ctx,
-            (&stores.pvcs, &stores.pvc_names, &ctx.written.pvcs),
+            cluster,
+            (&stores.pvcs, &stores.pvc_names, &written.pvcs),
             &pvcs,
             &ns,
             &claim,
@@ -215,23 +229,23 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         .into_iter()
         .map(|v| v.claim_name)
         .collect();
-    if ctx.cdi_installed && !sourced.is_empty() {
+    if cluster.apis.cdi && !sourced.is_empty() {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
         for dv_name in sourced.iter().cloned() {
             let caches = (
                 &stores.data_volumes,
                 &stores.dv_names,
-                &ctx.written.data_volumes,
+                &*written.data_volumes,
             );
-            if let Some(dv) = lookup(ctx, caches, &dvs, &ns, &dv_name).await? {
+            if let Some(dv) = lookup(cluster, caches, &dvs, &ns, &dv_name).await? {
                 data_volumes.insert(dv_name, dv);
             }
         }
     }
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = lookup(
-        ctx,
-        (&stores.vms, &stores.vm_names, &ctx.written.vms),
+        cluster,
+        (&stores.vms, &stores.vm_names, &written.vms),
         &vms,
         &ns,
         &name,
@@ -270,7 +284,7 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         None => None,
     };
 
-    let multus_installed = ctx.multus_installed;
+    let multus_installed = cluster.apis.multus;
     let mut attachments = BTreeMap::new();
     let mut unused_attachments = Vec::new();
     if multus_installed {
@@ -280,8 +294,8 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
                 continue;
             }
             let found = lookup(
-                ctx,
-                (&stores.nads, &stores.nad_names, &ctx.written.nads),
+                cluster,
+                (&stores.nads, &stores.nad_names, &written.nads),
                 &nads,
                 &ns,
                 &n.network_name,
@@ -291,10 +305,9 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
             }
         }
         // This Machine is live, so its own networks count as used.
-        unused_attachments = unused_in(ctx, &ns, "");
+        unused_attachments = unused_in(ctx, cluster, &ns, "");
         for nad in &unused_attachments {
-            if let Some(nc) = stores
-                .network_configurations
+            if let Some(nc) = (ctx.stores.network_configurations)
                 .get(&ObjectRef::new(&nad.name_any()).within(&ns))
             {
                 network_configurations.insert(nad.name_any(), nc.as_ref().clone());
@@ -317,11 +330,12 @@ pub async fn observe(machine: &Machine, ctx: &Context) -> Result<Observed, kube:
         derived_secret,
         multus_installed,
         data_volumes,
-        cdi_installed: ctx.cdi_installed,
+        cdi_installed: cluster.apis.cdi,
         unwanted_data_volumes,
         unused_attachments,
         restoring: snapshots::holding(ctx, &ns, &name),
-        snapshots: snapshots::of(ctx, machine, spec_has_schedule),
+        snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
+        remote: !cluster.is_local(),
     })
 }
 
@@ -344,9 +358,14 @@ async fn derived_secret(
 
 /// Network names in `ns` that no Machine there names, other than deleting ones and `except`.
 /// Only those of our cached attachments are computed (none: no work).
-pub fn unused_networks(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
+pub fn unused_networks(
+    ctx: &Context,
+    cluster: &Cluster,
+    ns: &str,
+    except: &str,
+) -> BTreeSet<String> {
     let used = used_in(ctx, ns, except);
-    unused_in(ctx, ns, except)
+    unused_in(ctx, cluster, ns, except)
         .into_iter()
         .map(|n| n.name_any())
         .chain(
@@ -384,8 +403,13 @@ fn used_in(ctx: &Context, ns: &str, except: &str) -> BTreeSet<String> {
 }
 
 /// Our cached attachments in `ns` whose network no live Machine there (but `except`) names.
-pub fn unused_in(ctx: &Context, ns: &str, except: &str) -> Vec<NetworkAttachmentDefinition> {
-    let cached = ctx
+pub fn unused_in(
+    ctx: &Context,
+    cluster: &Cluster,
+    ns: &str,
+    except: &str,
+) -> Vec<NetworkAttachmentDefinition> {
+    let cached = cluster
         .stores
         .nads
         .state_filter(|n| n.namespace().as_deref() == Some(ns));

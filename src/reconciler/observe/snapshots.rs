@@ -6,6 +6,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::Machine;
 use crate::api::snapshots::holds;
 use crate::reconciler::decide::status::snapshots::Seen;
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 
 /// The restore of Machine `name` in `ns` that holds it, if any (the oldest, should two run): its
@@ -28,7 +29,7 @@ pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> 
 }
 
 /// The MachineSnapshots of `machine` (not those of an earlier Machine of its name).
-pub fn of(ctx: &Context, machine: &Machine, scheduled: bool) -> Seen {
+pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) -> Seen {
     let (ns, name, uid) = (machine.namespace(), machine.name_any(), machine.uid());
     let snapshots = ctx
         .stores
@@ -45,7 +46,7 @@ pub fn of(ctx: &Context, machine: &Machine, scheduled: bool) -> Seen {
         .collect();
     Seen {
         scheduled,
-        api: ctx.kubevirt_snapshots,
+        api: cluster.apis.kubevirt_snapshots,
         snapshots,
     }
 }

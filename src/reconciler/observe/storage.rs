@@ -14,7 +14,7 @@ const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-cl
 /// modes use; nothing is looked up when every disk has its modes.
 pub fn defaults(
     spec: &MachineSpec,
-    stores: &crate::reconciler::run::context::Stores,
+    stores: &crate::reconciler::run::cluster::ClusterStores,
 ) -> StorageDefaults {
     let open: Vec<&Option<String>> = (spec.disks.iter())
         .filter(|d| d.access_mode.is_none() || d.volume_mode.is_none())

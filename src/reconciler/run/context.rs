@@ -1,10 +1,9 @@
-//! What every reconcile shares: settings, clients, the watch caches and our recent writes.
+//! What every reconcile shares: settings, clients, the watch caches and our recent writes, and
+//! the workload [`Cluster`]s.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::Resource;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -15,21 +14,19 @@ use crate::classes::LiveCatalog;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::telemetry::Metrics;
 
+use super::cluster::Cluster;
 use super::metrics::BindTimes;
 use super::readiness::State;
+use super::remotes::Remotes;
 use super::watches::{Scope, key_of};
 use crate::reconciler::act::events::Publisher;
-use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
-use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::Packed;
 use crate::reconciler::store::per_machine::PerMachine;
-use crate::reconciler::store::presence::Presence;
 use crate::reconciler::store::served_status::ServedStatus;
 
 /// How the reconciler runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Settings {
     /// Resync period of every Machine (`RECONCILE_INTERVAL`), also the cap of error backoff.
     pub reconcile_interval: Duration,
@@ -48,6 +45,11 @@ pub struct Settings {
     /// Status fields the served Machine CRD prunes, for the whole process (every scope and
     /// leader term).
     pub served_status: Arc<ServedStatus>,
+    /// Each KubevirtConfig's health and client (filled by `clusters::run`).
+    pub clusters: crate::clusters::Registry,
+    /// Where a Machine that names no KubevirtConfig goes (`--default-kubevirt-config`); the
+    /// mutating webhook writes it into new Machines, so this serves those that bypassed it.
+    pub default_kubevirt_config: Option<String>,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own
@@ -71,27 +73,12 @@ impl From<Client> for Clients {
     }
 }
 
-/// The watch caches the reconcile reads. Machines, VMs, VMIs and claims, the caches that grow
-/// with the Machines, are kept packed (see [`Packed`]).
+/// The watch caches of the cluster the operator runs in that the reconcile reads (the workload
+/// cluster's are a [`Cluster`]'s). Machines are kept packed (see [`Packed`]).
 #[derive(Clone)]
 pub struct Stores {
     pub machines: Store<Packed<Machine>>,
-    pub vms: Store<Packed<VirtualMachine>>,
-    pub vmis: Store<Packed<VirtualMachineInstance>>,
-    pub pvcs: Store<Packed<PersistentVolumeClaim>>,
     pub network_configurations: Store<NetworkConfiguration>,
-    /// Empty (never filled) when Multus is not installed.
-    pub nads: Store<Packed<NetworkAttachmentDefinition>>,
-    pub storage_classes: Store<StorageClass>,
-    /// Every VM, claim and attachment in scope by name, ours or not.
-    pub vm_names: Presence,
-    pub pvc_names: Presence,
-    pub nad_names: Presence,
-    /// Our DataVolumes, and every DataVolume's name; empty when CDI is not installed.
-    pub data_volumes: Store<Packed<DataVolume>>,
-    pub dv_names: Presence,
-    /// CDI's StorageProfiles (one per StorageClass); empty when CDI is not installed.
-    pub storage_profiles: Store<StorageProfile>,
     /// MachineRestores: one in a holding step leaves the VM and disks to it. Empty when the
     /// MachineRestore CRD is not installed.
     pub restores: Store<MachineRestore>,
@@ -99,18 +86,10 @@ pub struct Stores {
     pub snapshots: Store<MachineSnapshot>,
 }
 
-/// The writing halves of [`Stores`], for the watches that fill them (the [`Presence`] sets are
-/// filled through themselves).
+/// The writing halves of [`Stores`], for the watches that fill them.
 pub struct Writers {
     pub machines: Writer<Packed<Machine>>,
-    pub vms: Writer<Packed<VirtualMachine>>,
-    pub vmis: Writer<Packed<VirtualMachineInstance>>,
-    pub pvcs: Writer<Packed<PersistentVolumeClaim>>,
     pub network_configurations: Writer<NetworkConfiguration>,
-    pub nads: Writer<Packed<NetworkAttachmentDefinition>>,
-    pub storage_classes: Writer<StorageClass>,
-    pub data_volumes: Writer<Packed<DataVolume>>,
-    pub storage_profiles: Writer<StorageProfile>,
     pub restores: Writer<MachineRestore>,
     pub snapshots: Writer<MachineSnapshot>,
 }
@@ -119,43 +98,18 @@ impl Stores {
     /// Empty caches and the writers that fill them.
     pub fn new() -> (Stores, Writers) {
         let (machines, machines_w) = reflector::store();
-        let (vms, vms_w) = reflector::store();
-        let (vmis, vmis_w) = reflector::store();
-        let (pvcs, pvcs_w) = reflector::store();
         let (network_configurations, ncs_w) = reflector::store();
-        let (nads, nads_w) = reflector::store();
-        let (storage_classes, scs_w) = reflector::store();
-        let (data_volumes, dvs_w) = reflector::store();
-        let (storage_profiles, sps_w) = reflector::store();
         let (restores, restores_w) = reflector::store();
         let (snapshots, snapshots_w) = reflector::store();
         let stores = Stores {
             machines,
-            vms,
-            vmis,
-            pvcs,
             network_configurations,
-            nads,
-            storage_classes,
-            vm_names: Presence::default(),
-            pvc_names: Presence::default(),
-            nad_names: Presence::default(),
-            data_volumes,
-            dv_names: Presence::default(),
-            storage_profiles,
             restores,
             snapshots,
         };
         let writers = Writers {
             machines: machines_w,
-            vms: vms_w,
-            vmis: vmis_w,
-            pvcs: pvcs_w,
             network_configurations: ncs_w,
-            nads: nads_w,
-            storage_classes: scs_w,
-            data_volumes: dvs_w,
-            storage_profiles: sps_w,
             restores: restores_w,
             snapshots: snapshots_w,
         };
@@ -163,33 +117,22 @@ impl Stores {
     }
 }
 
-/// Our latest writes, standing in for the caches until they catch up (see [`LastWrite`]).
-#[derive(Default)]
-pub struct Written {
-    pub statuses: LastWrite<MachineStatus>,
-    pub vms: LastWrite<VirtualMachine>,
-    pub pvcs: LastWrite<PersistentVolumeClaim>,
-    pub nads: LastWrite<NetworkAttachmentDefinition>,
-    pub secrets: LastWrite<Secret>,
-    pub data_volumes: LastWrite<DataVolume>,
-}
-
 pub struct Context {
+    /// The client of the cluster the operator runs in (Machines, their status, Secrets they name).
     pub client: Client,
     pub settings: Settings,
     pub events: Publisher,
     pub stores: Stores,
     pub state: Arc<State>,
-    pub written: Arc<Written>,
-    /// Whether the NetworkAttachmentDefinition API was served when the controller started.
-    pub multus_installed: bool,
-    /// Whether CDI's DataVolume API was served when the controller started.
-    pub cdi_installed: bool,
+    /// Our latest status writes, standing in for the Machine cache until it catches up.
+    pub statuses: Arc<LastWrite<MachineStatus>>,
     /// Whether the MachineRestore and MachineSnapshot APIs were served when the controller
     /// started.
     pub restores_served: bool,
-    /// Whether KubeVirt's VirtualMachineSnapshot API was served when the controller started.
-    pub kubevirt_snapshots: bool,
+    /// The cluster the operator runs in, as a workload cluster.
+    pub local: Arc<Cluster>,
+    /// The remote clusters Machines of this scope use.
+    pub remotes: Remotes,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     /// What is remembered per Machine (failures, derived Secrets, status writes); pruned when

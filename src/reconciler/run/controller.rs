@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
@@ -25,20 +24,23 @@ use tokio::sync::watch;
 
 use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
-pub use super::context::{Clients, Context, Settings, Stores, Writers, Written};
+pub use super::cluster::{Apis, Cluster, ClusterStores, ClusterWriters, ClusterWritten};
+use super::cluster_watches;
+pub use super::context::{Clients, Context, Settings, Stores, Writers};
 use super::discovery;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
-use super::watches::{self, Scope, ignore, machines_using, managed};
+use super::remotes::{self, Remotes};
+use super::watches::{self, Scope, ignore, machines_using};
+use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::act::events::Publisher;
-use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
-use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::cdi::StorageProfile;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::{Brief, Packed};
 use crate::reconciler::store::per_machine::PerMachine;
-use crate::reconciler::{FIELD_MANAGER, MACHINE_LABEL};
 
 /// The Controller's backoff on its merged trigger stream: none, because every watch above backs
 /// off on its own errors (`default_backoff`). kube's default pauses the merged stream, so every
@@ -63,7 +65,10 @@ pub async fn run_scope(
     clients: Clients,
     settings: Settings,
     scope: Scope,
-    (stores, writers): (Stores, Writers),
+    ((stores, writers), (local_stores, local_writers)): (
+        (Stores, Writers),
+        (ClusterStores, ClusterWriters),
+    ),
     state: Arc<State>,
     ownership_key: OwnershipKey,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
@@ -100,12 +105,18 @@ pub async fn run_scope(
             "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
         );
     }
+    let apis = Apis {
+        multus: multus_installed,
+        cdi: cdi_installed,
+        kubevirt_snapshots,
+    };
     let machines = stores.machines.clone();
 
-    let written = Arc::new(Written::default());
+    let statuses = Arc::new(LastWrite::default());
+    let written = ClusterWritten::default();
     let per_machine = Arc::new(PerMachine::default());
     let bind_times = Arc::new(BindTimes::default());
-    let w = written.clone();
+    let w = statuses.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
     let (memory, listed) = (per_machine.clone(), machines.clone());
     let machine_stream = watches::packed_events::<Machine>(&client, &scope, Default::default())
@@ -126,48 +137,22 @@ pub async fn run_scope(
         .applied_objects()
         .inspect(move |r| {
             if let Ok(m) = r {
-                w.statuses
-                    .observed(&watches::key_of(m), m.meta().resource_version.as_deref());
+                w.observed(&watches::key_of(m), m.meta().resource_version.as_deref());
             }
         });
-    let w = written.clone();
-    let vm_stream = watches::watch_packed(&client, &scope, managed(), writers.vms, move |s| {
-        w.vms.observed(s.key, s.resource_version)
-    });
-    let w = written.clone();
-    let bound = bind_times.clone();
-    let pvc_stream = watches::watch_packed(&client, &scope, managed(), writers.pvcs, move |s| {
-        w.pvcs.observed(s.key, s.resource_version);
-        if let Some(uid) = s.deleted {
-            bound.forget(uid);
-        }
-    });
-    let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmi_stream = watches::watch_packed(&client, &scope, vmi_config, writers.vmis, ignore);
+    let local_streams = cluster_watches::streams(
+        &client,
+        &scope,
+        (&local_stores, local_writers),
+        &written,
+        bind_times.clone(),
+        apis,
+    );
     let nc_stream = watches::watch(
         &client,
         &scope,
         Default::default(),
         writers.network_configurations,
-        ignore,
-    );
-    let w = written.clone();
-    let nad_stream = multus_installed.then(|| {
-        watches::watch_packed(&client, &scope, managed(), writers.nads, move |s| {
-            w.nads.observed(s.key, s.resource_version)
-        })
-    });
-    let w = written.clone();
-    let dv_stream = cdi_installed.then(|| {
-        watches::watch_packed(&client, &scope, managed(), writers.data_volumes, move |s| {
-            w.data_volumes.observed(s.key, s.resource_version)
-        })
-    });
-    let sc_stream = watches::watch(
-        &client,
-        &scope,
-        Default::default(),
-        writers.storage_classes,
         ignore,
     );
     // A restore in a holding step leaves its Machine's VM and disks alone (see `observe`).
@@ -180,11 +165,15 @@ pub async fn run_scope(
         let snapshots = writers.snapshots;
         watches::watch(&client, &scope, Default::default(), snapshots, ignore)
     });
-    let sp_stream = cdi_installed.then(|| {
-        let profiles = writers.storage_profiles;
-        watches::watch(&client, &scope, Default::default(), profiles, ignore)
-    });
     state.set_caches_synced(false);
+    let (remote_tx, mut remote_rx) = tokio::sync::mpsc::unbounded_channel();
+    let remotes = Remotes::new(
+        settings.clusters.clone(),
+        scope.clone(),
+        stores.machines.clone(),
+        bind_times.clone(),
+        (ownership_key.without_history(), remote_tx),
+    );
     let ctx = Arc::new(Context {
         events: Publisher {
             client: clients.events.clone(),
@@ -193,47 +182,31 @@ pub async fn run_scope(
                 instance: Some(settings.instance.clone()),
             },
         },
-        client,
+        local: Arc::new(Cluster {
+            name: None,
+            client: client.clone(),
+            stores: local_stores.clone(),
+            written,
+            apis,
+            state: state.clone(),
+            key: ownership_key.clone(),
+            namespaces: Default::default(),
+        }),
+        client: client.clone(),
         settings: settings.clone(),
         stores,
         state,
-        written,
-        multus_installed,
-        cdi_installed,
+        statuses,
         restores_served,
-        kubevirt_snapshots,
         caches_ready: watch::Sender::new(false),
         per_machine,
         bind_times,
         ownership_key,
+        remotes,
     });
+    let sweeper = tokio::spawn(remotes::sweep(ctx.clone()));
     // The names caches only fill sets; nothing is triggered by them.
-    let names = {
-        let s = &ctx.stores;
-        let vm = watches::names::<VirtualMachine>(&ctx.client, &scope, s.vm_names.clone());
-        let pvc = watches::names::<PersistentVolumeClaim>(&ctx.client, &scope, s.pvc_names.clone());
-        let nad = multus_installed.then(|| {
-            watches::names::<NetworkAttachmentDefinition>(&ctx.client, &scope, s.nad_names.clone())
-        });
-        let dv = cdi_installed
-            .then(|| watches::names::<DataVolume>(&ctx.client, &scope, s.dv_names.clone()));
-        tokio::spawn(async move {
-            futures::join!(
-                vm,
-                pvc,
-                async {
-                    if let Some(nad) = nad {
-                        nad.await
-                    }
-                },
-                async {
-                    if let Some(dv) = dv {
-                        dv.await
-                    }
-                }
-            );
-        })
-    };
+    let names = tokio::spawn(local_streams.names);
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.
     let caches = {
         let ctx = ctx.clone();
@@ -242,11 +215,10 @@ pub async fn run_scope(
             ctx.stores
                 .clone()
                 .track_readiness(
+                    (local_stores, apis),
                     machines_listed,
                     ctx.state.clone(),
                     ready,
-                    multus_installed,
-                    cdi_installed,
                     restores_served,
                 )
                 .await;
@@ -271,15 +243,15 @@ pub async fn run_scope(
         "starting the Machine controller"
     );
     let mut controller = Controller::for_stream(machine_stream, machines)
-        .owns_stream(vm_stream)
-        .owns_stream(pvc_stream)
-        .watches_stream(vmi_stream, labelled_machine)
+        .owns_stream(local_streams.vms)
+        .owns_stream(local_streams.pvcs)
+        .watches_stream(local_streams.vmis, labelled_machine)
         .watches_stream(nc_stream, by_network)
-        .watches_stream(sc_stream, by_storage_class);
-    if let Some(nad_stream) = nad_stream {
+        .watches_stream(local_streams.storage_classes, by_storage_class);
+    if let Some(nad_stream) = local_streams.nads {
         controller = controller.watches_stream(nad_stream, by_attachment);
     }
-    if let Some(sp_stream) = sp_stream {
+    if let Some(sp_stream) = local_streams.storage_profiles {
         // A profile is named like its StorageClass: the Machines on that class.
         let by_profile = move |sp: StorageProfile| {
             let name = sp.name_any();
@@ -297,11 +269,14 @@ pub async fn run_scope(
             |s: MachineSnapshot| Some(ObjectRef::new(&s.spec.machine_name).within(&s.namespace()?));
         controller = controller.watches_stream(snapshot_stream, snapshotted);
     }
-    if let Some(dv_stream) = dv_stream {
+    if let Some(dv_stream) = local_streams.data_volumes {
         // By label, not owner: a retain-disks Machine's DataVolumes carry no owner reference.
         controller = controller.watches_stream(dv_stream, labelled_machine);
     }
+    // What changes on remote clusters, and a remote cluster's readiness.
+    let remote_triggers = futures::stream::poll_fn(move |cx| remote_rx.poll_recv(cx));
     controller
+        .reconcile_on(remote_triggers)
         .trigger_backoff(EachWatchBacksOff)
         .with_config(controller::Config::default().concurrency(settings.max_concurrent_reconciles))
         .graceful_shutdown_on(shutdown)
@@ -319,6 +294,7 @@ pub async fn run_scope(
         .await;
     caches.abort();
     names.abort();
+    sweeper.abort();
     tracing::info!("Machine controller stopped");
 }
 

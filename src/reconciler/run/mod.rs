@@ -4,6 +4,8 @@
 //! -> act), with the shared [`context`], cache [`readiness`] and [`metrics`]. Not pure: it talks
 //! to the API server.
 
+pub mod cluster;
+pub mod cluster_watches;
 pub mod context;
 pub mod controller;
 pub mod discovery;
@@ -11,6 +13,7 @@ pub mod metrics;
 pub mod ownership_key;
 pub mod readiness;
 pub mod reconcile;
+pub mod remotes;
 pub mod scopes;
 pub mod served_crd;
 pub mod watches;

@@ -12,6 +12,7 @@ use kube::{Resource, ResourceExt};
 use tracing::Instrument;
 
 use crate::api::Machine;
+use crate::machine::placement::{self, Placement};
 use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
@@ -124,16 +125,30 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     if machine.namespace().is_none() {
         return Err(Error::NoNamespace);
     }
+    let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
+    let cluster = match placement {
+        Placement::Local => ctx.local.clone(),
+        Placement::Remote(name) => match ctx.remotes.cluster(&name) {
+            Ok(cluster) => cluster,
+            Err(why) => {
+                let blocked = act::remote::unreachable(ctx, machine, &name, &why).await?;
+                return Ok(Reconciled {
+                    blocked,
+                    write_status_in: None,
+                });
+            }
+        },
+    };
     if machine.meta().deletion_timestamp.is_some() {
-        finalizer::cleanup(machine, ctx).await?;
+        finalizer::cleanup(machine, ctx, &cluster).await?;
         return Ok(Reconciled {
             blocked: false,
             write_status_in: None,
         });
     }
-    let observed = observe::observe(machine, ctx).await?;
-    let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &ctx.ownership_key);
-    let acted = act::act(ctx, &observed, decision).await?;
+    let observed = observe::observe(machine, ctx, &cluster).await?;
+    let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
+    let acted = act::act(ctx, &cluster, &observed, decision).await?;
     if let Some(phase) = acted.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::join_all;
 
+use super::cluster::ClusterStores;
 use super::context::{Clients, Settings, Stores};
 use super::controller::run_scope;
 use super::metrics::{refresh_data_volumes, refresh_gauges};
@@ -43,9 +44,14 @@ pub async fn run(
     let scopes: Vec<_> = settings
         .scopes
         .iter()
-        .map(|scope| (scope.clone(), Stores::new(), Arc::new(State::default())))
+        .map(|scope| {
+            let stores = (Stores::new(), ClusterStores::new());
+            (scope.clone(), stores, Arc::new(State::default()))
+        })
         .collect();
-    let all: Vec<Stores> = scopes.iter().map(|(_, (s, _), _)| s.clone()).collect();
+    let all: Vec<(Stores, ClusterStores)> = (scopes.iter())
+        .map(|(_, ((s, _), (c, _)), _)| (s.clone(), c.clone()))
+        .collect();
     let parts: Vec<Arc<State>> = scopes.iter().map(|(_, _, s)| s.clone()).collect();
     let synced = tokio::spawn(async move {
         join_all(parts.iter().map(|p| p.synced())).await;
@@ -62,11 +68,13 @@ pub async fn run(
                 tick.tick().await;
                 refresh_gauges(
                     &metrics,
-                    all.iter().flat_map(|s| s.machines.state()),
-                    all.iter().flat_map(|s| s.vms.state()),
+                    all.iter().flat_map(|(s, _)| s.machines.state()),
+                    all.iter().flat_map(|(_, c)| c.vms.state()),
                     &catalog.load(),
                 );
-                let dvs: Vec<_> = all.iter().flat_map(|s| s.data_volumes.state()).collect();
+                let dvs: Vec<_> = (all.iter())
+                    .flat_map(|(_, c)| c.data_volumes.state())
+                    .collect();
                 if round % DATA_VOLUME_ROUNDS == 0 || counted != Some(dvs.len()) {
                     counted = Some(dvs.len());
                     refresh_data_volumes(&metrics, dvs);
@@ -74,12 +82,12 @@ pub async fn run(
             }
         })
     };
-    join_all(scopes.into_iter().map(|(scope, stores, part)| {
+    join_all(scopes.into_iter().map(|(scope, (stores, local), part)| {
         run_scope(
             clients.clone(),
             settings.clone(),
             scope,
-            stores,
+            (stores, local),
             part,
             key.clone(),
             shutdown.clone(),

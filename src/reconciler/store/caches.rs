@@ -6,14 +6,37 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::reconciler::run::cluster::{Apis, ClusterStores};
 use crate::reconciler::run::context::Stores;
 use crate::reconciler::run::readiness::State;
 
 /// How long a reconcile waits for the caches before it works with what they hold.
 pub const CACHE_WAIT: Duration = Duration::from_secs(10);
 
+impl ClusterStores {
+    /// Every cache's first list; those of an optional API the cluster does not serve are not
+    /// waited for, as nothing will ever fill them.
+    pub async fn filled(&self, apis: Apis) -> Result<(), ()> {
+        futures::try_join!(
+            async { self.vms.wait_until_ready().await.map_err(drop) },
+            async { self.vmis.wait_until_ready().await.map_err(drop) },
+            async { self.pvcs.wait_until_ready().await.map_err(drop) },
+            if_served(apis.multus, self.nads.wait_until_ready()),
+            async { self.storage_classes.wait_until_ready().await.map_err(drop) },
+            if_served(apis.cdi, self.data_volumes.wait_until_ready()),
+            if_served(apis.cdi, self.dv_names.wait_until_ready()),
+            if_served(apis.cdi, self.storage_profiles.wait_until_ready()),
+            async { self.vm_names.wait_until_ready().await.map_err(drop) },
+            async { self.pvc_names.wait_until_ready().await.map_err(drop) },
+            if_served(apis.multus, self.nad_names.wait_until_ready()),
+        )
+        .map(drop)
+    }
+}
+
 impl Stores {
-    /// Waits for every cache's first list and then opens `ready` (and marks `state` synced).
+    /// Waits for every cache's first list, the local cluster's included, and then opens `ready`
+    /// (and marks `state` synced).
     /// kube's `Store::wait_until_ready` wakes only one of several waiters (the last to poll), so
     /// each store has one caller: this task, except for the Machine store, whose caller is the
     /// `Controller` itself; its first list is reported through `machines_listed` instead.
@@ -23,11 +46,10 @@ impl Stores {
     /// hanging; `state` says synced only once every cache has filled.
     pub async fn track_readiness(
         self,
+        (local, apis): (ClusterStores, Apis),
         mut machines_listed: watch::Receiver<bool>,
         state: Arc<State>,
         ready: watch::Sender<bool>,
-        multus: bool,
-        cdi: bool,
         restores: bool,
     ) {
         let all = async {
@@ -39,25 +61,15 @@ impl Stores {
                         .map(drop)
                         .map_err(drop)
                 },
-                async { self.vms.wait_until_ready().await.map_err(drop) },
-                async { self.vmis.wait_until_ready().await.map_err(drop) },
-                async { self.pvcs.wait_until_ready().await.map_err(drop) },
                 async {
                     self.network_configurations
                         .wait_until_ready()
                         .await
                         .map_err(drop)
                 },
-                if_served(multus, self.nads.wait_until_ready()),
-                async { self.storage_classes.wait_until_ready().await.map_err(drop) },
-                if_served(cdi, self.data_volumes.wait_until_ready()),
-                if_served(cdi, self.dv_names.wait_until_ready()),
-                if_served(cdi, self.storage_profiles.wait_until_ready()),
-                async { self.vm_names.wait_until_ready().await.map_err(drop) },
-                async { self.pvc_names.wait_until_ready().await.map_err(drop) },
-                if_served(multus, self.nad_names.wait_until_ready()),
                 if_served(restores, self.restores.wait_until_ready()),
                 if_served(restores, self.snapshots.wait_until_ready()),
+                local.filled(apis),
             )
             .map(drop)
         };
@@ -104,25 +116,29 @@ mod tests {
     #[tokio::test]
     async fn caches_open_while_the_controller_waits_on_the_machine_store() {
         let (stores, w) = Stores::new();
+        let (local, cw) = ClusterStores::new();
         let machines = stores.machines.clone();
         let (mut machines_w, mut vms_w, mut vmis_w, mut pvcs_w) =
-            (w.machines, w.vms, w.vmis, w.pvcs);
+            (w.machines, cw.vms, cw.vmis, cw.pvcs);
         let (mut ncs_w, mut nads_w, mut scs_w) =
-            (w.network_configurations, w.nads, w.storage_classes);
+            (w.network_configurations, cw.nads, cw.storage_classes);
         let names = [
-            stores.vm_names.clone(),
-            stores.pvc_names.clone(),
-            stores.nad_names.clone(),
+            local.vm_names.clone(),
+            local.pvc_names.clone(),
+            local.nad_names.clone(),
         ];
+        let apis = Apis {
+            multus: true,
+            ..Apis::default()
+        };
         let (listed_tx, listed) = watch::channel(false);
         let (ready_tx, mut ready) = watch::channel(false);
         let state = Arc::new(State::default());
         let tracker = tokio::spawn(stores.track_readiness(
+            (local, apis),
             listed,
             state.clone(),
             ready_tx,
-            true,
-            false,
             false,
         ));
         tokio::time::sleep(Duration::from_millis(20)).await;

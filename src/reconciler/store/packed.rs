@@ -195,6 +195,9 @@ pub struct MachineBrief {
     pub networks: Box<[Box<str>]>,
     /// `spec.disks[].storageClass`.
     pub storage_classes: Box<[Box<str>]>,
+    /// The KubevirtConfig whose cluster runs it (see `machine::placement`; the default is not
+    /// applied here: the webhook writes it into the annotation).
+    pub cluster: Option<Box<str>>,
 }
 
 impl Brief for Machine {
@@ -218,6 +221,9 @@ impl Brief for Machine {
                 .iter()
                 .filter_map(|d| d.storage_class.as_deref().map(Into::into))
                 .collect(),
+            cluster: crate::machine::placement::of(self, None)
+                .remote()
+                .map(Into::into),
         }
     }
 }

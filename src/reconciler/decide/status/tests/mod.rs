@@ -84,6 +84,7 @@ impl<'a> Case<'a> {
             last_restart_generation: None,
             restoring: self.restoring,
             snapshots: None,
+            cluster: None,
         };
         compute(previous, Some(3), &obs, now)
     }

@@ -1,0 +1,259 @@
+//! What the Machine reconciler reads: each KubevirtConfig's health and, when reachable, a client
+//! of its cluster. Filled by [`super::run()`]; a deleted KubevirtConfig leaves it (and its client
+//! is dropped with the last reader's handle).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+/// Which optional APIs a remote cluster serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Apis {
+    /// `kubevirt.io/v1` virtualmachines.
+    pub kubevirt: bool,
+    /// `cdi.kubevirt.io/v1beta1` datavolumes.
+    pub cdi: bool,
+    /// `k8s.cni.cncf.io/v1` network-attachment-definitions.
+    pub multus: bool,
+}
+
+/// A reachable remote cluster, as last probed.
+pub struct Connection {
+    /// The KubevirtConfig's name.
+    pub name: String,
+    /// A client of the remote cluster (rate-limited, read timeout, short connect timeout).
+    pub client: kube::Client,
+    /// Changes when the kubeconfig's or the KubevirtConfig's spec's content changes (the first
+    /// 16 hex digits of a SHA-256 over both): a reader holding watches on `client` restarts
+    /// them when it changes.
+    pub revision: String,
+    /// The KubevirtConfig's `allowCrossNamespaceClones`.
+    pub allow_cross_namespace_clones: bool,
+    /// What the last probe found served.
+    pub apis: Apis,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("name", &self.name)
+            .field("revision", &self.revision)
+            .field(
+                "allow_cross_namespace_clones",
+                &self.allow_cross_namespace_clones,
+            )
+            .field("apis", &self.apis)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a KubevirtConfig is (not) ready: its status `reason` and its Ready condition's reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    Ready,
+    /// No Secret `kubeconfigSecretRef` in `secretNamespace`.
+    SecretNotFound,
+    /// The operator may not read Secrets in `secretNamespace` (RBAC).
+    SecretForbidden,
+    /// The Secret has no `kubeconfig` key.
+    KeyMissing,
+    /// The kubeconfig does not parse, has no usable context, or asks for an exec plugin or a
+    /// file (refused: the Secret's writer must not run commands or read files in the operator).
+    KubeconfigInvalid,
+    /// The API server did not answer (refused, timed out, TLS failed, 5xx).
+    Unreachable,
+    /// The API server refused the credentials (401) or their rights (403).
+    Unauthorized,
+}
+
+impl Reason {
+    /// The CamelCase word written into the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Ready => "Ready",
+            Reason::SecretNotFound => "SecretNotFound",
+            Reason::SecretForbidden => "SecretForbidden",
+            Reason::KeyMissing => "KeyMissing",
+            Reason::KubeconfigInvalid => "KubeconfigInvalid",
+            Reason::Unreachable => "Unreachable",
+            Reason::Unauthorized => "Unauthorized",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A KubevirtConfig's health as the reconciler sees it.
+#[derive(Clone, Debug)]
+pub enum Health {
+    Ready(Arc<Connection>),
+    NotReady {
+        reason: Reason,
+        message: String,
+        /// The last connection that was ready (for cleanup once the cluster is back, or with
+        /// credentials that still work for reads); None if it never was under this leader.
+        last: Option<Arc<Connection>>,
+    },
+}
+
+impl Health {
+    pub fn reason(&self) -> Reason {
+        match self {
+            Health::Ready(_) => Reason::Ready,
+            Health::NotReady { reason, .. } => *reason,
+        }
+    }
+
+    /// The ready connection, if any.
+    pub fn ready(&self) -> Option<&Arc<Connection>> {
+        match self {
+            Health::Ready(c) => Some(c),
+            Health::NotReady { .. } => None,
+        }
+    }
+
+    /// Same state and the very same connections (so an unchanged probe wakes no reader).
+    fn same(&self, other: &Health) -> bool {
+        let same_conn = |a: &Option<Arc<Connection>>, b: &Option<Arc<Connection>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        match (self, other) {
+            (Health::Ready(a), Health::Ready(b)) => Arc::ptr_eq(a, b),
+            (
+                Health::NotReady {
+                    reason: r1,
+                    message: m1,
+                    last: l1,
+                },
+                Health::NotReady {
+                    reason: r2,
+                    message: m2,
+                    last: l2,
+                },
+            ) => r1 == r2 && m1 == m2 && same_conn(l1, l2),
+            _ => false,
+        }
+    }
+}
+
+/// Every KubevirtConfig's health by name. Cheap to clone; readers [`Registry::subscribe`] to
+/// wake on changes (only real changes are published).
+#[derive(Clone)]
+pub struct Registry {
+    tx: Arc<watch::Sender<Arc<BTreeMap<String, Health>>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Registry {
+            tx: Arc::new(watch::Sender::new(Arc::new(BTreeMap::new()))),
+        }
+    }
+
+    /// The health of KubevirtConfig `name`; None while it does not exist or was not probed yet.
+    pub fn get(&self, name: &str) -> Option<Health> {
+        self.tx.borrow().get(name).cloned()
+    }
+
+    /// Every KubevirtConfig's health, now and on each change.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<BTreeMap<String, Health>>> {
+        self.tx.subscribe()
+    }
+
+    pub(super) fn set(&self, name: &str, health: Health) {
+        self.tx.send_if_modified(|map| {
+            if map.get(name).is_some_and(|h| h.same(&health)) {
+                return false;
+            }
+            Arc::make_mut(map).insert(name.to_owned(), health);
+            true
+        });
+    }
+
+    pub(super) fn remove(&self, name: &str) {
+        self.tx.send_if_modified(|map| {
+            if !map.contains_key(name) {
+                return false;
+            }
+            Arc::make_mut(map).remove(name);
+            true
+        });
+    }
+
+    /// Drops every entry whose name `keep` refuses (configs deleted while no watch saw it).
+    pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.tx.send_if_modified(|map| {
+            if map.keys().all(|k| keep(k)) {
+                return false;
+            }
+            Arc::make_mut(map).retain(|k, _| keep(k));
+            true
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_ready(reason: Reason, message: &str) -> Health {
+        Health::NotReady {
+            reason,
+            message: message.into(),
+            last: None,
+        }
+    }
+
+    #[test]
+    fn only_changes_are_published() {
+        let registry = Registry::new();
+        let mut rx = registry.subscribe();
+        registry.set("dc1", not_ready(Reason::Unreachable, "refused"));
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+        registry.set("dc1", not_ready(Reason::Unreachable, "refused"));
+        assert!(!rx.has_changed().unwrap(), "the same health again");
+        registry.set("dc1", not_ready(Reason::Unreachable, "timed out"));
+        assert!(rx.has_changed().unwrap(), "a new message");
+        rx.mark_unchanged();
+        registry.remove("dc2");
+        assert!(!rx.has_changed().unwrap(), "nothing to remove");
+        registry.retain(|n| n == "dc1");
+        assert!(!rx.has_changed().unwrap());
+        registry.retain(|_| false);
+        assert!(rx.has_changed().unwrap());
+        assert!(registry.get("dc1").is_none());
+    }
+
+    #[test]
+    fn reasons_are_one_camel_case_word() {
+        for r in [
+            Reason::Ready,
+            Reason::SecretNotFound,
+            Reason::SecretForbidden,
+            Reason::KeyMissing,
+            Reason::KubeconfigInvalid,
+            Reason::Unreachable,
+            Reason::Unauthorized,
+        ] {
+            let s = r.as_str();
+            assert!(s.chars().all(|c| c.is_ascii_alphabetic()), "{s}");
+            assert!(s.starts_with(|c: char| c.is_ascii_uppercase()), "{s}");
+            assert_eq!(format!("{r:?}"), s);
+        }
+    }
+}

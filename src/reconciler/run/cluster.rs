@@ -1,0 +1,137 @@
+//! The cluster a Machine's workload lives on: its client, the watch caches of its VMs, claims,
+//! DataVolumes and attachments, our recent writes there, and which optional APIs it serves.
+//!
+//! Machines, their status, classes, snapshots and restores stay on the cluster the operator runs
+//! in (the [`Context`](super::context::Context)); everything a Machine is turned into is read and
+//! written through its [`Cluster`].
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::runtime::reflector::{self, Store, store::Writer};
+
+use super::readiness::State;
+use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::store::last_write::LastWrite;
+use crate::reconciler::store::packed::Packed;
+use crate::reconciler::store::presence::Presence;
+
+/// Which optional APIs the cluster served when its watches started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Apis {
+    /// Multus's NetworkAttachmentDefinition.
+    pub multus: bool,
+    /// CDI's DataVolume.
+    pub cdi: bool,
+    /// KubeVirt's VirtualMachineSnapshot.
+    pub kubevirt_snapshots: bool,
+}
+
+/// One workload cluster, as the reconciler reads and writes it.
+pub struct Cluster {
+    /// The KubevirtConfig it is reached through; `None` for the cluster the operator runs in.
+    pub name: Option<String>,
+    pub client: Client,
+    pub stores: ClusterStores,
+    pub written: ClusterWritten,
+    pub apis: Apis,
+    /// Whether its caches are filled (the local cluster shares the scope's).
+    pub state: Arc<State>,
+    /// The key objects there are judged with (see `OwnershipKey::without_history`).
+    pub key: OwnershipKey,
+    /// Namespaces known to exist there (made by us, or found): not asked for again.
+    pub namespaces: Mutex<BTreeSet<String>>,
+}
+
+impl Cluster {
+    /// Whether it is the cluster the operator runs in (where owner references reach Machines).
+    pub fn is_local(&self) -> bool {
+        self.name.is_none()
+    }
+}
+
+/// The watch caches of one cluster. VMs, VMIs, claims, attachments and DataVolumes, the caches
+/// that grow with the Machines, are kept packed (see [`Packed`]).
+#[derive(Clone)]
+pub struct ClusterStores {
+    pub vms: Store<Packed<VirtualMachine>>,
+    pub vmis: Store<Packed<VirtualMachineInstance>>,
+    pub pvcs: Store<Packed<PersistentVolumeClaim>>,
+    /// Empty (never filled) when Multus is not installed.
+    pub nads: Store<Packed<NetworkAttachmentDefinition>>,
+    pub storage_classes: Store<StorageClass>,
+    /// Every VM, claim and attachment in scope by name, ours or not.
+    pub vm_names: Presence,
+    pub pvc_names: Presence,
+    pub nad_names: Presence,
+    /// Our DataVolumes, and every DataVolume's name; empty when CDI is not installed.
+    pub data_volumes: Store<Packed<DataVolume>>,
+    pub dv_names: Presence,
+    /// CDI's StorageProfiles (one per StorageClass); empty when CDI is not installed.
+    pub storage_profiles: Store<StorageProfile>,
+}
+
+/// The writing halves of [`ClusterStores`] (the [`Presence`] sets are filled through
+/// themselves).
+pub struct ClusterWriters {
+    pub vms: Writer<Packed<VirtualMachine>>,
+    pub vmis: Writer<Packed<VirtualMachineInstance>>,
+    pub pvcs: Writer<Packed<PersistentVolumeClaim>>,
+    pub nads: Writer<Packed<NetworkAttachmentDefinition>>,
+    pub storage_classes: Writer<StorageClass>,
+    pub data_volumes: Writer<Packed<DataVolume>>,
+    pub storage_profiles: Writer<StorageProfile>,
+}
+
+impl ClusterStores {
+    /// Empty caches and the writers that fill them.
+    pub fn new() -> (ClusterStores, ClusterWriters) {
+        let (vms, vms_w) = reflector::store();
+        let (vmis, vmis_w) = reflector::store();
+        let (pvcs, pvcs_w) = reflector::store();
+        let (nads, nads_w) = reflector::store();
+        let (storage_classes, scs_w) = reflector::store();
+        let (data_volumes, dvs_w) = reflector::store();
+        let (storage_profiles, sps_w) = reflector::store();
+        let stores = ClusterStores {
+            vms,
+            vmis,
+            pvcs,
+            nads,
+            storage_classes,
+            vm_names: Presence::default(),
+            pvc_names: Presence::default(),
+            nad_names: Presence::default(),
+            data_volumes,
+            dv_names: Presence::default(),
+            storage_profiles,
+        };
+        let writers = ClusterWriters {
+            vms: vms_w,
+            vmis: vmis_w,
+            pvcs: pvcs_w,
+            nads: nads_w,
+            storage_classes: scs_w,
+            data_volumes: dvs_w,
+            storage_profiles: sps_w,
+        };
+        (stores, writers)
+    }
+}
+
+/// Our latest writes on one cluster, standing in for its caches until they catch up (see
+/// [`LastWrite`]).
+#[derive(Clone, Default)]
+pub struct ClusterWritten {
+    pub vms: Arc<LastWrite<VirtualMachine>>,
+    pub pvcs: Arc<LastWrite<PersistentVolumeClaim>>,
+    pub nads: Arc<LastWrite<NetworkAttachmentDefinition>>,
+    pub secrets: Arc<LastWrite<Secret>>,
+    pub data_volumes: Arc<LastWrite<DataVolume>>,
+}

@@ -1,0 +1,308 @@
+//! The remote workload clusters of one watch scope: one [`Cluster`] (client, watches, caches)
+//! per KubevirtConfig that a Machine uses, started on first use, restarted when its
+//! KubevirtConfig's connection changes (credentials rotated), and stopped when no Machine uses it
+//! or the KubevirtConfig goes.
+//!
+//! Ownership evidence travels with the objects (their made-for proof), as owner references
+//! cannot cross clusters. The remote watches trigger Machines by the `vitistack.io/machine`
+//! label of what changed (and the networks and StorageClasses they name).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use futures::stream::{self, BoxStream};
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::cluster::{Apis, Cluster, ClusterStores, ClusterWritten};
+use super::cluster_watches;
+use super::metrics::BindTimes;
+use super::readiness::State;
+use super::watches::{Scope, machines_using};
+use crate::api::Machine;
+use crate::clusters::{Health, Registry};
+use crate::reconciler::MACHINE_LABEL;
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::store::packed::Packed;
+
+/// A Machine to reconcile.
+pub type Trigger = ObjectRef<Packed<Machine>>;
+
+/// Why a Machine's remote cluster cannot be worked on now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unready {
+    /// One CamelCase word: the KubevirtConfig's own reason, `KubevirtConfigNotFound`, or
+    /// `CachesFilling`.
+    pub reason: String,
+    pub message: String,
+}
+
+/// The `ClusterReady` reason of a Machine naming a KubevirtConfig that does not exist.
+pub const NOT_FOUND: &str = "KubevirtConfigNotFound";
+/// The `ClusterReady` reason of a reachable cluster without KubeVirt.
+pub const KUBEVIRT_NOT_INSTALLED: &str = "KubeVirtNotInstalled";
+/// The `ClusterReady` reason while a remote cluster's caches fill.
+pub const CACHES_FILLING: &str = "CachesFilling";
+
+struct Running {
+    revision: String,
+    cluster: Arc<Cluster>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The remote clusters of one scope.
+pub struct Remotes {
+    registry: Registry,
+    scope: Scope,
+    machines: Store<Packed<Machine>>,
+    bind_times: Arc<BindTimes>,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    key: OwnershipKey,
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+impl Remotes {
+    /// `triggers` feeds the scope's Controller.
+    pub fn new(
+        registry: Registry,
+        scope: Scope,
+        machines: Store<Packed<Machine>>,
+        bind_times: Arc<BindTimes>,
+        (key, triggers): (OwnershipKey, mpsc::UnboundedSender<Trigger>),
+    ) -> Self {
+        Remotes {
+            key,
+            registry,
+            scope,
+            machines,
+            bind_times,
+            triggers,
+            running: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The cluster of KubevirtConfig `name`, once it is reachable and its caches are filled;
+    /// its watches are started (or restarted on a new connection) here.
+    pub fn cluster(&self, name: &str) -> Result<Arc<Cluster>, Unready> {
+        let connection = match self.registry.get(name) {
+            None => {
+                return Err(Unready {
+                    reason: NOT_FOUND.to_owned(),
+                    message: "no such KubevirtConfig (or not checked yet)".to_owned(),
+                });
+            }
+            Some(Health::NotReady {
+                reason, message, ..
+            }) => {
+                return Err(Unready {
+                    reason: reason.as_str().to_owned(),
+                    message,
+                });
+            }
+            Some(Health::Ready(c)) if !c.apis.kubevirt => {
+                return Err(Unready {
+                    reason: KUBEVIRT_NOT_INSTALLED.to_owned(),
+                    message: "KubeVirt (kubevirt.io/v1 VirtualMachine) is not installed there"
+                        .to_owned(),
+                });
+            }
+            Some(Health::Ready(c)) => c,
+        };
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let current = running
+            .get(name)
+            .filter(|r| r.revision == connection.revision);
+        if let Some(r) = current {
+            return match r.cluster.state.caches_synced() {
+                true => Ok(r.cluster.clone()),
+                false => Err(filling(name)),
+            };
+        }
+        let apis = Apis {
+            multus: connection.apis.multus,
+            cdi: connection.apis.cdi,
+            kubevirt_snapshots: false,
+        };
+        tracing::info!(cluster = name, revision = %connection.revision, "starting the watches of a remote cluster");
+        let started = self.start(name, &connection.revision, connection.client.clone(), apis);
+        running.insert(name.to_owned(), started);
+        Err(filling(name))
+    }
+
+    fn start(&self, name: &str, revision: &str, client: kube::Client, apis: Apis) -> Running {
+        let (stores, writers) = ClusterStores::new();
+        let cluster = Arc::new(Cluster {
+            name: Some(name.to_owned()),
+            client: client.clone(),
+            stores: stores.clone(),
+            written: ClusterWritten::default(),
+            apis,
+            state: Arc::new(State::default()),
+            key: self.key.clone(),
+            namespaces: Default::default(),
+        });
+        let mut streams = cluster_watches::streams(
+            &client,
+            &self.scope,
+            (&stores, writers),
+            &cluster.written,
+            self.bind_times.clone(),
+            apis,
+        );
+        let names = std::mem::replace(&mut streams.names, Box::pin(async {}));
+        let names = tokio::spawn(names);
+        let machines = self.machines.clone();
+        let changes = changed_machines(streams, machines.clone());
+        let tx = self.triggers.clone();
+        let watches = tokio::spawn(changes.for_each(move |m| {
+            let _ = tx.send(m);
+            async {}
+        }));
+        // Once filled, every Machine of the cluster runs (those with nothing there yet too).
+        let (filled, tx, me) = (cluster.clone(), self.triggers.clone(), name.to_owned());
+        let ready = tokio::spawn(async move {
+            if filled.stores.filled(filled.apis).await.is_ok() {
+                filled.state.set_caches_synced(true);
+                tracing::info!(cluster = %me, "remote cluster's caches filled");
+                for m in machines_using(&machines, None, |b| b.cluster.as_deref() == Some(&me)) {
+                    let _ = tx.send(m);
+                }
+            }
+        });
+        Running {
+            revision: revision.to_owned(),
+            cluster,
+            tasks: vec![names, watches, ready],
+        }
+    }
+
+    /// Stops the clusters no Machine uses any more, and those whose KubevirtConfig went; wakes
+    /// the Machines of every cluster in `changed`.
+    pub fn sweep(&self, changed: &BTreeSet<String>) {
+        let used: BTreeSet<String> = (self.machines.state().iter())
+            .filter_map(|m| m.brief().cluster.as_deref().map(str::to_owned))
+            .collect();
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.retain(|name, _| {
+            let keep = used.contains(name) && self.registry.get(name).is_some();
+            if !keep {
+                tracing::info!(cluster = %name, "stopping the watches of a remote cluster no Machine uses");
+            }
+            keep
+        });
+        drop(running);
+        for m in machines_using(&self.machines, None, |b| {
+            b.cluster.as_deref().is_some_and(|c| changed.contains(c))
+        }) {
+            let _ = self.triggers.send(m);
+        }
+    }
+
+    /// The names of the clusters whose watches run.
+    pub fn running(&self) -> Vec<String> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.keys().cloned().collect()
+    }
+}
+
+fn filling(name: &str) -> Unready {
+    Unready {
+        reason: CACHES_FILLING.to_owned(),
+        message: format!("reading what is on cluster {name}"),
+    }
+}
+
+/// The Machine an object there is labelled for, in the namespace of the same name.
+fn labelled<K: kube::Resource>(o: &K) -> Option<Trigger> {
+    let machine = o.labels().get(MACHINE_LABEL)?;
+    Some(ObjectRef::new(machine).within(&o.namespace()?))
+}
+
+/// Every Machine a change on the remote cluster concerns.
+fn changed_machines(
+    s: cluster_watches::Streams,
+    machines: Store<Packed<Machine>>,
+) -> BoxStream<'static, Trigger> {
+    fn by_label<K: kube::Resource + Send + 'static>(
+        changes: BoxStream<'static, Result<K, kube::runtime::watcher::Error>>,
+    ) -> BoxStream<'static, Trigger> {
+        changes
+            .filter_map(|r| async move { r.ok().as_ref().and_then(labelled) })
+            .boxed()
+    }
+    let (m1, m2) = (machines.clone(), machines);
+    let nads = s.nads.map(|nads| {
+        nads.flat_map(move |r| {
+            let name = r.as_ref().map(|n| (n.name_any(), n.namespace())).ok();
+            let list = name.map_or_else(Vec::new, |(n, ns)| {
+                machines_using(&m1, ns, |b| b.networks.iter().any(|x| **x == *n))
+            });
+            stream::iter(list)
+        })
+        .boxed()
+    });
+    let classes = s
+        .storage_classes
+        .flat_map(move |r| {
+            let name = r.as_ref().map(|c| c.name_any()).ok();
+            let list = name.map_or_else(Vec::new, |n| {
+                machines_using(&m2, None, |b| b.storage_classes.iter().any(|x| **x == *n))
+            });
+            stream::iter(list)
+        })
+        .boxed();
+    let mut all = vec![by_label(s.vms), by_label(s.pvcs), by_label(s.vmis), classes];
+    all.extend(s.data_volumes.map(by_label));
+    all.extend(nads);
+    if let Some(profiles) = s.storage_profiles {
+        // Drained so the cache fills; a profile's change reaches Machines at their next resync.
+        all.push(profiles.filter_map(|_| async { None }).boxed());
+    }
+    stream::select_all(all).boxed()
+}
+
+/// How often unused remote clusters are looked for, besides every KubevirtConfig change.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Keeps the scope's remote clusters to those in use, and wakes a cluster's Machines when its
+/// KubevirtConfig's health changes (so `ClusterReady` follows it without waiting for a resync).
+pub async fn sweep(ctx: Arc<super::context::Context>) {
+    let mut health = ctx.settings.clusters.subscribe();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tokio::select! {
+            changed = health.changed() => if changed.is_err() { return },
+            _ = tick.tick() => {}
+        }
+        let now: BTreeMap<String, String> = (health.borrow_and_update().iter())
+            .map(|(name, h)| (name.clone(), state_of(h)))
+            .collect();
+        let changed: BTreeSet<String> = (now.iter())
+            .filter(|(name, s)| seen.get(*name) != Some(s))
+            .map(|(name, _)| name.clone())
+            .chain(seen.keys().filter(|n| !now.contains_key(*n)).cloned())
+            .collect();
+        seen = now;
+        ctx.remotes.sweep(&changed);
+    }
+}
+
+/// What a reader of a KubevirtConfig's health acts on: its reason and connection revision.
+fn state_of(h: &Health) -> String {
+    match h {
+        Health::Ready(c) => format!("Ready/{}", c.revision),
+        Health::NotReady { reason, .. } => reason.as_str().to_owned(),
+    }
+}

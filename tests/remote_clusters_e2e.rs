@@ -1,0 +1,345 @@
+//! Issue 22 end to end on two real control planes: the management one (with the garbage
+//! collector) runs `kubevirt-operator run` and holds Machines, the KubevirtConfig `dc1` and its
+//! kubeconfig Secret; the remote one has KubeVirt's and CDI's real CRDs and nothing of ours.
+//!
+//! Machines are placed by annotation, locally, and (after a restart with
+//! `--default-kubevirt-config`) by default; their objects appear on their cluster only, with no
+//! owner reference there; status flows back when the test plays KubeVirt on the remote; moving a
+//! Machine is refused; the remote API server stopped gives `ClusterReady=False` and loses
+//! nothing, and work resumes when it is back; deletion cleans the remote up (keeping disks under
+//! retain-disks), waits while the cluster is away, and goes under `vitistack.io/abandon-remote`.
+
+mod access;
+mod kubevirt;
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use access::{WAIT, create_namespace, machines, start_operator, wait_status};
+use kubevirt_operator::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
+use kubevirt_operator::api::{KubevirtConfig, Machine, MachineStatus};
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+use support::{ControlPlane, Proc, eventually_with};
+
+const NS: &str = "team-a";
+const OP_NS: &str = "access-operator";
+
+fn machine(name: &str, annotations: Value) -> kube::api::DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"template": "small"}
+    }))
+    .expect("machine")
+}
+
+async fn create(admin: &Client, name: &str, annotations: Value) {
+    machines(admin, NS)
+        .create(&PostParams::default(), &machine(name, annotations))
+        .await
+        .unwrap_or_else(|e| panic!("create Machine {name}: {e}"));
+}
+
+fn condition<'s>(s: &'s MachineStatus, type_: &str) -> Option<(&'s str, &'s str)> {
+    let c = s.conditions.iter().find(|c| c.type_ == type_)?;
+    Some((c.status.as_str(), c.reason.as_str()))
+}
+
+async fn vm(client: &Client, name: &str) -> Option<VirtualMachine> {
+    Api::<VirtualMachine>::namespaced(client.clone(), NS)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn claim(client: &Client, name: &str) -> Option<PersistentVolumeClaim> {
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), NS)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Waits until `f` yields, failing with the operator's log.
+async fn until<T, F, Fut>(op: &Proc, what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_with(WAIT, what, || op.log_tail(60), f).await
+}
+
+async fn start(mgmt: &ControlPlane, extra: &[&str]) -> Proc {
+    let mut args = vec!["--kubevirt-config-probe-interval", "1s"];
+    args.extend_from_slice(extra);
+    start_operator(mgmt, OP_NS, &args).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machines_live_on_the_cluster_they_name() {
+    support::init_crypto();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut ours = support::crd_fixtures().expect("fixture CRDs");
+    ours.push(root.join("manifests/crds.yaml"));
+    let theirs = support::crd_fixtures().expect("fixture CRDs");
+    let (mgmt, remote) = tokio::join!(ControlPlane::start_with_controller_manager(&ours), async {
+        let cp = ControlPlane::start().await?;
+        cp.install_crds(&theirs).await?;
+        Ok::<_, anyhow::Error>(cp)
+    });
+    let (mgmt, mut remote) = (mgmt.expect("management"), remote.expect("remote"));
+    let admin = mgmt.client().await.expect("management client");
+    let far_admin = remote.client().await.expect("remote client");
+    create_namespace(&admin, OP_NS).await;
+    create_namespace(&admin, NS).await;
+
+    // dc1: the remote cluster, through a kubeconfig Secret.
+    let kubeconfig = remote
+        .kubeconfig_yaml(remote.admin(), None)
+        .expect("remote kubeconfig");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dc1-kubeconfig"},
+        "stringData": {"kubeconfig": kubeconfig}
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), OP_NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("kubeconfig Secret");
+    let config: KubevirtConfig = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": {"name": "dc1"},
+        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS}
+    }))
+    .expect("config");
+    Api::<KubevirtConfig>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("KubevirtConfig");
+
+    let mut op = start(&mgmt, &[]).await;
+
+    // Placed by annotation, and locally.
+    create(
+        &admin,
+        "far",
+        json!({"vitistack.io/kubevirt-config": "dc1"}),
+    )
+    .await;
+    create(&admin, "near", json!({})).await;
+    let far_vm = until(&op, "far's VM on the remote cluster", || {
+        vm(&far_admin, "far")
+    })
+    .await;
+    until(&op, "near's VM on the management cluster", || {
+        vm(&admin, "near")
+    })
+    .await;
+    assert!(
+        far_vm
+            .meta()
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty(),
+        "no owner reference crosses clusters"
+    );
+    assert!(
+        far_vm.annotations().contains_key(PROOF_ANNOTATION),
+        "ownership rests on the proof"
+    );
+    let far_claim = until(&op, "far's claim there", || claim(&far_admin, "far-root")).await;
+    assert!(far_claim.annotations().contains_key(PROOF_ANNOTATION));
+    assert!(
+        vm(&admin, "far").await.is_none(),
+        "nothing of far on the management cluster"
+    );
+    assert!(claim(&admin, "far-root").await.is_none());
+    assert!(
+        vm(&far_admin, "near").await.is_none(),
+        "nothing of near on the remote"
+    );
+    let ns = Api::<Namespace>::all(far_admin.clone())
+        .get(NS)
+        .await
+        .expect("the Machine's namespace, made on the remote");
+    assert_eq!(
+        ns.labels()
+            .get("vitistack.io/managed-by")
+            .map(String::as_str),
+        Some("kubevirt-operator")
+    );
+
+    // Status flows back from the remote VMI.
+    kubevirt::vmi(
+        &far_admin,
+        NS,
+        "far",
+        json!({"phase": "Running", "nodeName": "remote-node-1",
+               "interfaces": [{"name": "default", "ipAddress": "10.9.0.5"}]}),
+    )
+    .await;
+    let s = wait_status(&admin, NS, "far", &op, "far runs on remote-node-1", |s| {
+        s.node_name.as_deref() == Some("remote-node-1")
+    })
+    .await;
+    assert_eq!(s.cluster.as_deref(), Some("dc1"));
+    assert_eq!(s.ip_addresses, vec!["10.9.0.5".to_owned()]);
+    assert_eq!(condition(&s, "ClusterReady"), Some(("True", "Ready")));
+    let near = wait_status(&admin, NS, "near", &op, "near has a status", |_| true).await;
+    assert_eq!(near.cluster, None, "a local Machine records no cluster");
+    assert_eq!(condition(&near, "ClusterReady"), None);
+
+    // Moving a Machine is refused at admission, and so is placing a local one later.
+    let api: Api<Machine> = Api::namespaced(admin.clone(), NS);
+    for (name, to) in [
+        ("far", json!("dc2")),
+        ("far", Value::Null),
+        ("near", json!("dc1")),
+    ] {
+        let patch = json!({"metadata": {"annotations": {"vitistack.io/kubevirt-config": to}}});
+        let refused = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect_err("moving a Machine must be refused");
+        let message = refused.to_string();
+        assert!(
+            message.contains("metadata.annotations[vitistack.io/kubevirt-config]")
+                && message.contains("Forbidden"),
+            "{name} -> {to}: {message}"
+        );
+    }
+
+    // The remote API server goes away: ClusterReady=False, nothing deleted anywhere.
+    remote.stop_apiserver().expect("stop the remote API server");
+    let s = wait_status(
+        &admin,
+        NS,
+        "far",
+        &op,
+        "far says its cluster is away",
+        |s| condition(s, "ClusterReady").is_some_and(|c| c.0 == "False"),
+    )
+    .await;
+    assert_eq!(
+        condition(&s, "ClusterReady"),
+        Some(("False", "Unreachable"))
+    );
+    assert_eq!(condition(&s, "Ready").map(|c| c.0), Some("False"));
+    assert_eq!(
+        s.node_name.as_deref(),
+        Some("remote-node-1"),
+        "what was seen is kept"
+    );
+    assert!(
+        vm(&admin, "near").await.is_some(),
+        "the local Machine is untouched"
+    );
+    remote.start_apiserver().await.expect("start it again");
+    let far_admin = remote.client().await.expect("remote client");
+    wait_status(&admin, NS, "far", &op, "far's cluster is back", |s| {
+        condition(s, "ClusterReady") == Some(("True", "Ready"))
+    })
+    .await;
+    let again = vm(&far_admin, "far")
+        .await
+        .expect("far's VM is still there");
+    assert_eq!(again.uid(), far_vm.uid(), "never recreated");
+
+    // Deletion cleans the remote up; retain-disks keeps the disk there, released.
+    create(
+        &admin,
+        "kept",
+        json!({"vitistack.io/kubevirt-config": "dc1", "vitistack.io/retain-disks": "true"}),
+    )
+    .await;
+    until(&op, "kept's claim there", || claim(&far_admin, "kept-root")).await;
+    for name in ["far", "kept"] {
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    until(
+        &op,
+        "far and kept gone from the management cluster",
+        || async {
+            let left = api.list(&Default::default()).await.ok()?;
+            let names: Vec<String> = left.items.iter().map(|m| m.name_any()).collect();
+            (!names.contains(&"far".to_owned()) && !names.contains(&"kept".to_owned()))
+                .then_some(())
+        },
+    )
+    .await;
+    until(&op, "far's VM deleted there", || async {
+        vm(&far_admin, "far").await.is_none().then_some(())
+    })
+    .await;
+    let gone = claim(&far_admin, "far-root").await;
+    assert!(
+        gone.is_none_or(|c| c.meta().deletion_timestamp.is_some()),
+        "far's disk is deleted there"
+    );
+    let kept = claim(&far_admin, "kept-root")
+        .await
+        .expect("kept's disk stays");
+    assert!(kept.meta().deletion_timestamp.is_none());
+    assert!(
+        kept.annotations().contains_key(RELEASE_ANNOTATION),
+        "released"
+    );
+
+    // Placed by default: a Machine without the annotation goes to dc1; near stays local.
+    op.kill();
+    let op = start(&mgmt, &["--default-kubevirt-config", "dc1"]).await;
+    create(&admin, "dflt", json!({})).await;
+    until(&op, "dflt's VM on the remote", || vm(&far_admin, "dflt")).await;
+    let s = wait_status(&admin, NS, "dflt", &op, "dflt records dc1", |s| {
+        s.cluster.is_some()
+    })
+    .await;
+    assert_eq!(s.cluster.as_deref(), Some("dc1"));
+    assert!(vm(&admin, "dflt").await.is_none());
+    let near = wait_status(&admin, NS, "near", &op, "near reconciled again", |_| true).await;
+    assert_eq!(near.cluster, None, "a default never moves a Machine");
+    assert!(vm(&admin, "near").await.is_some());
+    assert!(vm(&far_admin, "near").await.is_none());
+
+    // Its cluster away, a deletion waits (the finalizer stays) until the admin abandons it.
+    remote.stop_apiserver().expect("stop the remote API server");
+    wait_status(
+        &admin,
+        NS,
+        "dflt",
+        &op,
+        "dflt says its cluster is away",
+        |s| condition(s, "ClusterReady").is_some_and(|c| c.0 == "False"),
+    )
+    .await;
+    api.delete("dflt", &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let waiting = api.get("dflt").await.expect("dflt waits for its cluster");
+    assert!(waiting.meta().deletion_timestamp.is_some());
+    let abandon = json!({"metadata": {"annotations": {"vitistack.io/abandon-remote": "true"}}});
+    api.patch("dflt", &PatchParams::default(), &Patch::Merge(abandon))
+        .await
+        .expect("abandon");
+    until(&op, "dflt goes without its cluster", || async {
+        api.get_opt("dflt").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    remote.start_apiserver().await.expect("start it again");
+    let far_admin = remote.client().await.expect("remote client");
+    assert!(
+        vm(&far_admin, "dflt").await.is_some(),
+        "an abandoned Machine's VM is left where it was"
+    );
+}
