@@ -180,7 +180,7 @@ pub struct MachineRestoreStatus {
     /// Pending, Stopping, Restoring, Adopting, Starting, Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// Whether the VM ran when the restore began (it is started again at the end).
+    /// Whether the VM ran when the restore began (at the end it runs as the Machine asks then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub was_running: Option<bool>,
     /// When it ended (succeeded or failed).
