@@ -180,7 +180,7 @@ pub struct MachineRestoreStatus {
     /// Pending, Stopping, Restoring, Adopting, Starting, Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// Whether the VM ran when the restore began (it is started again at the end).
+    /// Whether the VM ran when the restore began (at the end it runs as the Machine asks then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub was_running: Option<bool>,
     /// When it ended (succeeded or failed).
@@ -206,6 +206,9 @@ pub struct RestoredDisk {
     /// The size of the claim it replaces (the disk may have grown since the snapshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<String>,
+    /// A disk with a source: `previousUid` is its DataVolume's, made again as a CDI clone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub data_volume: bool,
 }
 
 /// Parses a schedule: exactly five cron fields (no seconds, no year), in UTC. The error says

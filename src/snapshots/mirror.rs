@@ -55,7 +55,7 @@ pub fn status(
 }
 
 /// At most [`MAX_ERROR`] bytes, cut on a character boundary.
-fn cut(mut s: String) -> String {
+pub fn cut(mut s: String) -> String {
     if s.len() > MAX_ERROR {
         let mut end = MAX_ERROR;
         while !s.is_char_boundary(end) {

@@ -3,12 +3,17 @@
 //!
 //! `Pending` → `Stopping` (the VM is halted and its VMI gone) → `Restoring` (one
 //! VirtualMachineRestore writes every disk into a new claim; KubeVirt points the VM at them) →
-//! `Adopting` (each old claim `<machine>-<disk>` is deleted and made again, with the Machine's
-//! evidence, as a clone of its restored claim) → `Starting` (the reconciler writes the VM from the
-//! Machine again: its volumes back on `<machine>-<disk>`, its run strategy as the spec says) →
-//! `Succeeded`. While `Stopping`, `Restoring` or `Adopting`, the Machine reconciler holds its
-//! writes ([`holds`]). Any failure before `Adopting` ends in `Failed` with the old claims
-//! untouched, and the reconciler puts the VM back on them.
+//! `Adopting` (each old claim `<machine>-<disk>` of a blank disk is deleted and made again, with
+//! the Machine's evidence, as a clone of its restored claim; each old DataVolume `<machine>-<disk>`
+//! of a disk with a source is deleted and, once CDI's claim of it is gone, made again as a CDI
+//! clone of its restored claim) → `Starting` (the reconciler writes the VM from the Machine again:
+//! its volumes back on `<machine>-<disk>`, its run strategy as the spec says now) → `Succeeded`.
+//! CD-ROMs are read-only media imported from their source: nothing of them is restored, their
+//! DataVolumes are never touched. While `Stopping`, `Restoring` or `Adopting`, the Machine
+//! reconciler holds its writes ([`holds`]). Any failure before an old disk is deleted ends in
+//! `Failed` with the old disks untouched, and the reconciler puts the VM back on them. A restored
+//! claim lost after its old disk was deleted keeps the restore in `Adopting`, holding the Machine
+//! (nothing empty is made in place of the lost data) and saying so, until it is there again.
 
 use std::collections::BTreeMap;
 
@@ -24,8 +29,13 @@ pub struct MachineView {
     pub uid: String,
     /// Blank disks (plain claims `<machine>-<disk>`).
     pub disks: Vec<String>,
-    /// Disks with a source and CD-ROMs: DataVolumes, which this restore cannot take back.
-    pub data_volumes: Vec<String>,
+    /// Disks with a source (DataVolumes `<machine>-<disk>`; CDI fills the claim of that name).
+    pub sourced: Vec<String>,
+    /// CD-ROMs: read-only media imported from their source, nothing to restore; they stay on
+    /// their DataVolumes.
+    pub cdroms: Vec<String>,
+    /// Whether the Machine's spec asks for a running VM now.
+    pub wants_running: bool,
 }
 
 /// The Machine's VM.
@@ -37,7 +47,7 @@ pub struct VmView {
     pub claims: Vec<String>,
 }
 
-/// A claim: its uid, and whether the Machine's evidence says it is the Machine's.
+/// A claim or DataVolume: its uid, and whether the Machine's evidence says it is the Machine's.
 #[derive(Clone, Debug, Default)]
 pub struct ClaimView {
     pub uid: String,
@@ -53,8 +63,10 @@ pub struct Seen<'a> {
     pub vm: Option<VmView>,
     pub vmi: bool,
     pub vm_restore: Option<&'a VirtualMachineRestore>,
-    /// Claims in the namespace by name (the Machine's and the restored ones).
+    /// Claims in the namespace by name (the Machine's, CDI's of its DataVolumes, the restored).
     pub claims: BTreeMap<String, ClaimView>,
+    /// The DataVolumes `<machine>-<disk>` of the disks with a source, by name.
+    pub data_volumes: BTreeMap<String, ClaimView>,
     /// Another restore of the same Machine past `Pending` and not done: this one waits.
     pub another: Option<String>,
 }
@@ -64,7 +76,9 @@ pub struct Seen<'a> {
 pub struct DiskSwap {
     pub disk: String,
     pub restored: String,
+    /// The uid of the claim (blank disk) or DataVolume (disk with a source) it replaces.
     pub previous_uid: Option<String>,
+    pub data_volume: bool,
 }
 
 /// What to do next.
@@ -94,6 +108,16 @@ pub enum Step {
     },
     /// Make `<machine>-<disk>` again, cloned from the restored claim.
     CreateClaim {
+        name: String,
+        from: String,
+    },
+    /// Delete the old DataVolume (exactly that uid; the garbage collector takes CDI's claim).
+    DeleteDataVolume {
+        name: String,
+        uid: String,
+    },
+    /// Make the DataVolume `<machine>-<disk>` again, a CDI clone of the restored claim.
+    CreateDataVolume {
         name: String,
         from: String,
     },
@@ -156,7 +180,7 @@ pub fn next(s: &Seen) -> Step {
         },
         phase::RESTORING => restoring(s, machine_name, restore_uid),
         phase::ADOPTING => adopting(s, machine_name, restore_uid),
-        phase::STARTING => starting(s, machine_name, status.was_running.unwrap_or(false)),
+        phase::STARTING => starting(s, machine_name),
         other => Step::Fail(format!("unknown phase {other:?}")),
     }
 }
@@ -179,12 +203,6 @@ fn pending(s: &Seen, restore: &MachineRestore) -> Step {
     {
         return Step::Fail(format!(
             "MachineSnapshot {snapshot_name} is a snapshot of another Machine"
-        ));
-    }
-    if !machine.data_volumes.is_empty() {
-        return Step::Fail(format!(
-            "disks with a source and CD-ROMs (DataVolumes: {}) cannot be restored yet",
-            machine.data_volumes.join(", ")
         ));
     }
     if let Some(other) = &s.another {
@@ -222,10 +240,10 @@ fn restoring(s: &Seen, machine_name: &str, restore_uid: &str) -> Step {
         if s.vmi || s.vm.as_ref().is_none_or(|vm| vm.runs) {
             return Step::Fail("the VM was started during the restore".to_owned());
         }
-        let overrides = machine
-            .disks
-            .iter()
-            .map(|d| (d.clone(), restored_claim(machine_name, d, restore_uid)))
+        // CD-ROMs get no override: they are never swapped (whatever KubeVirt restores of one
+        // is left to it, and the VM mounts the CD-ROM's DataVolume again).
+        let overrides = restored_disks(machine)
+            .map(|d| (d.to_owned(), restored_claim(machine_name, d, restore_uid)))
             .collect();
         return Step::CreateVmRestore { overrides };
     };
@@ -239,14 +257,11 @@ fn restoring(s: &Seen, machine_name: &str, restore_uid: &str) -> Step {
             why: Some("KubeVirt is restoring the disks".to_owned()),
         };
     }
-    let missing: Vec<&str> = machine
-        .disks
-        .iter()
+    let missing: Vec<&str> = restored_disks(machine)
         .filter(|d| {
             let r = restored_claim(machine_name, d, restore_uid);
             !s.claims.contains_key(&r)
         })
-        .map(String::as_str)
         .collect();
     if !missing.is_empty() {
         return Step::Fail(format!(
@@ -254,92 +269,49 @@ fn restoring(s: &Seen, machine_name: &str, restore_uid: &str) -> Step {
             missing.join(", ")
         ));
     }
-    Step::BeginAdopting(swaps(machine, machine_name, restore_uid, &s.claims))
+    Step::BeginAdopting(swaps(
+        machine,
+        machine_name,
+        restore_uid,
+        &s.claims,
+        &s.data_volumes,
+    ))
 }
 
-/// The swaps of every disk: what to do with `<machine>-<disk>`, given the uid it had when
-/// `Adopting` began (kept in the restore's status).
+/// The disks a restore takes back: blank ones, then those with a source (not the CD-ROMs).
+fn restored_disks(machine: &MachineView) -> impl Iterator<Item = &str> {
+    machine
+        .disks
+        .iter()
+        .chain(&machine.sourced)
+        .map(String::as_str)
+}
+
+/// The swaps of every disk: what to do with `<machine>-<disk>` (a claim, or a DataVolume for a
+/// disk with a source), given the uid it had when `Adopting` began (kept in the restore's status).
 pub fn swaps(
     machine: &MachineView,
     machine_name: &str,
     restore_uid: &str,
     claims: &BTreeMap<String, ClaimView>,
+    data_volumes: &BTreeMap<String, ClaimView>,
 ) -> Vec<DiskSwap> {
-    machine
-        .disks
-        .iter()
-        .map(|d| DiskSwap {
+    let swap = |d: &String, data_volume: bool| {
+        let live = if data_volume { data_volumes } else { claims };
+        DiskSwap {
             disk: d.clone(),
             restored: restored_claim(machine_name, d, restore_uid),
-            previous_uid: claims
-                .get(&pvc_name(machine_name, d))
-                .map(|c| c.uid.clone()),
-        })
+            previous_uid: live.get(&pvc_name(machine_name, d)).map(|c| c.uid.clone()),
+            data_volume,
+        }
+    };
+    (machine.disks.iter().map(|d| swap(d, false)))
+        .chain(machine.sourced.iter().map(|d| swap(d, true)))
         .collect()
 }
 
-fn adopting(s: &Seen, machine_name: &str, restore_uid: &str) -> Step {
-    let Some(machine) = &s.machine else {
-        return Step::Fail(format!("Machine {machine_name} is gone"));
-    };
-    let previous: BTreeMap<&str, &str> = s
-        .restore
-        .and_then(|r| r.status.as_ref())
-        .into_iter()
-        .flat_map(|st| &st.disks)
-        .filter_map(|d| Some((d.name.as_str(), d.previous_uid.as_deref()?)))
-        .collect();
-    for d in &machine.disks {
-        let name = pvc_name(machine_name, d);
-        let restored = restored_claim(machine_name, d, restore_uid);
-        let old_uid = previous.get(d.as_str()).copied();
-        match s.claims.get(&name) {
-            // The one the restore replaces: ours to delete (it was ours when this began).
-            Some(c) if old_uid == Some(c.uid.as_str()) => {
-                if !c.ours {
-                    return Step::Fail(format!("claim {name} is not the Machine's"));
-                }
-                return Step::DeleteClaim {
-                    name,
-                    uid: c.uid.clone(),
-                };
-            }
-            Some(c) if c.ours => {}
-            Some(_) => return Step::Fail(format!("claim {name} is not the Machine's")),
-            None if s.claims.contains_key(&restored) => {
-                return Step::CreateClaim {
-                    name,
-                    from: restored,
-                };
-            }
-            None => return Step::Fail(format!("the restored claim {restored} is gone")),
-        }
-    }
-    Step::Advance(phase::STARTING)
-}
-
-fn starting(s: &Seen, machine_name: &str, was_running: bool) -> Step {
-    let Some(machine) = &s.machine else {
-        return Step::Fail(format!("Machine {machine_name} is gone"));
-    };
-    let Some(vm) = &s.vm else {
-        return Step::Wait {
-            phase: phase::STARTING,
-            why: Some("waiting for the VM".to_owned()),
-        };
-    };
-    let mounted = machine
-        .disks
-        .iter()
-        .all(|d| vm.claims.contains(&pvc_name(machine_name, d)));
-    if !mounted || (was_running && !vm.runs) {
-        return Step::Wait {
-            phase: phase::STARTING,
-            why: Some("waiting for the VM to mount the Machine's disks again".to_owned()),
-        };
-    }
-    Step::Succeed
-}
+mod later;
+use later::{adopting, starting};
 
 #[cfg(test)]
 mod tests;

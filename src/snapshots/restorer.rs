@@ -19,14 +19,16 @@ use super::restore::{self, ClaimView, MachineView, Seen, Step, VmView, phase};
 use super::snapshot::scoped;
 use crate::api::Machine;
 use crate::api::names::pvc_name;
-use crate::api::operations::RUN_STRATEGY_HALTED;
+use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 use crate::api::snapshots::{MachineRestore, MachineRestoreStatus, MachineSnapshot, RestoredDisk};
+use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::snapshot::VirtualMachineRestore;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controlled_by};
 use crate::reconciler::run::watches::Scope;
 
 mod act;
+mod again;
 
 /// The field manager of the restore's own writes (the VM's run strategy while it is stopped, the
 /// claims it makes again): the reconciler's later applies never remove what only this one set
@@ -73,6 +75,7 @@ pub struct Observed {
     pub vm_restore_ours: bool,
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     pub claim_views: BTreeMap<String, ClaimView>,
+    pub data_volume_views: BTreeMap<String, ClaimView>,
     pub another: Option<String>,
 }
 
@@ -131,12 +134,14 @@ pub fn decide(o: &Observed) -> Step {
         vmi: o.vmi,
         vm_restore: o.vm_restore.as_ref(),
         claims: o.claim_views.clone(),
+        data_volumes: o.data_volume_views.clone(),
         another: o.another.clone(),
     })
 }
 
 /// The disks of the restore: as recorded once it began, else as the VM mounts them (a claim
-/// `<machine>-<volume>` is a blank disk; a DataVolume one this restore cannot take back).
+/// `<machine>-<volume>` is a blank disk, a DataVolume `<machine>-<volume>` a disk with a source,
+/// or a CD-ROM when the VM's drive of that name is one).
 fn machine_view(
     machine: &Machine,
     vm: Option<&VirtualMachine>,
@@ -145,19 +150,40 @@ fn machine_view(
     let name = machine.name_any();
     let mut view = MachineView {
         uid: machine.uid().unwrap_or_default(),
+        wants_running: run_strategy(machine.spec.run_strategy.as_deref(), machine.spec.running)
+            != RUN_STRATEGY_HALTED,
         ..MachineView::default()
     };
     if !status.disks.is_empty() {
-        view.disks = status.disks.iter().map(|d| d.name.clone()).collect();
+        for d in &status.disks {
+            let list = if d.data_volume {
+                &mut view.sourced
+            } else {
+                &mut view.disks
+            };
+            list.push(d.name.clone());
+        }
         return view;
     }
-    for v in vm.iter().flat_map(|vm| &vm.spec.template.spec.volumes) {
-        if v.data_volume.is_some() {
-            view.data_volumes.push(v.name.clone());
+    let Some(vm) = vm else {
+        return view;
+    };
+    let spec = &vm.spec.template.spec;
+    let cdrom = |volume: &str| {
+        (spec.domain.devices.disks.iter()).any(|d| d.name == volume && d.cdrom.is_some())
+    };
+    for v in &spec.volumes {
+        let own = pvc_name(&name, &v.name);
+        if v.data_volume.as_ref().is_some_and(|d| d.name == own) {
+            if cdrom(&v.name) {
+                view.cdroms.push(v.name.clone());
+            } else {
+                view.sourced.push(v.name.clone());
+            }
         } else if v
             .persistent_volume_claim
             .as_ref()
-            .is_some_and(|p| p.claim_name == pvc_name(&name, &v.name))
+            .is_some_and(|p| p.claim_name == own)
         {
             view.disks.push(v.name.clone());
         }
@@ -191,10 +217,8 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
     let vm_restore_ours = vm_restore
         .as_ref()
         .is_some_and(|v| controlled_by(v.meta(), r.uid().as_deref()));
-    let vm_ours = match &machine {
-        Some(m) => ownership::of(vm.as_ref(), MachineRef::of(m), &ctx.key) == Ownership::Ours,
-        None => false,
-    };
+    let vm_ours =
+        (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &ctx.key) == Ownership::Ours);
     let view = machine
         .as_ref()
         .map(|m| machine_view(m, vm.as_ref(), &status));
@@ -202,7 +226,9 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
     let restore_uid = r.uid().unwrap_or_default();
     let mut claims = BTreeMap::new();
     let mut claim_views = BTreeMap::new();
-    for disk in view.iter().flat_map(|v| &v.disks) {
+    let sourced = view.iter().flat_map(|v| &v.sourced);
+    let disks = view.iter().flat_map(|v| &v.disks);
+    for (disk, data_volume) in disks.map(|d| (d, false)).chain(sourced.map(|d| (d, true))) {
         for claim_name in [
             pvc_name(name, disk),
             restore::restored_claim(name, disk, &restore_uid),
@@ -210,20 +236,36 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
             let Some(c) = pvcs.get_opt(&claim_name).await? else {
                 continue;
             };
-            if c.meta().deletion_timestamp.is_some() {
-                continue; // Going: as good as gone for the next step.
+            // Going: as good as gone for the next step; but CDI's claim of a replaced
+            // DataVolume is waited for until it is gone for good.
+            let cdis = data_volume && claim_name == pvc_name(name, disk);
+            if c.meta().deletion_timestamp.is_some() && !cdis {
+                continue;
             }
-            let ours = machine.as_ref().is_some_and(|m| {
-                ownership::of(Some(&c), MachineRef::of(m), &ctx.key) == Ownership::Ours
-            });
-            claim_views.insert(
-                claim_name.clone(),
-                ClaimView {
-                    uid: c.uid().unwrap_or_default(),
-                    ours,
-                },
-            );
+            let view = ClaimView {
+                uid: c.uid().unwrap_or_default(),
+                ours: of(&c, machine.as_ref(), &ctx.key) == Ownership::Ours,
+            };
+            claim_views.insert(claim_name.clone(), view);
             claims.insert(claim_name, c);
+        }
+    }
+    let mut data_volume_views = BTreeMap::new();
+    if view.as_ref().is_some_and(|v| !v.sourced.is_empty()) {
+        let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+        for disk in view.iter().flat_map(|v| &v.sourced) {
+            let dv_name = pvc_name(name, disk);
+            let Some(dv) = dvs.get_opt(&dv_name).await? else {
+                continue;
+            };
+            if dv.meta().deletion_timestamp.is_some() {
+                continue; // Going: its claim is waited for.
+            }
+            let view = ClaimView {
+                uid: dv.uid().unwrap_or_default(),
+                ours: of(&dv, machine.as_ref(), &ctx.key) == Ownership::Ours,
+            };
+            data_volume_views.insert(dv_name, view);
         }
     }
     // Restores are few: listed, not cached.
@@ -256,6 +298,18 @@ async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
         vm_restore_ours,
         claims,
         claim_views,
+        data_volume_views,
+    })
+}
+
+/// Whose `obj` is, for the Machine (none: nothing is).
+fn of<K: Resource<DynamicType = ()>>(
+    obj: &K,
+    machine: Option<&Machine>,
+    key: &crate::reconciler::decide::evidence::OwnershipKey,
+) -> Ownership {
+    machine.map_or(Ownership::Absent, |m| {
+        ownership::of(Some(obj), MachineRef::of(m), key)
     })
 }
 
@@ -265,6 +319,12 @@ pub async fn write_status(
     r: &MachineRestore,
     status: &MachineRestoreStatus,
 ) -> Result<(), Error> {
+    // An error longer than the CRD allows would fail every write (KubeVirt's messages, the
+    // names of many lost claims): cut to fit.
+    let status = &MachineRestoreStatus {
+        error: status.error.clone().map(super::mirror::cut),
+        ..status.clone()
+    };
     if r.status.as_ref() == Some(status) {
         return Ok(());
     }
@@ -297,6 +357,8 @@ pub fn recorded(o: &Observed, swaps: &[restore::DiskSwap]) -> Vec<RestoredDisk> 
             name: s.disk.clone(),
             restored_claim: s.restored.clone(),
             previous_uid: s.previous_uid.clone(),
+            data_volume: s.data_volume,
+            // A grown disk with a source grew CDI's claim, never its DataVolume.
             size: o
                 .claims
                 .get(&pvc_name(&o.restore.spec.machine_name, &s.disk))

@@ -16,6 +16,8 @@ use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
 
+pub mod restore;
+
 pub const NS: &str = "team-a";
 
 pub fn object(kind: &str, name: &str, spec: Value) -> DynamicObject {
@@ -122,4 +124,13 @@ pub async fn snapshot_of_web(admin: &Client, op: &support::Proc, name: &str, vm:
         (s.ready_to_use == Some(true)).then_some(())
     })
     .await;
+}
+
+/// The operator is still running (it never exited mid-test).
+pub fn still_up(op: &mut support::Proc) {
+    assert!(
+        op.exited().is_none(),
+        "the operator exited\n{}",
+        op.log_tail(80)
+    );
 }

@@ -9,7 +9,8 @@ use crate::reconciler::decide::status::snapshots::Seen;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 
-/// The restore of Machine `name` in `ns` that holds it, if any (the oldest, should two run).
+/// The restore of Machine `name` in `ns` that holds it, if any (the oldest, should two run): its
+/// name, and its step with what it waits for (`Adopting: data lost: ...`), shown in `Restoring`.
 pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> {
     let mut holding = ctx.stores.restores.state_filter(|r| {
         r.namespace().as_deref() == Some(ns)
@@ -18,8 +19,13 @@ pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> 
     });
     holding.sort_by_key(|r| r.creation_timestamp());
     let r = holding.first()?;
-    let phase = r.status.as_ref().and_then(|s| s.phase.clone());
-    Some((r.name_any(), phase.unwrap_or_default()))
+    let status = r.status.as_ref();
+    let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+    let step = match status.and_then(|s| s.error.as_deref()) {
+        Some(why) => format!("{phase}: {why}"),
+        None => phase,
+    };
+    Some((r.name_any(), step))
 }
 
 /// The MachineSnapshots of `machine` (not those of an earlier Machine of its name).

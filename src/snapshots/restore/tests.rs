@@ -50,7 +50,20 @@ fn machine() -> MachineView {
     MachineView {
         uid: "uid-m".into(),
         disks: vec!["root".into(), "data".into()],
-        data_volumes: vec![],
+        sourced: vec![],
+        cdroms: vec![],
+        wants_running: true,
+    }
+}
+
+/// A Machine with a blank disk, a disk with a source and a CD-ROM.
+fn imaged() -> MachineView {
+    MachineView {
+        uid: "uid-m".into(),
+        disks: vec!["data".into()],
+        sourced: vec!["root".into()],
+        cdroms: vec!["iso".into()],
+        wants_running: true,
     }
 }
 
@@ -91,10 +104,6 @@ fn pending_checks_the_machine_and_the_snapshot_before_stopping() {
     let other = snapshot("db", "uid-d", true);
     let recreated = snapshot("web", "uid-old", true);
     let not_ready = snapshot("web", "uid-m", false);
-    let with_image = MachineView {
-        data_volumes: vec!["root".into()],
-        ..machine()
-    };
     let cases: Vec<(&str, Seen, Step)> = vec![
         (
             "no Machine",
@@ -135,16 +144,16 @@ fn pending_checks_the_machine_and_the_snapshot_before_stopping() {
             Step::Fail("MachineSnapshot web-before is a snapshot of another Machine".into()),
         ),
         (
-            "DataVolumes",
+            "disks with a source and CD-ROMs are no reason to refuse",
             Seen {
                 restore: Some(&pending),
-                machine: Some(with_image),
+                machine: Some(imaged()),
                 snapshot: Some(&ready),
+                vm: Some(vm(true, &[])),
+                vmi: true,
                 ..Seen::default()
             },
-            Step::Fail(
-                "disks with a source and CD-ROMs (DataVolumes: root) cannot be restored yet".into(),
-            ),
+            Step::StopVm { was_running: true },
         ),
         (
             "snapshot not ready",
@@ -242,6 +251,17 @@ fn stopping_waits_for_the_vmi_then_restores_every_disk() {
         next(&seen(&restoring, vm(true, &[]), false)),
         Step::Fail("the VM was started during the restore".into())
     );
+    // A disk with a source is restored too; a CD-ROM is not (no override: never swapped).
+    let imaged_seen = Seen {
+        machine: Some(imaged()),
+        ..seen(&restoring, vm(false, &[]), false)
+    };
+    assert_eq!(
+        next(&imaged_seen),
+        Step::CreateVmRestore {
+            overrides: vec![("data".into(), r("data")), ("root".into(), r("root"))]
+        }
+    );
 }
 
 #[test]
@@ -283,12 +303,43 @@ fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
             DiskSwap {
                 disk: "root".into(),
                 restored: r("root"),
-                previous_uid: Some("old-root".into())
+                previous_uid: Some("old-root".into()),
+                data_volume: false,
             },
             DiskSwap {
                 disk: "data".into(),
                 restored: r("data"),
-                previous_uid: Some("old-data".into())
+                previous_uid: Some("old-data".into()),
+                data_volume: false,
+            },
+        ])
+    );
+    // A disk with a source: the DataVolume it replaces (not CDI's claim of it).
+    let imaged_done = Seen {
+        machine: Some(imaged()),
+        claims: claims(&[
+            ("web-data", "old-data", true),
+            ("web-root", "cdi-root", false),
+            (&r("root"), "new-root", false),
+            (&r("data"), "new-data", false),
+        ]),
+        data_volumes: claims(&[("web-root", "old-root-dv", true)]),
+        ..seen(&done, BTreeMap::new())
+    };
+    assert_eq!(
+        next(&imaged_done),
+        Step::BeginAdopting(vec![
+            DiskSwap {
+                disk: "data".into(),
+                restored: r("data"),
+                previous_uid: Some("old-data".into()),
+                data_volume: false,
+            },
+            DiskSwap {
+                disk: "root".into(),
+                restored: r("root"),
+                previous_uid: Some("old-root-dv".into()),
+                data_volume: true,
             },
         ])
     );

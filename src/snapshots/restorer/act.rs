@@ -1,13 +1,7 @@
 //! Carries out one restore step: a write to the VM, a claim, the VirtualMachineRestore, and the
 //! restore's status.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, TypedLocalObjectReference,
-    VolumeResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -17,18 +11,16 @@ use serde_json::json;
 use super::super::context::Context;
 use super::super::error::Error;
 use super::super::restore::{Step, phase};
-use super::{Observed, RESTORE_FIELD_MANAGER, recorded, write_status};
-use crate::api::names::PROOF_ANNOTATION;
+use super::{Observed, RESTORE_FIELD_MANAGER, again, recorded, write_status};
 use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::snapshots::MachineRestore;
+use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference as Target, VirtualMachineRestore, VirtualMachineRestoreSpec,
     VolumeRestoreOverride,
 };
 use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
-use crate::reconciler::decide::evidence::Target as ProofTarget;
-use crate::reconciler::decide::retains_disks;
 
 fn created() -> PostParams {
     PostParams {
@@ -71,7 +63,13 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
                 status.was_running = Some(was_running);
                 if let Some(view) = &o.view {
                     let uid = r.uid().unwrap_or_default();
-                    let swaps = super::restore::swaps(view, machine_name, &uid, &o.claim_views);
+                    let swaps = super::restore::swaps(
+                        view,
+                        machine_name,
+                        &uid,
+                        &o.claim_views,
+                        &o.data_volume_views,
+                    );
                     status.disks = recorded(o, &swaps);
                 }
             }
@@ -133,10 +131,31 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             }
         }
         Step::CreateClaim { name, from } => {
-            let claim = again(ctx, o, &name, &from)?;
+            let claim = again::claim(ctx, o, &name, &from)?;
             let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
             made(pvcs.create(&created(), &claim).await)?;
             tracing::info!(restore = %r.name_any(), claim = %name, from = %from, "claim made again from its restored claim");
+        }
+        Step::DeleteDataVolume { name, uid } => {
+            let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+            // In the background: the garbage collector then takes CDI's claim, waited for.
+            let dp = DeleteParams::background().preconditions(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            });
+            match dvs.delete(&name, &dp).await {
+                Ok(_) => {
+                    tracing::info!(restore = %r.name_any(), data_volume = %name, "replaced DataVolume deleted")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Step::CreateDataVolume { name, from } => {
+            let dv = again::data_volume(ctx, o, &name, &from)?;
+            let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+            made(dvs.create(&created(), &dv).await)?;
+            tracing::info!(restore = %r.name_any(), data_volume = %name, from = %from, "DataVolume made again, a clone of its restored claim");
         }
         Step::Succeed => {
             status.phase = Some(phase::SUCCEEDED.to_owned());
@@ -164,93 +183,4 @@ pub async fn fail_only(ctx: &Context, r: &MachineRestore, step: Step) -> Result<
     status.completed_at = Some(Time(Timestamp::now()));
     status.error = Some(why);
     write_status(&ctx.client, r, &status).await
-}
-
-/// Claim `name` made again as a clone of the restored claim `from`: the restored claim's modes
-/// and class, the replaced claim's size (never smaller), the Machine's labels, controller
-/// reference (unless it retains its disks) and made-for proof, as the reconciler makes claims.
-fn again(
-    ctx: &Context,
-    o: &Observed,
-    name: &str,
-    from: &str,
-) -> Result<PersistentVolumeClaim, Error> {
-    let machine = o
-        .machine
-        .as_ref()
-        .ok_or_else(|| Error::MachineGone(o.restore.spec.machine_name.clone()))?;
-    let source = o
-        .claims
-        .get(from)
-        .and_then(|c| c.spec.clone())
-        .unwrap_or_default();
-    let restored_size =
-        (source.resources.as_ref()).and_then(|r| r.requests.as_ref()?.get("storage").cloned());
-    let recorded_size = (o.restore.status.as_ref())
-        .and_then(|s| s.disks.iter().find(|d| d.restored_claim == from))
-        .and_then(|d| d.size.clone())
-        .map(Quantity);
-    let size = larger(restored_size, recorded_size);
-    let ns = machine.namespace().unwrap_or_default();
-    let machine_name = machine.name_any();
-    let proof = ctx.key.proof(
-        &ProofTarget {
-            kind: "PersistentVolumeClaim",
-            namespace: &ns,
-            name,
-        },
-        &machine_name,
-        &machine.uid().unwrap_or_default(),
-    );
-    Ok(PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(ns),
-            labels: Some(machine_labels(&machine_name)),
-            annotations: Some(BTreeMap::from([(PROOF_ANNOTATION.to_owned(), proof)])),
-            owner_references: (!retains_disks(machine))
-                .then(|| controller_ref(machine).map(|c| vec![c]))
-                .flatten(),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: source.access_modes,
-            storage_class_name: source.storage_class_name,
-            volume_mode: source.volume_mode,
-            resources: Some(VolumeResourceRequirements {
-                requests: size.map(|s| BTreeMap::from([("storage".to_owned(), s)])),
-                ..VolumeResourceRequirements::default()
-            }),
-            data_source: Some(TypedLocalObjectReference {
-                api_group: None,
-                kind: "PersistentVolumeClaim".to_owned(),
-                name: from.to_owned(),
-            }),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        status: None,
-    })
-}
-
-/// The larger of two sizes; one that does not parse loses.
-fn larger(a: Option<Quantity>, b: Option<Quantity>) -> Option<Quantity> {
-    let amount = |q: &Quantity| crate::api::Quantity(q.0.clone()).parse().ok();
-    match (a, b) {
-        (Some(a), Some(b)) => Some(if amount(&b) > amount(&a) { b } else { a }),
-        (a, b) => a.or(b),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_larger_size_wins() {
-        let q = |s: &str| Some(Quantity(s.to_owned()));
-        assert_eq!(larger(q("1Gi"), q("2Gi")), q("2Gi"));
-        assert_eq!(larger(q("2048Mi"), q("1Gi")), q("2048Mi"));
-        assert_eq!(larger(None, q("1Gi")), q("1Gi"));
-        assert_eq!(larger(q("1Gi"), q("junk")), q("1Gi"));
-    }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use crate::api::Machine;
@@ -92,6 +93,15 @@ fn data_volume(
             snapshot: None,
         });
     }
+    DataVolume {
+        metadata: metadata(machine, name),
+        spec,
+        status: None,
+    }
+}
+
+/// The metadata of the DataVolume of `machine`'s disk or CD-ROM `name`.
+fn metadata(machine: &Machine, name: &str) -> ObjectMeta {
     let mut metadata = owned_by_machine(machine, pvc_name(&machine.name_any(), name));
     // CDI neither deletes a DataVolume once imported (our retain-disks and drift would recreate
     // it, which CDI refuses) nor adopts a claim of its name that it did not make.
@@ -99,9 +109,27 @@ fn data_volume(
         (DELETE_AFTER_COMPLETION.to_owned(), "false".to_owned()),
         (ALLOW_CLAIM_ADOPTION.to_owned(), "false".to_owned()),
     ]));
+    metadata
+}
+
+/// The DataVolume of `machine`'s disk `disk` made again by a restore: a CDI clone of the
+/// restored claim `from` (in the Machine's namespace) with `storage`, and the metadata of every
+/// DataVolume the reconciler makes. The reconciler keeps its source as it keeps any made
+/// DataVolume's (`disks::decide`): CDI refuses a change, and a new one would import again.
+pub fn restored(machine: &Machine, disk: &str, from: &str, storage: StorageSpec) -> DataVolume {
     DataVolume {
-        metadata,
-        spec,
+        metadata: metadata(machine, disk),
+        spec: DataVolumeSpec {
+            source: Some(DataVolumeSource {
+                pvc: Some(PvcSource {
+                    namespace: machine.namespace().unwrap_or_default(),
+                    name: from.to_owned(),
+                }),
+                ..DataVolumeSource::default()
+            }),
+            storage: Some(storage),
+            ..DataVolumeSpec::default()
+        },
         status: None,
     }
 }

@@ -348,3 +348,34 @@ fn a_made_claim_keeps_its_modes_whatever_the_profile_says_now() {
         (Some(&["ReadWriteOnce".to_owned()][..]), Some("Filesystem"))
     );
 }
+
+#[test]
+fn a_data_volume_a_restore_made_again_keeps_its_clone_source() {
+    use crate::reconciler::apis::cdi::{DataVolumeSource, PvcSource};
+    // The spec imports over http; a MachineRestore made `m-root` again as a clone of the claim
+    // KubeVirt restored. CDI refuses a change of its source, and one made anew would import the
+    // image again over the restored data: it is kept as it is, ours, no conflict, not deleted.
+    let mut o = observed(imaged("m"));
+    let mut dv = data_volume("m-root", Some(UID), Some("m"));
+    dv.spec.source = Some(DataVolumeSource {
+        pvc: Some(PvcSource {
+            namespace: "ns".into(),
+            name: "m-root-restore-0a1b2c3d".into(),
+        }),
+        ..DataVolumeSource::default()
+    });
+    o.data_volumes.insert("m-root".into(), dv.clone());
+    let mut cdis = claim("m-root", Some("uid-m-root"), None);
+    cdis.metadata.annotations = Some(BTreeMap::from([(
+        CREATED_FOR_DATA_VOLUME.to_owned(),
+        "uid-m-root".to_owned(),
+    )]));
+    o.claims.insert("m-root".into(), cdis);
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert_eq!(names(&d), ["m-root", "m-iso"]);
+    assert_eq!(d.data_volumes[0].spec.source, dv.spec.source);
+    assert!(d.delete_data_volumes.is_empty());
+    let vm = d.vm.expect("the VM");
+    assert!(crate::reconciler::decide::held::mounted(&vm).contains(&"m-root"));
+}
