@@ -493,7 +493,7 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         (
             "kubevirt.io",
             "virtualmachineinstances",
-            read.to_vec(),
+            vec!["get", "list", "watch", "delete"],
             Some("team-a"),
         ),
         ("", "persistentvolumeclaims", rw.to_vec(), Some("team-a")),
@@ -540,7 +540,7 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         (
             "kubevirt.io",
             "virtualmachineinstances",
-            "delete",
+            "create",
             Some("team-a"),
         ),
         ("rbac.authorization.k8s.io", "clusterroles", "create", None),

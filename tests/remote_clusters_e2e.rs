@@ -2,9 +2,11 @@
 //! collector) runs `kubevirt-operator run` and holds Machines, the KubevirtConfig `dc1` and its
 //! kubeconfig Secret; the remote one has KubeVirt's and CDI's real CRDs and nothing of ours.
 //!
-//! Machines are placed by annotation, locally, and (after a restart with
+//! A kubeconfig the remote refuses shows `ClusterReady=False` and is rotated to a good one without
+//! a restart. Machines are placed by annotation, locally, and (after a restart with
 //! `--default-kubevirt-config`) by default; their objects appear on their cluster only, with no
-//! owner reference there; status flows back when the test plays KubeVirt on the remote; moving a
+//! owner reference there (attachments carry their NetworkConfiguration's proof); clones from
+//! another namespace there need the KubevirtConfig's consent; status flows back when the test plays KubeVirt on the remote; moving a
 //! Machine is refused; the remote API server stopped gives `ClusterReady=False` and loses
 //! nothing, and work resumes when it is back; deletion cleans the remote up (keeping disks under
 //! retain-disks), waits while the cluster is away, and goes under `vitistack.io/abandon-remote`.
@@ -14,6 +16,8 @@ mod kubevirt;
 mod support;
 
 use std::path::Path;
+
+use base64::Engine;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
@@ -22,9 +26,12 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use access::{WAIT, create_admitted, create_namespace, machines, start_operator, wait_status};
+use kubevirt_operator::api::NetworkConfiguration;
 use kubevirt_operator::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use kubevirt_operator::api::{KubevirtConfig, Machine, MachineStatus};
+use kubevirt_operator::reconciler::apis::cdi::DataVolume;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
 use support::{ControlPlane, Proc, eventually_with};
 
 const NS: &str = "team-a";
@@ -74,7 +81,12 @@ where
 }
 
 async fn start(mgmt: &ControlPlane, extra: &[&str]) -> Proc {
-    let mut args = vec!["--kubevirt-config-probe-interval", "1s"];
+    let mut args = vec![
+        "--kubevirt-config-probe-interval",
+        "1s",
+        "--allowed-bridges",
+        "br0",
+    ];
     args.extend_from_slice(extra);
     start_operator(mgmt, OP_NS, &args).await
 }
@@ -98,9 +110,12 @@ async fn machines_live_on_the_cluster_they_name() {
     create_namespace(&admin, NS).await;
 
     // dc1: the remote cluster, through a kubeconfig Secret.
-    let kubeconfig = remote
-        .kubeconfig_yaml(remote.admin(), None)
-        .expect("remote kubeconfig");
+    // First credentials the remote refuses (401); rotated to good ones below.
+    let ca = base64::engine::general_purpose::STANDARD.encode(remote.ca_pem());
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: r, cluster: {{server: '{}', certificate-authority-data: {ca}}}}}]\nusers: [{{name: u, user: {{token: not-a-token}}}}]\ncontexts: [{{name: r, context: {{cluster: r, user: u}}}}]\ncurrent-context: r\n",
+        remote.server_url()
+    );
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dc1-kubeconfig"},
         "stringData": {"kubeconfig": kubeconfig}
@@ -132,6 +147,29 @@ async fn machines_live_on_the_cluster_they_name() {
     )
     .await;
     create(&admin, &op, "near", json!({})).await;
+    let s = wait_status(&admin, NS, "far", &op, "far's cluster refuses us", |s| {
+        condition(s, "ClusterReady").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        condition(&s, "ClusterReady"),
+        Some(("False", "Unauthorized"))
+    );
+    assert_eq!(s.cluster.as_deref(), Some("dc1"));
+    assert!(vm(&far_admin, "far").await.is_none());
+    // Rotated: the reconciler takes the new credentials without a restart.
+    let good = remote
+        .kubeconfig_yaml(remote.admin(), None)
+        .expect("remote kubeconfig");
+    let rotate = json!({"stringData": {"kubeconfig": good}});
+    Api::<Secret>::namespaced(admin.clone(), OP_NS)
+        .patch(
+            "dc1-kubeconfig",
+            &PatchParams::default(),
+            &Patch::Merge(rotate),
+        )
+        .await
+        .expect("rotate the kubeconfig");
     let far_vm = until(&op, "far's VM on the remote cluster", || {
         vm(&far_admin, "far")
     })
@@ -214,6 +252,113 @@ async fn machines_live_on_the_cluster_they_name() {
             "{name} -> {to}: {message}"
         );
     }
+
+    // Clones name objects on the remote: from the Machine's own namespace there, admitted; from
+    // another, only once the KubevirtConfig allows it (the author cannot be asked there).
+    let cloning = |name: &str, ns: &str| {
+        serde_json::from_value::<kube::api::DynamicObject>(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": name, "annotations": {"vitistack.io/kubevirt-config": "dc1"}},
+            "spec": {"template": "small", "disks": [{"name": "data", "size": "1Gi",
+                     "source": {"pvc": {"namespace": ns, "name": "golden-image"}}}]}
+        }))
+        .expect("machine")
+    };
+    create_admitted(&machines(&admin, NS), &cloning("same", NS), &op).await;
+    let refused = machines(&admin, NS)
+        .create(&PostParams::default(), &cloning("cross", "golden"))
+        .await
+        .expect_err("a clone from another namespace there needs the KubevirtConfig's consent")
+        .to_string();
+    assert!(
+        refused.contains("spec.disks[1].source.pvc.namespace")
+            && refused.contains("allowCrossNamespaceClones: true"),
+        "{refused}"
+    );
+    let allow = json!({"spec": {"allowCrossNamespaceClones": true}});
+    Api::<KubevirtConfig>::all(admin.clone())
+        .patch("dc1", &PatchParams::default(), &Patch::Merge(allow))
+        .await
+        .expect("allow cross-namespace clones");
+    create_admitted(&machines(&admin, NS), &cloning("cross", "golden"), &op).await;
+    let dvs: Api<DataVolume> = Api::namespaced(far_admin.clone(), NS);
+    for (name, from) in [("same", NS), ("cross", "golden")] {
+        let dv = until(
+            &op,
+            &format!("{name}'s DataVolume on the remote"),
+            || async { dvs.get_opt(&format!("{name}-data")).await.ok().flatten() },
+        )
+        .await;
+        let source = serde_json::to_value(&dv.spec).expect("spec");
+        assert_eq!(
+            source["source"]["pvc"]["namespace"],
+            json!(from),
+            "{source}"
+        );
+        assert!(
+            dv.meta()
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty()
+        );
+        assert!(dv.annotations().contains_key(PROOF_ANNOTATION));
+    }
+    assert!(
+        Api::<DataVolume>::namespaced(admin.clone(), NS)
+            .get_opt("same-data")
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    // Networks: the attachment is made there, proven for its NetworkConfiguration (which
+    // stays here), with no owner reference.
+    let network: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "NetworkConfiguration",
+        "metadata": {"name": "prod"}, "spec": {"bridge": "br0"}
+    }))
+    .expect("network");
+    let ncs = Api::<kube::api::DynamicObject>::namespaced_with(
+        admin.clone(),
+        NS,
+        &kube::api::ApiResource::erase::<NetworkConfiguration>(&()),
+    );
+    ncs.create(&PostParams::default(), &network)
+        .await
+        .expect("NetworkConfiguration");
+    let netted: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "netted", "annotations": {"vitistack.io/kubevirt-config": "dc1"}},
+        "spec": {"template": "small", "networks": [{"name": "eth0", "networkName": "prod"}]}
+    }))
+    .expect("machine");
+    create_admitted(&machines(&admin, NS), &netted, &op).await;
+    let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(far_admin.clone(), NS);
+    let nad = until(&op, "the attachment on the remote", || async {
+        nads.get_opt("prod").await.ok().flatten()
+    })
+    .await;
+    assert!(
+        nad.meta()
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert!(nad.annotations().contains_key(PROOF_ANNOTATION));
+    until(&op, "netted's VM on the remote", || {
+        vm(&far_admin, "netted")
+    })
+    .await;
+    assert!(
+        Api::<NetworkAttachmentDefinition>::namespaced(admin.clone(), NS)
+            .get_opt("prod")
+            .await
+            .expect("read")
+            .is_none(),
+        "no attachment on the management cluster"
+    );
 
     // The remote API server goes away: ClusterReady=False, nothing deleted anywhere.
     remote.stop_apiserver().expect("stop the remote API server");

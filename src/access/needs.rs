@@ -103,6 +103,45 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
     }]
 }
 
+/// What is asked of the author of a Machine whose VM lives on a remote cluster: only the
+/// cloud-init Secret, read on this cluster. What its disks clone or import, and the claims it
+/// could adopt, live on the remote cluster, where the author has no identity to ask about
+/// (cross-namespace clones there are the KubevirtConfig's to allow: [`cross_namespace_clones`]).
+pub fn remote_needs(change: &Change) -> Vec<Permission> {
+    cloud_init_secret(change)
+}
+
+/// The clone sources of the new spec in a namespace other than the Machine's, as (field,
+/// namespace), on a write that changes what the guest sees.
+pub fn cross_namespace_clones(change: &Change) -> Vec<(String, String)> {
+    let Some((_, new)) = change.specs() else {
+        return Vec::new();
+    };
+    if !change.guest_affected() {
+        return Vec::new();
+    }
+    let disks = (new.disks.iter().enumerate())
+        .filter_map(|(i, d)| Some((format!("spec.disks[{i}].source"), d.source.as_ref()?)));
+    let cdroms = (new.cdroms.iter().enumerate())
+        .map(|(i, c)| (format!("spec.cdroms[{i}].source"), &c.source));
+    disks
+        .chain(cdroms)
+        .flat_map(|(field, s)| {
+            [
+                ("pvc", s.pvc.as_ref()),
+                ("dataSource", s.data_source.as_ref()),
+            ]
+            .into_iter()
+            .filter_map(move |(kind, r)| {
+                let ns = r?.namespace.as_deref()?;
+                (ns != change.namespace)
+                    .then(|| (format!("{field}.{kind}.namespace"), ns.to_owned()))
+            })
+            .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// `spec.disks[].source` and `spec.cdroms[].source`: the operator creates DataVolumes that
 /// clone or import on the author's behalf, so the author needs what CDI would ask of them (a
 /// clone's `create datavolumes/source` in another namespace) and `get` on the credentials and

@@ -56,6 +56,8 @@ pub enum AccessError {
     },
     #[error("reading {0} got no answer within the admission's time budget")]
     ObjectTimeout(String),
+    #[error("cannot read KubevirtConfig {name:?}: {source}")]
+    KubevirtConfig { name: String, source: kube::Error },
 }
 
 /// Asks kube-apiserver whether a user may do something (`create` on `subjectaccessreviews`),
@@ -257,6 +259,31 @@ where
     tokio::time::timeout_at(deadline, all)
         .await
         .map_err(|_| late)?
+}
+
+impl AccessReviewer {
+    /// Whether KubevirtConfig `name` allows clones across namespaces on its cluster; `None`
+    /// when there is no such KubevirtConfig. Listed by name (the operator may list and watch
+    /// KubevirtConfigs, not get them).
+    pub async fn cross_namespace_clones(
+        &self,
+        name: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<bool>, AccessError> {
+        let api: Api<crate::api::KubevirtConfig> = Api::all(self.client.clone());
+        let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        let listed = tokio::time::timeout_at(deadline, api.list(&params))
+            .await
+            .map_err(|_| AccessError::ObjectTimeout("kubevirtconfigs".to_owned()))?
+            .map_err(|source| AccessError::KubevirtConfig {
+                name: name.to_owned(),
+                source,
+            })?;
+        Ok(listed
+            .items
+            .first()
+            .map(|c| c.spec.allow_cross_namespace_clones.unwrap_or(false)))
+    }
 }
 
 /// The review kube-apiserver answers for `user` doing `p`.

@@ -7,14 +7,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, Status
 
 use crate::access::data_sources::Ref;
 use crate::access::data_sources::pins;
-use crate::access::needs::{claim_candidates, data_source_refs, unresolved_data_sources};
+use crate::access::needs::{
+    claim_candidates, cross_namespace_clones, data_source_refs, remote_needs,
+    unresolved_data_sources,
+};
 use crate::access::{
     AccessError, AccessReviewer, Change, Denial, MAX_ACCESS_CHECKS, Permission, machine_needs,
     over_limit,
 };
 use crate::api::MachineSpec;
 use crate::api::clone_sources::{self, CloneSources};
-use crate::api::names::CLONE_SOURCES_ANNOTATION;
+use crate::api::names::{CLONE_SOURCES_ANNOTATION, KUBEVIRT_CONFIG_ANNOTATION};
 use crate::machine::FieldError;
 use crate::machine::field_error::{ErrorType, join};
 
@@ -50,6 +53,9 @@ pub async fn check(
         existing_claims: &none,
         data_sources: &unresolved,
     };
+    if let Some(cluster) = remote_cluster(new) {
+        return check_remote(reviewer, req, verdict, &change, &cluster, deadline).await;
+    }
     // The needs known before any look-up are a lower bound, and each DataSource is a look-up
     // made for the author: over the limit, refused before a single call.
     let refs = data_source_refs(&change);
@@ -93,6 +99,77 @@ pub async fn check(
     if let Some(count) = over_limit(&needed) {
         tracing::info!(uid = %req.uid, count, "access checks over the limit; denying unasked");
         return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
+    }
+    match reviewer
+        .denied(&req.user_info, needed.clone(), deadline)
+        .await
+    {
+        Ok(denied) if denied.is_empty() => verdict,
+        Ok(denied) => Verdict::deny(forbidden(
+            "Machine",
+            &req.name,
+            &req.user_info.username,
+            &denied,
+        ))
+        .with_warnings(verdict.warnings),
+        Err(e) => {
+            let fields: Vec<&str> = needed.iter().map(|p| p.field.as_str()).collect();
+            unchecked(req, &fields, &e)
+        }
+    }
+}
+
+/// The KubevirtConfig a Machine's annotation places it on (the mutating webhook has written the
+/// default by now).
+fn remote_cluster(object: &serde_json::Value) -> Option<String> {
+    let annotations = object.pointer("/metadata/annotations")?;
+    let name = annotations.get(KUBEVIRT_CONFIG_ANNOTATION)?.as_str()?;
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// [`check`] for a Machine on a remote cluster: its cloud-init Secret is asked about here;
+/// a clone from another namespace there needs its KubevirtConfig's `allowCrossNamespaceClones`,
+/// as the author cannot be asked about that cluster.
+async fn check_remote(
+    reviewer: &AccessReviewer,
+    req: &Request,
+    verdict: Verdict,
+    change: &Change<'_>,
+    cluster: &str,
+    deadline: tokio::time::Instant,
+) -> Verdict {
+    let cross = cross_namespace_clones(change);
+    if !cross.is_empty() {
+        let fields: Vec<&str> = cross.iter().map(|(f, _)| f.as_str()).collect();
+        match reviewer.cross_namespace_clones(cluster, deadline).await {
+            Ok(Some(true)) => {}
+            Ok(found) => {
+                let why = match found {
+                    None => format!("KubevirtConfig {cluster} does not exist"),
+                    Some(_) => format!(
+                        "KubevirtConfig {cluster} does not set allowCrossNamespaceClones: true"
+                    ),
+                };
+                let errors: Vec<FieldError> = cross
+                    .iter()
+                    .map(|(field, ns)| FieldError {
+                        kind: ErrorType::Forbidden,
+                        field: field.clone(),
+                        value: serde_json::Value::Null,
+                        detail: format!(
+                            "a clone from namespace {ns:?} on cluster {cluster}: {why} (the author cannot be asked about that cluster)"
+                        ),
+                    })
+                    .collect();
+                return Verdict::deny(machine_forbidden(&req.name, &errors))
+                    .with_warnings(verdict.warnings);
+            }
+            Err(e) => return unchecked(req, &fields, &e),
+        }
+    }
+    let needed = remote_needs(change);
+    if needed.is_empty() {
+        return verdict;
     }
     match reviewer
         .denied(&req.user_info, needed.clone(), deadline)

@@ -31,9 +31,9 @@ use crate::reconciler::decide::disks::{Fate, fate, keep, release_of};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
-use crate::reconciler::decide::retains_disks;
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
+use crate::reconciler::decide::{remote, retains_disks};
 use crate::reconciler::error::{Error, is_not_found};
 use crate::reconciler::observe::unused_networks as unused_in;
 use crate::reconciler::run::cluster::Cluster;
@@ -204,7 +204,13 @@ pub async fn cleanup(machine: &Machine, ctx: &Context, cluster: &Cluster) -> Res
                 .network_configurations
                 .get(&ObjectRef::new(network).within(&ns))
                 .and_then(|nc| nc.uid());
-            if ownership::of_attachment(Some(&nad.metadata), nc_uid.as_deref()) == Ownership::Ours
+            let owner = remote::attachment(
+                !cluster.is_local(),
+                Some(&nad.metadata),
+                nc_uid.as_deref(),
+                key,
+            );
+            if owner == Ownership::Ours
                 && let Some(uid) = nad.metadata.uid.clone()
             {
                 delete_exact(&nads, network, uid).await?;

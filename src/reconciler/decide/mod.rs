@@ -98,7 +98,7 @@ pub fn retains_disks(machine: &impl Resource) -> bool {
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let mut d = decide_objects(o, catalog, key);
     if o.remote {
-        remote::without_owner_references(&mut d);
+        remote::without_owner_references(&mut d, key);
     }
     d
 }
@@ -202,7 +202,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
             .get(&nad_name)
             .and_then(|nc| nc.uid());
         let live = o.attachments.get(&nad_name).map(|n| n.meta());
-        if ownership::of_attachment(live, nc_uid.as_deref()).writable(false) {
+        if remote::attachment(o.remote, live, nc_uid.as_deref(), key).writable(false) {
             out.attachments.push(nad);
         } else {
             out.problems.push(conflict(Kind::Attachment, nad_name));
@@ -250,7 +250,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
                 .network_configurations
                 .get(&nad.name_any())
                 .and_then(|nc| nc.uid());
-            ownership::of_attachment(Some(nad.meta()), nc_uid.as_deref()) == Ownership::Ours
+            remote::attachment(o.remote, Some(nad.meta()), nc_uid.as_deref(), key)
+                == Ownership::Ours
         })
         .cloned()
         .collect();

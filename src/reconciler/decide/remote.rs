@@ -1,29 +1,59 @@
 //! What differs for a Machine whose VM lives on a remote cluster (pure): owner references
 //! cannot cross clusters, so none is written there (the remote garbage collector would delete
 //! an object whose owner it cannot find). Ownership rests on the made-for proofs alone, and the
-//! finalizer deletes explicitly.
+//! finalizer deletes explicitly. An attachment, made for a NetworkConfiguration rather than a
+//! Machine, gets a proof made for that NetworkConfiguration.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::Decision;
+use super::evidence::{OwnershipKey, Target};
+use super::ownership::{self, ATTACHMENT_KIND, Ownership, controller_uid};
+use crate::api::names::PROOF_ANNOTATION;
 
-/// `d` with no owner reference on anything it writes.
-pub fn without_owner_references(d: &mut Decision) {
-    fn strip(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+/// `d` with no owner reference on anything it writes, and its attachments proven.
+pub fn without_owner_references(d: &mut Decision, key: &OwnershipKey) {
+    fn strip(meta: &mut ObjectMeta) {
         meta.owner_references = None;
     }
     d.claims.iter_mut().for_each(|c| strip(c.meta_mut()));
     d.data_volumes.iter_mut().for_each(|v| strip(v.meta_mut()));
-    d.attachments.iter_mut().for_each(|a| strip(a.meta_mut()));
     d.secret.iter_mut().for_each(|s| strip(s.meta_mut()));
     d.vm.iter_mut().for_each(|vm| strip(vm.meta_mut()));
+    for a in &mut d.attachments {
+        let meta = a.meta_mut();
+        let proof = (controller_uid(meta).zip(Target::of(ATTACHMENT_KIND, meta)))
+            .map(|(uid, target)| key.proof(&target, target.name, uid));
+        strip(meta);
+        if let Some(proof) = proof {
+            meta.annotations
+                .get_or_insert_default()
+                .insert(PROOF_ANNOTATION.to_owned(), proof);
+        }
+    }
+}
+
+/// Whose an attachment is: by its controller reference locally, by its proof on a remote cluster.
+pub fn attachment(
+    remote: bool,
+    meta: Option<&ObjectMeta>,
+    nc_uid: Option<&str>,
+    key: &OwnershipKey,
+) -> Ownership {
+    if remote {
+        ownership::of_proven_attachment(meta, nc_uid, key)
+    } else {
+        ownership::of_attachment(meta, nc_uid)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn owned() -> ObjectMeta {
         ObjectMeta {
@@ -34,6 +64,57 @@ mod tests {
             }]),
             ..ObjectMeta::default()
         }
+    }
+
+    fn key() -> OwnershipKey {
+        OwnershipKey::new(&[7; 32], None).expect("key")
+    }
+
+    #[test]
+    fn a_remote_attachment_is_ours_by_its_proof_alone() {
+        let nad = |owner: ObjectMeta| NetworkAttachmentDefinition {
+            metadata: ObjectMeta {
+                name: Some("prod".into()),
+                namespace: Some("team-a".into()),
+                ..owner
+            },
+            spec: Default::default(),
+        };
+        let mut d = Decision {
+            attachments: vec![nad(owned())],
+            ..Decision::default()
+        };
+        without_owner_references(&mut d, &key());
+        let made = &d.attachments[0].metadata;
+        assert!(made.owner_references.is_none());
+        assert_eq!(
+            attachment(true, Some(made), Some("uid-m"), &key()),
+            Ownership::Ours
+        );
+        assert_eq!(
+            attachment(true, Some(made), None, &key()),
+            Ownership::Ours,
+            "its NetworkConfiguration gone"
+        );
+        assert_eq!(
+            attachment(true, Some(made), Some("uid-other"), &key()),
+            Ownership::Foreign
+        );
+        // Labels and a controller reference alone, or another key's proof, are not ours there.
+        let forged = nad(owned());
+        assert_eq!(
+            attachment(true, Some(&forged.metadata), Some("uid-m"), &key()),
+            Ownership::Foreign
+        );
+        let other = OwnershipKey::new(&[8; 32], None).expect("key");
+        assert_eq!(
+            attachment(true, Some(made), Some("uid-m"), &other),
+            Ownership::Foreign
+        );
+        assert_eq!(
+            attachment(true, None, Some("uid-m"), &key()),
+            Ownership::Absent
+        );
     }
 
     #[test]
@@ -49,7 +130,7 @@ mod tests {
             }),
             ..Decision::default()
         };
-        without_owner_references(&mut d);
+        without_owner_references(&mut d, &key());
         assert!(d.claims[0].metadata.owner_references.is_none());
         assert!(
             d.secret

@@ -95,30 +95,7 @@ impl Remotes {
     /// The cluster of KubevirtConfig `name`, once it is reachable and its caches are filled;
     /// its watches are started (or restarted on a new connection) here.
     pub fn cluster(&self, name: &str) -> Result<Arc<Cluster>, Unready> {
-        let connection = match self.registry.get(name) {
-            None => {
-                return Err(Unready {
-                    reason: NOT_FOUND.to_owned(),
-                    message: "no such KubevirtConfig (or not checked yet)".to_owned(),
-                });
-            }
-            Some(Health::NotReady {
-                reason, message, ..
-            }) => {
-                return Err(Unready {
-                    reason: reason.as_str().to_owned(),
-                    message,
-                });
-            }
-            Some(Health::Ready(c)) if !c.apis.kubevirt => {
-                return Err(Unready {
-                    reason: KUBEVIRT_NOT_INSTALLED.to_owned(),
-                    message: "KubeVirt (kubevirt.io/v1 VirtualMachine) is not installed there"
-                        .to_owned(),
-                });
-            }
-            Some(Health::Ready(c)) => c,
-        };
+        let connection = usable(self.registry.get(name))?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let current = running
             .get(name)
@@ -213,6 +190,27 @@ impl Remotes {
     pub fn running(&self) -> Vec<String> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running.keys().cloned().collect()
+    }
+}
+
+/// The connection a KubevirtConfig's health offers for Machines, or why there is none (pure).
+pub fn usable(health: Option<Health>) -> Result<Arc<crate::clusters::Connection>, Unready> {
+    match health {
+        None => Err(Unready {
+            reason: NOT_FOUND.to_owned(),
+            message: "no such KubevirtConfig (or not checked yet)".to_owned(),
+        }),
+        Some(Health::NotReady {
+            reason, message, ..
+        }) => Err(Unready {
+            reason: reason.as_str().to_owned(),
+            message,
+        }),
+        Some(Health::Ready(c)) if !c.apis.kubevirt => Err(Unready {
+            reason: KUBEVIRT_NOT_INSTALLED.to_owned(),
+            message: "KubeVirt (kubevirt.io/v1 VirtualMachine) is not installed there".to_owned(),
+        }),
+        Some(Health::Ready(c)) => Ok(c),
     }
 }
 
@@ -327,5 +325,41 @@ fn state_of(h: &Health) -> String {
     match h {
         Health::Ready(c) => format!("Ready/{}", c.revision),
         Health::NotReady { reason, .. } => reason.as_str().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clusters::{Apis, Connection, Reason};
+
+    fn connection(kubevirt: bool) -> Arc<Connection> {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().expect("url"));
+        Arc::new(Connection {
+            name: "dc1".into(),
+            client: kube::Client::try_from(config).expect("client"),
+            revision: "r1".into(),
+            allow_cross_namespace_clones: false,
+            apis: Apis {
+                kubevirt,
+                cdi: true,
+                multus: false,
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn a_cluster_is_usable_only_when_ready_with_kubevirt() {
+        let reason = |h| usable(h).err().map(|u| u.reason);
+        assert_eq!(reason(None), Some(NOT_FOUND.to_owned()));
+        let away = Health::NotReady {
+            reason: Reason::Unreachable,
+            message: "no answer".into(),
+            last: Some(connection(true)),
+        };
+        assert_eq!(reason(Some(away)), Some("Unreachable".to_owned()));
+        let bare = Health::Ready(connection(false));
+        assert_eq!(reason(Some(bare)), Some(KUBEVIRT_NOT_INSTALLED.to_owned()));
+        assert!(usable(Some(Health::Ready(connection(true)))).is_ok());
     }
 }
