@@ -219,7 +219,11 @@ async fn machines_live_on_the_cluster_they_name() {
         NS,
         "far",
         json!({"phase": "Running", "nodeName": "remote-node-1",
-               "interfaces": [{"name": "default", "ipAddress": "10.9.0.5"}]}),
+               "interfaces": [{"name": "default", "ipAddress": "10.9.0.5"}],
+               "migrationState": {"migrationUid": "m1", "sourceNode": "remote-node-0",
+                                  "targetNode": "remote-node-1", "completed": true,
+                                  "startTimestamp": "2026-11-25T10:00:00Z",
+                                  "endTimestamp": "2026-11-25T10:00:42Z"}}),
     )
     .await;
     let s = wait_status(&admin, NS, "far", &op, "far runs on remote-node-1", |s| {
@@ -229,6 +233,9 @@ async fn machines_live_on_the_cluster_they_name() {
     assert_eq!(s.cluster.as_deref(), Some("dc1"));
     assert_eq!(s.ip_addresses, vec!["10.9.0.5".to_owned()]);
     assert_eq!(condition(&s, "ClusterReady"), Some(("True", "Ready")));
+    let m = s.migration.clone().expect("the remote VMI's migration");
+    assert_eq!(m.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(m.target_node.as_deref(), Some("remote-node-1"));
     let near = wait_status(&admin, NS, "near", &op, "near has a status", |_| true).await;
     assert_eq!(near.cluster, None, "a local Machine records no cluster");
     assert_eq!(condition(&near, "ClusterReady"), None);
@@ -304,6 +311,21 @@ async fn machines_live_on_the_cluster_they_name() {
         );
         assert!(dv.annotations().contains_key(PROOF_ANNOTATION));
     }
+    // CDI's progress there reaches the Machine's status.disks.
+    let progress = json!({"status": {"phase": "ImportInProgress", "progress": "42.0%"}});
+    dvs.patch_status(
+        "same-data",
+        &PatchParams::default(),
+        &Patch::Merge(progress),
+    )
+    .await
+    .expect("play CDI on the remote");
+    wait_status(&admin, NS, "same", &op, "same's import progress", |s| {
+        s.disks
+            .iter()
+            .any(|d| d.name == "data" && d.progress.as_deref() == Some("42.0%"))
+    })
+    .await;
     assert!(
         Api::<DataVolume>::namespaced(admin.clone(), NS)
             .get_opt("same-data")
@@ -359,6 +381,14 @@ async fn machines_live_on_the_cluster_they_name() {
             .is_none(),
         "no attachment on the management cluster"
     );
+
+    // The KubevirtConfig counts its Machines: far, same, cross and netted.
+    let configs: Api<KubevirtConfig> = Api::all(admin.clone());
+    until(&op, "dc1 counts 4 Machines", || async {
+        let machines = configs.get("dc1").await.ok()?.status?.machines;
+        (machines == Some(4)).then_some(())
+    })
+    .await;
 
     // The remote API server goes away: ClusterReady=False, nothing deleted anywhere.
     remote.stop_apiserver().expect("stop the remote API server");
@@ -490,5 +520,24 @@ async fn machines_live_on_the_cluster_they_name() {
     assert!(
         vm(&far_admin, "dflt").await.is_some(),
         "an abandoned Machine's VM is left where it was"
+    );
+    // Its KubevirtConfig deleted, the cluster's watches stop (its Machines say so).
+    configs
+        .delete("dc1", &DeleteParams::default())
+        .await
+        .expect("delete dc1");
+    until(&op, "the remote cluster's watches stopped", || async {
+        op.log_tail(400)
+            .contains("stopping the watches of a remote cluster")
+            .then_some(())
+    })
+    .await;
+    let s = wait_status(&admin, NS, "same", &op, "same says dc1 is gone", |s| {
+        condition(s, "ClusterReady").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        condition(&s, "ClusterReady"),
+        Some(("False", "KubevirtConfigNotFound"))
     );
 }

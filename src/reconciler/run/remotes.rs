@@ -174,7 +174,7 @@ impl Remotes {
         running.retain(|name, _| {
             let keep = used.contains(name) && self.registry.get(name).is_some();
             if !keep {
-                tracing::info!(cluster = %name, "stopping the watches of a remote cluster no Machine uses");
+                tracing::info!(cluster = %name, "stopping the watches of a remote cluster: no Machine uses it, or its KubevirtConfig is gone");
             }
             keep
         });
