@@ -485,6 +485,14 @@ async fn machines_live_on_the_cluster_they_name() {
     .await;
     assert_eq!(s.cluster.as_deref(), Some("dc1"));
     assert!(vm(&admin, "dflt").await.is_none());
+    let dflt = api.get("dflt").await.expect("dflt");
+    assert_eq!(
+        dflt.annotations()
+            .get("vitistack.io/kubevirt-config")
+            .map(String::as_str),
+        Some("dc1"),
+        "the webhook wrote the default into it"
+    );
     let near = wait_status(&admin, NS, "near", &op, "near reconciled again", |_| true).await;
     assert_eq!(near.cluster, None, "a default never moves a Machine");
     assert!(vm(&admin, "near").await.is_some());

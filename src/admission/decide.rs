@@ -7,10 +7,11 @@ use serde_json::Value;
 
 use crate::access::AccessReviewer;
 use crate::api::MachineSpec;
-use crate::api::names::{CLASS_ANNOTATION, KUBEVIRT_CONFIG_ANNOTATION};
+use crate::api::names::CLASS_ANNOTATION;
 use crate::classes::LiveCatalog;
 use crate::machine::annotations::annotation_errors;
 use crate::machine::classes::Class;
+use crate::machine::placement;
 use crate::machine::resolve::resolve_in;
 use crate::machine::update_rules::validate_update;
 use crate::machine::validation::resources::running_update_errors;
@@ -181,15 +182,12 @@ impl Admission {
             (CLASS_ANNOTATION, class.record.clone()),
         ];
         // A new Machine names its cluster for good: the default in force when it was created.
-        if let Some(default) = &self.default_cluster
-            && req.operation == "CREATE"
-            && raw
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(KUBEVIRT_CONFIG_ANNOTATION))
-                .is_none()
-        {
-            records.push((KUBEVIRT_CONFIG_ANNOTATION, default.clone()));
-        }
+        let create = req.operation == "CREATE";
+        records.extend(placement::defaulted(
+            create,
+            raw,
+            self.default_cluster.as_deref(),
+        ));
         patch.0.extend(annotations_op(raw, records));
         // CREATE only: on UPDATE a finalizer that is missing was removed on purpose (by a user,
         // or by the reconciler finishing a deletion), and must not come back. After the

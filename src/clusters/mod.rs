@@ -13,6 +13,7 @@
 //! - [`supervisor`] (I/O): one config's loop: its Secret watched, observe -> decide -> act.
 //! - [`mod@run`] (I/O): the controller that keeps one supervisor per KubevirtConfig.
 
+pub mod context;
 pub mod decide;
 pub mod kubeconfig;
 pub mod probe;
@@ -22,8 +23,9 @@ pub mod supervisor;
 
 use std::time::Duration;
 
+pub use context::MachineCount;
 pub use registry::{Apis, Connection, Health, Reason, Registry};
-pub use run::{MachineCount, run};
+pub use run::run;
 
 /// The default of `--kubevirt-config-probe-interval`.
 pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(30);

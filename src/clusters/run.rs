@@ -12,22 +12,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use super::Settings;
+use super::context::{Context, MachineCount};
 use super::registry::Registry;
 use super::supervisor::Supervisor;
 use crate::api::kubevirt_config::{KubevirtConfig, KubevirtConfigSpec};
 use crate::reconciler::run::discovery;
-
-/// Counts the Machines placed on a KubevirtConfig (fills `status.machines`).
-pub type MachineCount = Arc<dyn Fn(&str) -> u32 + Send + Sync>;
-
-/// Shared by every supervisor.
-pub(super) struct Context {
-    /// The management cluster: KubevirtConfigs and their Secrets.
-    pub client: Client,
-    pub settings: Settings,
-    pub registry: Registry,
-    pub machines: MachineCount,
-}
 
 /// A running supervisor and the spec it was started for; aborted when dropped.
 struct Running {

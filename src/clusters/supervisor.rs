@@ -12,11 +12,11 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::MissedTickBehavior;
 
+use super::context::Context;
 use super::decide::{self, Observation, REFRESH_LAST_CHECKED};
 use super::kubeconfig;
 use super::probe;
 use super::registry::{Connection, Health};
-use super::run::Context;
 use crate::api::kubevirt_config::{KubevirtConfig, KubevirtConfigStatus};
 use crate::api::names::FIELD_MANAGER;
 

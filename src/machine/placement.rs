@@ -60,6 +60,20 @@ pub fn of(machine: &Machine, default: Option<&str>) -> Placement {
     )
 }
 
+/// The annotation the mutating webhook adds: `default` on a CREATE of a Machine (JSON `object`)
+/// that names no KubevirtConfig.
+pub fn defaulted(
+    create: bool,
+    object: &serde_json::Value,
+    default: Option<&str>,
+) -> Option<(&'static str, String)> {
+    let named = (object.pointer("/metadata/annotations"))
+        .and_then(|a| a.get(KUBEVIRT_CONFIG_ANNOTATION))
+        .is_some();
+    let default = default.filter(|_| create && !named)?;
+    Some((KUBEVIRT_CONFIG_ANNOTATION, default.to_owned()))
+}
+
 /// Why an update would move a Machine to another cluster (the annotation set, changed or
 /// removed), or `None` when it does not.
 pub fn moved(old: Option<&str>, new: Option<&str>) -> Option<String> {
@@ -109,6 +123,26 @@ mod tests {
                 "{annotation:?} {recorded:?} {reconciled} {default:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_default_is_written_into_new_machines_that_name_no_cluster() {
+        let named =
+            serde_json::json!({"metadata": {"annotations": {KUBEVIRT_CONFIG_ANNOTATION: "dc2"}}});
+        let bare = serde_json::json!({"metadata": {"name": "m"}});
+        let written = Some((KUBEVIRT_CONFIG_ANNOTATION, "dc1".to_owned()));
+        assert_eq!(defaulted(true, &bare, Some("dc1")), written);
+        assert_eq!(
+            defaulted(true, &named, Some("dc1")),
+            None,
+            "its own choice stands"
+        );
+        assert_eq!(
+            defaulted(false, &bare, Some("dc1")),
+            None,
+            "never on UPDATE"
+        );
+        assert_eq!(defaulted(true, &bare, None), None, "no default: local");
     }
 
     #[test]

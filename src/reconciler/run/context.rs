@@ -134,7 +134,7 @@ pub struct Context {
     /// The cluster the operator runs in, as a workload cluster.
     pub local: Arc<Cluster>,
     /// The remote clusters Machines of this scope use.
-    pub remotes: Remotes,
+    pub remotes: Arc<Remotes>,
     /// Open once the caches are filled (or the wait ran out); reconciles wait for it.
     pub caches_ready: watch::Sender<bool>,
     /// What is remembered per Machine (failures, derived Secrets, status writes); pruned when

@@ -167,13 +167,13 @@ pub async fn run_scope(
     });
     state.set_caches_synced(false);
     let (remote_tx, mut remote_rx) = tokio::sync::mpsc::unbounded_channel();
-    let remotes = Remotes::new(
+    let remotes = Arc::new(Remotes::new(
         settings.clusters.clone(),
         scope.clone(),
         stores.machines.clone(),
         bind_times.clone(),
         (ownership_key.without_history(), remote_tx),
-    );
+    ));
     let ctx = Arc::new(Context {
         events: Publisher {
             client: clients.events.clone(),
@@ -202,9 +202,9 @@ pub async fn run_scope(
         per_machine,
         bind_times,
         ownership_key,
-        remotes,
+        remotes: remotes.clone(),
     });
-    let sweeper = tokio::spawn(remotes::sweep(ctx.clone()));
+    let sweeper = tokio::spawn(remotes::sweep(remotes));
     // The names caches only fill sets; nothing is triggered by them.
     let names = tokio::spawn(local_streams.names);
     // Readiness on the leader waits for the caches, also when there is nothing to reconcile.

@@ -298,8 +298,8 @@ const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Keeps the scope's remote clusters to those in use, and wakes a cluster's Machines when its
 /// KubevirtConfig's health changes (so `ClusterReady` follows it without waiting for a resync).
-pub async fn sweep(ctx: Arc<super::context::Context>) {
-    let mut health = ctx.settings.clusters.subscribe();
+pub async fn sweep(remotes: Arc<Remotes>) {
+    let mut health = remotes.registry.subscribe();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     loop {
@@ -316,7 +316,7 @@ pub async fn sweep(ctx: Arc<super::context::Context>) {
             .chain(seen.keys().filter(|n| !now.contains_key(*n)).cloned())
             .collect();
         seen = now;
-        ctx.remotes.sweep(&changed);
+        remotes.sweep(&changed);
     }
 }
 
