@@ -100,23 +100,7 @@ pub async fn check(
         tracing::info!(uid = %req.uid, count, "access checks over the limit; denying unasked");
         return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
     }
-    match reviewer
-        .denied(&req.user_info, needed.clone(), deadline)
-        .await
-    {
-        Ok(denied) if denied.is_empty() => verdict,
-        Ok(denied) => Verdict::deny(forbidden(
-            "Machine",
-            &req.name,
-            &req.user_info.username,
-            &denied,
-        ))
-        .with_warnings(verdict.warnings),
-        Err(e) => {
-            let fields: Vec<&str> = needed.iter().map(|p| p.field.as_str()).collect();
-            unchecked(req, &fields, &e)
-        }
-    }
+    ask(reviewer, req, verdict, needed, deadline).await
 }
 
 /// The KubevirtConfig a Machine's annotation places it on (the mutating webhook has written the
@@ -171,6 +155,17 @@ async fn check_remote(
     if needed.is_empty() {
         return verdict;
     }
+    ask(reviewer, req, verdict, needed, deadline).await
+}
+
+/// `verdict`, unless the author lacks one of `needed` (403) or cannot be asked (500).
+async fn ask(
+    reviewer: &AccessReviewer,
+    req: &Request,
+    verdict: Verdict,
+    needed: Vec<Permission>,
+    deadline: tokio::time::Instant,
+) -> Verdict {
     match reviewer
         .denied(&req.user_info, needed.clone(), deadline)
         .await
