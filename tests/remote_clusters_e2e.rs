@@ -382,11 +382,55 @@ async fn machines_live_on_the_cluster_they_name() {
         "no attachment on the management cluster"
     );
 
-    // The KubevirtConfig counts its Machines: far, same, cross and netted.
+    // The user's cloud-init Secret stays here; its data reaches the VM there in the derived
+    // Secret.
+    let boot: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "boot"},
+        "stringData": {"userdata": "#cloud-config\nhostname: inited\n"}
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), NS)
+        .create(&PostParams::default(), &boot)
+        .await
+        .expect("the user's Secret");
+    let inited: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "inited", "annotations": {"vitistack.io/kubevirt-config": "dc1"}},
+        "spec": {"template": "small", "cloudInit": {"secretRef": {"name": "boot"}}}
+    }))
+    .expect("machine");
+    create_admitted(&machines(&admin, NS), &inited, &op).await;
+    let secrets: Api<Secret> = Api::namespaced(far_admin.clone(), NS);
+    let derived = until(&op, "inited's derived Secret there", || async {
+        secrets.get_opt("inited-cloudinit").await.ok().flatten()
+    })
+    .await;
+    let data = derived.data.clone().unwrap_or_default();
+    assert_eq!(data["userdata"].0, b"#cloud-config\nhostname: inited\n");
+    assert!(
+        derived
+            .meta()
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert!(
+        secrets.get_opt("boot").await.expect("read").is_none(),
+        "the user's stays here"
+    );
+    let inited_vm = until(&op, "inited's VM there", || vm(&far_admin, "inited")).await;
+    assert!(
+        serde_json::to_string(&inited_vm.spec)
+            .expect("vm")
+            .contains("inited-cloudinit")
+    );
+
+    // The KubevirtConfig counts its Machines: far, same, cross, netted and inited.
     let configs: Api<KubevirtConfig> = Api::all(admin.clone());
-    until(&op, "dc1 counts 4 Machines", || async {
+    until(&op, "dc1 counts 5 Machines", || async {
         let machines = configs.get("dc1").await.ok()?.status?.machines;
-        (machines == Some(4)).then_some(())
+        (machines == Some(5)).then_some(())
     })
     .await;
 

@@ -161,6 +161,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         network_policy: catalog.networks(),
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),
+        copy_user_data: o.remote,
     });
     let sourced = sourced_volumes(&name, &o.spec);
     if !o.cdi_installed && !sourced.is_empty() {

@@ -59,10 +59,12 @@ pub struct CloudInitPlan {
     pub problem: Option<Problem>,
 }
 
+/// `secret`: what was found of the user's Secret, and whether to copy it even under `userdata`
+/// (a remote cluster, where the user's Secret is not).
 pub fn plan(
     machine: &Machine,
     ci: Option<&CloudInit>,
-    secret: Option<SecretData>,
+    (secret, copy): (Option<SecretData>, bool),
 ) -> CloudInitPlan {
     let mut out = CloudInitPlan {
         volume: None,
@@ -106,7 +108,7 @@ pub fn plan(
                 });
                 return out;
             }
-            Some(SecretData::Present(_)) if key == USERDATA_KEY => {
+            Some(SecretData::Present(_)) if key == USERDATA_KEY && !copy => {
                 source.user_data_secret_ref = Some(LocalObjectReference {
                     name: name.to_owned(),
                 });

@@ -42,6 +42,9 @@ pub struct Inputs<'a> {
     pub eviction_strategy: &'a str,
     /// `--propagate-label-prefixes`: the Machine labels the VM carries too.
     pub label_prefixes: &'a [String],
+    /// The VM is on a remote cluster, where the user's Secret is not: its user data is copied
+    /// into the derived Secret even under the key `userdata`.
+    pub copy_user_data: bool,
 }
 
 #[derive(Debug, Default)]
@@ -100,7 +103,11 @@ pub fn derive(inputs: &Inputs) -> Desired {
         }
     }
 
-    let ci = cloud_init::plan(machine, spec.cloud_init.as_ref(), inputs.cloud_init_secret);
+    let ci = cloud_init::plan(
+        machine,
+        spec.cloud_init.as_ref(),
+        (inputs.cloud_init_secret, inputs.copy_user_data),
+    );
     out.secret = ci.derived_secret;
     out.problems.extend(ci.problem);
 

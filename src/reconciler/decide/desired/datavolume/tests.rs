@@ -100,6 +100,7 @@ fn derived(m: &Machine) -> Desired {
         network_policy: &Default::default(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
+        copy_user_data: false,
     })
 }
 
@@ -317,6 +318,7 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         network_policy: &Default::default(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
+        copy_user_data: false,
     });
     assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);
 }

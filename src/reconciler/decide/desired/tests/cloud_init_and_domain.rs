@@ -42,6 +42,26 @@ fn a_secret_with_the_userdata_key_is_referenced_not_copied() {
     assert!(!vm.to_string().contains("top-secret"));
 }
 
+/// Issue 22: on a remote cluster the user's Secret is not there; its data is carried over.
+#[test]
+fn a_remote_vm_gets_the_users_data_in_a_derived_secret_whatever_its_key() {
+    let m = machine("m", json!({"cloudInit": {"secretRef": {"name": "boot"}}}));
+    let d = derive_on(
+        &m,
+        &World::empty(),
+        Some(SecretData::Present(b"top-secret")),
+        true,
+    );
+    let secret = d.secret.as_ref().expect("derived");
+    assert_eq!(secret.data.as_ref().unwrap()["userdata"].0, b"top-secret");
+    let vm = vm_json(&d);
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"],
+        json!({"secretRef": {"name": "m-cloudinit"}})
+    );
+    assert!(!vm.to_string().contains("top-secret"));
+}
+
 #[test]
 fn a_secret_with_another_key_is_copied_into_a_derived_secret() {
     let m = machine(

@@ -60,6 +60,16 @@ pub(super) fn test_networks() -> NetworkPolicy {
 }
 
 pub(super) fn derive_with(m: &Machine, world: &World, secret: Option<SecretData>) -> Desired {
+    derive_on(m, world, secret, false)
+}
+
+/// [`derive_with`], for a VM on a remote cluster when `remote`.
+pub(super) fn derive_on(
+    m: &Machine,
+    world: &World,
+    secret: Option<SecretData>,
+    remote: bool,
+) -> Desired {
     let spec = resolve(&m.spec, None, &Catalog::default()).spec;
     derive(&Inputs {
         machine: m,
@@ -70,6 +80,7 @@ pub(super) fn derive_with(m: &Machine, world: &World, secret: Option<SecretData>
         network_policy: &test_networks(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
+        copy_user_data: remote,
     })
 }
 
@@ -350,6 +361,7 @@ fn a_network_outside_the_allow_lists_becomes_no_attachment() {
         network_policy: &policy,
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
+        copy_user_data: false,
     });
     assert!(d.attachments.is_empty() && d.vm.is_none());
     assert_eq!(
