@@ -290,6 +290,7 @@ async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     network_policy: catalog.networks(),
                     eviction_strategy: catalog.eviction_strategy(),
                     label_prefixes: catalog.label_prefixes(),
+                    copy_user_data: false,
                 });
                 // PVC and VM concurrently, then the status: as few round trips as the operator's.
                 let pvcs = Api::namespaced(client.clone(), &ns);

@@ -71,6 +71,7 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
             network_policy: &Default::default(),
             eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
             label_prefixes: &[],
+            copy_user_data: false,
         });
         assert!(d.problems.is_empty(), "{file}: {:?}", d.problems);
         assert!(!d.data_volumes.is_empty(), "{file} has a source");

@@ -353,6 +353,7 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
         ),
         eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
+        copy_user_data: false,
     })
 }
 
