@@ -149,6 +149,9 @@ impl Health {
 #[derive(Clone)]
 pub struct Registry {
     tx: Arc<watch::Sender<Arc<BTreeMap<String, Health>>>>,
+    /// The KubevirtConfigs that exist, once they were first listed (`None` before): a config
+    /// listed but not probed yet is being checked, not missing.
+    listed: Arc<std::sync::RwLock<Option<std::collections::BTreeSet<String>>>>,
 }
 
 impl Default for Registry {
@@ -161,6 +164,30 @@ impl Registry {
     pub fn new() -> Self {
         Registry {
             tx: Arc::new(watch::Sender::new(Arc::new(BTreeMap::new()))),
+            listed: Arc::default(),
+        }
+    }
+
+    /// Whether KubevirtConfig `name` exists; `None` until the KubevirtConfigs were first listed.
+    pub fn exists(&self, name: &str) -> Option<bool> {
+        let listed = self.listed.read().unwrap_or_else(|p| p.into_inner());
+        listed.as_ref().map(|l| l.contains(name))
+    }
+
+    /// Records the KubevirtConfigs that exist (`None`: not known, as after a leader stepped
+    /// down); `Some` with `add`/`drop` changes one name once they are known.
+    pub(super) fn set_listed(&self, names: Option<std::collections::BTreeSet<String>>) {
+        *self.listed.write().unwrap_or_else(|p| p.into_inner()) = names;
+    }
+
+    pub(super) fn listed_change(&self, name: &str, present: bool) {
+        let mut listed = self.listed.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = listed.as_mut() {
+            if present {
+                l.insert(name.to_owned());
+            } else {
+                l.remove(name);
+            }
         }
     }
 

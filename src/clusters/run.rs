@@ -51,6 +51,7 @@ pub async fn run(
         () = shutdown => {}
     }
     registry.retain(|_| false);
+    registry.set_listed(None);
     tracing::info!("remote cluster controller stopped");
 }
 
@@ -80,12 +81,17 @@ async fn follow(ctx: Arc<Context>) {
                 // Configs deleted while the watch was down.
                 running.retain(|name, _| listed.contains(name));
                 ctx.registry.retain(|name| listed.contains(name));
+                ctx.registry.set_listed(Some(listed.clone()));
             }
-            Ok(watcher::Event::Apply(config)) => upsert(&ctx, &mut running, config),
+            Ok(watcher::Event::Apply(config)) => {
+                ctx.registry.listed_change(&config.name_any(), true);
+                upsert(&ctx, &mut running, config);
+            }
             Ok(watcher::Event::Delete(config)) => {
                 let name = config.name_any();
                 running.remove(&name);
                 ctx.registry.remove(&name);
+                ctx.registry.listed_change(&name, false);
                 tracing::info!(config = %name, "KubevirtConfig deleted: its client is dropped");
             }
             Err(e) => tracing::warn!(error = %e, "watching KubevirtConfigs failed; retrying"),

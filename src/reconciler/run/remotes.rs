@@ -95,7 +95,8 @@ impl Remotes {
     /// The cluster of KubevirtConfig `name`, once it is reachable and its caches are filled;
     /// its watches are started (or restarted on a new connection) here.
     pub fn cluster(&self, name: &str) -> Result<Arc<Cluster>, Unready> {
-        let connection = usable(self.registry.get(name))?;
+        let connection = usable(self.registry.get(name), self.registry.exists(name))
+            .map_err(|why| why.unwrap_or_else(|| filling(name)))?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let current = running
             .get(name)
@@ -193,23 +194,29 @@ impl Remotes {
     }
 }
 
-/// The connection a KubevirtConfig's health offers for Machines, or why there is none (pure).
-pub fn usable(health: Option<Health>) -> Result<Arc<crate::clusters::Connection>, Unready> {
+/// The connection a KubevirtConfig's health offers for Machines, or why there is none; `None`
+/// while it is being checked (listed but not probed yet, or not listed yet: nothing to say).
+/// Pure.
+pub fn usable(
+    health: Option<Health>,
+    exists: Option<bool>,
+) -> Result<Arc<crate::clusters::Connection>, Option<Unready>> {
+    let unready = |reason: &str, message: String| {
+        Err(Some(Unready {
+            reason: reason.to_owned(),
+            message,
+        }))
+    };
     match health {
-        None => Err(Unready {
-            reason: NOT_FOUND.to_owned(),
-            message: "no such KubevirtConfig (or not checked yet)".to_owned(),
-        }),
+        None if exists == Some(false) => unready(NOT_FOUND, "no such KubevirtConfig".to_owned()),
+        None => Err(None),
         Some(Health::NotReady {
             reason, message, ..
-        }) => Err(Unready {
-            reason: reason.as_str().to_owned(),
-            message,
-        }),
-        Some(Health::Ready(c)) if !c.apis.kubevirt => Err(Unready {
-            reason: KUBEVIRT_NOT_INSTALLED.to_owned(),
-            message: "KubeVirt (kubevirt.io/v1 VirtualMachine) is not installed there".to_owned(),
-        }),
+        }) => unready(reason.as_str(), message),
+        Some(Health::Ready(c)) if !c.apis.kubevirt => unready(
+            KUBEVIRT_NOT_INSTALLED,
+            "KubeVirt (kubevirt.io/v1 VirtualMachine) is not installed there".to_owned(),
+        ),
         Some(Health::Ready(c)) => Ok(c),
     }
 }
@@ -350,8 +357,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_cluster_is_usable_only_when_ready_with_kubevirt() {
-        let reason = |h| usable(h).err().map(|u| u.reason);
-        assert_eq!(reason(None), Some(NOT_FOUND.to_owned()));
+        let reason = |h| usable(h, Some(true)).err().flatten().map(|u| u.reason);
+        // Missing once listed; being checked (nothing said) before it is listed or probed.
+        let missing = usable(None, Some(false)).err().flatten().map(|u| u.reason);
+        assert_eq!(missing, Some(NOT_FOUND.to_owned()));
+        assert!(matches!(usable(None, None), Err(None)));
+        assert!(matches!(usable(None, Some(true)), Err(None)));
         let away = Health::NotReady {
             reason: Reason::Unreachable,
             message: "no answer".into(),
@@ -360,6 +371,6 @@ mod tests {
         assert_eq!(reason(Some(away)), Some("Unreachable".to_owned()));
         let bare = Health::Ready(connection(false));
         assert_eq!(reason(Some(bare)), Some(KUBEVIRT_NOT_INSTALLED.to_owned()));
-        assert!(usable(Some(Health::Ready(connection(true)))).is_ok());
+        assert!(usable(Some(Health::Ready(connection(true))), Some(true)).is_ok());
     }
 }
