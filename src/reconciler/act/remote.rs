@@ -10,7 +10,6 @@ use kube::{Resource, ResourceExt};
 use super::{apply, events, finalizer};
 use crate::api::Machine;
 use crate::api::names::ABANDON_REMOTE_ANNOTATION;
-use crate::reconciler::decide::desired::meta::machine_labels;
 use crate::reconciler::decide::status::cluster::unready;
 use crate::reconciler::decide::status_write;
 use crate::reconciler::error::Error;
@@ -32,10 +31,7 @@ pub async fn ensure_namespace(cluster: &Cluster, ns: &str) -> Result<(), kube::E
     }
     let api: Api<Namespace> = Api::all(cluster.client.clone());
     if api.get_metadata_opt(ns).await?.is_none() {
-        let labels = machine_labels("")
-            .into_iter()
-            .filter(|(k, _)| k == MANAGED_BY_LABEL)
-            .collect();
+        let labels = [(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())].into();
         let namespace = Namespace {
             metadata: ObjectMeta {
                 name: Some(ns.to_owned()),
@@ -52,7 +48,6 @@ pub async fn ensure_namespace(cluster: &Cluster, ns: &str) -> Result<(), kube::E
             Err(e) => return Err(e),
         }
     }
-    debug_assert!(MANAGED_BY == "kubevirt-operator");
     let mut set = cluster.namespaces.lock().unwrap_or_else(|p| p.into_inner());
     set.insert(ns.to_owned());
     Ok(())
