@@ -1,5 +1,5 @@
 //! Issue 25, client authentication end to end: kube-apiserver configured exactly as
-//! docs/design/admission.md "Client authentication" says (its AdmissionConfiguration and webhook
+//! docs/operator/security.md "Client authentication" says (its AdmissionConfiguration and webhook
 //! kubeconfig are taken from that page, paths moved into the control plane's directory) presents
 //! a client certificate of a test CA; `kubevirt-operator webhook --client-ca-file` with that CA
 //! answers it, reached through a Service as in a cluster, and refuses any other caller at the
@@ -31,14 +31,14 @@ use support::{ApiserverExtras, ControlPlane, OPERATOR_NAMESPACE};
 const SERVICE: &str = "kubevirt-operator-webhook";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The fenced YAML block of docs/design/admission.md whose first line is `# <path>`.
+/// The fenced YAML block of docs/operator/security.md whose first line is `# <path>`.
 fn documented(path: &str) -> String {
     let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design/admission.md"))
-            .expect("docs/design/admission.md");
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operator/security.md"))
+            .expect("docs/operator/security.md");
     let start = doc
         .find(&format!("```yaml\n   # {path}\n"))
-        .unwrap_or_else(|| panic!("docs/design/admission.md has no YAML block for {path}"));
+        .unwrap_or_else(|| panic!("docs/operator/security.md has no YAML block for {path}"));
     let block = &doc[start + "```yaml\n".len()..];
     let block = &block[..block.find("```").expect("the block's end")];
     // The block is indented under its list item.

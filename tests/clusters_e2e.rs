@@ -5,7 +5,7 @@
 //! reads: each bad Secret's reason, a rotation from refused credentials to good ones without a
 //! restart, the remote API server stopped and started again, and a deleted KubevirtConfig
 //! leaving the registry. Also: `manifests/remote-cluster-rbac.yaml` grants its ServiceAccount
-//! exactly what README.md says, checked with SubjectAccessReviews on a control plane.
+//! exactly what docs/user/remote-clusters.md says, checked with SubjectAccessReviews on a control plane.
 
 mod support;
 
@@ -423,7 +423,7 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
 }
 
 /// `manifests/remote-cluster-rbac.yaml`, applied with kubectl: its ServiceAccount may do what
-/// README.md's "Several clusters" lists, and not more (no node deletion, no Secret listing, no
+/// docs/user/remote-clusters.md's "RBAC on each remote cluster" lists, and not more (no node deletion, no Secret listing, no
 /// clone from a namespace it was not bound in).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {

@@ -1,8 +1,8 @@
 //! Optional client authentication on the webhook listener (`--client-ca-file`): only a caller
 //! with a certificate signed by a CA of that file completes the TLS handshake. Configure
-//! kube-apiserver to present one through its AdmissionConfiguration (docs/admission.md, "Client
-//! authentication"), and nothing else in the cluster can ask the access check what a user may
-//! do, or hold the webhook's connections.
+//! kube-apiserver to present one through its AdmissionConfiguration (docs/operator/security.md,
+//! "Client authentication"), and nothing else in the cluster can ask the access check what a user
+//! may do, or hold the webhook's connections.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
