@@ -45,7 +45,7 @@ fn machine_crd_has_the_contracted_shape() {
         columns,
         ["Template", "Phase", "Storage", "VM", "Node", "IP", "Age"]
     );
-    // README: Storage is the StorageReady condition's reason (a CDI phase while importing).
+    // docs/user/machines-and-classes.md: Storage is the StorageReady condition's reason (a CDI phase while importing).
     let storage = version
         .additional_printer_columns
         .iter()

@@ -162,7 +162,7 @@ async fn hostile_bodies_get_bounded_answers_in_bounded_time_and_memory() {
         );
         for path in [MUTATE_PATH, VALIDATE_PATH] {
             // A 503 past the answer budget is the lane's designed answer while the machine is
-            // saturated (docs/admission.md), and a client retries it: on a CI machine running
+            // saturated (docs/design/admission.md), and a client retries it: on a CI machine running
             // several test binaries at once, the nice-19 large lane can starve for seconds
             // (and keeps its one permit until the starved decision ends). Every attempt must
             // answer in time and bounded; a 503 that outlasts the retries is still bounded.

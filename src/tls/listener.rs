@@ -301,7 +301,7 @@ fn close_when_draining(mut response: Response, draining: &Draining) -> Response 
 mod tests {
     use super::*;
 
-    /// Each listener's bounds, as docs/admission.md and the README give them (the rules
+    /// Each listener's bounds, as docs/design/admission.md and docs/operator/security.md give them (the rules
     /// themselves are `tests/listener_limits.rs`'s, the webhook's in production
     /// `tests/webhook_bad_input.rs`'s).
     #[test]

@@ -79,7 +79,7 @@ async fn a_body_that_waited_still_holds_the_lane_for_its_share() {
     );
 }
 
-/// The values the server runs with, as docs/admission.md gives them.
+/// The values the server runs with, as docs/design/admission.md gives them.
 #[test]
 fn the_defaults_are_the_documented_values() {
     let s = LaneSettings::default();

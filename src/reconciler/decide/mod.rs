@@ -58,7 +58,7 @@ use crate::reconciler::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 #[derive(Debug, Default)]
 pub struct Decision {
     /// The Machine has never been reconciled and carries no finalizer (it bypassed the
-    /// webhook): add it. A finalizer removed later stays removed (README, "Admission").
+    /// webhook): add it. A finalizer removed later stays removed (docs/design/admission.md, "Endpoints").
     pub add_finalizer: bool,
     pub claims: Vec<PersistentVolumeClaim>,
     pub data_volumes: Vec<DataVolume>,
