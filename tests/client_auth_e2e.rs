@@ -33,9 +33,10 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// The fenced YAML block of docs/operator/security.md whose first line is `# <path>`.
 fn documented(path: &str) -> String {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operator/security.md"))
-            .expect("docs/operator/security.md");
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operator/security.md"),
+    )
+    .expect("docs/operator/security.md");
     let start = doc
         .find(&format!("```yaml\n   # {path}\n"))
         .unwrap_or_else(|| panic!("docs/operator/security.md has no YAML block for {path}"));

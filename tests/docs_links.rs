@@ -1,0 +1,548 @@
+//! The manual checks itself: README.md and every page under docs/.
+//!
+//! - Every relative link resolves: the file exists, and a `#anchor` names a heading of it (the
+//!   slug GitHub makes: lower case, punctuation dropped, spaces as `-`, `-1`, `-2` for repeats).
+//! - Every fenced `yaml` block parses, and each document of it that is one of the operator's
+//!   own kinds (Machine, MachineClass, MachineSnapshot, MachineRestore, NetworkConfiguration,
+//!   KubevirtConfig) passes the CRD schema the operator generates (the webhooks' own check).
+//! - Every `kubevirt-operator ...` command, in `sh`/`bash`/`console` blocks and in inline code,
+//!   names subcommands and flags the binary accepts (clap's definition, as `--help` shows it).
+//!
+//! A block that illustrates rather than runs is marked on the line before its fence with
+//! `<!-- docs-check: illustration (why) -->`: it must still parse as YAML, but is not held to
+//! the schema (an annotated reference with `...` placeholders, say). Failures name file:line.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+use kubevirt_operator::admission::schema::{SchemaCheck, prune_nulls};
+use kubevirt_operator::api::crd;
+use kubevirt_operator::cli::Cli;
+
+const ILLUSTRATION: &str = "<!-- docs-check: illustration";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// README.md and docs/**/*.md.
+fn pages() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("readable docs/") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = vec![root().join("README.md")];
+    walk(&root().join("docs"), &mut out);
+    out.sort();
+    out
+}
+
+/// A page split into prose (with the line each paragraph starts on) and fenced blocks.
+struct Page {
+    path: PathBuf,
+    headings: Vec<String>,
+    paragraphs: Vec<(usize, String)>,
+    blocks: Vec<Block>,
+}
+
+struct Block {
+    line: usize,
+    info: String,
+    illustration: bool,
+    text: String,
+}
+
+fn parse(path: &Path) -> Page {
+    let text = std::fs::read_to_string(path).expect("readable page");
+    let mut page = Page {
+        path: path.to_owned(),
+        headings: Vec::new(),
+        paragraphs: Vec::new(),
+        blocks: Vec::new(),
+    };
+    // The open fence: its marker, its indentation (stripped from its lines) and the block so far.
+    let mut fence: Option<(String, usize, Block)> = None;
+    let mut previous = "";
+    let mut paragraph: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let trimmed = line.trim_start();
+        if let Some((marker, fence_indent, block)) = fence.as_mut() {
+            if trimmed.starts_with(marker.as_str())
+                && trimmed.trim_matches(|c| c == '`' || c == '~').is_empty()
+            {
+                let (_, _, block) = fence.take().expect("open fence");
+                page.blocks.push(block);
+            } else {
+                let strip = indent(line).min(*fence_indent);
+                block.text.push_str(&line[strip..]);
+                block.text.push('\n');
+            }
+            continue;
+        }
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            page.paragraphs.extend(paragraph.take());
+            let marker: String = trimmed
+                .chars()
+                .take_while(|c| *c == '`' || *c == '~')
+                .collect();
+            let info = trimmed[marker.len()..].trim().to_owned();
+            fence = Some((
+                marker,
+                indent(line),
+                Block {
+                    line: n,
+                    info,
+                    illustration: previous.trim_start().starts_with(ILLUSTRATION),
+                    text: String::new(),
+                },
+            ));
+        } else if trimmed.is_empty() {
+            page.paragraphs.extend(paragraph.take());
+        } else {
+            if let Some(h) = heading(line) {
+                page.headings.push(h);
+            }
+            match paragraph.as_mut() {
+                Some((_, p)) => {
+                    p.push('\n');
+                    p.push_str(line);
+                }
+                None => paragraph = Some((n, line.to_owned())),
+            }
+        }
+        previous = line;
+    }
+    page.paragraphs.extend(paragraph);
+    assert!(
+        fence.is_none(),
+        "{}: a fenced block is never closed",
+        path.display()
+    );
+    page
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+fn heading(line: &str) -> Option<String> {
+    let hashes = line.chars().take_while(|c| *c == '#').count();
+    (1..=6)
+        .contains(&hashes)
+        .then(|| line[hashes..].strip_prefix(' '))
+        .flatten()
+        .map(|h| h.trim().to_owned())
+}
+
+/// GitHub's anchor for a heading: links reduced to their text, then lower case, every
+/// character but letters, digits, `-`, `_` and spaces dropped, spaces turned into `-`.
+fn slug(heading: &str) -> String {
+    let mut text = String::new();
+    let mut rest = heading;
+    while let Some(open) = rest.find('[') {
+        let Some(mid) = rest[open..].find("](") else {
+            break;
+        };
+        let Some(close) = rest[open + mid..].find(')') else {
+            break;
+        };
+        text.push_str(&rest[..open]);
+        text.push_str(&rest[open + 1..open + mid]);
+        rest = &rest[open + mid + close + 1..];
+    }
+    text.push_str(rest);
+    text.to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn anchors(page: &Page) -> HashSet<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = HashSet::new();
+    for h in &page.headings {
+        let base = slug(h);
+        let count = seen.entry(base.clone()).or_default();
+        out.insert(if *count == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{count}")
+        });
+        *count += 1;
+    }
+    out
+}
+
+/// A paragraph's text outside inline code, and its inline code spans, each with its line.
+fn split_code(start: usize, paragraph: &str) -> (Vec<(usize, String)>, Vec<(usize, String)>) {
+    let (mut prose, mut code) = (Vec::new(), Vec::new());
+    let mut line = start;
+    let mut rest = paragraph;
+    loop {
+        let Some(open) = rest.find('`') else {
+            prose.push((line, rest.to_owned()));
+            break;
+        };
+        let ticks = rest[open..].chars().take_while(|c| *c == '`').count();
+        let marker = "`".repeat(ticks);
+        let body_start = open + ticks;
+        let Some(len) = rest[body_start..].find(&marker) else {
+            prose.push((line, rest.to_owned()));
+            break;
+        };
+        prose.push((line, rest[..open].to_owned()));
+        line += rest[..open].matches('\n').count();
+        let body = &rest[body_start..body_start + len];
+        code.push((line, body.to_owned()));
+        line += body.matches('\n').count();
+        rest = &rest[body_start + len + ticks..];
+    }
+    (prose, code)
+}
+
+/// `[text](target)` targets in prose, with their line.
+fn links(prose: &[(usize, String)]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (start, text) in prose {
+        let mut offset = 0;
+        while let Some(found) = text[offset..].find("](") {
+            let at = offset + found + 2;
+            let Some(end) = text[at..].find(')') else {
+                break;
+            };
+            let target = text[at..at + end].split_whitespace().next().unwrap_or("");
+            out.push((start + text[..at].matches('\n').count(), target.to_owned()));
+            offset = at + end;
+        }
+    }
+    out
+}
+
+fn check_link(
+    page: &Page,
+    line: usize,
+    target: &str,
+    all: &HashMap<PathBuf, Page>,
+) -> Option<String> {
+    if target.contains("://") || target.starts_with("mailto:") {
+        return None;
+    }
+    let (file, anchor) = match target.split_once('#') {
+        Some((f, a)) => (f, Some(a)),
+        None => (target, None),
+    };
+    let resolved = if file.is_empty() {
+        page.path.clone()
+    } else {
+        page.path.parent().expect("in a directory").join(file)
+    };
+    let at = format!("{}:{line}", rel(&page.path));
+    let Ok(resolved) = resolved.canonicalize() else {
+        return Some(format!("{at}: link {target:?}: no file {file}"));
+    };
+    let anchor = anchor?;
+    let Some(linked) = all.get(&resolved) else {
+        return Some(format!(
+            "{at}: link {target:?}: an anchor into a file that is not a checked page"
+        ));
+    };
+    (!anchors(linked).contains(anchor)).then(|| {
+        format!(
+            "{at}: link {target:?}: {} has no heading with the anchor #{anchor}",
+            rel(&linked.path)
+        )
+    })
+}
+
+fn rel(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn every_relative_link_resolves() {
+    let all: HashMap<PathBuf, Page> = pages()
+        .iter()
+        .map(|p| (p.canonicalize().expect("page path"), parse(p)))
+        .collect();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for page in all.values() {
+        for (start, paragraph) in &page.paragraphs {
+            let (prose, _) = split_code(*start, paragraph);
+            for (line, target) in links(&prose) {
+                checked += 1;
+                problems.extend(check_link(page, line, &target, &all));
+            }
+        }
+    }
+    problems.sort();
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser still right?"
+    );
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The operator's kinds and the schema each is checked with.
+fn schemas() -> HashMap<String, SchemaCheck> {
+    crd::all()
+        .into_iter()
+        .map(|c| {
+            let schema = c.spec.versions[0]
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .map(|s| serde_json::to_value(s).expect("schema as JSON"))
+                .expect("every CRD has a schema");
+            (
+                c.spec.names.kind.clone(),
+                SchemaCheck::from_openapi(&schema).expect("the CRD schema compiles"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_yaml_block_parses_and_every_manifest_of_ours_passes_its_crd_schema() {
+    use serde::Deserialize;
+    let schemas = schemas();
+    let mut problems = Vec::new();
+    let mut validated = 0;
+    for page in pages().iter().map(|p| parse(p)) {
+        for block in page
+            .blocks
+            .iter()
+            .filter(|b| matches!(b.info.as_str(), "yaml" | "yml"))
+        {
+            let at = format!("{}:{}", rel(&page.path), block.line);
+            for (i, doc) in serde_yaml::Deserializer::from_str(&block.text).enumerate() {
+                let value = match serde_json::Value::deserialize(doc) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        problems.push(format!("{at}: document {i} is not YAML: {e}"));
+                        break;
+                    }
+                };
+                let ours = value["apiVersion"] == "vitistack.io/v1alpha1";
+                let Some(check) = value["kind"]
+                    .as_str()
+                    .filter(|_| ours)
+                    .and_then(|k| schemas.get(k))
+                else {
+                    continue;
+                };
+                if block.illustration {
+                    continue;
+                }
+                let mut object = value.clone();
+                prune_nulls(&mut object);
+                validated += 1;
+                for error in check.check(&object) {
+                    problems.push(format!("{at}: {} (document {i}): {error}", value["kind"]));
+                }
+            }
+        }
+    }
+    assert!(
+        validated >= 5,
+        "only {validated} manifests of ours validated"
+    );
+    assert!(
+        problems.is_empty(),
+        "YAML in the docs that does not parse or that its CRD refuses (mark an annotated \
+         reference with `{ILLUSTRATION} (why) -->` on the line before its fence):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The command lines of a shell block: continuations joined; in `console`, `$ ` lines only.
+fn command_lines(block: &Block) -> Vec<(usize, String)> {
+    let console = block.info == "console";
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut continued = false;
+    for (i, line) in block.text.lines().enumerate() {
+        let n = block.line + 1 + i;
+        let line = if continued {
+            let last = out.last_mut().expect("a line to continue");
+            last.1.push(' ');
+            last.1.push_str(line.trim());
+            continued = last.1.ends_with('\\');
+            if continued {
+                last.1.pop();
+            }
+            continue;
+        } else if console {
+            match line.strip_prefix("$ ") {
+                Some(l) => l,
+                None => continue,
+            }
+        } else {
+            line
+        };
+        continued = line.ends_with('\\');
+        out.push((n, line.trim_end_matches('\\').to_owned()));
+    }
+    out
+}
+
+/// Each `kubevirt-operator ...` invocation in a command line, as its words.
+fn invocations(line: &str) -> Vec<Vec<String>> {
+    let line = line.split(" #").next().unwrap_or(line);
+    let line = line
+        .replace("$(", ";")
+        .replace("&&", ";")
+        .replace("||", ";")
+        .replace('|', ";");
+    line.split(';')
+        .filter_map(|segment| {
+            let words: Vec<String> = segment
+                .split_whitespace()
+                .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+                .take_while(|w| !w.starts_with('>') && !w.starts_with('<') && *w != ")")
+                .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_owned())
+                .collect();
+            (words.first().map(String::as_str) == Some("kubevirt-operator")).then_some(words)
+        })
+        .collect()
+}
+
+/// Why the binary would refuse these words' subcommands or flags, if it would.
+fn refusal(words: &[String]) -> Option<String> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut cmd = &cmd;
+    let mut rest = words[1..].iter().filter(|w| !w.is_empty());
+    let mut takes_value = false;
+    let mut has_sub = false;
+    while let Some(word) = rest.next() {
+        if takes_value {
+            takes_value = false;
+            continue;
+        }
+        if let Some(long) = word.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, _)) => (n, true),
+                None => (long, false),
+            };
+            let Some(arg) = cmd.get_arguments().find(|a| a.get_long() == Some(name)) else {
+                return Some(format!("{} accepts no --{name}", cmd_name(cmd, words)));
+            };
+            takes_value = arg.get_action().takes_values() && !inline;
+        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let c = short.chars().next().expect("not empty");
+            let Some(arg) = cmd.get_arguments().find(|a| a.get_short() == Some(c)) else {
+                return Some(format!("{} accepts no -{c}", cmd_name(cmd, words)));
+            };
+            takes_value = arg.get_action().takes_values() && short.len() == 1;
+        } else if let Some(sub) = cmd.find_subcommand(word) {
+            cmd = sub;
+            has_sub = true;
+        } else if cmd.get_positionals().next().is_none() {
+            return Some(format!(
+                "{} has no subcommand {word:?}",
+                cmd_name(cmd, words)
+            ));
+        }
+    }
+    (!has_sub).then(|| "names no subcommand".to_owned())
+}
+
+fn cmd_name(cmd: &clap::Command, words: &[String]) -> String {
+    let name = cmd.get_name();
+    if name == "kubevirt-operator" {
+        name.to_owned()
+    } else {
+        let at = words.iter().position(|w| w == name).unwrap_or(0);
+        words[..=at].join(" ")
+    }
+}
+
+#[test]
+fn every_kubevirt_operator_command_names_what_the_binary_accepts() {
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for page in pages().iter().map(|p| parse(p)) {
+        let mut lines: Vec<(usize, String)> = Vec::new();
+        for block in &page.blocks {
+            if matches!(block.info.as_str(), "sh" | "bash" | "shell" | "console")
+                && !block.illustration
+            {
+                lines.extend(command_lines(block));
+            }
+        }
+        for (start, paragraph) in &page.paragraphs {
+            let (_, code) = split_code(*start, paragraph);
+            lines.extend(
+                code.into_iter()
+                    .filter(|(_, c)| c.starts_with("kubevirt-operator ")),
+            );
+        }
+        for (line, text) in lines {
+            for words in invocations(&text.replace('\n', " ")) {
+                checked += 1;
+                if let Some(why) = refusal(&words) {
+                    problems.push(format!(
+                        "{}:{line}: `{}`: {why}",
+                        rel(&page.path),
+                        words.join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked >= 10,
+        "only {checked} commands found: is the parser still right?"
+    );
+    assert!(
+        problems.is_empty(),
+        "commands the binary would refuse:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_themselves_catch_what_they_should() {
+    assert_eq!(
+        slug("Admission limits: bounded cost for every body"),
+        "admission-limits-bounded-cost-for-every-body"
+    );
+    assert_eq!(slug("`make dev`, then [docs](x.md)"), "make-dev-then-docs");
+    let words = |s: &str| invocations(s).pop().expect("an invocation");
+    assert_eq!(refusal(&words("kubevirt-operator certs rotate --ca")), None);
+    assert_eq!(
+        refusal(&words(
+            "KUBECONFIG=k kubevirt-operator run --webhook-url https://h:1"
+        )),
+        None
+    );
+    assert_eq!(
+        refusal(&words(
+            "kubevirt-operator validate -f - | kubectl apply -f -"
+        )),
+        None
+    );
+    assert!(refusal(&words("kubevirt-operator certs rotate --cas")).is_some());
+    assert!(refusal(&words("kubevirt-operator certz status")).is_some());
+    assert!(refusal(&words("kubevirt-operator")).is_some());
+    assert_eq!(
+        invocations("helm install kubevirt-operator charts/kubevirt-operator").len(),
+        0
+    );
+}
