@@ -1,73 +1,22 @@
-//! Command-line interface: every flag also reads its environment variable.
+//! The flags the subcommands share or serve with (`webhook`, `run`, `validate`); every flag also
+//! reads its environment variable. The command line itself is [`crate::commands::Cli`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 
 use crate::config::{
     WatchScope, parse_bind_address, parse_dns_label, parse_dns_subdomain, parse_duration,
-    parse_lease_duration, parse_qps, parse_watch_namespaces,
+    parse_lease_duration, parse_per_client, parse_qps, parse_watch_namespaces,
 };
 use crate::machine::Catalog;
 use crate::machine::machine_types::MachineTypes;
 use crate::machine::network_policy::{DEFAULT_VLANS, NetworkPolicy, Vlans, interface_name_problem};
 use crate::machine::templates::DEFAULT_TEMPLATE;
-use crate::telemetry::logging::LogFormat;
+use crate::telemetry::health::EndpointArgs;
 use crate::tls::listener::Limits;
-
-/// A per-client connection cap: 1 up to the listener's cap of all connections.
-fn per_client(limits: Limits) -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::new().range(1..=limits.max_connections as u64)
-}
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "kubevirt-operator",
-    version,
-    about = "Admission webhooks and reconciler for vitistack.io Machines"
-)]
-pub struct Cli {
-    /// Log format.
-    #[arg(
-        long,
-        env = "LOG_FORMAT",
-        value_name = "LOG_FORMAT",
-        value_enum,
-        default_value = "auto",
-        global = true
-    )]
-    pub log_format: LogFormat,
-
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Serve the admission webhooks over HTTPS from PEM files, with no cluster access.
-    ///
-    /// Without a cluster there is no SubjectAccessReview: this server SKIPS the access check
-    /// that `run` makes as the Machine's author (may they `get` the Secret in
-    /// `spec.cloudInit.secretRef`?) and as the NetworkConfiguration's (may they create its
-    /// network-attachment-definition?). Use `run` wherever authors are not trusted.
-    Webhook(Box<WebhookArgs>),
-    /// Print the CustomResourceDefinitions as YAML.
-    Crd,
-    /// Default and validate Machine manifests offline, against the built-in classes and any
-    /// MachineClass in the input (checked too); exit 1 on errors.
-    Validate(ValidateArgs),
-    /// Show the webhook certificates, or ask the leader to rotate them now.
-    Certs(crate::commands::certs::CertsArgs),
-    /// Run the operator: the admission webhooks and the leader-elected reconciler.
-    Run(Box<RunArgs>),
-    /// Print the webhook configurations to install for an operator run outside the cluster.
-    WebhookConfigurations(crate::commands::webhook_configs::WebhookConfigsArgs),
-    /// Check through the API server that the webhooks admit Machines (dry-run creates); the
-    /// chart's `helm test` runs it.
-    CheckAdmission(crate::commands::check::CheckArgs),
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct TemplateArgs {
@@ -181,7 +130,7 @@ pub struct WebhookArgs {
     /// Connections one client address may hold open to the webhooks (1 to 256, the cap of all);
     /// more are refused, so one client cannot take every slot.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",
-          default_value_t = 64, value_parser = per_client(Limits::WEBHOOK))]
+          default_value_t = 64, value_parser = parse_per_client(Limits::WEBHOOK))]
     pub webhook_max_connections_per_client: usize,
     #[command(flatten)]
     pub templates: TemplateArgs,
@@ -191,25 +140,6 @@ pub struct WebhookArgs {
     pub endpoints: EndpointArgs,
     #[command(flatten)]
     pub drain: DrainArgs,
-}
-
-/// The plain-HTTP endpoints for Prometheus and the kubelet's probes.
-#[derive(Args, Debug, Clone)]
-pub struct EndpointArgs {
-    /// Address of the Prometheus `/metrics` endpoint.
-    #[arg(long, env = "METRICS_BIND_ADDRESS", value_name = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
-    pub metrics_bind_address: SocketAddr,
-    /// Address of `/healthz` and `/readyz`.
-    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
-    pub health_probe_bind_address: SocketAddr,
-    /// Connections one client address may hold open to `/metrics` (1 to 32, the cap of all).
-    #[arg(long, env = "METRICS_MAX_CONNECTIONS_PER_CLIENT", value_name = "METRICS_MAX_CONNECTIONS_PER_CLIENT",
-          default_value_t = 8, value_parser = per_client(Limits::METRICS))]
-    pub metrics_max_connections_per_client: usize,
-    /// Connections one client address may hold open to the probes (1 to 32, the cap of all).
-    #[arg(long, env = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT", value_name = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT",
-          default_value_t = 8, value_parser = per_client(Limits::PROBES))]
-    pub health_probe_max_connections_per_client: usize,
 }
 
 /// The webhook server's stop sequence on SIGTERM.
@@ -299,7 +229,7 @@ pub struct RunArgs {
     /// Connections one client address may hold open to the webhooks (1 to 256, the cap of all);
     /// more are refused, so one client cannot take every slot.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",
-          default_value_t = 64, value_parser = per_client(Limits::WEBHOOK))]
+          default_value_t = 64, value_parser = parse_per_client(Limits::WEBHOOK))]
     pub webhook_max_connections_per_client: usize,
     /// The Service in front of the webhook server, in the operator's namespace: the webhook
     /// configurations call it and the serving certificate names it. Deployments pass the name

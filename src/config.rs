@@ -3,6 +3,8 @@
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
+use crate::tls::listener::Limits;
+
 /// Parses a bind address the way the Go operators write it: `:8443` means every interface, IPv6
 /// and IPv4 (`[::]:8443`, bound dual-stack by [`crate::listen::bind`], which falls back to
 /// `0.0.0.0` on hosts without IPv6).
@@ -13,6 +15,11 @@ pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
     };
     full.parse::<SocketAddr>()
         .map_err(|_| format!("{s:?} is not an address such as :8443, 127.0.0.1:8443 or [::1]:8443"))
+}
+
+/// A per-client connection cap: 1 up to the listener's cap of all connections.
+pub fn parse_per_client(limits: Limits) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=limits.max_connections as u64)
 }
 
 pub fn default_bind(port: u16) -> SocketAddr {

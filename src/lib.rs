@@ -12,6 +12,7 @@
 //! - [`clusters`]: remote KubeVirt clusters (KubevirtConfig), their clients and health (leader only).
 //! - [`snapshots`]: MachineSnapshots and MachineRestores through KubeVirt (leader only).
 //! - [`listen`]: dual-stack listeners.
+//! - [`discovery`]: whether an optional API is served, asked with retries.
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod access;
@@ -24,6 +25,7 @@ pub mod client;
 pub mod clusters;
 pub mod commands;
 pub mod config;
+pub mod discovery;
 pub mod leader;
 pub mod listen;
 pub mod machine;

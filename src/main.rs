@@ -1,8 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kubevirt_operator::cli::{Cli, Command};
-use kubevirt_operator::commands::{self, validate::Checked};
+use kubevirt_operator::commands::{self, Cli, Command, validate::Checked};
 use kubevirt_operator::{api, telemetry, tls};
 
 fn main() -> ExitCode {

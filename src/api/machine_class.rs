@@ -6,9 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::{CORES, MAX_DISKS, SOCKETS, THREADS};
+use super::machine::{CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS};
 use super::quantity::Quantity;
-use super::schema::required_without_default;
+use super::schema::{required_without_default, without_hot_plug_maxima};
 
 /// Free text is shown by `kubectl`, never parsed: bounded so a class stays small.
 pub const MAX_DISPLAY_NAME: usize = 63;
@@ -55,10 +55,12 @@ pub struct MachineClassSpec {
     /// CPU topology: cores (required, 1-256), threads per core (1-8, default 1), sockets (1-16,
     /// default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<ClassCpu>,
+    #[schemars(transform = without_hot_plug_maxima)]
+    pub cpu: Option<Cpu>,
     /// Guest memory (required, at least 64Mi).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<ClassMemory>,
+    #[schemars(transform = without_hot_plug_maxima)]
+    pub memory: Option<Memory>,
     /// Disks every Machine of the class gets, merged by name with the Machine's own disks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_CLASS_DISKS))]
@@ -66,32 +68,6 @@ pub struct MachineClassSpec {
     /// Bounds on what a Machine of the class may ask for through its overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ClassLimits>,
-}
-
-/// A class's CPU topology (a Machine's without the hot-plug maximum, which is the Machine's
-/// own choice).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub struct ClassCpu {
-    /// Cores per socket, 1-256.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("minimum" = CORES.0, "maximum" = CORES.1))]
-    pub cores: Option<i64>,
-    /// Threads per core, 1-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("minimum" = THREADS.0, "maximum" = THREADS.1))]
-    pub threads: Option<i64>,
-    /// Sockets, 1-16.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
-    pub sockets: Option<i64>,
-}
-
-/// A class's guest memory.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct ClassMemory {
-    /// Guest memory as a Kubernetes quantity, at least 64Mi (e.g. 4Gi).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<Quantity>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

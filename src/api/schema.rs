@@ -20,3 +20,13 @@ pub(crate) fn required_without_default(schema: &mut schemars::Schema) {
         }
     }
 }
+
+/// A class's CPU and memory are a Machine's without the hot-plug maxima (`maxSockets`, `maxSize`),
+/// which are each Machine's own choice: they stay out of the class's schema, so the API server
+/// prunes them (or refuses them, under strict field validation) as it would any unknown field.
+pub(crate) fn without_hot_plug_maxima(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        props.remove("maxSockets");
+        props.remove("maxSize");
+    }
+}

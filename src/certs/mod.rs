@@ -12,7 +12,7 @@
 //! - [`store`]: reading and conditionally writing the Secrets, ConfigMap and webhook configurations.
 //! - [`manager`]: the leader's loop that observes, decides and acts.
 //! - [`watch`]: every replica's serving-Secret watcher that feeds the TLS server's `CertSlot`.
-//! - [`metrics`]: expiry timestamps and rotation counts.
+//! - [`metrics`]: the served certificate's expiry, followed (the families: `telemetry::certs`).
 
 pub mod bundle;
 pub mod config;

@@ -194,33 +194,26 @@ pub trait WebhookConfiguration: kube::Resource<DynamicType = ()> + Clone {
     fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig>;
 }
 
-impl WebhookConfiguration for MutatingWebhookConfiguration {
-    fn client_configs(&self) -> Vec<&WebhookClientConfig> {
-        self.webhooks
-            .iter()
-            .flatten()
-            .map(|h| &h.client_config)
-            .collect()
-    }
-    fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig> {
-        let hooks = self.webhooks.iter_mut().flatten();
-        hooks.map(|h| &mut h.client_config).collect()
-    }
+/// Both kinds hold their webhooks' clientConfigs the same way; only the webhook type differs.
+macro_rules! webhook_configuration {
+    ($($kind:ty),*) => {$(
+        impl WebhookConfiguration for $kind {
+            fn client_configs(&self) -> Vec<&WebhookClientConfig> {
+                self.webhooks
+                    .iter()
+                    .flatten()
+                    .map(|h| &h.client_config)
+                    .collect()
+            }
+            fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig> {
+                let hooks = self.webhooks.iter_mut().flatten();
+                hooks.map(|h| &mut h.client_config).collect()
+            }
+        }
+    )*};
 }
 
-impl WebhookConfiguration for ValidatingWebhookConfiguration {
-    fn client_configs(&self) -> Vec<&WebhookClientConfig> {
-        self.webhooks
-            .iter()
-            .flatten()
-            .map(|h| &h.client_config)
-            .collect()
-    }
-    fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig> {
-        let hooks = self.webhooks.iter_mut().flatten();
-        hooks.map(|h| &mut h.client_config).collect()
-    }
-}
+webhook_configuration!(MutatingWebhookConfiguration, ValidatingWebhookConfiguration);
 
 /// Whether a webhook calls this operator: its Service in its namespace, or under its URL. Only
 /// such webhooks get the operator's caBundle; any other webhook in the configuration is not its.

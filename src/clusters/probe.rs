@@ -13,7 +13,7 @@ use super::decide::{Probe, classify};
 use super::kubeconfig::{Unusable, redact};
 use super::registry::Apis;
 use crate::client::limited_client;
-use crate::reconciler::run::discovery::{self, Found};
+use crate::discovery::{self, Found};
 
 /// The APIs the reconciler makes objects of, when served: (group/version, plural).
 const KUBEVIRT: (&str, &str) = ("kubevirt.io/v1", "virtualmachines");
@@ -66,7 +66,7 @@ async fn ask(client: &Client) -> Result<Probe, Probe> {
     Ok(Probe::Reached { version, apis })
 }
 
-/// One discovery question, classified as the reconciler's discovery does; an answer not worth
+/// One discovery question, classified as [`discovery::classify`] does; an answer not worth
 /// believing fails the probe (it is asked again at the next one).
 async fn served(client: &Client, (group_version, plural): (&str, &str)) -> Result<bool, Probe> {
     let answer = client.list_api_group_resources(group_version).await;

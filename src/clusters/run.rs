@@ -16,7 +16,7 @@ use super::context::{Context, MachineCount};
 use super::registry::Registry;
 use super::supervisor::Supervisor;
 use crate::api::kubevirt_config::{KubevirtConfig, KubevirtConfigSpec};
-use crate::reconciler::run::discovery;
+use crate::discovery;
 
 /// A running supervisor and the spec it was started for; aborted when dropped.
 struct Running {

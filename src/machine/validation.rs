@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::api::machine::{
     ACCESS_MODES, BOOT_DEVICES, CloudInit, Disk, Domain, MAX_BOOT_ORDER, MAX_DISKS, MAX_NETWORKS,
-    MachineSpec, NIC_MODELS, Network, VOLUME_MODES,
+    MachineSpec, VOLUME_MODES,
 };
 use crate::api::names::CLOUD_INIT_VOLUME;
 use crate::api::quantity::{Amount, Quantity};
@@ -19,7 +19,7 @@ use super::catalog::Catalog;
 use super::classes::{Class, Use, choose};
 use super::field_error::{FieldError, FieldPath};
 use super::machine_types::machine_type_errors;
-use super::names::{config_key, dns1123_label, dns1123_subdomain, parse_mac};
+use super::names::{config_key, dns1123_label, dns1123_subdomain};
 use super::sizes::claim_size_problem;
 use super::sources::{check_cdroms, check_source};
 
@@ -29,8 +29,6 @@ use super::sources::{check_cdroms, check_source};
 pub const MAX_USER_DATA: usize = 2048;
 pub const MAX_INLINE_NETWORK_DATA: usize = 2048;
 pub const MAX_NETWORK_DATA: usize = 16 * 1024;
-/// networkName becomes a label value.
-pub const MAX_NETWORK_NAME: usize = 63;
 
 /// The first `max` items, reporting the rest as too many: per-item work stays bounded.
 fn bounded<'a, T>(out: &mut Outcome, path: &FieldPath, items: &'a [T], max: usize) -> &'a [T] {
@@ -246,66 +244,6 @@ fn check_enum(out: &mut Outcome, path: &FieldPath, value: Option<&str>, allowed:
     }
 }
 
-fn validate_networks(out: &mut Outcome, path: &FieldPath, networks: &[Network]) {
-    let mut names: HashMap<&str, usize> = HashMap::new();
-    let mut macs: HashMap<[u8; 6], usize> = HashMap::new();
-    for (i, net) in networks.iter().enumerate() {
-        let p = path.index(i);
-        let name_path = p.child("name");
-        if net.name.is_empty() {
-            out.errors.push(FieldError::required(&name_path, ""));
-        } else {
-            push_all(out, &name_path, &net.name, dns1123_label(&net.name));
-            if names.insert(&net.name, i).is_some() {
-                out.errors
-                    .push(FieldError::duplicate(&name_path, net.name.as_str()));
-            }
-        }
-        let nn_path = p.child("networkName");
-        if net.network_name.is_empty() {
-            out.errors.push(FieldError::required(
-                &nn_path,
-                "the name of a NetworkConfiguration in the Machine's namespace",
-            ));
-        } else {
-            push_all(
-                out,
-                &nn_path,
-                &net.network_name,
-                dns1123_subdomain(&net.network_name),
-            );
-            if net.network_name.len() > MAX_NETWORK_NAME {
-                out.errors
-                    .push(FieldError::too_long(&nn_path, MAX_NETWORK_NAME));
-            }
-        }
-        check_enum(out, &p.child("model"), net.model.as_deref(), NIC_MODELS);
-        if let Some(mac) = &net.mac_address {
-            let mac_path = p.child("macAddress");
-            match parse_mac(mac) {
-                None => out.errors.push(FieldError::invalid(
-                    &mac_path,
-                    mac.as_str(),
-                    "must be a MAC address of six hexadecimal octets separated by ':' or '-' (e.g. 52:54:00:12:34:56)",
-                )),
-                Some(octets) if octets[0] & 1 == 1 => out.errors.push(FieldError::invalid(
-                    &mac_path,
-                    mac.as_str(),
-                    "must be a unicast MAC address (the least significant bit of the first octet must be 0)",
-                )),
-                Some(octets) if octets == [0; 6] => {
-                    out.errors.push(FieldError::invalid(&mac_path, mac.as_str(), "must not be all zeros"))
-                }
-                Some(octets) => {
-                    if macs.insert(octets, i).is_some() {
-                        out.errors.push(FieldError::duplicate(&mac_path, mac.as_str()));
-                    }
-                }
-            }
-        }
-    }
-}
-
 fn validate_boot_order(out: &mut Outcome, path: &FieldPath, order: &[String], has_cdrom: bool) {
     for (i, device) in order.iter().enumerate() {
         let p = path.index(i);
@@ -393,11 +331,14 @@ fn validate_domain(out: &mut Outcome, path: &FieldPath, domain: &Domain) {
     }
 }
 
+mod networks;
 mod operations;
 mod placement;
 pub mod resources;
 mod snapshots;
 mod volumes;
+pub use networks::MAX_NETWORK_NAME;
+use networks::validate_networks;
 pub use volumes::MAX_VOLUMES;
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use futures::future::join_all;
 use kube::Client;
 
 use super::context::{Context, NO_KUBEVIRT_SNAPSHOTS, Settings};
-use crate::reconciler::run::discovery;
+use crate::discovery;
 use crate::reconciler::run::ownership_key::wait_for_key;
 
 /// Runs the snapshot controllers until `shutdown` resolves.

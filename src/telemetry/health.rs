@@ -1,18 +1,38 @@
 //! `/healthz`, `/readyz` and `/metrics`, served over plain HTTP on their own addresses.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use axum::{
     Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get,
 };
+use clap::Args;
 
 use tokio::net::TcpListener;
 
 use super::Metrics;
-use super::metrics::RefusedConnections;
-use crate::cli::EndpointArgs;
-use crate::tls::listener::{self, Drain, Limits};
+use crate::config::{parse_bind_address, parse_per_client};
+use crate::tls::listener::{self, Drain, Limits, RefusedConnections};
+
+/// The plain-HTTP endpoints for Prometheus and the kubelet's probes.
+#[derive(Args, Debug, Clone)]
+pub struct EndpointArgs {
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, env = "METRICS_BIND_ADDRESS", value_name = "METRICS_BIND_ADDRESS", default_value = ":8080", value_parser = parse_bind_address)]
+    pub metrics_bind_address: SocketAddr,
+    /// Address of `/healthz` and `/readyz`.
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: SocketAddr,
+    /// Connections one client address may hold open to `/metrics` (1 to 32, the cap of all).
+    #[arg(long, env = "METRICS_MAX_CONNECTIONS_PER_CLIENT", value_name = "METRICS_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = 8, value_parser = parse_per_client(Limits::METRICS))]
+    pub metrics_max_connections_per_client: usize,
+    /// Connections one client address may hold open to the probes (1 to 32, the cap of all).
+    #[arg(long, env = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT", value_name = "HEALTH_PROBE_MAX_CONNECTIONS_PER_CLIENT",
+          default_value_t = 8, value_parser = parse_per_client(Limits::PROBES))]
+    pub health_probe_max_connections_per_client: usize,
+}
 
 type Check = Box<dyn Fn() -> bool + Send + Sync>;
 

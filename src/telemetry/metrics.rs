@@ -64,16 +64,8 @@ pub struct Webhook {
     pub webhook: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ListenerRefusal {
-    /// webhook, metrics or probes.
-    pub listener: &'static str,
-    /// global_cap or peer_cap (`tls::admit::Refusal`).
-    pub reason: &'static str,
-}
-
-/// `kubevirt_operator_listener_refused_total`: connections a listener refused at a cap.
-pub type RefusedConnections = Family<ListenerRefusal, Counter>;
+/// Counted by the listeners themselves (`tls::listener`), registered here with the rest.
+pub use crate::tls::listener::{ListenerRefusal, RefusedConnections};
 
 #[derive(Clone)]
 pub struct Buckets(fn() -> Histogram);
@@ -110,8 +102,8 @@ pub struct Metrics {
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
     pub admission_denials: Family<WebhookReason, Counter>,
     pub listener_refused: RefusedConnections,
-    /// Certificate expiry, rotations and reloads (`certs::metrics`).
-    pub certs: crate::certs::Metrics,
+    /// Certificate expiry, rotations and reloads (`telemetry::certs`).
+    pub certs: super::certs::Metrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -130,7 +122,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(super::process::ProcessCollector));
-        let certs = crate::certs::Metrics::new();
+        let certs = super::certs::Metrics::new();
         certs.register(&mut registry);
         let machines = Family::default();
         registry.register(

@@ -1,5 +1,6 @@
 //! Logging, metrics and the probe endpoints.
 
+pub mod certs;
 pub mod health;
 pub mod logging;
 pub mod metrics;

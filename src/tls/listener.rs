@@ -26,13 +26,26 @@ use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use super::admit::{Open, Refusal, last_request, log_due};
 use super::deadlines::Deadlines;
-use crate::telemetry::metrics::{ListenerRefusal, RefusedConnections};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerRefusal {
+    /// webhook, metrics or probes.
+    pub listener: &'static str,
+    /// global_cap or peer_cap (`super::admit::Refusal`).
+    pub reason: &'static str,
+}
+
+/// `kubevirt_operator_listener_refused_total`: connections a listener refused at a cap.
+pub type RefusedConnections = Family<ListenerRefusal, Counter>;
 
 /// Per-listener bounds. A connection beyond a cap is refused (accepted and closed), so a flood
 /// never grows our memory.

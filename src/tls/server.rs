@@ -11,9 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use super::client_auth::ClientCa;
-use super::listener::{self, Drain, Limits};
+use super::listener::{self, Drain, Limits, RefusedConnections};
 use super::resolver::CertSlot;
-use crate::telemetry::metrics::RefusedConnections;
 
 /// Time a client has to finish the TLS handshake (requests have theirs in [`super::deadlines`]).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

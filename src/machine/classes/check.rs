@@ -57,8 +57,28 @@ pub fn check_class(spec: &MachineClassSpec) -> Vec<FieldError> {
         check_range(&mut errors, &cpu_path.child(name), value, range);
     }
     let memory_path = root.child("memory");
+    let memory_spec = spec.memory.clone().unwrap_or_default();
+    for (path, set, machines) in [
+        (
+            cpu_path.child("maxSockets"),
+            cpu.max_sockets.is_some(),
+            "cpu.maxSockets",
+        ),
+        (
+            memory_path.child("maxSize"),
+            memory_spec.max_size.is_some(),
+            "memory.maxSize",
+        ),
+    ] {
+        if set {
+            errors.push(FieldError::forbidden(
+                &path,
+                format!("a class sets no hot-plug maximum: each Machine sets its own (spec.resources.{machines})"),
+            ));
+        }
+    }
     let size_path = memory_path.child("size");
-    let memory = match spec.memory.as_ref().and_then(|m| m.size.as_ref()) {
+    let memory = match memory_spec.size.as_ref() {
         None => {
             errors.push(FieldError::required(
                 &size_path,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::machine_class::{ClassCpu, ClassMemory};
+use crate::api::machine::{Cpu, Memory};
 use crate::api::machine_class::{ClassDisk, ClassLimits, MachineClassSpec};
 use crate::api::quantity::{Amount, Quantity};
 
@@ -93,13 +93,15 @@ impl Class {
         let recorded = Record {
             name: v.name.clone(),
             spec: MachineClassSpec {
-                cpu: Some(ClassCpu {
+                cpu: Some(Cpu {
                     cores: Some(v.cores),
                     threads: Some(v.threads),
                     sockets: Some(v.sockets),
+                    max_sockets: None,
                 }),
-                memory: Some(ClassMemory {
+                memory: Some(Memory {
                     size: Some(v.memory.clone()),
+                    max_size: None,
                 }),
                 disks: v.disks.clone(),
                 limits: (v.limits != ClassLimits::default()).then_some(v.limits),

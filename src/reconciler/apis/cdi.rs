@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 /// CDI's annotation on a DataVolume: `"false"` keeps it after a completed import (CDI's garbage
@@ -36,25 +35,25 @@ pub fn filled_for(
     controlled && annotated
 }
 
-/// `spec` of a CDI DataVolume.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "cdi.kubevirt.io",
-    version = "v1beta1",
-    kind = "DataVolume",
-    plural = "datavolumes",
-    namespaced,
-    status = "DataVolumeStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct DataVolumeSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<DataVolumeSource>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_ref: Option<SourceRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<StorageSpec>,
+foreign_resource! {
+    /// `spec` of a CDI DataVolume.
+    #[kube(
+        group = "cdi.kubevirt.io",
+        version = "v1beta1",
+        kind = "DataVolume",
+        plural = "datavolumes",
+        namespaced,
+        status = "DataVolumeStatus"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct DataVolumeSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub source: Option<DataVolumeSource>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub source_ref: Option<SourceRef>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub storage: Option<StorageSpec>,
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -164,18 +163,18 @@ pub mod dv_phase {
     pub const PENDING: &str = "Pending";
     pub const UNKNOWN: &str = "Unknown";
 }
-/// CDI's StorageProfile for a StorageClass (cluster-scoped, named like the class): the access
-/// and volume modes CDI itself picks for DataVolumes on that class.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "cdi.kubevirt.io",
-    version = "v1beta1",
-    kind = "StorageProfile",
-    plural = "storageprofiles",
-    status = "StorageProfileStatus",
-    schema = "disabled"
-)]
-pub struct StorageProfileSpec {}
+foreign_resource! {
+    /// CDI's StorageProfile for a StorageClass (cluster-scoped, named like the class): the access
+    /// and volume modes CDI itself picks for DataVolumes on that class.
+    #[kube(
+        group = "cdi.kubevirt.io",
+        version = "v1beta1",
+        kind = "StorageProfile",
+        plural = "storageprofiles",
+        status = "StorageProfileStatus"
+    )]
+    pub struct StorageProfileSpec {}
+}
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]

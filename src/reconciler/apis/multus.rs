@@ -1,22 +1,21 @@
 //! Multus' `k8s.cni.cncf.io/v1` NetworkAttachmentDefinition: a CNI configuration carried as a
 //! JSON string, which KubeVirt's multus networks name.
 
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-#[kube(
-    group = "k8s.cni.cncf.io",
-    version = "v1",
-    kind = "NetworkAttachmentDefinition",
-    plural = "network-attachment-definitions",
-    namespaced,
-    schema = "disabled"
-)]
-pub struct NetworkAttachmentDefinitionSpec {
-    /// The CNI configuration, JSON-encoded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<String>,
+foreign_resource! {
+    #[kube(
+        group = "k8s.cni.cncf.io",
+        version = "v1",
+        kind = "NetworkAttachmentDefinition",
+        plural = "network-attachment-definitions",
+        namespaced
+    )]
+    pub struct NetworkAttachmentDefinitionSpec {
+        /// The CNI configuration, JSON-encoded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub config: Option<String>,
+    }
 }
 
 /// The bridge CNI plugin's configuration, with the fields in a fixed order so that the encoded

@@ -3,7 +3,6 @@
 //! `tests/fixtures/crds/`, which the integration tests install so the API server checks them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 /// The object a snapshot or restore is about (always our VirtualMachine).
@@ -27,22 +26,22 @@ impl TypedLocalObjectReference {
     }
 }
 
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "snapshot.kubevirt.io",
-    version = "v1beta1",
-    kind = "VirtualMachineSnapshot",
-    plural = "virtualmachinesnapshots",
-    namespaced,
-    status = "VirtualMachineSnapshotStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineSnapshotSpec {
-    pub source: TypedLocalObjectReference,
-    /// `Delete` (KubeVirt's default): the content goes with the snapshot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletion_policy: Option<String>,
+foreign_resource! {
+    #[kube(
+        group = "snapshot.kubevirt.io",
+        version = "v1beta1",
+        kind = "VirtualMachineSnapshot",
+        plural = "virtualmachinesnapshots",
+        namespaced,
+        status = "VirtualMachineSnapshotStatus"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct VirtualMachineSnapshotSpec {
+        pub source: TypedLocalObjectReference,
+        /// `Delete` (KubeVirt's default): the content goes with the snapshot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub deletion_policy: Option<String>,
+    }
 }
 
 /// KubeVirt's error record: a message and when it happened.
@@ -83,23 +82,23 @@ pub struct VirtualMachineSnapshotStatus {
     pub conditions: Vec<SnapshotCondition>,
 }
 
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "snapshot.kubevirt.io",
-    version = "v1beta1",
-    kind = "VirtualMachineRestore",
-    plural = "virtualmachinerestores",
-    namespaced,
-    status = "VirtualMachineRestoreStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineRestoreSpec {
-    pub target: TypedLocalObjectReference,
-    pub virtual_machine_snapshot_name: String,
-    /// Per volume: the name of its restored claim.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_restore_overrides: Vec<VolumeRestoreOverride>,
+foreign_resource! {
+    #[kube(
+        group = "snapshot.kubevirt.io",
+        version = "v1beta1",
+        kind = "VirtualMachineRestore",
+        plural = "virtualmachinerestores",
+        namespaced,
+        status = "VirtualMachineRestoreStatus"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct VirtualMachineRestoreSpec {
+        pub target: TypedLocalObjectReference,
+        pub virtual_machine_snapshot_name: String,
+        /// Per volume: the name of its restored claim.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub volume_restore_overrides: Vec<VolumeRestoreOverride>,
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -134,15 +133,6 @@ pub struct VolumeRestore {
     pub volume_snapshot_name: String,
 }
 
-/// KubeVirt's condition: reason and message may be missing (k8s-openapi's `Condition` requires
-/// them, and would refuse to decode such a status).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct SnapshotCondition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
+/// KubeVirt's condition shape, as the VM's (reason and message may be missing: k8s-openapi's
+/// `Condition` requires them, and would refuse to decode such a status).
+pub type SnapshotCondition = super::kubevirt::KubeVirtCondition;

@@ -27,12 +27,12 @@ use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration}
 pub use super::cluster::{Apis, Cluster, ClusterStores, ClusterWriters, ClusterWritten};
 use super::cluster_watches;
 pub use super::context::{Clients, Context, Settings, Stores, Writers};
-use super::discovery;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
 use super::remotes::{self, Remotes};
 use super::watches::{self, Scope, ignore, machines_using};
+use crate::discovery;
 use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::act::events::Publisher;
 use crate::reconciler::apis::cdi::StorageProfile;

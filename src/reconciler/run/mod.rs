@@ -1,6 +1,6 @@
 //! Run: the reconciler's I/O shell. [`scopes::run`] starts one controller per watch scope and
 //! checks the served Machine CRD ([`served_crd`]); [`controller`] finds the optional APIs
-//! ([`discovery`]) and wires the watches ([`watches`]) to each [`reconcile`] (observe -> decide
+//! ([`crate::discovery`]) and wires the watches ([`watches`]) to each [`reconcile`] (observe -> decide
 //! -> act), with the shared [`context`], cache [`readiness`] and [`metrics`]. Not pure: it talks
 //! to the API server.
 
@@ -8,7 +8,6 @@ pub mod cluster;
 pub mod cluster_watches;
 pub mod context;
 pub mod controller;
-pub mod discovery;
 pub mod metrics;
 pub mod ownership_key;
 pub mod readiness;

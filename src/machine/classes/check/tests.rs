@@ -56,6 +56,14 @@ fn every_rule_of_a_class_on_its_own() {
             ],
         ),
         (
+            "hot-plug maxima, a Machine's own choice",
+            with(json!({"cpu": {"maxSockets": 2}, "memory": {"maxSize": "64Gi"}})),
+            &[
+                "spec.cpu.maxSockets: Forbidden: a class sets no hot-plug maximum: each Machine sets its own (spec.resources.cpu.maxSockets)",
+                "spec.memory.maxSize: Forbidden: a class sets no hot-plug maximum: each Machine sets its own (spec.resources.memory.maxSize)",
+            ],
+        ),
+        (
             "memory too small",
             with(json!({"memory": {"size": "32Mi"}, "limits": null})),
             &["spec.memory.size: Invalid value: \"32Mi\": must be at least 64Mi"],

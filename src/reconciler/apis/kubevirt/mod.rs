@@ -7,31 +7,30 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 mod vmi;
 
 pub use vmi::*;
 
-/// `spec` of a KubeVirt VirtualMachine.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "kubevirt.io",
-    version = "v1",
-    kind = "VirtualMachine",
-    plural = "virtualmachines",
-    namespaced,
-    status = "VirtualMachineStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineSpec {
-    /// `Always` or `Halted`; the deprecated `running` field is never written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_strategy: Option<String>,
-    #[serde(default)]
-    pub template: VmiTemplate,
+foreign_resource! {
+    /// `spec` of a KubeVirt VirtualMachine.
+    #[kube(
+        group = "kubevirt.io",
+        version = "v1",
+        kind = "VirtualMachine",
+        plural = "virtualmachines",
+        namespaced,
+        status = "VirtualMachineStatus"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct VirtualMachineSpec {
+        /// `Always` or `Halted`; the deprecated `running` field is never written.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_strategy: Option<String>,
+        #[serde(default)]
+        pub template: VmiTemplate,
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

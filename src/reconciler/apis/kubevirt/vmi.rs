@@ -1,25 +1,24 @@
 //! The VirtualMachineInstance: only its status is read (phase, node, interfaces, conditions and
 //! the migration in progress or last done).
 
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::KubeVirtCondition;
 
-/// A VirtualMachineInstance; only its status is read, its spec is KubeVirt's copy of the VM's.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "kubevirt.io",
-    version = "v1",
-    kind = "VirtualMachineInstance",
-    plural = "virtualmachineinstances",
-    namespaced,
-    status = "VirtualMachineInstanceStatus",
-    schema = "disabled"
-)]
-pub struct VirtualMachineInstanceSpec {}
+foreign_resource! {
+    /// A VirtualMachineInstance; only its status is read, its spec is KubeVirt's copy of the VM's.
+    #[kube(
+        group = "kubevirt.io",
+        version = "v1",
+        kind = "VirtualMachineInstance",
+        plural = "virtualmachineinstances",
+        namespaced,
+        status = "VirtualMachineInstanceStatus"
+    )]
+    pub struct VirtualMachineInstanceSpec {}
+}
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
