@@ -1,6 +1,6 @@
 //! docs/operator/configuration.md holds one table of every flag and environment variable, and
 //! the table is generated from the CLI definition itself (clap's `CommandFactory` of
-//! `kubevirt_operator::cli::Cli`), so it cannot drift from what the binary accepts: this test
+//! `kubevirt_operator::commands::Cli`), so it cannot drift from what the binary accepts: this test
 //! renders it and fails, with the lines that differ, when the committed table is not the same.
 //!
 //! `UPDATE_DOCS=1 cargo test --test docs_config` rewrites the table between its markers; review
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::CommandFactory;
-use kubevirt_operator::cli::Cli;
+use kubevirt_operator::commands::Cli;
 
 const BEGIN: &str =
     "<!-- BEGIN GENERATED settings: tests/docs_config.rs, UPDATE_DOCS=1 rewrites it -->";

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use clap::CommandFactory;
 use kubevirt_operator::admission::schema::{SchemaCheck, prune_nulls};
 use kubevirt_operator::api::crd;
-use kubevirt_operator::cli::Cli;
+use kubevirt_operator::commands::Cli;
 
 use docs::{Block, ILLUSTRATION, Page, anchors, links, pages, parse, rel, slug, split_code};
 
