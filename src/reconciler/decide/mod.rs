@@ -14,6 +14,7 @@
 //! [`problem`] vocabulary, [`volumes`], the resolved [`spec`], and when a status is written
 //! ([`status_write`]).
 
+pub mod cleanup;
 pub mod desired;
 pub mod disks;
 pub mod drift;
@@ -41,6 +42,7 @@ use kube::{Resource, ResourceExt};
 use crate::machine::Catalog;
 use crate::machine::validation::{validate_in, validate_name};
 
+use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
@@ -53,7 +55,6 @@ use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::observe::Observed;
-use crate::reconciler::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 
 #[derive(Debug, Default)]
 pub struct Decision {
@@ -84,15 +85,6 @@ pub struct Decision {
     pub adopting: Vec<(Kind, String)>,
     /// A restart asked through `vitistack.io/restarted-at`, and the value to record.
     pub restart: restart::Restart,
-}
-
-pub fn retains_disks(machine: &impl Resource) -> bool {
-    machine
-        .meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RETAIN_DISKS_ANNOTATION))
-        .is_some_and(|v| v == "true")
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
@@ -181,15 +173,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     }
     out.problems.append(&mut desired.problems);
 
-    out.retain = retains_disks(machine);
-    let disks = disks::decide(
-        o,
-        key,
-        out.retain,
-        &sourced,
-        desired.pvcs,
-        desired.data_volumes,
-    );
+    let disks = disks::decide(o, key, &sourced, desired.pvcs, desired.data_volumes);
+    out.retain = disks.retain;
     out.claims = disks.claims;
     out.data_volumes = disks.data_volumes;
     out.release = disks.release;

@@ -17,7 +17,7 @@ use crate::reconciler::decide::evidence::Target;
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::observe::Derived;
 use crate::reconciler::store::derived_secrets::Known;
-use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION};
 
 mod data_volumes;
 mod restoring;
