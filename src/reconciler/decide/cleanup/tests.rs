@@ -139,74 +139,63 @@ fn released(action: &Action) -> Option<(Reason, usize, bool)> {
     }
 }
 
+/// How the Machine goes.
+#[derive(Clone, Copy)]
+enum Deletion {
+    Plain,
+    RetainDisks,
+    Orphan,
+    Remote,
+    RemoteRetainDisks,
+}
+
+/// A deleting Machine with our finalizer, `how`, nothing read of it yet.
+fn deleting(how: Deletion) -> Remains {
+    let retain = [(RETAIN_DISKS_ANNOTATION, "true")];
+    let (finalizers, annotations): (&[&str], &[(&str, &str)]) = match how {
+        Deletion::Plain | Deletion::Remote => (&[FINALIZER], &[]),
+        Deletion::RetainDisks | Deletion::RemoteRetainDisks => (&[FINALIZER], &retain),
+        Deletion::Orphan => (&[FINALIZER, "orphan"], &[]),
+    };
+    let mut o = remains(machine(finalizers, annotations));
+    o.remote = matches!(how, Deletion::Remote | Deletion::RemoteRetainDisks);
+    o
+}
+
 #[test]
 fn each_claim_is_deleted_released_or_left_as_its_evidence_says() {
+    use Deletion::*;
     use Proof::*;
-    let retain = [(RETAIN_DISKS_ANNOTATION, "true")];
-    // (row, finalizers, annotations, remote, claim, expected)
     let delete = || deleted(Kind::Claim, "m-data", Reason::Ours);
     let keep = |reason| left(Kind::Claim, "m-data", reason);
-    let rows: Vec<(&str, &[&str], &[(&str, &str)], bool, Volume, Action)> = vec![
-        (
-            "ours",
-            &[FINALIZER],
-            &[],
-            false,
-            claim(Made, true),
-            delete(),
-        ),
-        (
-            "adopted",
-            &[FINALIZER],
-            &[],
-            false,
-            claim(Adopted, true),
-            delete(),
-        ),
+    // (row, how the Machine goes, its claim, expected)
+    let rows = [
+        ("ours", Plain, claim(Made, true), delete()),
+        ("adopted", Plain, claim(Adopted, true), delete()),
         (
             "released",
-            &[FINALIZER],
-            &[],
-            false,
+            Plain,
             claim(Released, false),
             keep(Reason::NotOurs),
         ),
-        (
-            "conflict",
-            &[FINALIZER],
-            &[],
-            false,
-            claim(None, true),
-            keep(Reason::NotOurs),
-        ),
+        ("conflict", Plain, claim(None, true), keep(Reason::NotOurs)),
+        // The write that adopts carries the new proof: a failed one leaves the old.
         (
             "adoption failed",
-            &[FINALIZER],
-            &[],
-            false,
+            Plain,
             claim(AdoptionFailed, false),
             keep(Reason::NotOurs),
         ),
+        ("remote, proven", Remote, claim(Made, false), delete()),
         (
-            "remote, proven",
-            &[FINALIZER],
-            &[],
-            true,
-            claim(Made, false),
-            delete(),
-        ),
-        (
-            "retained, released already",
-            &[FINALIZER],
-            &retain,
-            false,
+            "released already",
+            RetainDisks,
             claim(Adopted, false),
             keep(Reason::Released),
         ),
     ];
-    for (row, finalizers, annotations, remote, claim, want) in rows {
-        let mut o = remains(machine(finalizers, annotations));
-        o.remote = remote;
+    for (row, how, claim, want) in rows {
+        let mut o = deleting(how);
         o.volumes.push(claim);
         let plan = planned(&o, &key());
         assert_eq!(plan.actions, [want], "{row}");
@@ -216,47 +205,37 @@ fn each_claim_is_deleted_released_or_left_as_its_evidence_says() {
 
 #[test]
 fn a_kept_disk_is_released_with_its_reason() {
-    use Proof::*;
-    let retain = [(RETAIN_DISKS_ANNOTATION, "true")];
-    // (row, finalizers, annotations, remote, references, expected: reason, owners left, proof)
-    let rows: Vec<(&str, &[&str], &[(&str, &str)], bool, bool, _)> = vec![
+    use Deletion::*;
+    // (row, how the Machine goes, its claim references it, expected: reason, owners left, proof)
+    let rows = [
         (
             "retain-disks",
-            &[FINALIZER],
-            &retain,
-            false,
+            RetainDisks,
             true,
             (Reason::RetainDisks, 0, true),
         ),
         (
             "orphan deletion",
-            &[FINALIZER, "orphan"],
-            &[],
-            false,
+            Orphan,
             true,
             (Reason::OrphanDeletion, 0, true),
         ),
         (
             "unreferenced",
-            &[FINALIZER],
-            &[],
-            false,
+            Plain,
             false,
             (Reason::Unreferenced, 0, true),
         ),
         (
             "remote, retained",
-            &[FINALIZER],
-            &retain,
-            true,
+            RemoteRetainDisks,
             false,
             (Reason::RetainDisks, 0, true),
         ),
     ];
-    for (row, finalizers, annotations, remote, references, want) in rows {
-        let mut o = remains(machine(finalizers, annotations));
-        o.remote = remote;
-        o.volumes.push(claim(Made, references));
+    for (row, how, references, want) in rows {
+        let mut o = deleting(how);
+        o.volumes.push(claim(Proof::Made, references));
         let plan = planned(&o, &key());
         assert_eq!(plan.actions.len(), 1, "{row}");
         assert_eq!(released(&plan.actions[0]), Some(want), "{row}");
