@@ -12,6 +12,7 @@ use super::*;
 use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
 use crate::machine::Catalog;
+use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::decide::evidence::Target;
 use crate::reconciler::decide::spec::sized;
