@@ -2,13 +2,13 @@
 //! VM only if all of those were written, then the deletions; then the status and its Events.
 //! DataVolumes are written with the claims, and feed `status.disks[]` and `StorageReady`.
 //!
-//! This folder does I/O: it writes to the API server ([`apply`]), runs the cleanup
-//! [`finalizer`], and publishes [`events`].
+//! This folder does I/O: it writes to the API server ([`apply`]), carries out the [`cleanup`]
+//! plan, and publishes [`events`].
 
 pub mod apply;
+pub mod cleanup;
 pub mod disks;
 pub mod events;
-pub mod finalizer;
 pub mod remote;
 mod restart;
 pub mod secret;
@@ -69,7 +69,7 @@ pub async fn act(
     let written = &cluster.written;
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     if decision.add_finalizer {
-        status::add_finalizer(&machines, machine).await?;
+        cleanup::add_finalizer(&machines, machine).await?;
     }
     let machine_name = machine.name_any();
     let machine_uid = machine.uid().unwrap_or_default();

@@ -1,40 +1,23 @@
-//! The Machine's status and finalizer writes: the status is computed, stripped of what the
-//! served CRD does not keep, paced (progress-only changes at most every 10 s), written, and
-//! announced by Events. The rules are pure, in `decide::status` and `decide::status_write`.
+//! The Machine's status writes: the status is computed (or, while its remote
+//! cluster cannot be worked on, only marked unready), stripped of what the served CRD does not
+//! keep, paced (progress-only changes at most every 10 s), written, and announced by Events,
+//! all through one [`write`]. The rules are pure, in `decide::status` and `decide::status_write`.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
+use kube::api::Api;
 
 use crate::api::{Machine, MachineStatus};
 
 use super::{apply, events};
-use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::decide::status::{self, Reconciled};
 use crate::reconciler::decide::status_write::{self, StatusWrite};
 use crate::reconciler::error::Error;
 use crate::reconciler::run::context::Context;
+use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
 use crate::reconciler::run::watches::key_of;
-
-/// Adds the finalizer, guarded by the resourceVersion it was computed from.
-pub async fn add_finalizer(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
-    let mut list = machine.finalizers().to_vec();
-    list.push(crate::reconciler::FINALIZER.to_owned());
-    let patch = json!({"metadata": {
-        "finalizers": list,
-        "resourceVersion": machine.resource_version(),
-    }});
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch(&machine.name_any(), &params, &Patch::Merge(patch))
-        .await
-        .map(drop)
-}
 
 /// The status computed, and when to run again to write a progress held back (`None`: nothing
 /// is held back).
@@ -85,6 +68,62 @@ pub async fn update(
         }
         StatusWrite::Now => {}
     }
+    let new = write(ctx, machine, api, old, new, now, |notices, new| {
+        if let Some(v) = reconciled.provisioning.filter(|v| !v.ready) {
+            // CDI's steps are announced by their own Events (a start, not a Warning per phase).
+            notices.retain(|n| n.reason != v.reason);
+        }
+        notices.extend(provisioning_notices(old, new));
+    })
+    .await?;
+    Ok(Outcome {
+        status: new,
+        write_in: None,
+    })
+}
+
+/// While the Machine's remote cluster `name` cannot be worked on: the previous status with
+/// `ClusterReady` and `Ready` False for `why`, written when that changes anything (not while the
+/// cluster's caches fill: that is brief, and its Machines run again once they are filled).
+pub async fn unready(
+    ctx: &Context,
+    machine: &Machine,
+    name: &str,
+    why: &Unready,
+) -> Result<(), Error> {
+    if why.reason == CACHES_FILLING {
+        return Ok(());
+    }
+    let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+    let key = key_of(machine);
+    let stored = ctx
+        .statuses
+        .newer_than(&key, machine.resource_version().as_deref());
+    let old = stored.as_ref().or(machine.status.as_ref());
+    let reason = (name, why.reason.as_str(), why.message.as_str());
+    let new = status::cluster::unready(old, machine.metadata.generation, reason, Timestamp::now());
+    if status::differs(old, &new) {
+        let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+        write(ctx, machine, &api, old, new, Instant::now(), |_, _| {}).await?;
+    }
+    Ok(())
+}
+
+/// The one status write: `new` (it differs from `old`) written at `now`, the fields the served
+/// CRD pruned learnt, what was kept remembered, and the change announced by Events (`adjust`
+/// amends them) in the background: an Event never holds up the next Machine. Returns the status
+/// as kept.
+async fn write(
+    ctx: &Context,
+    machine: &Machine,
+    api: &Api<Machine>,
+    old: Option<&MachineStatus>,
+    new: MachineStatus,
+    now: Instant,
+    adjust: impl FnOnce(&mut Vec<events::Notice>, &MachineStatus),
+) -> Result<MachineStatus, Error> {
+    let key = key_of(machine);
+    let served = &ctx.settings.served_status;
     let stored = apply::write_status(api, &machine.name_any(), &new).await?;
     ctx.per_machine.status_written(&key, now);
     let version = stored.resource_version();
@@ -106,13 +145,8 @@ pub async fn update(
         resource_version = version.as_deref().unwrap_or_default(),
         "status updated"
     );
-    // Published in the background: an Event never holds up the next Machine.
     let mut notices = events::notices(old, &new);
-    if let Some(v) = reconciled.provisioning.filter(|v| !v.ready) {
-        // CDI's steps are announced by their own Events (a start, not a Warning per phase).
-        notices.retain(|n| n.reason != v.reason);
-    }
-    notices.extend(provisioning_notices(old, &new));
+    adjust(&mut notices, &new);
     if !notices.is_empty() {
         let recorder = ctx.events.clone();
         let machine = machine.clone();
@@ -122,8 +156,5 @@ pub async fn update(
             span,
         ));
     }
-    Ok(Outcome {
-        status: new,
-        write_in: None,
-    })
+    Ok(new)
 }

@@ -18,12 +18,23 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 
 use crate::api::Quantity;
+use crate::reconciler::RETAIN_DISKS_ANNOTATION;
 use crate::reconciler::apis::cdi::{DataVolume, filled_for};
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::volumes::SourcedVolume;
 use crate::reconciler::observe::Observed;
+
+/// Whether the Machine's disks stay when it goes (`vitistack.io/retain-disks: "true"`).
+pub fn retains_disks(machine: &impl Resource) -> bool {
+    machine
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RETAIN_DISKS_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
 
 /// An object of ours to free of the Machine's owner references (metadata only).
 #[derive(Clone, Debug, PartialEq)]
@@ -62,10 +73,10 @@ pub fn keep(
     machine: MachineRef,
     key: &OwnershipKey,
 ) -> Option<Release> {
+    let release = release_of(kind, meta, machine.uid);
     let uid = meta.uid.as_deref()?;
     let target = Target::of(kind.as_str(), meta)?;
     let proven = key.released_for(kind.as_str(), meta, machine.name);
-    let release = release_of(kind, meta, machine.uid);
     if proven && release.is_none() {
         return None;
     }
@@ -81,28 +92,11 @@ pub fn keep(
     Some(r)
 }
 
-/// What cleanup does with one of the Machine's claims or DataVolumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fate {
-    /// Kept, released (see [`keep`]).
-    Keep,
-    Delete,
-}
-
-/// The fate of an object of ours at cleanup: a disk's stays under `retain` (retain-disks or an
-/// orphan deletion), and so does one that no longer `references` the Machine at all (the garbage
-/// collector orphaned it before the cleanup ran, or an admin freed it); a CD-ROM's goes.
-pub fn fate(retain: bool, disk: bool, references: bool) -> Fate {
-    match (disk, retain, references) {
-        (false, _, _) => Fate::Delete,
-        (true, true, _) | (true, false, false) => Fate::Keep,
-        (true, false, true) => Fate::Delete,
-    }
-}
-
 /// What the disks' part decided.
 #[derive(Debug, Default)]
 pub struct Disks {
+    /// `retain-disks` holds.
+    pub retain: bool,
     pub claims: Vec<PersistentVolumeClaim>,
     pub data_volumes: Vec<DataVolume>,
     pub release: Vec<Release>,
@@ -162,13 +156,16 @@ fn larger(want: &str, have: &str) -> bool {
 pub fn decide(
     o: &Observed,
     key: &OwnershipKey,
-    retain: bool,
     sourced: &[SourcedVolume],
     claims: Vec<PersistentVolumeClaim>,
     data_volumes: Vec<DataVolume>,
 ) -> Disks {
+    let retain = retains_disks(&o.machine);
     let machine = MachineRef::of(&o.machine);
-    let mut out = Disks::default();
+    let mut out = Disks {
+        retain,
+        ..Disks::default()
+    };
     for mut claim in claims {
         let name = claim.name_any();
         let live = o.claims.get(&name);
@@ -304,25 +301,6 @@ mod tests {
             release_of(Kind::Claim, &referencing(&["uid-m"]), None),
             None
         );
-    }
-
-    #[test]
-    fn cleanup_keeps_disks_under_retain_or_orphan_and_those_no_longer_referenced() {
-        use Fate::*;
-        // (retain or orphan, disk, references the Machine, expected)
-        let cases = [
-            (true, true, true, Keep),
-            (true, true, false, Keep),
-            (false, true, true, Delete),
-            // Orphaned by the garbage collector before the cleanup saw the orphan finalizer.
-            (false, true, false, Keep),
-            // A CD-ROM's DataVolume is installer media: it goes in every case.
-            (true, false, true, Delete),
-            (false, false, false, Delete),
-        ];
-        for (i, (retain, disk, references, want)) in cases.into_iter().enumerate() {
-            assert_eq!(fate(retain, disk, references), want, "case {i}");
-        }
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! [`problem`] vocabulary, [`volumes`], the resolved [`spec`], and when a status is written
 //! ([`status_write`]).
 
+pub mod cleanup;
 pub mod desired;
 pub mod disks;
 pub mod drift;
@@ -32,17 +33,18 @@ pub mod status_write;
 pub mod storage_defaults;
 pub mod volumes;
 
+pub use restart::own_vmi;
+
 use crate::api::MachineStatus;
-use crate::api::names::RESTARTED_AT_ANNOTATION;
-use crate::api::operations::{UPDATE_STRATEGY_RESTART, run_strategy};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::{Resource, ResourceExt};
 
 use crate::machine::Catalog;
 use crate::machine::validation::{validate_in, validate_name};
 
+use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
-use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::derived_secret_name;
 use crate::reconciler::decide::desired::vm::references_secret;
@@ -53,7 +55,6 @@ use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::observe::Observed;
-use crate::reconciler::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 
 #[derive(Debug, Default)]
 pub struct Decision {
@@ -84,15 +85,6 @@ pub struct Decision {
     pub adopting: Vec<(Kind, String)>,
     /// A restart asked through `vitistack.io/restarted-at`, and the value to record.
     pub restart: restart::Restart,
-}
-
-pub fn retains_disks(machine: &impl Resource) -> bool {
-    machine
-        .meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RETAIN_DISKS_ANNOTATION))
-        .is_some_and(|v| v == "true")
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
@@ -181,15 +173,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     }
     out.problems.append(&mut desired.problems);
 
-    out.retain = retains_disks(machine);
-    let disks = disks::decide(
-        o,
-        key,
-        out.retain,
-        &sourced,
-        desired.pvcs,
-        desired.data_volumes,
-    );
+    let disks = disks::decide(o, key, &sourced, desired.pvcs, desired.data_volumes);
+    out.retain = disks.retain;
     out.claims = disks.claims;
     out.data_volumes = disks.data_volumes;
     out.release = disks.release;
@@ -209,6 +194,20 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
             out.problems.push(conflict(Kind::Attachment, nad_name));
         }
     }
+    // Ours that no Machine uses any more.
+    out.delete_attachments = o
+        .unused_attachments
+        .iter()
+        .filter(|nad| {
+            let nc_uid = o
+                .network_configurations
+                .get(&nad.name_any())
+                .and_then(|nc| nc.uid());
+            remote::attachment(o.remote, Some(nad.meta()), nc_uid.as_deref(), key)
+                == Ownership::Ours
+        })
+        .cloned()
+        .collect();
     let derived = derived_secret_name(&name);
     let secret_ownership = ownership::of_meta(o.derived_secret.meta(), "Secret", me, key);
     if let Some(secret) = desired.secret {
@@ -242,20 +241,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         }
     }
 
-    out.restart = restart_of(o, ownership::of(o.vm.as_ref(), me, key) == Ownership::Ours);
-    out.delete_attachments = o
-        .unused_attachments
-        .iter()
-        .filter(|nad| {
-            let nc_uid = o
-                .network_configurations
-                .get(&nad.name_any())
-                .and_then(|nc| nc.uid());
-            remote::attachment(o.remote, Some(nad.meta()), nc_uid.as_deref(), key)
-                == Ownership::Ours
-        })
-        .cloned()
-        .collect();
+    out.restart = restart::wanted(o, ownership::of(o.vm.as_ref(), me, key) == Ownership::Ours);
     if o.restoring.is_some() {
         hold_for_restore(&mut out, o.machine.status.as_ref());
     }
@@ -277,50 +263,6 @@ fn hold_for_restore(out: &mut Decision, status: Option<&MachineStatus>) {
     out.restart.delete_vmi = None;
     out.restart.last_restart = status.and_then(|s| s.last_restart.clone());
     out.restart.last_restart_generation = status.and_then(|s| s.last_restart_generation);
-}
-
-/// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
-/// our VM controls only.
-fn restart_of(o: &Observed, vm_ours: bool) -> restart::Restart {
-    let status = o.machine.status.as_ref();
-    let vm = o.vm.as_ref().filter(|_| vm_ours);
-    let vmi = own_vmi(vm, o.vmi.as_ref()).and_then(|v| {
-        let meta = v.meta();
-        Some(restart::Vmi {
-            name: meta.name.as_deref()?,
-            uid: meta.uid.as_deref()?,
-            created: meta.creation_timestamp.as_ref().map(|t| t.0),
-        })
-    });
-    let pending = (o.spec.update_strategy.as_deref() == Some(UPDATE_STRATEGY_RESTART))
-        .then(|| restart::restart_required_since(vm))
-        .flatten()
-        .map(|since| restart::Pending {
-            generation: o.machine.metadata.generation.unwrap_or_default(),
-            since,
-        });
-    restart::decide(&restart::Inputs {
-        requested: o
-            .machine
-            .annotations()
-            .get(RESTARTED_AT_ANNOTATION)
-            .map(String::as_str),
-        last: status.and_then(|s| s.last_restart.as_deref()),
-        pending,
-        last_generation: status.and_then(|s| s.last_restart_generation),
-        vmi: vmi.as_ref(),
-        strategy: run_strategy(o.spec.run_strategy.as_deref(), o.spec.running),
-    })
-}
-
-/// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries
-/// the Machine's labels, or its name, says nothing about it).
-pub fn own_vmi<'a>(
-    vm: Option<&VirtualMachine>,
-    vmi: Option<&'a VirtualMachineInstance>,
-) -> Option<&'a VirtualMachineInstance> {
-    let vm_uid = vm.and_then(|v| v.meta().uid.as_deref());
-    vmi.filter(|i| ownership::controlled_by(i.meta(), vm_uid))
 }
 
 #[cfg(test)]

@@ -78,13 +78,6 @@ pub fn labelled_for(meta: &ObjectMeta, machine: &str) -> bool {
     label(meta, MANAGED_BY_LABEL) == Some(MANAGED_BY) && label(meta, MACHINE_LABEL) == Some(machine)
 }
 
-/// Whether anything of the Machine with uid `uid` still holds `meta`'s object: an owner
-/// reference the garbage collector acts on, or a deletion under way.
-fn held_by(meta: &ObjectMeta, uid: &str) -> bool {
-    meta.deletion_timestamp.is_some()
-        || meta.owner_references.iter().flatten().any(|r| r.uid == uid)
-}
-
 /// Ownership of `obj` (one with a name made for `machine`).
 pub fn of<K: Resource<DynamicType = ()>>(
     obj: Option<&K>,
@@ -110,8 +103,11 @@ pub fn of_meta(
         return Ownership::Ours;
     }
     if key.released_for(kind, meta, machine.name) {
-        // Released by us for this name; taken only once nothing of its earlier Machine holds it.
-        let held = meta.deletion_timestamp.is_some() || made.is_some_and(|uid| held_by(meta, uid));
+        // Released by us for this name; taken only once nothing of its earlier Machine holds it:
+        // no owner reference to it that the garbage collector acts on, no deletion under way.
+        let refs = || meta.owner_references.iter().flatten();
+        let held = meta.deletion_timestamp.is_some()
+            || made.is_some_and(|uid| refs().any(|r| r.uid == uid));
         return if held {
             Ownership::Foreign
         } else {

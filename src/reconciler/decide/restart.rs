@@ -9,12 +9,20 @@
 //! one from the current template (no aggregated KubeVirt API needed). Exactly once even if the
 //! status write after the deletion fails: only a VMI created before the cause (the requested
 //! time, the condition's transition) is deleted, and the one KubeVirt starts afterwards is newer.
+//!
+//! [`wanted`] gathers the decision's inputs from what was observed; [`decide`] is the rule.
 
 use k8s_openapi::jiff::Timestamp;
+use kube::{Resource, ResourceExt};
 
-use crate::api::operations::RUN_STRATEGY_HALTED;
-use crate::reconciler::apis::kubevirt::{KubeVirtCondition, VirtualMachine};
+use crate::api::names::RESTARTED_AT_ANNOTATION;
+use crate::api::operations::{RUN_STRATEGY_HALTED, UPDATE_STRATEGY_RESTART, run_strategy};
+use crate::reconciler::apis::kubevirt::{
+    KubeVirtCondition, VirtualMachine, VirtualMachineInstance,
+};
+use crate::reconciler::observe::Observed;
 
+use super::ownership;
 use super::provisioning::reason::RESTART_REQUIRED;
 
 /// The VMI as the restart sees it.
@@ -63,6 +71,50 @@ pub struct Restart {
     pub last_restart: Option<String>,
     /// `status.lastRestartGeneration`.
     pub last_restart_generation: Option<i64>,
+}
+
+/// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
+/// our VM controls only.
+pub fn wanted(o: &Observed, vm_ours: bool) -> Restart {
+    let status = o.machine.status.as_ref();
+    let vm = o.vm.as_ref().filter(|_| vm_ours);
+    let vmi = own_vmi(vm, o.vmi.as_ref()).and_then(|v| {
+        let meta = v.meta();
+        Some(Vmi {
+            name: meta.name.as_deref()?,
+            uid: meta.uid.as_deref()?,
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        })
+    });
+    let pending = (o.spec.update_strategy.as_deref() == Some(UPDATE_STRATEGY_RESTART))
+        .then(|| restart_required_since(vm))
+        .flatten()
+        .map(|since| Pending {
+            generation: o.machine.metadata.generation.unwrap_or_default(),
+            since,
+        });
+    decide(&Inputs {
+        requested: o
+            .machine
+            .annotations()
+            .get(RESTARTED_AT_ANNOTATION)
+            .map(String::as_str),
+        last: status.and_then(|s| s.last_restart.as_deref()),
+        pending,
+        last_generation: status.and_then(|s| s.last_restart_generation),
+        vmi: vmi.as_ref(),
+        strategy: run_strategy(o.spec.run_strategy.as_deref(), o.spec.running),
+    })
+}
+
+/// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries
+/// the Machine's labels, or its name, says nothing about it).
+pub fn own_vmi<'a>(
+    vm: Option<&VirtualMachine>,
+    vmi: Option<&'a VirtualMachineInstance>,
+) -> Option<&'a VirtualMachineInstance> {
+    let vm_uid = vm.and_then(|v| v.meta().uid.as_deref());
+    vmi.filter(|i| ownership::controlled_by(i.meta(), vm_uid))
 }
 
 pub fn decide(i: &Inputs) -> Restart {

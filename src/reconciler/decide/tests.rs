@@ -12,12 +12,13 @@ use super::*;
 use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
 use crate::machine::Catalog;
+use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::decide::evidence::Target;
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::observe::Derived;
 use crate::reconciler::store::derived_secrets::Known;
-use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION};
 
 mod data_volumes;
 mod restoring;

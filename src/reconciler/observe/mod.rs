@@ -355,6 +355,7 @@ async fn derived_secret(
     Ok(Derived::Read(live.map(Box::new)))
 }
 
+pub mod cleanup;
 mod networks;
 mod snapshots;
 mod storage;

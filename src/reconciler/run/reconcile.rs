@@ -17,9 +17,10 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
+use super::remotes::Unready;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::Packed;
-use crate::reconciler::{act, act::finalizer, decide, observe};
+use crate::reconciler::{act, decide, observe};
 
 /// Only failures the user cannot fix reach here (API errors, a VMI still going); a blocked
 /// Machine is requeued by `reconcile` itself, with the same backoff.
@@ -130,17 +131,13 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         Placement::Local => ctx.local.clone(),
         Placement::Remote(name) => match ctx.remotes.cluster(&name) {
             Ok(cluster) => cluster,
-            Err(why) => {
-                let blocked = act::remote::unreachable(ctx, machine, &name, &why).await?;
-                return Ok(Reconciled {
-                    blocked,
-                    write_status_in: None,
-                });
-            }
+            Err(why) => return unreachable(machine, ctx, &name, &why).await,
         },
     };
     if machine.meta().deletion_timestamp.is_some() {
-        finalizer::cleanup(machine, ctx, &cluster).await?;
+        let remains = observe::cleanup::remains(machine, ctx, &cluster).await?;
+        let plan = decide::cleanup::planned(&remains, &cluster.key);
+        act::cleanup::execute(ctx, &cluster, machine, &plan).await?;
         return Ok(Reconciled {
             blocked: false,
             write_status_in: None,
@@ -156,6 +153,35 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     Ok(Reconciled {
         blocked: acted.blocked,
         write_status_in: acted.write_status_in,
+    })
+}
+
+/// While the Machine's remote cluster `name` cannot be worked on, nothing is made, changed or
+/// deleted anywhere, and the status says why (`ClusterReady=False`): the Machine is blocked. A
+/// deleting one waits for its cluster, unless it was abandoned there.
+async fn unreachable(
+    machine: &Machine,
+    ctx: &Context,
+    name: &str,
+    why: &Unready,
+) -> Result<Reconciled, Error> {
+    let deleting = machine.meta().deletion_timestamp.is_some();
+    let plan = deleting.then(|| decide::cleanup::without_cluster(machine));
+    if let Some(plan) = plan.filter(|p| p.wait.is_none()) {
+        tracing::warn!(
+            cluster = name,
+            "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"
+        );
+        act::cleanup::finish(ctx, machine, &plan).await?;
+        return Ok(Reconciled {
+            blocked: false,
+            write_status_in: None,
+        });
+    }
+    act::status::unready(ctx, machine, name, why).await?;
+    Ok(Reconciled {
+        blocked: true,
+        write_status_in: None,
     })
 }
 

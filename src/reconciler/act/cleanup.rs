@@ -1,0 +1,136 @@
+//! Carries out cleanup's plan (`decide::cleanup`) for the `machine.vitistack.io/cleanup`
+//! finalizer: present before anything is made for a Machine (the mutating webhook adds it on
+//! CREATE; the reconciler adds it only to a never-reconciled Machine stored without it), removed
+//! once everything made for it is gone. A finalizer you remove stays removed.
+//!
+//! Nothing is judged here: each deletion names the exact uid it was decided for, so a namesake
+//! made since is never touched.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::Machine;
+
+use super::{delete_exact, disks};
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::cleanup::{Action, Plan, Wait};
+use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::error::{Error, is_not_found};
+use crate::reconciler::run::cluster::Cluster;
+use crate::reconciler::run::context::Context;
+use crate::reconciler::{FIELD_MANAGER, FINALIZER};
+
+/// Carries out `plan` on the Machine's `cluster`, in order; an error while the rest waits for a
+/// VMI (the controller retries with backoff, and the VMI's deletion triggers a run).
+pub async fn execute(
+    ctx: &Context,
+    cluster: &Cluster,
+    machine: &Machine,
+    plan: &Plan,
+) -> Result<(), Error> {
+    let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+    for action in &plan.actions {
+        match action {
+            Action::Delete {
+                kind,
+                name,
+                uid,
+                reason,
+            } => {
+                delete(&cluster.client, &ns, *kind, name, uid.clone()).await?;
+                tracing::info!(object = %name, kind = kind.as_str(), ?reason, "deleted");
+            }
+            Action::Release { release, reason } => {
+                tracing::debug!(object = %release.name, ?reason, "keeping");
+                disks::release(&cluster.client, &ns, release).await?;
+            }
+            Action::Keep { kind, name, reason } => {
+                tracing::debug!(object = %name, kind = kind.as_str(), ?reason, "left alone");
+            }
+        }
+    }
+    finish(ctx, machine, plan).await
+}
+
+/// The end of a plan: the VMI it waits for (an error), or the finalizer removed and what is
+/// remembered of the Machine forgotten.
+pub async fn finish(ctx: &Context, machine: &Machine, plan: &Plan) -> Result<(), Error> {
+    let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+    let name = machine.name_any();
+    if plan.wait == Some(Wait::Vmi) {
+        return Err(Error::VmiStillRunning(format!("{ns}/{name}")));
+    }
+    if plan.remove_finalizer {
+        remove(&Api::namespaced(ctx.client.clone(), &ns), machine).await?;
+        ctx.per_machine.forget(&format!("{ns}/{name}"));
+        tracing::info!("cleanup finished, finalizer removed");
+    }
+    Ok(())
+}
+
+async fn delete(
+    client: &Client,
+    ns: &str,
+    kind: Kind,
+    name: &str,
+    uid: String,
+) -> Result<(), Error> {
+    fn api<K>(client: &Client, ns: &str) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        Api::namespaced(client.clone(), ns)
+    }
+    match kind {
+        Kind::VirtualMachine => delete_exact(&api::<VirtualMachine>(client, ns), name, uid).await,
+        Kind::Claim => delete_exact(&api::<PersistentVolumeClaim>(client, ns), name, uid).await,
+        Kind::DataVolume => delete_exact(&api::<DataVolume>(client, ns), name, uid).await,
+        Kind::Secret => delete_exact(&api::<Secret>(client, ns), name, uid).await,
+        Kind::Attachment => {
+            delete_exact(&api::<NetworkAttachmentDefinition>(client, ns), name, uid).await
+        }
+    }
+}
+
+/// Adds our finalizer to a Machine stored without it.
+pub async fn add_finalizer(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
+    let mut list = machine.finalizers().to_vec();
+    list.push(FINALIZER.to_owned());
+    set_finalizers(api, machine, list).await
+}
+
+async fn remove(api: &Api<Machine>, machine: &Machine) -> Result<(), kube::Error> {
+    let list: Vec<String> = (machine.finalizers().iter())
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    match set_finalizers(api, machine, list).await {
+        Err(e) if is_not_found(&e) => Ok(()),
+        other => other,
+    }
+}
+
+/// Writes the Machine's finalizers, guarded by the resourceVersion they were computed from: a
+/// concurrent change is a conflict (retried) rather than lost.
+async fn set_finalizers(
+    api: &Api<Machine>,
+    machine: &Machine,
+    list: Vec<String>,
+) -> Result<(), kube::Error> {
+    let patch = json!({"metadata": {
+        "finalizers": list,
+        "resourceVersion": machine.resource_version(),
+    }});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = Patch::Merge(patch);
+    api.patch(&machine.name_any(), &params, &patch)
+        .await
+        .map(drop)
+}

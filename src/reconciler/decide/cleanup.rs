@@ -1,0 +1,224 @@
+//! Cleanup's decision (pure, table-tested in `cleanup/tests.rs`): from what was read of a
+//! deleting Machine, what is deleted (by exact uid), released, kept or waited for, each with its
+//! reason, and whether its `machine.vitistack.io/cleanup` finalizer goes.
+//!
+//! Cleanup deletes explicitly rather than relying on owner-reference garbage collection, so it
+//! also works where no garbage collector runs (a remote cluster), and under orphan deletion. It
+//! touches only what is the Machine's on the evidence of [`ownership`]: never a released object,
+//! a conflicting one, or one whose adoption failed. Under `retain-disks` or an orphan deletion
+//! the disks stay, released: their proof then names a Machine that is gone, so a Machine of this
+//! name may adopt them. A CD-ROM's DataVolume is installer media, not a disk: it goes.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+
+use crate::api::Machine;
+use crate::api::names::ABANDON_REMOTE_ANNOTATION;
+use crate::reconciler::FINALIZER;
+use crate::reconciler::decide::disks::{Release, keep, release_of, retains_disks};
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
+use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::remote;
+use crate::reconciler::observe::cleanup::{Remains, Volume};
+
+mod plan;
+pub use plan::{Action, Plan, Reason, Wait};
+
+/// The garbage collector's finalizer for orphan deletion.
+const ORPHAN_FINALIZER: &str = "orphan";
+
+/// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
+pub fn has_finalizer(machine: &Machine) -> bool {
+    machine.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Whether the admin let the Machine's deletion finish without its remote cluster
+/// (`vitistack.io/abandon-remote: "true"`).
+fn abandoned(machine: &Machine) -> bool {
+    machine
+        .annotations()
+        .get(ABANDON_REMOTE_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
+}
+
+/// Why the disks stay, if they do: `retain-disks`, or a deletion that orphans dependents
+/// (`--cascade=orphan` puts the `orphan` finalizer on the Machine).
+fn keeps_disks(machine: &Machine) -> Option<Reason> {
+    if retains_disks(machine) {
+        Some(Reason::RetainDisks)
+    } else if machine.finalizers().iter().any(|f| f == ORPHAN_FINALIZER) {
+        Some(Reason::OrphanDeletion)
+    } else {
+        None
+    }
+}
+
+/// A deleting Machine whose remote cluster cannot be worked on: nothing there is touched, so it
+/// waits for the cluster, unless the admin abandoned it there (`vitistack.io/abandon-remote:
+/// "true"`): then it goes, and what it made there stays.
+pub fn without_cluster(machine: &Machine) -> Plan {
+    if abandoned(machine) {
+        Plan {
+            remove_finalizer: has_finalizer(machine),
+            ..Plan::default()
+        }
+    } else {
+        Plan {
+            wait: Some(Wait::Cluster),
+            ..Plan::default()
+        }
+    }
+}
+
+/// The plan for what remains of a Machine, `o`, judged with `key`: the VM first, then (once no
+/// VMI of it holds the deletion) its disks, DataVolumes, derived Secret and attachments; then
+/// the finalizer.
+pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
+    let mut plan = Plan::default();
+    if !has_finalizer(&o.machine) {
+        return plan;
+    }
+    let me = MachineRef::of(&o.machine);
+    let vm_uid = o.vm.as_ref().and_then(|v| v.uid.as_deref());
+    let vmi_held = (o.vmi.as_ref()).is_some_and(|i| held_by_vm(i, me.name, vm_uid));
+    let retain = keeps_disks(&o.machine);
+
+    // The evidence first: whose each object is, and what keeping a disk of ours would take.
+    let ours = |kind: Kind, meta: &ObjectMeta| {
+        ownership::of_meta(Some(meta), kind.as_str(), me, key) == Ownership::Ours
+    };
+    let vm = (o.vm.as_ref()).map(|vm| (vm, ours(Kind::VirtualMachine, vm)));
+    let volumes: Vec<Judged> = (o.volumes.iter())
+        .map(|v| Judged {
+            ours: ours(v.kind, &v.meta),
+            // On a remote cluster no owner reference is ever written: the proof alone binds.
+            references: o.remote || release_of(v.kind, &v.meta, me.uid).is_some(),
+            keep: keep(v.kind, &v.meta, me, key),
+        })
+        .collect();
+    let removed = (o.removed_data_volumes.iter()).map(|dv| (dv, ours(Kind::DataVolume, dv)));
+    let secret = (o.derived_secret.as_ref()).map(|s| (s, ours(Kind::Secret, s)));
+    let attachments = o.attachments.iter().map(|a| {
+        let nc = a.network_configuration.as_deref();
+        let owner = remote::attachment(o.remote, Some(&a.meta), nc, key);
+        (&a.meta, owner == Ownership::Ours)
+    });
+
+    // 1. The VM; a VM of that name that is not ours (a conflict) is left alone, and so is its VMI.
+    if let Some((meta, ours)) = vm {
+        plan.actions
+            .extend(fate_of(Kind::VirtualMachine, meta, ours));
+    }
+    if vm.is_none_or(|(_, ours)| ours) && vmi_held {
+        plan.wait = Some(Wait::Vmi);
+        return plan;
+    }
+    // 2. The disks' claims and the DataVolumes: deleted, or kept and released.
+    for (v, judged) in o.volumes.iter().zip(volumes) {
+        plan.actions.extend(settle(v, judged, retain));
+    }
+    for (dv, ours) in removed {
+        (plan.actions).extend(delete_if(Kind::DataVolume, dv, ours, Reason::RemovedCdrom));
+    }
+    // 3. The derived cloud-init Secret, only if it is ours.
+    if let Some((meta, ours)) = secret {
+        (plan.actions).extend(delete_if(Kind::Secret, meta, ours, Reason::Ours));
+    }
+    // 4. Its attachments that are ours and no other Machine there uses.
+    for (meta, ours) in attachments {
+        (plan.actions).extend(delete_if(Kind::Attachment, meta, ours, Reason::Unused));
+    }
+    // 5. Everything made for it is gone or kept: the Machine goes.
+    plan.remove_finalizer = true;
+    plan
+}
+
+/// The evidence on one of the Machine's claims or DataVolumes.
+struct Judged {
+    ours: bool,
+    /// It references the Machine (always, on a remote cluster).
+    references: bool,
+    /// What keeping it takes (`None`: nothing, it is released already).
+    keep: Option<Release>,
+}
+
+/// An object of `kind` deleted if ours and not already going; left alone otherwise.
+fn fate_of(kind: Kind, meta: &ObjectMeta, ours: bool) -> Option<Action> {
+    if ours && meta.deletion_timestamp.is_some() {
+        return Some(left(kind, meta, Reason::Going));
+    }
+    delete_if(kind, meta, ours, Reason::Ours)
+}
+
+/// Deleted by its uid, for `why`, if `ours`; left alone otherwise. An object without a uid
+/// (never stored) is nothing to act on.
+fn delete_if(kind: Kind, meta: &ObjectMeta, ours: bool, why: Reason) -> Option<Action> {
+    if !ours {
+        return Some(left(kind, meta, Reason::NotOurs));
+    }
+    Some(Action::Delete {
+        kind,
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone()?,
+        reason: why,
+    })
+}
+
+fn left(kind: Kind, meta: &ObjectMeta, reason: Reason) -> Action {
+    let name = meta.name.clone().unwrap_or_default();
+    Action::Keep { kind, name, reason }
+}
+
+/// One of the Machine's claims or DataVolumes: left alone unless ours and not already going;
+/// then kept and released, or deleted, as [`fate`] says.
+fn settle(v: &Volume, judged: Judged, retain: Option<Reason>) -> Option<Action> {
+    let (kind, meta) = (v.kind, &v.meta);
+    if !judged.ours || meta.deletion_timestamp.is_some() {
+        return fate_of(kind, meta, judged.ours);
+    }
+    match fate(retain.is_some(), v.disk, judged.references) {
+        Fate::Delete => delete_if(kind, meta, true, Reason::Ours),
+        Fate::Keep => Some(match judged.keep {
+            Some(release) => Action::Release {
+                release,
+                reason: retain.unwrap_or(Reason::Unreferenced),
+            },
+            None => left(kind, meta, Reason::Released),
+        }),
+    }
+}
+
+/// What cleanup does with one of the Machine's claims or DataVolumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Kept, released (see [`keep`]).
+    Keep,
+    Delete,
+}
+
+/// The fate of an object of ours at cleanup: a disk's stays under `retain` (retain-disks or an
+/// orphan deletion), and so does one that no longer `references` the Machine at all (the garbage
+/// collector orphaned it before the cleanup ran, or an admin freed it); a CD-ROM's goes.
+pub fn fate(retain: bool, disk: bool, references: bool) -> Fate {
+    match (disk, retain, references) {
+        (false, _, _) => Fate::Delete,
+        (true, true, _) | (true, false, false) => Fate::Keep,
+        (true, false, true) => Fate::Delete,
+    }
+}
+
+/// A VMI holds the deletion only if a VirtualMachine of the Machine's name controls it (the
+/// VM's uid when it is still there): a VMI that merely carries the labels does not.
+fn held_by_vm(meta: &ObjectMeta, machine: &str, vm_uid: Option<&str>) -> bool {
+    meta.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && r.kind == "VirtualMachine"
+            && r.name == machine
+            && vm_uid.is_none_or(|u| u == r.uid)
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,148 @@
+//! What cleanup reads of a deleting Machine: every object made for it, by name from its cluster
+//! (the caches may not hold one yet), metadata only. Nothing is judged here: whose each object is
+//! is `decide::cleanup`'s.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::Machine;
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::cleanup::has_finalizer;
+use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
+use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::spec::resolved_spec;
+use crate::reconciler::decide::volumes::sourced_volumes;
+use crate::reconciler::run::cluster::Cluster;
+use crate::reconciler::run::context::Context;
+
+use super::unused_networks;
+
+/// What remains of one deleting Machine on its cluster, as cleanup read it.
+#[derive(Clone, Debug)]
+pub struct Remains {
+    pub machine: Machine,
+    /// Its cluster is remote: no owner reference binds anything there, the proofs alone do.
+    pub remote: bool,
+    pub vm: Option<ObjectMeta>,
+    /// The VMI named like the Machine.
+    pub vmi: Option<ObjectMeta>,
+    /// The disks' claims, then (where CDI is served) the DataVolumes of the disks with a source
+    /// and of the CD-ROMs, in spec order; those found only.
+    pub volumes: Vec<Volume>,
+    /// Cached DataVolumes labelled for the Machine that its spec no longer names (a removed
+    /// CD-ROM's, if the live Machine had not deleted it yet).
+    pub removed_data_volumes: Vec<ObjectMeta>,
+    pub derived_secret: Option<ObjectMeta>,
+    /// Attachments of its networks that no other live Machine there names (where Multus is
+    /// served).
+    pub attachments: Vec<Attachment>,
+}
+
+/// A claim or DataVolume of the Machine's, as read.
+#[derive(Clone, Debug)]
+pub struct Volume {
+    pub kind: Kind,
+    /// A disk's (retain-disks covers it), not a CD-ROM's (installer media).
+    pub disk: bool,
+    pub meta: ObjectMeta,
+}
+
+/// An attachment as read, and the uid of the NetworkConfiguration of its name, if that exists.
+#[derive(Clone, Debug)]
+pub struct Attachment {
+    pub meta: ObjectMeta,
+    pub network_configuration: Option<String>,
+}
+
+/// Reads what cleanup needs; nothing while the Machine carries no finalizer of ours (then
+/// nothing waits for a cleanup).
+pub async fn remains(
+    machine: &Machine,
+    ctx: &Context,
+    cluster: &Cluster,
+) -> Result<Remains, kube::Error> {
+    let mut o = Remains {
+        machine: machine.clone(),
+        remote: !cluster.is_local(),
+        vm: None,
+        vmi: None,
+        volumes: Vec::new(),
+        removed_data_volumes: Vec::new(),
+        derived_secret: None,
+        attachments: Vec::new(),
+    };
+    if !has_finalizer(machine) {
+        return Ok(o);
+    }
+    let ns = machine.namespace().unwrap_or_default();
+    let name = machine.name_any();
+    let client = &cluster.client;
+    let spec = resolved_spec(machine, &ctx.settings.catalog.load());
+
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
+    o.vm = vms.get_metadata_opt(&name).await?.map(|m| m.metadata);
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
+    o.vmi = vmis.get_metadata_opt(&name).await?.map(|m| m.metadata);
+
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    for disk in &spec.disks {
+        if let Some(found) = pvcs.get_metadata_opt(&pvc_name(&name, &disk.name)).await? {
+            let (kind, disk, meta) = (Kind::Claim, true, found.metadata);
+            o.volumes.push(Volume { kind, disk, meta });
+        }
+    }
+    if cluster.apis.cdi {
+        let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+        let volumes = sourced_volumes(&name, &spec);
+        for v in &volumes {
+            if let Some(found) = dvs.get_metadata_opt(&v.claim_name).await? {
+                let (kind, disk, meta) = (Kind::DataVolume, v.disk, found.metadata);
+                o.volumes.push(Volume { kind, disk, meta });
+            }
+        }
+        let removed = cluster.stores.data_volumes.state_filter(|dv| {
+            dv.namespace().as_deref() == Some(ns.as_str())
+                && dv.brief().as_deref() == Some(name.as_str())
+                && !volumes.iter().any(|v| v.claim_name == dv.name_any())
+        });
+        o.removed_data_volumes = (removed.iter())
+            .filter_map(|dv| dv.unpack().ok())
+            .map(|dv| dv.metadata)
+            .collect();
+    }
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let derived = secrets
+        .get_metadata_opt(&derived_secret_name(&name))
+        .await?;
+    o.derived_secret = derived.map(|m| m.metadata);
+
+    if cluster.apis.multus {
+        let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
+        let unused: BTreeSet<String> = unused_networks(ctx, cluster, &ns, &name);
+        let mine: BTreeSet<&str> = (spec.networks.iter())
+            .map(|n| n.network_name.as_str())
+            .collect();
+        for network in mine.into_iter().filter(|n| unused.contains(*n)) {
+            let Some(found) = nads.get_metadata_opt(network).await? else {
+                continue;
+            };
+            let network_configuration = (ctx.stores.network_configurations)
+                .get(&ObjectRef::new(network).within(&ns))
+                .and_then(|nc| nc.uid());
+            let attachment = Attachment {
+                meta: found.metadata,
+                network_configuration,
+            };
+            o.attachments.push(attachment);
+        }
+    }
+    Ok(o)
+}
