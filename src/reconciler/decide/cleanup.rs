@@ -14,12 +14,12 @@ use kube::ResourceExt;
 
 use crate::api::Machine;
 use crate::api::names::ABANDON_REMOTE_ANNOTATION;
-use crate::reconciler::FINALIZER;
 use crate::reconciler::decide::disks::{Release, keep, release_of, retains_disks};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::remote;
+pub use crate::reconciler::observe::cleanup::has_finalizer;
 use crate::reconciler::observe::cleanup::{Remains, Volume};
 
 mod plan;
@@ -27,11 +27,6 @@ pub use plan::{Action, Plan, Reason, Wait};
 
 /// The garbage collector's finalizer for orphan deletion.
 const ORPHAN_FINALIZER: &str = "orphan";
-
-/// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
-pub fn has_finalizer(machine: &Machine) -> bool {
-    machine.finalizers().iter().any(|f| f == FINALIZER)
-}
 
 /// Whether the admin let the Machine's deletion finish without its remote cluster
 /// (`vitistack.io/abandon-remote: "true"`).

@@ -241,7 +241,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         }
     }
 
-    out.restart = restart::wanted(o, ownership::of(o.vm.as_ref(), me, key) == Ownership::Ours);
+    let vm_ours = ownership::of(o.vm.as_ref(), me, key) == Ownership::Ours;
+    out.restart = restart::wanted(&o.machine, &o.spec, o.vm.as_ref(), o.vmi.as_ref(), vm_ours);
     if o.restoring.is_some() {
         hold_for_restore(&mut out, o.machine.status.as_ref());
     }

@@ -17,10 +17,10 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::api::operations::{RUN_STRATEGY_HALTED, UPDATE_STRATEGY_RESTART, run_strategy};
+use crate::api::{Machine, MachineSpec};
 use crate::reconciler::apis::kubevirt::{
     KubeVirtCondition, VirtualMachine, VirtualMachineInstance,
 };
-use crate::reconciler::observe::Observed;
 
 use super::ownership;
 use super::provisioning::reason::RESTART_REQUIRED;
@@ -75,10 +75,16 @@ pub struct Restart {
 
 /// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
 /// our VM controls only.
-pub fn wanted(o: &Observed, vm_ours: bool) -> Restart {
-    let status = o.machine.status.as_ref();
-    let vm = o.vm.as_ref().filter(|_| vm_ours);
-    let vmi = own_vmi(vm, o.vmi.as_ref()).and_then(|v| {
+pub fn wanted(
+    machine: &Machine,
+    spec: &MachineSpec,
+    vm: Option<&VirtualMachine>,
+    vmi: Option<&VirtualMachineInstance>,
+    vm_ours: bool,
+) -> Restart {
+    let status = machine.status.as_ref();
+    let vm = vm.filter(|_| vm_ours);
+    let vmi = own_vmi(vm, vmi).and_then(|v| {
         let meta = v.meta();
         Some(Vmi {
             name: meta.name.as_deref()?,
@@ -86,16 +92,15 @@ pub fn wanted(o: &Observed, vm_ours: bool) -> Restart {
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
         })
     });
-    let pending = (o.spec.update_strategy.as_deref() == Some(UPDATE_STRATEGY_RESTART))
+    let pending = (spec.update_strategy.as_deref() == Some(UPDATE_STRATEGY_RESTART))
         .then(|| restart_required_since(vm))
         .flatten()
         .map(|since| Pending {
-            generation: o.machine.metadata.generation.unwrap_or_default(),
+            generation: machine.metadata.generation.unwrap_or_default(),
             since,
         });
     decide(&Inputs {
-        requested: o
-            .machine
+        requested: machine
             .annotations()
             .get(RESTARTED_AT_ANNOTATION)
             .map(String::as_str),
@@ -103,7 +108,7 @@ pub fn wanted(o: &Observed, vm_ours: bool) -> Restart {
         pending,
         last_generation: status.and_then(|s| s.last_restart_generation),
         vmi: vmi.as_ref(),
-        strategy: run_strategy(o.spec.run_strategy.as_deref(), o.spec.running),
+        strategy: run_strategy(spec.run_strategy.as_deref(), spec.running),
     })
 }
 

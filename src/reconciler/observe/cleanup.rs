@@ -11,10 +11,10 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::Machine;
+use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
-use crate::reconciler::decide::cleanup::has_finalizer;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::spec::resolved_spec;
@@ -23,6 +23,11 @@ use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 
 use super::unused_networks;
+
+/// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
+pub fn has_finalizer(machine: &Machine) -> bool {
+    machine.finalizers().iter().any(|f| f == FINALIZER)
+}
 
 /// What remains of one deleting Machine on its cluster, as cleanup read it.
 #[derive(Clone, Debug)]
