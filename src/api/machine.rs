@@ -334,7 +334,8 @@ pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_generation: Option<i64>,
 
-    /// The Machine's newest MachineSnapshots, newest first.
+    /// The Machine's newest MachineSnapshots, newest first, then those of earlier Machines of
+    /// its name (`earlierMachine`), newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_SNAPSHOT_REFS))]
     pub snapshots: Vec<SnapshotRef>,

@@ -15,8 +15,11 @@ pub const KEEP: (i64, i64) = (1, 100);
 pub const DEFAULT_KEEP: i64 = 7;
 /// A cron line is short; bounded so a Machine stays small.
 pub const MAX_SCHEDULE: usize = 128;
-/// The newest snapshots a Machine's status lists.
-pub const MAX_SNAPSHOT_REFS: usize = 5;
+/// The newest snapshots a Machine's status lists of the Machine, and again of earlier Machines
+/// of its name.
+pub const NEWEST_SNAPSHOT_REFS: usize = 5;
+/// The snapshots a Machine's status lists at most.
+pub const MAX_SNAPSHOT_REFS: usize = 2 * NEWEST_SNAPSHOT_REFS;
 /// Disks a snapshot lists (a Machine's disks and CD-ROMs).
 pub const MAX_SNAPSHOT_DISKS: usize = 300;
 /// Error messages mirrored from KubeVirt, cut to this many bytes.
@@ -97,6 +100,10 @@ pub struct SnapshotRef {
     pub time: Option<Time>,
     #[serde(default)]
     pub ready: bool,
+    /// Taken of an earlier Machine of this name (deleted and made again): never pruned by this
+    /// Machine's schedule.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earlier_machine: bool,
 }
 
 /// A point-in-time copy of every disk of a Machine, through one KubeVirt
