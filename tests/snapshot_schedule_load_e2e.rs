@@ -124,7 +124,7 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
         || async {
             let r = requests(&cp);
             let pages = r.get("list machines").copied().unwrap_or(0);
-            (pages >= MACHINES.div_ceil(500) && r.get("list machinesnapshots").is_some())
+            (pages >= MACHINES.div_ceil(500) && r.contains_key("list machinesnapshots"))
                 .then_some(r)
         },
     )

@@ -27,7 +27,7 @@ use kubevirt_operator::api::snapshots::{
     MachineSnapshot, SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL,
 };
 use kubevirt_operator::snapshots::context::Context;
-use kubevirt_operator::snapshots::scheduler::{Report, tick};
+use kubevirt_operator::snapshots::scheduler::{Report, Retries, tick_with};
 use scheduling::{Hands, context, first_hour, machine, names, stamp};
 use support::ControlPlane;
 
@@ -35,7 +35,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// One check of every schedule at `at`, from what the scheduler's watches would hold (every
 /// MachineSnapshot and Machine, read from the API server).
-async fn check(ctx: &Context, clock: &Hands, at: DateTime<Utc>) -> Report {
+async fn check(ctx: &Context, clock: &Hands, at: DateTime<Utc>, retries: &mut Retries) -> Report {
     clock.set(at);
     let m = Api::<Machine>::all(ctx.client.clone())
         .list(&ListParams::default())
@@ -49,7 +49,7 @@ async fn check(ctx: &Context, clock: &Hands, at: DateTime<Utc>) -> Report {
         .items;
     let m: Vec<&Machine> = m.iter().collect();
     let s: Vec<&MachineSnapshot> = s.iter().collect();
-    tick(ctx, &m, &s).await
+    tick_with(ctx, &m, &s, retries).await
 }
 
 /// Plays the MachineSnapshot controller: `name` reached `phase`.
@@ -108,10 +108,11 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     let hour = |n: i64| first + chrono::Duration::hours(n);
     let clock = Arc::new(Hands(Mutex::new(first)));
     let ctx = context(&admin, clock.clone());
+    let mut retries = Retries::default();
 
     // Two good backups.
     for n in 0..2 {
-        check(&ctx, &clock, hour(n)).await;
+        check(&ctx, &clock, hour(n), &mut retries).await;
         finished(&snaps, &stamp("db", hour(n)), "Succeeded").await;
     }
     let good = vec![stamp("db", hour(0)), stamp("db", hour(1))];
@@ -145,7 +146,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     }
     // The run of hour 2 happens under the next free name; nothing real nor planted is deleted.
     let before = names(&snaps).await;
-    check(&ctx, &clock, hour(2)).await;
+    check(&ctx, &clock, hour(2), &mut retries).await;
     let run2 = made_since(&snaps, &before).await;
     assert!(run2.starts_with(&stamp("db", hour(2))), "{run2}");
     let all = names(&snaps).await;
@@ -155,7 +156,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     // Mallory's 2099 ones stop nothing: hour 3 is taken too.
     finished(&snaps, &run2, "Failed").await;
     let before = names(&snaps).await;
-    check(&ctx, &clock, hour(3)).await;
+    check(&ctx, &clock, hour(3), &mut retries).await;
     let run3 = made_since(&snaps, &before).await;
     assert_eq!(run3, stamp("db", hour(3)));
     finished(&snaps, &run3, "Failed").await;
@@ -167,10 +168,16 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     }
     // Two newer good ones: the older good ones beyond keep and the failed ones go, not Mallory's.
     for n in 4..6 {
-        check(&ctx, &clock, hour(n)).await;
+        check(&ctx, &clock, hour(n), &mut retries).await;
         finished(&snaps, &stamp("db", hour(n)), "Succeeded").await;
     }
-    check(&ctx, &clock, hour(6) - chrono::Duration::minutes(1)).await;
+    check(
+        &ctx,
+        &clock,
+        hour(6) - chrono::Duration::minutes(1),
+        &mut retries,
+    )
+    .await;
     let mut expected: Vec<String> = planted.clone();
     expected.extend([stamp("db", hour(4)), stamp("db", hour(5))]);
     expected.sort();
@@ -201,7 +208,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     for n in 0..3 {
         let at = from + chrono::Duration::hours(n);
         let before = names(&snaps).await;
-        check(&ctx, &clock, at).await;
+        check(&ctx, &clock, at, &mut retries).await;
         let made = made_since(&snaps, &before).await;
         finished(&snaps, &made, "Succeeded").await;
     }
@@ -209,6 +216,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
         &ctx,
         &clock,
         from + chrono::Duration::hours(3) - chrono::Duration::minutes(1),
+        &mut retries,
     )
     .await;
     let all = names(&snaps).await;
@@ -260,19 +268,35 @@ async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
     let at = created.iter().map(first_hour).max().expect("hour");
     let clock = Arc::new(Hands(Mutex::new(at)));
     let ctx = context(&admin, clock.clone());
-    // Checked as often as a leader would within the minute: the free namespace's snapshot is made.
-    for _ in 0..3 {
-        let report = check(&ctx, &clock, at).await;
-        // Each Machine of the full namespace fails alone, and says why.
-        assert_eq!(report.failed.len(), 6, "{report:?}");
-        assert!(
-            report
-                .failed
-                .iter()
-                .all(|(m, e)| m.starts_with(&full) && e.contains("exceeded quota")),
-            "{report:?}"
-        );
-    }
+    // Checked as often as a leader would within the minute: the free namespace's snapshot is
+    // made; each Machine of the full namespace fails alone, says why, and waits its retry.
+    let mut retries = Retries::default();
+    let report = check(&ctx, &clock, at, &mut retries).await;
+    assert_eq!(report.failed.len(), 6, "{report:?}");
+    assert!(
+        report
+            .failed
+            .iter()
+            .all(|(m, e)| m.starts_with(&full) && e.contains("exceeded quota")),
+        "{report:?}"
+    );
+    let report = check(
+        &ctx,
+        &clock,
+        at + chrono::Duration::seconds(20),
+        &mut retries,
+    )
+    .await;
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!(report.waiting.len(), 6, "{report:?}");
+    let report = check(
+        &ctx,
+        &clock,
+        at + chrono::Duration::seconds(31),
+        &mut retries,
+    )
+    .await;
+    assert_eq!(report.failed.len(), 6, "retried after 30 s: {report:?}");
     let free_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &free);
     assert_eq!(names(&free_snaps).await, [stamp("other", at)]);
     let full_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &full);

@@ -91,6 +91,13 @@ pub fn due_of(machine: &str, name: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.and_utc())
 }
 
+/// After `failures` failed attempts in a row at a Machine's schedule (a namespace at its quota),
+/// how long until the next: 30 s, doubling, at most 10 min.
+pub fn retry_after(failures: u32) -> chrono::Duration {
+    let doublings = failures.saturating_sub(1).min(5);
+    (chrono::Duration::seconds(30) * (1 << doublings)).min(chrono::Duration::minutes(10))
+}
+
 /// The plan at `now` for a Machine created at `created`, with `cron` and `rules`, whose own
 /// scheduled snapshots are `own`.
 pub fn plan(

@@ -9,7 +9,7 @@
 //! made, whatever its labels and annotations, is neither counted nor deleted, and one made for
 //! an earlier Machine of the same name belongs to that Machine's uid, not to this one. The due
 //! time is read from the proven name. Errors are per Machine: one failing Machine (a namespace
-//! at its quota) never stops another's.
+//! at its quota) never stops another's, and is tried again with backoff.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,13 +20,18 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
+mod seen;
+
+pub use seen::Retries;
+use seen::{Seen, Who, seen};
+
 use super::context::Context;
-use super::schedule::{Outcome, Own, Rules, candidates, due_of, plan};
+use super::schedule::{Rules, candidates, plan};
 use super::snapshot::scoped;
 use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL, PROOF_ANNOTATION};
 use crate::api::snapshots::{
     MachineSnapshot, MachineSnapshotSpec, MachineSnapshotStatus, SCHEDULED_FOR_ANNOTATION,
-    SCHEDULED_LABEL, parse_schedule, snapshot_phase,
+    SCHEDULED_LABEL, parse_schedule,
 };
 use crate::api::{Machine, MachineSpec};
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
@@ -67,6 +72,7 @@ pub async fn run(
         {
             return;
         }
+        let mut retries = Retries::default();
         let mut every = tokio::time::interval(ctx.settings.tick);
         // A long check (many Machines due) is followed by one tick, not a burst of missed ones.
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -75,7 +81,7 @@ pub async fn run(
             let (m, s) = (machines.state(), snapshots.state());
             let m: Vec<&Machine> = m.iter().map(AsRef::as_ref).collect();
             let s: Vec<&MachineSnapshot> = s.iter().map(AsRef::as_ref).collect();
-            let report = tick(&ctx, &m, &s).await;
+            let report = tick_with(&ctx, &m, &s, &mut retries).await;
             for (machine, e) in &report.failed {
                 tracing::warn!(%machine, error = %e, "snapshot schedule not served this time");
             }
@@ -135,61 +141,37 @@ pub struct Report {
     pub deferred: Vec<String>,
     /// Machines whose schedule failed this time, and why.
     pub failed: Vec<(String, String)>,
-}
-
-/// A Machine: its namespace, name and uid.
-type Who = (String, String, String);
-
-/// The operator's own scheduled snapshots, by Machine (uid), with their object uids.
-#[derive(Default)]
-struct Seen {
-    own: BTreeMap<Who, Vec<Own>>,
-    uids: BTreeMap<(String, String), String>,
-    /// Own snapshots KubeVirt is taking (or about to).
-    in_flight: usize,
-}
-
-fn seen(key: &OwnershipKey, snapshots: &[&MachineSnapshot]) -> Seen {
-    let mut seen = Seen::default();
-    for s in snapshots {
-        let machine = s.spec.machine_name.as_str();
-        let ns = s.namespace().unwrap_or_default();
-        seen.uids
-            .insert((ns.clone(), s.name_any()), s.uid().unwrap_or_default());
-        if s.meta().deletion_timestamp.is_some() {
-            continue;
-        }
-        let Some(machine_uid) = key.made_for(KIND, s.meta(), machine) else {
-            continue;
-        };
-        let Some(due) = due_of(machine, &s.name_any()) else {
-            continue;
-        };
-        let status = s.status.as_ref();
-        let outcome = match status.and_then(|st| st.phase.as_deref()) {
-            Some(snapshot_phase::SUCCEEDED) => Outcome::Succeeded,
-            Some(snapshot_phase::FAILED) => Outcome::Failed,
-            _ => Outcome::Running,
-        };
-        // Not yet looked at, or handed to KubeVirt; one waiting for a VM is not in flight.
-        let started = status
-            .is_none_or(|st| st.phase.is_none() || st.virtual_machine_snapshot_name.is_some());
-        if outcome == Outcome::Running && started {
-            seen.in_flight += 1;
-        }
-        let who = (ns, machine.to_owned(), machine_uid.to_owned());
-        seen.own.entry(who).or_default().push(Own {
-            name: s.name_any(),
-            due,
-            outcome,
-        });
-    }
-    seen
+    /// Machines whose schedule failed lately, left alone until their retry is due.
+    pub waiting: Vec<String>,
 }
 
 /// One check of every schedule, of `machines` with every MachineSnapshot in their scope.
 pub async fn tick(ctx: &Context, machines: &[&Machine], snapshots: &[&MachineSnapshot]) -> Report {
+    tick_with(ctx, machines, snapshots, &mut Retries::default()).await
+}
+
+/// [`tick`], leaving Machines whose schedule failed lately alone until their retry is due.
+pub async fn tick_with(
+    ctx: &Context,
+    machines: &[&Machine],
+    snapshots: &[&MachineSnapshot],
+    retries: &mut Retries,
+) -> Report {
     let now = ctx.settings.clock.now();
+    let mut tried = Vec::new();
+    let report = check(ctx, machines, snapshots, retries, &mut tried, now).await;
+    retries.record(&tried, &report.failed, now);
+    report
+}
+
+async fn check(
+    ctx: &Context,
+    machines: &[&Machine],
+    snapshots: &[&MachineSnapshot],
+    retries: &Retries,
+    tried: &mut Vec<String>,
+    now: DateTime<Utc>,
+) -> Report {
     let limits = ctx.settings.limits;
     let seen = seen(&ctx.key, snapshots);
     let mut report = Report::default();
@@ -205,6 +187,12 @@ pub async fn tick(ctx: &Context, machines: &[&Machine], snapshots: &[&MachineSna
             continue; // The webhook refuses it; one stored around it is skipped.
         };
         let who = (m.namespace().unwrap_or_default(), m.name_any(), uid);
+        let key = format!("{}/{}", who.0, who.1);
+        if retries.waiting(&key, now) {
+            report.waiting.push(key);
+            continue;
+        }
+        tried.push(key);
         let created = m
             .meta()
             .creation_timestamp

@@ -251,3 +251,11 @@ fn names_are_tried_in_order_and_parsed_back() {
         assert_eq!(due_of(machine, name), None, "{machine} {name}");
     }
 }
+
+#[test]
+fn a_failing_schedule_is_retried_with_backoff() {
+    let secs: Vec<i64> = (1..=8).map(|n| retry_after(n).num_seconds()).collect();
+    assert_eq!(secs, [30, 60, 120, 240, 480, 600, 600, 600]);
+    assert_eq!(retry_after(0).num_seconds(), 30);
+    assert_eq!(retry_after(u32::MAX).num_seconds(), 600);
+}
