@@ -179,6 +179,15 @@ pub struct RunArgs {
     /// How often every Machine is re-checked, e.g. 30s, 5m, 1m30s; also the error backoff cap.
     #[arg(long, env = "RECONCILE_INTERVAL", value_name = "RECONCILE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub reconcile_interval: Duration,
+    /// The least time between two runs of one Machine's snapshot schedule, e.g. 15m, 1h: a
+    /// schedule firing more often is clamped to it (0s: no minimum).
+    #[arg(long, env = "MIN_SNAPSHOT_INTERVAL", value_name = "MIN_SNAPSHOT_INTERVAL", default_value = "15m", value_parser = parse_duration)]
+    pub min_snapshot_interval: Duration,
+    /// Scheduled snapshots being taken at once at most, across every Machine; more due ones
+    /// wait for one to finish.
+    #[arg(long, env = "MAX_SNAPSHOTS_IN_FLIGHT", value_name = "MAX_SNAPSHOTS_IN_FLIGHT", default_value_t = 10,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_snapshots_in_flight: u16,
     /// Machines reconciled at the same time.
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", value_name = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
           value_parser = clap::value_parser!(u16).range(1..))]

@@ -105,8 +105,9 @@ pub struct MachineSpec {
     #[schemars(extend("enum" = UPDATE_STRATEGIES))]
     pub update_strategy: Option<String>,
 
-    /// Scheduled snapshots of every disk (MachineSnapshots named `<machine>-<yyyymmddhhmm>`),
-    /// and how many of them are kept.
+    /// Scheduled snapshots of every disk (MachineSnapshots named `<machine>-<yyyymmddhhmm>`, or
+    /// a suffixed name when that one is held by another object), and how many of them are kept.
+    /// Runs closer than the operator's minimum interval (15 min by default) are skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<SnapshotSchedule>,
 }
@@ -333,7 +334,8 @@ pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_generation: Option<i64>,
 
-    /// The Machine's newest MachineSnapshots, newest first.
+    /// The Machine's newest MachineSnapshots, newest first, then those of earlier Machines of
+    /// its name (`earlierMachine`), newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_SNAPSHOT_REFS))]
     pub snapshots: Vec<SnapshotRef>,

@@ -15,16 +15,21 @@ pub const KEEP: (i64, i64) = (1, 100);
 pub const DEFAULT_KEEP: i64 = 7;
 /// A cron line is short; bounded so a Machine stays small.
 pub const MAX_SCHEDULE: usize = 128;
-/// The newest snapshots a Machine's status lists.
-pub const MAX_SNAPSHOT_REFS: usize = 5;
+/// The newest snapshots a Machine's status lists of the Machine, and again of earlier Machines
+/// of its name.
+pub const NEWEST_SNAPSHOT_REFS: usize = 5;
+/// The snapshots a Machine's status lists at most.
+pub const MAX_SNAPSHOT_REFS: usize = 2 * NEWEST_SNAPSHOT_REFS;
 /// Disks a snapshot lists (a Machine's disks and CD-ROMs).
 pub const MAX_SNAPSHOT_DISKS: usize = 300;
 /// Error messages mirrored from KubeVirt, cut to this many bytes.
 pub const MAX_ERROR: usize = 1024;
 
-/// On a MachineSnapshot the schedule made: `"true"`. Only those count against `keep`.
+/// On a MachineSnapshot the schedule made: `"true"`. A description only (anyone may write it):
+/// the schedule counts and deletes what its made-for proof says it made (`crate::snapshots::scheduler`).
 pub const SCHEDULED_LABEL: &str = "vitistack.io/scheduled-snapshot";
-/// On a scheduled MachineSnapshot: the due time (RFC 3339, UTC) it was made for.
+/// On a scheduled MachineSnapshot: the due time (RFC 3339, UTC) it was made for. A description
+/// only: the schedule reads the due time from the proven name.
 pub const SCHEDULED_FOR_ANNOTATION: &str = "vitistack.io/scheduled-for";
 
 /// Phases of a MachineSnapshot (KubeVirt's, plus `Pending` before the VirtualMachineSnapshot
@@ -34,6 +39,12 @@ pub mod snapshot_phase {
     pub const IN_PROGRESS: &str = "InProgress";
     pub const SUCCEEDED: &str = "Succeeded";
     pub const FAILED: &str = "Failed";
+}
+
+/// Why a MachineSnapshot failed, when the operator decided it.
+pub mod snapshot_reason {
+    /// Its Machine had no VM in this cluster within the pending limit.
+    pub const NO_VM: &str = "NoVM";
 }
 
 /// Phases of a MachineRestore, in order (see `crate::snapshots::restore`).
@@ -64,8 +75,10 @@ pub struct SnapshotSchedule {
     #[serde(default)]
     #[schemars(extend("maxLength" = MAX_SCHEDULE))]
     pub schedule: String,
-    /// Scheduled snapshots kept, 1-100 (default 7); the oldest are deleted first. Snapshots made
-    /// by hand are never counted nor deleted.
+    /// Good (Succeeded) scheduled snapshots kept, 1-100 (default 7); the oldest are deleted
+    /// first. A failed one is kept until `keep` newer good ones exist (and at most `keep` failed
+    /// ones). Snapshots the operator's schedule did not make, or made for an earlier Machine of
+    /// this name, are never counted nor deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = KEEP.0, "maximum" = KEEP.1))]
     pub keep: Option<i64>,
@@ -87,6 +100,10 @@ pub struct SnapshotRef {
     pub time: Option<Time>,
     #[serde(default)]
     pub ready: bool,
+    /// Taken of an earlier Machine of this name (deleted and made again): never pruned by this
+    /// Machine's schedule.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earlier_machine: bool,
 }
 
 /// A point-in-time copy of every disk of a Machine, through one KubeVirt
@@ -143,6 +160,9 @@ pub struct MachineSnapshotStatus {
     /// The uid of the Machine it was taken of (a restore takes it only for that Machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_uid: Option<String>,
+    /// Why it failed, as a word, when the operator decided it (NoVM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Puts a Machine's disks back to a MachineSnapshot of it.

@@ -205,6 +205,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         Certificates::SelfManaged { settings, .. } => Some(settings.clone()),
         Certificates::Files(_) => None,
     };
+    let snapshot_limits = crate::snapshots::context::Limits {
+        min_interval: args.min_snapshot_interval,
+        max_in_flight: usize::from(args.max_snapshots_in_flight),
+        ..Default::default()
+    };
     let mut work = {
         let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
         let (cluster_settings, registry) = (cluster_settings.clone(), registry.clone());
@@ -227,6 +232,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                         .reconcile_interval
                         .min(crate::snapshots::context::MAX_TICK)
                         .max(Duration::from_secs(1)),
+                    limits: snapshot_limits,
                 },
                 stop.clone(),
             );

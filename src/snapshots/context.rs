@@ -21,7 +21,34 @@ pub struct Settings {
     pub clock: Arc<dyn Clock>,
     /// How often schedules are checked, and a running restore looked at again.
     pub tick: Duration,
+    pub limits: Limits,
 }
+
+/// Bounds on the work snapshots make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The least time between two runs of one schedule (`--min-snapshot-interval`): a schedule
+    /// firing more often is clamped to it.
+    pub min_interval: Duration,
+    /// Scheduled snapshots being taken at once at most, across every Machine
+    /// (`--max-snapshots-in-flight`); more due ones wait for the next check.
+    pub max_in_flight: usize,
+    /// How long a snapshot waits for its Machine's VM in this cluster before it fails.
+    pub pending_limit: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            min_interval: DEFAULT_MIN_INTERVAL,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            pending_limit: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+pub const DEFAULT_MIN_INTERVAL: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 10;
 
 /// Shared by every reconcile of one scope.
 pub struct Context {

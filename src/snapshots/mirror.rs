@@ -1,7 +1,53 @@
-//! A MachineSnapshot's status, mirrored from its VirtualMachineSnapshot (pure, tests below).
+//! A MachineSnapshot's status, mirrored from its VirtualMachineSnapshot, and how soon one not
+//! done is looked at again (pure, tests below).
 
-use crate::api::snapshots::{MAX_ERROR, MAX_SNAPSHOT_DISKS, MachineSnapshotStatus, snapshot_phase};
+use std::time::Duration;
+
+use crate::api::snapshots::{
+    MAX_ERROR, MAX_SNAPSHOT_DISKS, MachineSnapshotStatus, snapshot_phase, snapshot_reason,
+};
 use crate::reconciler::apis::snapshot::VirtualMachineSnapshot;
+
+/// The first look again at a snapshot not done yet, and the longest wait between two looks.
+pub const FIRST_LOOK: Duration = Duration::from_secs(10);
+pub const MAX_LOOK: Duration = Duration::from_secs(5 * 60);
+
+/// What to do with a snapshot still waiting for its Machine's VM after `age`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// Look again after this long.
+    Again(Duration),
+    /// Waited `limit`: fail it.
+    GiveUp,
+}
+
+/// Snapshots not done are looked at again with exponential backoff: after as long as they have
+/// existed (so each wait doubles), from [`FIRST_LOOK`] up to [`MAX_LOOK`].
+pub fn look_again(age: Duration) -> Duration {
+    age.clamp(FIRST_LOOK, MAX_LOOK)
+}
+
+/// A snapshot whose Machine has no VM here after `age`: looked at again with backoff, failed
+/// once it has waited `limit` (a remote Machine's VM never appears here).
+pub fn waiting(age: Duration, limit: Duration) -> Waiting {
+    if age >= limit {
+        return Waiting::GiveUp;
+    }
+    Waiting::Again(look_again(age).min(limit - age))
+}
+
+/// Failed for waiting `limit` for Machine `machine`'s VM.
+pub fn gave_up(machine: &str, machine_uid: Option<&str>, limit: Duration) -> MachineSnapshotStatus {
+    let why = format!(
+        "Machine {machine} had no VM in this cluster for {}s; a Machine on a remote cluster \
+         cannot be snapshotted here",
+        limit.as_secs()
+    );
+    MachineSnapshotStatus {
+        reason: Some(snapshot_reason::NO_VM.to_owned()),
+        ..status(None, machine_uid, None, Some(why))
+    }
+}
 
 /// What a MachineSnapshot shows: `vm_snapshot` as KubeVirt reports it, or `Pending` with
 /// `waiting` (why there is none yet), or `Failed` with `failed` (why there never will be).
@@ -51,6 +97,7 @@ pub fn status(
         error: s.error.and_then(|e| e.message).map(cut),
         virtual_machine_snapshot_name: snap.metadata.name.clone(),
         machine_uid: base.machine_uid,
+        reason: None,
     }
 }
 
@@ -153,6 +200,40 @@ mod tests {
             t.creation_time.map(|t| t.0.to_string()),
             Some("2026-01-01T02:00:03Z".to_owned())
         );
+    }
+
+    #[test]
+    fn a_snapshot_waiting_for_a_vm_backs_off_then_fails() {
+        let s = Duration::from_secs;
+        let limit = s(1800);
+        // (age, next)
+        let cases = [
+            (s(0), Waiting::Again(s(10))),
+            (s(3), Waiting::Again(s(10))),
+            (s(10), Waiting::Again(s(10))),
+            (s(20), Waiting::Again(s(20))),
+            (s(160), Waiting::Again(s(160))),
+            (s(299), Waiting::Again(s(299))),
+            (s(1000), Waiting::Again(s(300))),
+            (s(1700), Waiting::Again(s(100))),
+            (s(1800), Waiting::GiveUp),
+            (s(90_000), Waiting::GiveUp),
+        ];
+        for (age, next) in cases {
+            assert_eq!(waiting(age, limit), next, "{age:?}");
+        }
+        // Each wait doubles the age: from creation, fewer than 20 looks in half an hour.
+        let (mut age, mut looks) = (Duration::ZERO, 0);
+        while let Waiting::Again(d) = waiting(age, limit) {
+            age += d;
+            looks += 1;
+        }
+        assert!(looks < 20, "{looks}");
+        let failed = gave_up("web", Some("uid-m"), limit);
+        assert_eq!(failed.phase.as_deref(), Some("Failed"));
+        assert_eq!(failed.reason.as_deref(), Some("NoVM"));
+        assert_eq!(failed.machine_uid.as_deref(), Some("uid-m"));
+        assert!(failed.error.is_some_and(|e| e.contains("for 1800s")));
     }
 
     #[test]

@@ -1,8 +1,17 @@
 //! The schedule: every tick, each Machine with `spec.snapshots` is planned by
-//! [`super::schedule::plan`] at the clock's time, from the scheduled MachineSnapshots that exist;
-//! the due one is made and those beyond `keep` deleted (exactly those, by uid).
+//! [`super::schedule::plan`] at the clock's time from its own scheduled MachineSnapshots; the
+//! due one is made (under the first free name) and those retention lets go deleted (exactly
+//! those, by uid).
+//!
+//! "Own" is proven, never read from a label: the operator puts its made-for proof
+//! (`vitistack.io/made-for`, over the snapshot's namespace and name and the Machine's name and
+//! uid) on each snapshot it schedules, in the write that creates it. A snapshot anyone else
+//! made, whatever its labels and annotations, is neither counted nor deleted, and one made for
+//! an earlier Machine of the same name belongs to that Machine's uid, not to this one. The due
+//! time is read from the proven name. Errors are per Machine: one failing Machine (a namespace
+//! at its quota) never stops another's, and is tried again with backoff.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -11,49 +20,77 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
+mod seen;
+
+pub use seen::Retries;
+use seen::{Seen, Who, seen};
+
 use super::context::Context;
-use super::error::Error;
-use super::schedule::{Taken, plan};
+use super::schedule::{Rules, candidates, plan};
 use super::snapshot::scoped;
-use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL};
+use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL, PROOF_ANNOTATION};
 use crate::api::snapshots::{
-    MachineSnapshot, MachineSnapshotSpec, SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL, parse_schedule,
+    MachineSnapshot, MachineSnapshotSpec, MachineSnapshotStatus, SCHEDULED_FOR_ANNOTATION,
+    SCHEDULED_LABEL, parse_schedule,
 };
 use crate::api::{Machine, MachineSpec};
+use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::run::watches::Scope;
+
+/// The kind the made-for proof of a scheduled snapshot names.
+pub const KIND: &str = "MachineSnapshot";
+/// The kind named by the proof a last-resort snapshot name is derived from.
+const NAME_KIND: &str = "MachineSnapshotName";
+/// Characters of that name's secret suffix.
+const SECRET_LEN: usize = 10;
 
 pub async fn run(
     ctx: Arc<Context>,
     scope: &Scope,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    // Watched, not listed each tick: a converged cluster costs no request per tick. The Machines
-    // are kept slim (only what a schedule needs).
+    // Watched, not listed each tick: a converged cluster costs no request per tick. Both are
+    // kept slim (only what a schedule reads). Every MachineSnapshot is watched, not only the
+    // labelled ones: a label proves nothing, and a name held by anyone must be seen.
     let (machines, machines_w) = reflector::store::<Machine>();
     let machine_watch = watcher(scoped::<Machine>(&ctx.client, scope), Default::default())
         .default_backoff()
-        .modify(slim)
+        .modify(slim_machine)
         .reflect(machines_w)
         .for_each(|_| futures::future::ready(()));
     let (snapshots, snapshots_w) = reflector::store::<MachineSnapshot>();
-    let labelled = watcher::Config::default().labels(&format!("{SCHEDULED_LABEL}=true"));
-    let snapshot_watch = watcher(scoped::<MachineSnapshot>(&ctx.client, scope), labelled)
-        .default_backoff()
-        .reflect(snapshots_w)
-        .for_each(|_| futures::future::ready(()));
+    let snapshot_watch = watcher(
+        scoped::<MachineSnapshot>(&ctx.client, scope),
+        Default::default(),
+    )
+    .default_backoff()
+    .modify(slim_snapshot)
+    .reflect(snapshots_w)
+    .for_each(|_| futures::future::ready(()));
     let checks = async {
         if machines.wait_until_ready().await.is_err() || snapshots.wait_until_ready().await.is_err()
         {
             return;
         }
+        let mut retries = Retries::default();
         let mut every = tokio::time::interval(ctx.settings.tick);
+        // A long check (many Machines due) is followed by one tick, not a burst of missed ones.
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
             let (m, s) = (machines.state(), snapshots.state());
             let m: Vec<&Machine> = m.iter().map(AsRef::as_ref).collect();
             let s: Vec<&MachineSnapshot> = s.iter().map(AsRef::as_ref).collect();
-            if let Err(e) = tick(&ctx, &m, &s).await {
-                tracing::warn!(error = %e, "snapshot schedules not checked this time");
+            let report = tick_with(&ctx, &m, &s, &mut retries).await;
+            for (machine, e) in &report.failed {
+                tracing::warn!(%machine, error = %e, "snapshot schedule not served this time");
+            }
+            if !report.deferred.is_empty() {
+                tracing::info!(
+                    machines = report.deferred.len(),
+                    max = ctx.settings.limits.max_in_flight,
+                    "scheduled snapshots wait for one in flight to finish"
+                );
             }
         }
     };
@@ -66,7 +103,7 @@ pub async fn run(
 }
 
 /// Only what a schedule reads: names, uid, times, and `spec.snapshots`.
-fn slim(m: &mut Machine) {
+fn slim_machine(m: &mut Machine) {
     m.spec = MachineSpec {
         snapshots: m.spec.snapshots.take(),
         ..MachineSpec::default()
@@ -79,27 +116,68 @@ fn slim(m: &mut Machine) {
     m.metadata.owner_references = None;
 }
 
-/// One check of every schedule, of `machines` with the scheduled MachineSnapshots `scheduled`
-/// (labelled [`SCHEDULED_LABEL`]).
-pub async fn tick(
+/// Only what a schedule reads: names, uid, times, the proof, the Machine, and progress.
+fn slim_snapshot(s: &mut MachineSnapshot) {
+    let proof = s.annotations().get(PROOF_ANNOTATION).cloned();
+    s.metadata.annotations = proof.map(|p| [(PROOF_ANNOTATION.to_owned(), p)].into());
+    s.metadata.labels = None;
+    s.metadata.managed_fields = None;
+    s.metadata.owner_references = None;
+    s.status = s.status.take().map(|st| MachineSnapshotStatus {
+        phase: st.phase,
+        virtual_machine_snapshot_name: st.virtual_machine_snapshot_name,
+        ..MachineSnapshotStatus::default()
+    });
+}
+
+/// What one check did; Machines are named `<namespace>/<name>`.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Snapshots made.
+    pub made: Vec<String>,
+    /// Snapshots retention deleted.
+    pub deleted: Vec<String>,
+    /// Machines due that wait for a snapshot in flight to finish.
+    pub deferred: Vec<String>,
+    /// Machines whose schedule failed this time, and why.
+    pub failed: Vec<(String, String)>,
+    /// Machines whose schedule failed lately, left alone until their retry is due.
+    pub waiting: Vec<String>,
+}
+
+/// One check of every schedule, of `machines` with every MachineSnapshot in their scope.
+pub async fn tick(ctx: &Context, machines: &[&Machine], snapshots: &[&MachineSnapshot]) -> Report {
+    tick_with(ctx, machines, snapshots, &mut Retries::default()).await
+}
+
+/// [`tick`], leaving Machines whose schedule failed lately alone until their retry is due.
+pub async fn tick_with(
     ctx: &Context,
     machines: &[&Machine],
-    scheduled: &[&MachineSnapshot],
-) -> Result<(), Error> {
+    snapshots: &[&MachineSnapshot],
+    retries: &mut Retries,
+) -> Report {
     let now = ctx.settings.clock.now();
-    let mut by_machine: BTreeMap<(String, String), Vec<&MachineSnapshot>> = BTreeMap::new();
-    for s in scheduled.iter().copied() {
-        if s.meta().deletion_timestamp.is_some() {
-            continue;
-        }
-        let key = (
-            s.namespace().unwrap_or_default(),
-            s.spec.machine_name.clone(),
-        );
-        by_machine.entry(key).or_default().push(s);
-    }
+    let mut tried = Vec::new();
+    let report = check(ctx, machines, snapshots, retries, &mut tried, now).await;
+    retries.record(&tried, &report.failed, now);
+    report
+}
+
+async fn check(
+    ctx: &Context,
+    machines: &[&Machine],
+    snapshots: &[&MachineSnapshot],
+    retries: &Retries,
+    tried: &mut Vec<String>,
+    now: DateTime<Utc>,
+) -> Report {
+    let limits = ctx.settings.limits;
+    let seen = seen(&ctx.key, snapshots);
+    let mut report = Report::default();
+    let mut due: Vec<(DateTime<Utc>, Who)> = Vec::new();
     for m in machines.iter().copied() {
-        let Some(schedule) = m.spec.snapshots.as_ref() else {
+        let (Some(schedule), Some(uid)) = (m.spec.snapshots.as_ref(), m.uid()) else {
             continue;
         };
         if m.meta().deletion_timestamp.is_some() {
@@ -108,85 +186,152 @@ pub async fn tick(
         let Ok(cron) = parse_schedule(&schedule.schedule) else {
             continue; // The webhook refuses it; one stored around it is skipped.
         };
-        let ns = m.namespace().unwrap_or_default();
-        let name = m.name_any();
+        let who = (m.namespace().unwrap_or_default(), m.name_any(), uid);
+        let key = format!("{}/{}", who.0, who.1);
+        if retries.waiting(&key, now) {
+            report.waiting.push(key);
+            continue;
+        }
+        tried.push(key);
         let created = m
             .meta()
             .creation_timestamp
             .as_ref()
             .and_then(|t| DateTime::<Utc>::from_timestamp(t.0.as_second(), 0))
             .unwrap_or(now);
-        let taken: Vec<Taken> = by_machine
-            .get(&(ns.clone(), name.clone()))
-            .into_iter()
-            .flatten()
-            .filter_map(|s| taken(s))
-            .collect();
-        let keep = usize::try_from(schedule.keep()).unwrap_or(1);
-        let p = plan(&name, created, &cron, keep, &taken, now);
-        let api: Api<MachineSnapshot> = Api::namespaced(ctx.client.clone(), &ns);
-        if let Some(c) = &p.create {
-            create(&api, &name, c).await?;
-            tracing::info!(machine = %name, namespace = %ns, snapshot = %c.name, "scheduled snapshot made");
+        let rules = Rules {
+            keep: usize::try_from(schedule.keep()).unwrap_or(1),
+            min_interval: chrono::Duration::from_std(limits.min_interval).unwrap_or_default(),
+        };
+        let own = seen.own.get(&who).map_or(&[][..], Vec::as_slice);
+        let p = plan(created, &cron, rules, own, now);
+        if let Some(d) = p.create {
+            due.push((d, who.clone()));
         }
+        let (ns, name, _) = &who;
+        let api: Api<MachineSnapshot> = Api::namespaced(ctx.client.clone(), ns);
         for gone in &p.delete {
-            let uid = by_machine
-                .get(&(ns.clone(), name.clone()))
-                .into_iter()
-                .flatten()
-                .find(|s| s.name_any() == *gone)
-                .and_then(|s| s.uid());
-            // The one just made has no uid here: it is never beyond keep on its own.
-            let Some(uid) = uid else { continue };
-            delete_exact(&api, gone, uid).await?;
-            tracing::info!(machine = %name, namespace = %ns, snapshot = %gone, "scheduled snapshot beyond keep deleted");
+            let Some(uid) = seen.uids.get(&(ns.clone(), gone.clone())) else {
+                continue;
+            };
+            match delete_exact(&api, gone, uid.clone()).await {
+                Ok(()) => {
+                    tracing::info!(machine = %name, namespace = %ns, snapshot = %gone, "scheduled snapshot let go by retention deleted");
+                    report.deleted.push(format!("{ns}/{gone}"));
+                }
+                Err(e) => report.failed.push((format!("{ns}/{name}"), e.to_string())),
+            }
         }
     }
-    Ok(())
-}
-
-/// A scheduled snapshot's due time, from its annotation.
-fn taken(s: &MachineSnapshot) -> Option<Taken> {
-    let due = s.annotations().get(SCHEDULED_FOR_ANNOTATION)?;
-    let due = DateTime::parse_from_rfc3339(due).ok()?.with_timezone(&Utc);
-    Some(Taken {
-        name: s.name_any(),
-        due,
-    })
-}
-
-async fn create(api: &Api<MachineSnapshot>, machine: &str, c: &Taken) -> Result<(), Error> {
-    let mut s = MachineSnapshot::new(
-        &c.name,
-        MachineSnapshotSpec {
-            machine_name: machine.to_owned(),
-        },
-    );
-    s.metadata = ObjectMeta {
-        name: Some(c.name.clone()),
-        labels: Some(BTreeMap::from([
-            (SCHEDULED_LABEL.to_owned(), "true".to_owned()),
-            (MACHINE_LABEL.to_owned(), machine.to_owned()),
-        ])),
-        annotations: Some(BTreeMap::from([(
-            SCHEDULED_FOR_ANNOTATION.to_owned(),
-            c.due.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        )])),
-        ..ObjectMeta::default()
-    };
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api.create(&params, &s).await {
-        Ok(_) => Ok(()),
-        // Made by an earlier leader, or by hand under that name: it stands for this run.
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
+    // The longest due first; at most `max_in_flight` being taken at once.
+    due.sort();
+    let slots = limits.max_in_flight.saturating_sub(seen.in_flight);
+    for (i, (d, (ns, name, uid))) in due.into_iter().enumerate() {
+        if i >= slots {
+            report.deferred.push(format!("{ns}/{name}"));
+            continue;
+        }
+        let api: Api<MachineSnapshot> = Api::namespaced(ctx.client.clone(), &ns);
+        match create(ctx, &api, &seen, (&ns, &name, &uid), d).await {
+            Ok(made) => {
+                tracing::info!(machine = %name, namespace = %ns, snapshot = %made, "scheduled snapshot made");
+                report.made.push(format!("{ns}/{made}"));
+            }
+            Err(e) => report.failed.push((format!("{ns}/{name}"), e)),
+        }
     }
+    report
 }
 
-async fn delete_exact(api: &Api<MachineSnapshot>, name: &str, uid: String) -> Result<(), Error> {
+/// The part of a name only the operator's key can tell in advance.
+fn secret(key: &OwnershipKey, ns: &str, machine: &str, uid: &str, due: DateTime<Utc>) -> String {
+    let stamp = due.format("%Y%m%d%H%M").to_string();
+    let target = Target {
+        kind: NAME_KIND,
+        namespace: ns,
+        name: &stamp,
+    };
+    let proof = key.proof(&target, machine, uid);
+    let tag = proof.rsplit('.').next().unwrap_or_default();
+    tag.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .take(SECRET_LEN)
+        .collect()
+}
+
+/// Makes Machine `(ns, name, uid)`'s snapshot due at `due` under the first name nobody else
+/// holds; its name. One an earlier leader made stands.
+async fn create(
+    ctx: &Context,
+    api: &Api<MachineSnapshot>,
+    seen: &Seen,
+    (ns, machine, uid): (&str, &str, &str),
+    due: DateTime<Utc>,
+) -> Result<String, String> {
+    let held: BTreeSet<&str> = seen
+        .uids
+        .keys()
+        .filter(|(n, _)| n == ns)
+        .map(|(_, name)| name.as_str())
+        .collect();
+    let names = candidates(machine, due, &secret(&ctx.key, ns, machine, uid, due));
+    for name in names.iter().filter(|n| !held.contains(n.as_str())) {
+        let target = Target {
+            kind: KIND,
+            namespace: ns,
+            name,
+        };
+        let mut s = MachineSnapshot::new(
+            name,
+            MachineSnapshotSpec {
+                machine_name: machine.to_owned(),
+            },
+        );
+        s.metadata = ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([
+                (SCHEDULED_LABEL.to_owned(), "true".to_owned()),
+                (MACHINE_LABEL.to_owned(), machine.to_owned()),
+            ])),
+            annotations: Some(BTreeMap::from([
+                (
+                    SCHEDULED_FOR_ANNOTATION.to_owned(),
+                    due.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                ),
+                (
+                    PROOF_ANNOTATION.to_owned(),
+                    ctx.key.proof(&target, machine, uid),
+                ),
+            ])),
+            ..ObjectMeta::default()
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match api.create(&params, &s).await {
+            Ok(_) => return Ok(name.clone()),
+            // Held: by our own (an earlier leader's, not yet seen) it stands; else the next.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let there = api.get_opt(name).await.map_err(|e| e.to_string())?;
+                if there.is_some_and(|t| ctx.key.made_for(KIND, t.meta(), machine) == Some(uid)) {
+                    return Ok(name.clone());
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!(
+        "every name for the snapshot due {due} is held by another object: {names:?}"
+    ))
+}
+
+async fn delete_exact(
+    api: &Api<MachineSnapshot>,
+    name: &str,
+    uid: String,
+) -> Result<(), kube::Error> {
     let dp = DeleteParams::default().preconditions(Preconditions {
         uid: Some(uid),
         resource_version: None,
@@ -194,6 +339,6 @@ async fn delete_exact(api: &Api<MachineSnapshot>, name: &str, uid: String) -> Re
     match api.delete(name, &dp).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }

@@ -33,10 +33,6 @@ use crate::reconciler::run::watches::Scope;
 /// On a VirtualMachineSnapshot: the uid of the Machine it was taken of.
 pub const MACHINE_UID_ANNOTATION: &str = "vitistack.io/machine-uid";
 
-/// How soon a snapshot KubeVirt is still taking is looked at again (its status changes also
-/// trigger a reconcile; this is the safety net).
-const IN_PROGRESS: Duration = Duration::from_secs(10);
-
 /// `K` in every namespace of `scope`.
 pub(super) fn scoped<K>(client: &kube::Client, scope: &Scope) -> Api<K>
 where
@@ -146,11 +142,29 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
     if s.status.as_ref() != Some(&status) {
         write_status(client, &ns, &name, &status).await?;
     }
-    Ok(if done {
-        Action::await_change()
-    } else {
-        Action::requeue(IN_PROGRESS.min(ctx.settings.tick.max(Duration::from_secs(1))))
-    })
+    if done {
+        return Ok(Action::await_change());
+    }
+    // Not done: looked at again with backoff (KubeVirt's status changes also wake it); one
+    // waiting for a VM no later than when it gives up.
+    let age = age(&s, &ctx);
+    let mut next = mirror::look_again(age);
+    if status.virtual_machine_snapshot_name.is_none() {
+        let left = ctx.settings.limits.pending_limit.saturating_sub(age);
+        next = next.min(left.max(Duration::from_secs(1)));
+    }
+    Ok(Action::requeue(next))
+}
+
+/// How long the MachineSnapshot has existed, by the controllers' clock.
+fn age(s: &MachineSnapshot, ctx: &Context) -> Duration {
+    let created = s
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second());
+    let now = ctx.settings.clock.now().timestamp();
+    Duration::from_secs(created.map_or(0, |c| u64::try_from(now - c).unwrap_or(0)))
 }
 
 /// Makes the VirtualMachineSnapshot of the Machine's VM, if the VM is the Machine's own.
@@ -175,6 +189,10 @@ async fn take(
     match ownership::of(vm.as_ref(), MachineRef::of(&machine), &ctx.key) {
         Ownership::Ours => {}
         Ownership::Absent => {
+            let limit = ctx.settings.limits.pending_limit;
+            if mirror::waiting(age(s, ctx), limit) == mirror::Waiting::GiveUp {
+                return Ok(mirror::gave_up(machine_name, machine_uid.as_deref(), limit));
+            }
             let why = format!("Machine {machine_name} has no VM yet");
             return Ok(mirror::status(
                 None,
@@ -247,6 +265,7 @@ async fn write_status(
             "error",
             "virtualMachineSnapshotName",
             "machineUid",
+            "reason",
         ] {
             obj.entry(f).or_insert(serde_json::Value::Null);
         }

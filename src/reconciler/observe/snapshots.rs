@@ -28,25 +28,27 @@ pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> 
     Some((r.name_any(), step))
 }
 
-/// The MachineSnapshots of `machine` (not those of an earlier Machine of its name).
+/// The MachineSnapshots of `machine`, and apart those of an earlier Machine of its name.
 pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) -> Seen {
     let (ns, name, uid) = (machine.namespace(), machine.name_any(), machine.uid());
-    let snapshots = ctx
+    let (snapshots, earlier) = ctx
         .stores
         .snapshots
         .state_filter(|s| {
-            let taken_of = s.status.as_ref().and_then(|st| st.machine_uid.as_ref());
             s.namespace() == ns
                 && s.spec.machine_name == name
                 && s.meta().deletion_timestamp.is_none()
-                && taken_of.is_none_or(|u| Some(u) == uid.as_ref())
         })
         .iter()
         .map(|s| s.as_ref().clone())
-        .collect();
+        .partition(|s| {
+            let taken_of = s.status.as_ref().and_then(|st| st.machine_uid.as_ref());
+            taken_of.is_none_or(|u| Some(u) == uid.as_ref())
+        });
     Seen {
         scheduled,
         api: cluster.apis.kubevirt_snapshots,
         snapshots,
+        earlier,
     }
 }

@@ -4,7 +4,7 @@ use kube::ResourceExt;
 
 use super::{Cond, condition, reason};
 use crate::api::snapshots::{
-    MAX_SNAPSHOT_REFS, MachineSnapshot, SCHEDULED_LABEL, SnapshotRef, snapshot_phase,
+    MachineSnapshot, NEWEST_SNAPSHOT_REFS, SCHEDULED_LABEL, SnapshotRef, snapshot_phase,
 };
 
 /// What the reconciler saw of a Machine's snapshots.
@@ -16,6 +16,8 @@ pub struct Seen {
     pub api: bool,
     /// The MachineSnapshots of this Machine (not of an earlier one of the same name).
     pub snapshots: Vec<MachineSnapshot>,
+    /// Those of earlier Machines of this name (another uid).
+    pub earlier: Vec<MachineSnapshot>,
 }
 
 fn time(s: &MachineSnapshot) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
@@ -29,17 +31,24 @@ fn newest_first(list: &[MachineSnapshot]) -> Vec<&MachineSnapshot> {
     all
 }
 
-/// The newest snapshots, newest first, at most [`MAX_SNAPSHOT_REFS`].
+/// The newest snapshots of the Machine, newest first, then those of earlier Machines of its
+/// name, at most [`NEWEST_SNAPSHOT_REFS`] of each.
 pub fn refs(seen: &Seen) -> Vec<SnapshotRef> {
-    newest_first(&seen.snapshots)
-        .into_iter()
-        .take(MAX_SNAPSHOT_REFS)
-        .map(|s| SnapshotRef {
-            name: s.name_any(),
-            time: time(s),
-            ready: s.status.as_ref().and_then(|st| st.ready_to_use) == Some(true),
-        })
-        .collect()
+    let listed = |list: &[MachineSnapshot], earlier_machine: bool| {
+        newest_first(list)
+            .into_iter()
+            .take(NEWEST_SNAPSHOT_REFS)
+            .map(|s| SnapshotRef {
+                name: s.name_any(),
+                time: time(s),
+                ready: s.status.as_ref().and_then(|st| st.ready_to_use) == Some(true),
+                earlier_machine,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut refs = listed(&seen.snapshots, false);
+    refs.extend(listed(&seen.earlier, true));
+    refs
 }
 
 /// `SnapshotsReady`, for a Machine with a schedule only.
@@ -121,6 +130,7 @@ mod tests {
             ..Seen::default()
         };
         let r = refs(&seen);
+        assert!(r.iter().all(|r| !r.earlier_machine));
         let names: Vec<&str> = r.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
             names,
@@ -135,6 +145,37 @@ mod tests {
         assert_eq!(
             r.iter().map(|r| r.ready).collect::<Vec<_>>(),
             [false, true, false, true, false]
+        );
+    }
+
+    #[test]
+    fn an_earlier_machines_snapshots_are_listed_apart() {
+        let at =
+            |d: u32| json!({"readyToUse": true, "creationTime": format!("2026-01-0{d}T02:00:03Z")});
+        let seen = Seen {
+            snapshots: vec![snap("web-202601050200", true, at(5))],
+            // Newer than the Machine's own: still listed after them, flagged.
+            earlier: (6..=9)
+                .map(|d| snap(&format!("web-2026010{d}0200"), true, at(d)))
+                .chain((1..=3).map(|d| snap(&format!("web-2026010{d}0200"), true, at(d))))
+                .collect(),
+            ..Seen::default()
+        };
+        let r = refs(&seen);
+        let listed: Vec<(&str, bool)> = r
+            .iter()
+            .map(|r| (r.name.as_str(), r.earlier_machine))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("web-202601050200", false),
+                ("web-202601090200", true),
+                ("web-202601080200", true),
+                ("web-202601070200", true),
+                ("web-202601060200", true),
+                ("web-202601030200", true),
+            ]
         );
     }
 
@@ -159,6 +200,7 @@ mod tests {
             scheduled,
             api,
             snapshots,
+            earlier: vec![],
         };
         let pair = |s: &str, r: &str| Some((s.to_owned(), r.to_owned()));
         assert_eq!(

@@ -1,0 +1,135 @@
+//! Issue 32, bounded work: a MachineSnapshot of a Machine without a VM in this cluster (a
+//! remote Machine's, or one made before its VM), created by a user who may only `get machines`
+//! and `create machinesnapshots`, is looked at again with exponential backoff (not every few
+//! seconds forever), then fails with reason `NoVM` after the pending limit. The MachineSnapshot
+//! controller runs for real on a real API server, judging age by a clock the test moves; its
+//! requests are counted from the API server's audit log.
+
+mod access;
+mod scheduling;
+mod support;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use access::{grant, rule};
+use kubevirt_operator::api::snapshots::MachineSnapshot;
+use kubevirt_operator::reconciler::run::watches::Scope;
+use scheduling::{Hands, context, machine};
+use support::ControlPlane;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The MachineSnapshot controller's GETs of Machine `name` so far (its own user).
+fn machine_gets(cp: &ControlPlane, name: &str) -> usize {
+    cp.audited_requests()
+        .expect("audit log")
+        .iter()
+        .filter(|r| {
+            r.user == "snapshots" && r.verb == "get" && r.resource == "machines" && r.name == name
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
+    support::init_crypto();
+    let cp = ControlPlane::start().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("client");
+    let ns = cp.namespace("novm").await.expect("namespace");
+    let mallory = cp.mint_user("mallory", &[]).expect("mallory");
+    grant(
+        &admin,
+        &ns,
+        "mallory",
+        vec![
+            rule("vitistack.io", "machines", &["get"]),
+            rule("vitistack.io", "machinesnapshots", &["create"]),
+        ],
+    )
+    .await;
+    // A Machine whose VM is not in this cluster (no reconciler runs here: none is made).
+    machine(&admin, &ns, "far", json!({"template": "small"})).await;
+    let user = cp
+        .mint_user("snapshots", &["system:masters"])
+        .expect("user");
+    let clock = Arc::new(Hands(Mutex::new(Utc::now())));
+    let mut ctx = context(&cp.client_for(&user).await.expect("client"), clock.clone());
+    ctx.settings.limits.pending_limit = Duration::from_secs(30 * 60);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(async move {
+        kubevirt_operator::snapshots::snapshot::run(Arc::new(ctx), &Scope::All, async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+
+    let snap: MachineSnapshot = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+        "metadata": {"name": "far-1"}, "spec": {"machineName": "far"}
+    }))
+    .expect("snapshot");
+    let made = Api::<MachineSnapshot>::namespaced(cp.client_for(&mallory).await.expect("c"), &ns)
+        .create(&PostParams::default(), &snap)
+        .await
+        .expect("mallory may create snapshots");
+    let created = made
+        .metadata
+        .creation_timestamp
+        .expect("created")
+        .0
+        .as_second();
+    let created = DateTime::<Utc>::from_timestamp(created, 0).expect("time");
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    let phase = |s: MachineSnapshot| s.status.and_then(|st| st.phase);
+    support::eventually_with(WAIT, "far-1 Pending", String::new, || async {
+        (phase(snaps.get("far-1").await.ok()?).as_deref() == Some("Pending")).then_some(())
+    })
+    .await;
+
+    // Ten minutes old: the next look (at most 10 s away) waits five minutes after it.
+    clock.set(created + chrono::Duration::minutes(10));
+    let looked = machine_gets(&cp, "far");
+    support::eventually_with(WAIT, "a second look", String::new, || async {
+        (machine_gets(&cp, "far") > looked).then_some(())
+    })
+    .await;
+    let after = machine_gets(&cp, "far");
+    // Before the backoff: a look every 10 s. No third look within 25 s now.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    assert_eq!(machine_gets(&cp, "far"), after, "looked again within 25 s");
+
+    // Past the limit: the next look fails it, naming why.
+    clock.set(created + chrono::Duration::minutes(31));
+    snaps
+        .patch(
+            "far-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}})),
+        )
+        .await
+        .expect("poke");
+    let status = support::eventually_with(WAIT, "far-1 Failed", String::new, || async {
+        let st = snaps.get("far-1").await.ok()?.status?;
+        (st.phase.as_deref() == Some("Failed")).then_some(st)
+    })
+    .await;
+    assert_eq!(status.reason.as_deref(), Some("NoVM"), "{status:?}");
+    assert!(
+        status
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("Machine far had no VM")),
+        "{status:?}"
+    );
+    let _ = stop.send(());
+    controller.await.expect("controller");
+}
