@@ -372,6 +372,7 @@ pub fn recorded(o: &Observed, swaps: &[restore::DiskSwap]) -> Vec<RestoredDisk> 
                         .get("storage")
                 })
                 .map(|q| q.0.clone()),
+            ..RestoredDisk::default()
         })
         .collect()
 }

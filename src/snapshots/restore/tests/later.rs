@@ -11,6 +11,7 @@ fn adopting_replaces_each_claim_once_and_only_the_recorded_one() {
             previous_uid: Some("old-root".into()),
             size: None,
             data_volume: false,
+            ..RestoredDisk::default()
         },
         RestoredDisk {
             name: "data".into(),
@@ -18,6 +19,7 @@ fn adopting_replaces_each_claim_once_and_only_the_recorded_one() {
             previous_uid: Some("old-data".into()),
             size: None,
             data_volume: false,
+            ..RestoredDisk::default()
         },
     ];
     let adopting = restore(Some(phase::ADOPTING), recorded, Some(true));
@@ -99,6 +101,7 @@ fn recorded(disks: &[(&str, &str, bool)]) -> Vec<RestoredDisk> {
             previous_uid: Some((*uid).into()),
             size: None,
             data_volume: *data_volume,
+            ..RestoredDisk::default()
         })
         .collect()
 }
