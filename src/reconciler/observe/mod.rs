@@ -356,7 +356,7 @@ async fn derived_secret(
 }
 
 mod networks;
-mod snapshots;
+pub mod snapshots;
 mod storage;
 
 pub use networks::{unused_in, unused_networks};
