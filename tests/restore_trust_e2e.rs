@@ -31,86 +31,8 @@ use snapshots::restore::{
     WFFC, in_phase, kubevirt_completes, kubevirt_restores, kubevirt_restores_in, restored_claim,
     stopped_for, undo,
 };
+use snapshots::trust::{adopting_held, data_source, mallory, name_of, planted, release, unwatched};
 use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, snapshot_of_web};
-
-const HOLD: &str = "test.vitistack.io/hold";
-
-async fn hold(pvcs: &Api<PersistentVolumeClaim>, name: &str) {
-    let patch = json!({"metadata": {"finalizers": [HOLD]}});
-    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("finalizer");
-}
-
-async fn release(pvcs: &Api<PersistentVolumeClaim>, name: &str) {
-    let patch = json!({"metadata": {"finalizers": null}});
-    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("finalizer gone");
-}
-
-/// Restore `name` of `web` to `web-before`, past its commit point: the old `web-root` is being
-/// deleted (held by a finalizer of the test, so the restore waits there, in `Adopting`).
-async fn adopting_held(
-    admin: &Client,
-    op: &support::Proc,
-    restore: Value,
-    name: &str,
-) -> Vec<(String, String)> {
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
-    hold(&pvcs, "web-root").await;
-    let obj: kube::api::DynamicObject = serde_json::from_value(restore).expect("restore");
-    dynamic::<MachineRestore>(admin)
-        .create(&PostParams::default(), &obj)
-        .await
-        .expect("MachineRestore");
-    stopped_for(admin, op, name).await;
-    let (_, restored) = kubevirt_restores(admin, op, name, &[]).await;
-    kubevirt_completes(admin, name, &restored).await;
-    eventually("the old web-root deleted", op, || async {
-        let c = pvcs.get(name_of("root")).await.ok()?;
-        c.metadata.deletion_timestamp.map(|_| ())
-    })
-    .await;
-    restored
-}
-
-/// Waits for `f` while no operator runs.
-async fn unwatched<T, F: Future<Output = Option<T>>>(what: &str, f: impl FnMut() -> F) -> T {
-    support::eventually_with(access::WAIT, what, String::new, f).await
-}
-
-fn name_of(disk: &str) -> &'static str {
-    if disk == "root" { "web-root" } else { "web-data" }
-}
-
-fn data_source(c: &PersistentVolumeClaim) -> Option<String> {
-    Some(c.spec.as_ref()?.data_source.as_ref()?.name.clone())
-}
-
-/// A user who may only create claims in the namespace.
-async fn mallory(cp: &support::ControlPlane, admin: &Client) -> Client {
-    grant(
-        admin,
-        NS,
-        "mallory",
-        vec![rule("", "persistentvolumeclaims", &["create"])],
-    )
-    .await;
-    cp.client_for(&cp.mint_user("mallory", &[]).expect("mallory"))
-        .await
-        .expect("client")
-}
-
-/// Mallory's claim `name`: her own data (no snapshot behind it), with `annotations` copied.
-fn planted(name: &str, annotations: Value, labels: Value) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "annotations": annotations, "labels": labels},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .expect("claim")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
@@ -140,7 +62,10 @@ async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
     let mut annotations = json!({"restore.kubevirt.io/name": "undo"});
     annotations[PROOF_ANNOTATION] = json!(old_root.annotations()[PROOF_ANNOTATION]);
     Api::<PersistentVolumeClaim>::namespaced(mallory, NS)
-        .create(&PostParams::default(), &planted(&asked, annotations, json!({})))
+        .create(
+            &PostParams::default(),
+            &planted(&asked, annotations, json!({})),
+        )
         .await
         .expect("mallory may create claims");
     // KubeVirt finds a claim of that name and uses it; it makes data's.
@@ -150,7 +75,10 @@ async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
         .expect("data's restored claim");
     snapshots::restore::play_storage(&admin);
     restored_claim(&admin, &data, "data").await;
-    let restored = vec![("root".to_owned(), asked.clone()), ("data".to_owned(), data)];
+    let restored = vec![
+        ("root".to_owned(), asked.clone()),
+        ("data".to_owned(), data),
+    ];
     kubevirt_completes(&admin, "undo", &restored).await;
 
     let failed = in_phase(&admin, &op, "undo", "Failed").await;
@@ -226,7 +154,10 @@ async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
         .collect();
     assert!(made.contains(&root.uid()), "{made:?}");
     for (_, from) in &restored {
-        assert!(pvcs.get_opt(from).await.expect("claim").is_some(), "{from} kept");
+        assert!(
+            pvcs.get_opt(from).await.expect("claim").is_some(),
+            "{from} kept"
+        );
     }
     snapshots::still_up(&mut op);
 }
@@ -262,7 +193,11 @@ async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
     .await;
     assert_eq!(restore_phase(&done), Some("Succeeded"), "{:?}", done.status);
     let root = pvcs.get("web-root").await.expect("web-root");
-    assert_eq!(data_source(&root), Some(restored[0].1.clone()), "never empty");
+    assert_eq!(
+        data_source(&root),
+        Some(restored[0].1.clone()),
+        "never empty"
+    );
     snapshots::still_up(&mut op);
 }
 
@@ -286,7 +221,12 @@ async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
     );
     release(&pvcs, "web-root").await;
     eventually("the restore done, then gone", &op, || async {
-        mrestores.get_opt("undo").await.ok()?.is_none().then_some(())
+        mrestores
+            .get_opt("undo")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     for (disk, from) in &restored {
@@ -296,7 +236,12 @@ async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
     // Done: its restored claims are deleted (it kept none).
     eventually("the restored claims deleted", &op, || async {
         for (_, from) in &restored {
-            if pvcs.get_opt(from).await.ok()?.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+            if pvcs
+                .get_opt(from)
+                .await
+                .ok()?
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+            {
                 return None;
             }
         }
@@ -320,7 +265,9 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
         .patch(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"vitistack.io/retain-disks": "true"}}})),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"vitistack.io/retain-disks": "true"}}}),
+            ),
         )
         .await
         .expect("retain-disks");
@@ -334,9 +281,15 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
     // Several reconciles of the deleted Machine: its VM (which owns the restored claims) stays
     // while the restore holds it.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(vms.get_opt("web").await.expect("VM").is_some(), "VM deleted mid-restore");
+    assert!(
+        vms.get_opt("web").await.expect("VM").is_some(),
+        "VM deleted mid-restore"
+    );
     for (_, from) in &restored {
-        assert!(pvcs.get_opt(from).await.expect("claim").is_some(), "{from} lost");
+        assert!(
+            pvcs.get_opt(from).await.expect("claim").is_some(),
+            "{from} lost"
+        );
     }
     release(&pvcs, "web-root").await;
     eventually("the Machine gone after its restore", &op, || async {
@@ -350,7 +303,11 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
     assert_eq!(restore_phase(&done), Some("Succeeded"), "{:?}", done.status);
     for (disk, from) in &restored {
         let c = pvcs.get(name_of(disk)).await.expect("retained disk");
-        assert_eq!(data_source(&c), Some(from.clone()), "{disk} restored and kept");
+        assert_eq!(
+            data_source(&c),
+            Some(from.clone()),
+            "{disk} restored and kept"
+        );
     }
     snapshots::still_up(&mut op);
 }
@@ -382,7 +339,11 @@ async fn a_wait_for_first_consumer_class_restores_and_boots() {
     })
     .await;
     let owner = &binder.metadata.owner_references.as_ref().expect("owner")[0];
-    assert_eq!(Some(owner.uid.clone()), undo_.uid(), "the restore's own Pod");
+    assert_eq!(
+        Some(owner.uid.clone()),
+        undo_.uid(),
+        "the restore's own Pod"
+    );
     let restored_names: Vec<String> = restored.iter().map(|(_, c)| c.clone()).collect();
     assert_eq!(mounted(&binder), restored_names);
     // Then the disks made again (clones, of that class): bound the same way before the VM starts.
@@ -398,7 +359,10 @@ async fn a_wait_for_first_consumer_class_restores_and_boots() {
         let phase = c.status.as_ref().and_then(|s| s.phase.as_deref());
         assert_eq!(phase, Some("Bound"), "{disk} bound before the VM starts");
     }
-    assert!(pods.get_opt("undo-bind").await.expect("pod").is_none(), "the Pod is gone");
+    assert!(
+        pods.get_opt("undo-bind").await.expect("pod").is_none(),
+        "the Pod is gone"
+    );
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));

@@ -96,11 +96,17 @@ pub async fn restored_claim_in(admin: &Client, name: &str, volume: &str, class: 
 /// The VirtualMachineRestore a restored claim `name` is made for: the MachineRestore whose uid
 /// the asked-for name carries, or the one whose uid KubeVirt's own name carries.
 async fn restore_of(admin: &Client, name: &str) -> String {
-    let short = |uid: &str| uid.chars().filter(|c| *c != '-').take(8).collect::<String>();
+    let short = |uid: &str| {
+        uid.chars()
+            .filter(|c| *c != '-')
+            .take(8)
+            .collect::<String>()
+    };
     let mrestores = Api::<MachineRestore>::namespaced(admin.clone(), NS);
     let vmrestores = Api::<VirtualMachineRestore>::namespaced(admin.clone(), NS);
     let list = mrestores.list(&Default::default()).await.expect("list");
-    if let Some(r) = (list.items.iter()).find(|r| name.ends_with(&short(&r.uid().unwrap_or_default())))
+    if let Some(r) =
+        (list.items.iter()).find(|r| name.ends_with(&short(&r.uid().unwrap_or_default())))
     {
         return r.name_any();
     }
@@ -150,7 +156,10 @@ pub fn play_storage(admin: &Client) {
             };
             for c in &claims.items {
                 let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-                let class = c.spec.as_ref().and_then(|s| s.storage_class_name.as_deref());
+                let class = c
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.as_deref());
                 let name = c.name_any();
                 if !bound
                     && c.metadata.deletion_timestamp.is_none()
