@@ -17,19 +17,18 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use access::{grant, rule, start_replica};
+use access::start_replica;
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::PROOF_ANNOTATION;
 use kubevirt_operator::api::snapshots::MachineRestore;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineRestore;
 use snapshots::restore::{
-    WFFC, in_phase, kubevirt_completes, kubevirt_restores, kubevirt_restores_in, restored_claim,
-    stopped_for, undo,
+    WFFC, in_phase, kubevirt_completes, kubevirt_restores_in, restored_claim, stopped_for, undo,
 };
 use snapshots::trust::{adopting_held, data_source, mallory, name_of, planted, release, unwatched};
 use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, snapshot_of_web};
