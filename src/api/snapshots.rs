@@ -191,7 +191,14 @@ pub struct MachineRestoreSpec {
     /// A MachineSnapshot of that Machine, in this namespace. Immutable.
     #[serde(default)]
     pub snapshot_name: String,
+    /// Keep the claims KubeVirt restored the disks into once the restore succeeded. By default
+    /// they are deleted then: each is a full copy of its disk, and the disks are clones of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_restored_claims: bool,
 }
+
+/// On a MachineRestore until it ended with every disk present (see `crate::snapshots::restore`).
+pub const RESTORE_FINALIZER: &str = "vitistack.io/restore";
 
 /// The restore's steps; written by the operator only.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -210,6 +217,10 @@ pub struct MachineRestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("maxLength" = MAX_ERROR))]
     pub error: Option<String>,
+    /// The uid of the Machine restored, fixed when the restore leaves Pending: a Machine made
+    /// again under that name is never touched by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_uid: Option<String>,
     /// Each disk: the claim KubeVirt restored it into and the uid of the claim it replaces.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_SNAPSHOT_DISKS))]
@@ -229,6 +240,16 @@ pub struct RestoredDisk {
     /// A disk with a source: `previousUid` is its DataVolume's, made again as a CDI clone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub data_volume: bool,
+    /// The VolumeSnapshot KubeVirt restored it from (the restored claim's `dataSource`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_snapshot: Option<String>,
+    /// The uid of the restored claim when the first old disk was deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_uid: Option<String>,
+    /// The uid of the claim (or DataVolume) this restore made again under the disk's name: only
+    /// that one is the restored disk, whatever else appears under the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_uid: Option<String>,
 }
 
 /// Parses a schedule: exactly five cron fields (no seconds, no year), in UTC. The error says

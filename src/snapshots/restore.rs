@@ -1,19 +1,27 @@
 //! The steps of a MachineRestore, decided from what was observed (pure, tests in
 //! `restore/tests.rs`).
 //!
-//! `Pending` → `Stopping` (the VM is halted and its VMI gone) → `Restoring` (one
-//! VirtualMachineRestore writes every disk into a new claim; KubeVirt points the VM at them) →
-//! `Adopting` (each old claim `<machine>-<disk>` of a blank disk is deleted and made again, with
-//! the Machine's evidence, as a clone of its restored claim; each old DataVolume `<machine>-<disk>`
-//! of a disk with a source is deleted and, once CDI's claim of it is gone, made again as a CDI
-//! clone of its restored claim) → `Starting` (the reconciler writes the VM from the Machine again:
-//! its volumes back on `<machine>-<disk>`, its run strategy as the spec says now) → `Succeeded`.
+//! `Pending` → `Stopping` (the VM is halted and its VMI gone; the Machine's uid is pinned) →
+//! `Restoring` (one VirtualMachineRestore writes every disk into a new claim; KubeVirt points the
+//! VM at them) → `Adopting` (each old claim `<machine>-<disk>` of a blank disk is deleted and
+//! made again, with the Machine's evidence, as a clone of its restored claim; each old DataVolume
+//! `<machine>-<disk>` of a disk with a source is deleted and, once CDI's claim of it is gone, made
+//! again as a CDI clone of its restored claim) → `Starting` (the reconciler writes the VM from the
+//! Machine again: its volumes back on `<machine>-<disk>`, its run strategy as the spec says now)
+//! → `Succeeded` (then the restored claims are deleted, unless `keepRestoredClaims`).
 //! CD-ROMs are read-only media imported from their source: nothing of them is restored, their
 //! DataVolumes are never touched. While `Stopping`, `Restoring` or `Adopting`, the Machine
-//! reconciler holds its writes ([`holds`]). Any failure before an old disk is deleted ends in
-//! `Failed` with the old disks untouched, and the reconciler puts the VM back on them. A restored
-//! claim lost after its old disk was deleted keeps the restore in `Adopting`, holding the Machine
-//! (nothing empty is made in place of the lost data) and saying so, until it is there again.
+//! reconciler holds its writes, and a deleted Machine waits ([`holds`]).
+//!
+//! The commit point is the first old disk deleted. Before it every restored claim is proven
+//! ([`proof`]: made by KubeVirt for this restore, controlled by the VM, from the snapshot's
+//! VolumeSnapshot, bound); any failure before it ends in `Failed` with the old disks untouched,
+//! and the reconciler puts the VM back on them. After it nothing ends the restore before every
+//! disk is back: a lost or unproven restored claim, a disk name taken by a claim this restore
+//! did not make (only the uid it made, recorded in its status, is the disk), a Machine gone,
+//! each keeps the restore in `Adopting`, holding the Machine, with `data lost:` or `data at
+//! risk:` and what to do. A MachineRestore carries a finalizer until it ended with every disk
+//! present ([`done`]).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +30,7 @@ use crate::api::snapshots::{MachineRestore, MachineSnapshot};
 use crate::reconciler::apis::snapshot::VirtualMachineRestore;
 
 pub use crate::api::snapshots::{holds, restore_phase as phase};
+use crate::snapshots::context::NO_KUBEVIRT_SNAPSHOTS;
 
 /// The Machine as the restore needs it.
 #[derive(Clone, Debug, Default)]
@@ -36,22 +45,28 @@ pub struct MachineView {
     pub cdroms: Vec<String>,
     /// Whether the Machine's spec asks for a running VM now.
     pub wants_running: bool,
+    /// It is being deleted.
+    pub deleting: bool,
 }
 
 /// The Machine's VM.
 #[derive(Clone, Debug, Default)]
 pub struct VmView {
+    pub uid: String,
     /// Its run strategy is not `Halted`.
     pub runs: bool,
     /// Claim names its volumes mount.
     pub claims: Vec<String>,
 }
 
-/// A claim or DataVolume: its uid, and whether the Machine's evidence says it is the Machine's.
+/// A claim or DataVolume: its uid, whether the Machine's evidence says it is the Machine's,
+/// whether it is ready (a claim bound, a DataVolume succeeded), and what KubeVirt put on it.
 #[derive(Clone, Debug, Default)]
 pub struct ClaimView {
     pub uid: String,
     pub ours: bool,
+    pub bound: bool,
+    pub provenance: Provenance,
 }
 
 /// Everything one step is decided from.
@@ -69,16 +84,34 @@ pub struct Seen<'a> {
     pub data_volumes: BTreeMap<String, ClaimView>,
     /// Another restore of the same Machine past `Pending` and not done: this one waits.
     pub another: Option<String>,
+    /// KubeVirt's snapshot API was not found when the operator started.
+    pub no_snapshot_api: bool,
+    /// The Pod `<restore>-bind`, if any ([`binder`]).
+    pub binder: Option<Binder>,
+}
+
+/// The consumer Pod that binds claims of a `WaitForFirstConsumer` class (see [`binder`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Binder {
+    pub name: String,
+    pub uid: String,
+    /// Controlled by this restore.
+    pub ours: bool,
+    pub deleting: bool,
 }
 
 /// One disk's claims during `Adopting`: the one restored and the uid of the one it replaces.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DiskSwap {
     pub disk: String,
     pub restored: String,
     /// The uid of the claim (blank disk) or DataVolume (disk with a source) it replaces.
     pub previous_uid: Option<String>,
     pub data_volume: bool,
+    /// The VolumeSnapshot KubeVirt restored it from, and the restored claim's uid (at the
+    /// commit point).
+    pub volume_snapshot: Option<String>,
+    pub restored_uid: Option<String>,
 }
 
 /// What to do next.
@@ -123,6 +156,12 @@ pub enum Step {
     },
     Succeed,
     Fail(String),
+    /// Remove the restore's finalizer: it ended with every disk present.
+    Release,
+    /// Make the consumer Pod mounting these claims, so the storage binds them.
+    Bind(Vec<String>),
+    /// Delete the consumer Pod (exactly that uid): every claim it mounted is bound.
+    Unbind(String),
 }
 
 /// The restored claim of `disk` of Machine `machine` in restore `restore_uid`: a name of our
@@ -130,19 +169,6 @@ pub enum Step {
 pub fn restored_claim(machine: &str, disk: &str, restore_uid: &str) -> String {
     let short: String = restore_uid.chars().filter(|c| *c != '-').take(8).collect();
     format!("{}-restore-{short}", pvc_name(machine, disk))
-}
-
-fn vm_restore_failed(r: &VirtualMachineRestore) -> Option<String> {
-    let conditions = &r.status.as_ref()?.conditions;
-    let c = conditions
-        .iter()
-        .find(|c| c.type_ == "Failure" && c.status == "True")?;
-    Some(
-        c.message
-            .clone()
-            .or_else(|| c.reason.clone())
-            .unwrap_or_else(|| "KubeVirt reports a failure".to_owned()),
-    )
 }
 
 /// The next step of the restore `s.restore` describes.
@@ -157,16 +183,23 @@ pub fn next(s: &Seen) -> Step {
     let machine_name = restore.spec.machine_name.as_str();
     let restore_uid = restore.metadata.uid.as_deref().unwrap_or_default();
     let current = status.phase.as_deref().unwrap_or(phase::PENDING);
+    // Past `Pending` the restore is of the Machine it began with: one made again under its name
+    // is as good as gone.
+    let pinned = status.machine_uid.as_deref();
+    let machine = (s.machine.clone()).filter(|m| pinned.is_none_or(|uid| uid == m.uid));
+    let s = &Seen {
+        machine,
+        ..s.clone()
+    };
+    if let Some(why) = stop_before_commit(s, restore, current) {
+        return Step::Fail(why);
+    }
     match current {
-        phase::SUCCEEDED | phase::FAILED => Step::Wait {
-            phase: if current == phase::SUCCEEDED {
-                phase::SUCCEEDED
-            } else {
-                phase::FAILED
-            },
-            why: None,
-        },
+        phase::SUCCEEDED | phase::FAILED => done(s, current),
         phase::PENDING => pending(s, restore),
+        phase::STOPPING if s.machine.is_none() => {
+            Step::Fail(format!("Machine {machine_name} is gone"))
+        }
         phase::STOPPING => match &s.vm {
             None => Step::Fail(format!("the VM {machine_name} is gone")),
             Some(vm) if vm.runs => Step::StopVm {
@@ -182,6 +215,44 @@ pub fn next(s: &Seen) -> Step {
         phase::ADOPTING => adopting(s, machine_name, restore_uid),
         phase::STARTING => starting(s, machine_name),
         other => Step::Fail(format!("unknown phase {other:?}")),
+    }
+}
+
+/// Something found not the Machine's (`why`) in phase `current`: before the commit point the
+/// restore fails, the old disks untouched; after it, it waits, holding the Machine; once ended
+/// it does not matter (`None`).
+pub fn refuse(current: Option<&str>, why: String) -> Option<Step> {
+    match current.unwrap_or(phase::PENDING) {
+        phase::SUCCEEDED | phase::FAILED => None,
+        p @ (phase::ADOPTING | phase::STARTING) => Some(Step::Wait {
+            phase: if p == phase::ADOPTING {
+                phase::ADOPTING
+            } else {
+                phase::STARTING
+            },
+            why: Some(format!("data at risk: {why}")),
+        }),
+        _ => Some(Step::Fail(why)),
+    }
+}
+
+/// Before any old disk is deleted a restore ends, the old disks untouched, when its
+/// MachineRestore or Machine is deleted, or KubeVirt's snapshot API is not served.
+fn stop_before_commit(s: &Seen, restore: &MachineRestore, current: &str) -> Option<String> {
+    if !matches!(current, phase::PENDING | phase::STOPPING | phase::RESTORING) {
+        return None;
+    }
+    let name = &restore.spec.machine_name;
+    if restore.metadata.deletion_timestamp.is_some() {
+        Some("the MachineRestore was deleted before any disk was replaced".to_owned())
+    } else if s.machine.as_ref().is_some_and(|m| m.deleting) {
+        Some(format!(
+            "Machine {name} is being deleted: no disk was replaced"
+        ))
+    } else if s.no_snapshot_api {
+        Some(NO_KUBEVIRT_SNAPSHOTS.to_owned())
+    } else {
+        None
     }
 }
 
@@ -232,86 +303,17 @@ fn pending(s: &Seen, restore: &MachineRestore) -> Step {
     }
 }
 
-fn restoring(s: &Seen, machine_name: &str, restore_uid: &str) -> Step {
-    let Some(machine) = &s.machine else {
-        return Step::Fail(format!("Machine {machine_name} is gone"));
-    };
-    let Some(vm_restore) = s.vm_restore else {
-        if s.vmi || s.vm.as_ref().is_none_or(|vm| vm.runs) {
-            return Step::Fail("the VM was started during the restore".to_owned());
-        }
-        // CD-ROMs get no override: they are never swapped (whatever KubeVirt restores of one
-        // is left to it, and the VM mounts the CD-ROM's DataVolume again).
-        let overrides = restored_disks(machine)
-            .map(|d| (d.to_owned(), restored_claim(machine_name, d, restore_uid)))
-            .collect();
-        return Step::CreateVmRestore { overrides };
-    };
-    if let Some(why) = vm_restore_failed(vm_restore) {
-        return Step::Fail(format!("KubeVirt could not restore the VM: {why}"));
-    }
-    let complete = vm_restore.status.as_ref().and_then(|st| st.complete) == Some(true);
-    if !complete {
-        return Step::Wait {
-            phase: phase::RESTORING,
-            why: Some("KubeVirt is restoring the disks".to_owned()),
-        };
-    }
-    let missing: Vec<&str> = restored_disks(machine)
-        .filter(|d| {
-            let r = restored_claim(machine_name, d, restore_uid);
-            !s.claims.contains_key(&r)
-        })
-        .collect();
-    if !missing.is_empty() {
-        return Step::Fail(format!(
-            "KubeVirt restored no claim for disk(s) {}",
-            missing.join(", ")
-        ));
-    }
-    Step::BeginAdopting(swaps(
-        machine,
-        machine_name,
-        restore_uid,
-        &s.claims,
-        &s.data_volumes,
-    ))
-}
-
-/// The disks a restore takes back: blank ones, then those with a source (not the CD-ROMs).
-fn restored_disks(machine: &MachineView) -> impl Iterator<Item = &str> {
-    machine
-        .disks
-        .iter()
-        .chain(&machine.sourced)
-        .map(String::as_str)
-}
-
-/// The swaps of every disk: what to do with `<machine>-<disk>` (a claim, or a DataVolume for a
-/// disk with a source), given the uid it had when `Adopting` began (kept in the restore's status).
-pub fn swaps(
-    machine: &MachineView,
-    machine_name: &str,
-    restore_uid: &str,
-    claims: &BTreeMap<String, ClaimView>,
-    data_volumes: &BTreeMap<String, ClaimView>,
-) -> Vec<DiskSwap> {
-    let swap = |d: &String, data_volume: bool| {
-        let live = if data_volume { data_volumes } else { claims };
-        DiskSwap {
-            disk: d.clone(),
-            restored: restored_claim(machine_name, d, restore_uid),
-            previous_uid: live.get(&pvc_name(machine_name, d)).map(|c| c.uid.clone()),
-            data_volume,
-        }
-    };
-    (machine.disks.iter().map(|d| swap(d, false)))
-        .chain(machine.sourced.iter().map(|d| swap(d, true)))
-        .collect()
-}
-
+pub mod binder;
+mod done;
+mod restoring;
+pub use restoring::swaps;
+use restoring::{restored_disks, restoring};
 mod later;
+pub mod proof;
+use done::done;
+pub use done::needs_finalizer;
 use later::{adopting, starting};
+pub use proof::Provenance;
 
 #[cfg(test)]
 mod tests;

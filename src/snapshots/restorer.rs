@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -20,15 +20,19 @@ use super::snapshot::scoped;
 use crate::api::Machine;
 use crate::api::names::pvc_name;
 use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
-use crate::api::snapshots::{MachineRestore, MachineRestoreStatus, MachineSnapshot, RestoredDisk};
-use crate::reconciler::apis::cdi::DataVolume;
-use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::api::snapshots::{
+    MachineRestore, MachineRestoreStatus, MachineSnapshot, RESTORE_FINALIZER, RestoredDisk,
+};
+use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::VirtualMachineRestore;
-use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controlled_by};
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::run::watches::Scope;
 
 mod act;
 mod again;
+mod binder;
+mod observe;
+use observe::observe;
 
 /// The field manager of the restore's own writes (the VM's run strategy while it is stopped, the
 /// claims it makes again): the reconciler's later applies never remove what only this one set
@@ -77,19 +81,23 @@ pub struct Observed {
     pub claim_views: BTreeMap<String, ClaimView>,
     pub data_volume_views: BTreeMap<String, ClaimView>,
     pub another: Option<String>,
+    pub no_snapshot_api: bool,
+    pub binder: Option<restore::Binder>,
 }
 
 async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, Error> {
     let current = r.status.as_ref().and_then(|s| s.phase.as_deref());
-    if r.meta().deletion_timestamp.is_some()
-        || matches!(current, Some(phase::SUCCEEDED | phase::FAILED))
+    let held = (r.finalizers().iter()).any(|f| f == RESTORE_FINALIZER);
+    // Ended and let go (or ended before restores had a finalizer): nothing left to do.
+    if !held
+        && (r.meta().deletion_timestamp.is_some()
+            || matches!(current, Some(phase::SUCCEEDED | phase::FAILED)))
     {
         return Ok(Action::await_change());
     }
-    if !ctx.kubevirt {
-        let failed = Step::Fail(super::context::NO_KUBEVIRT_SNAPSHOTS.to_owned());
-        act::fail_only(&ctx, &r, failed).await?;
-        return Ok(Action::await_change());
+    if restore::needs_finalizer(&r) {
+        act::hold(&ctx, &r).await?;
+        return Ok(Action::requeue(ctx.settings.tick));
     }
     let o = observe(&r, &ctx).await?;
     let step = decide(&o);
@@ -101,16 +109,25 @@ async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, 
 /// [`restore::next`], after the checks on what is not the Machine's.
 pub fn decide(o: &Observed) -> Step {
     let name = &o.restore.spec.machine_name;
-    if o.vm.is_some() && !o.vm_ours {
-        return Step::Fail(format!("VirtualMachine {name} is not the Machine's"));
+    let current = o.restore.status.as_ref().and_then(|s| s.phase.as_deref());
+    // Without the Machine nothing is proven its own: the steps say what that means.
+    if o.vm.is_some() && !o.vm_ours && o.machine.is_some() {
+        let why = format!("VirtualMachine {name} is not the Machine's");
+        if let Some(step) = restore::refuse(current, why) {
+            return step;
+        }
     }
     if o.vm_restore.is_some() && !o.vm_restore_ours {
-        return Step::Fail(format!(
+        let why = format!(
             "VirtualMachineRestore {} exists and is not this restore's",
             o.restore.name_any()
-        ));
+        );
+        if let Some(step) = restore::refuse(current, why) {
+            return step;
+        }
     }
     let vm = o.vm.as_ref().map(|vm| VmView {
+        uid: vm.uid().unwrap_or_default(),
         runs: vm.spec.run_strategy.as_deref() != Some(RUN_STRATEGY_HALTED),
         claims: vm
             .spec
@@ -136,13 +153,15 @@ pub fn decide(o: &Observed) -> Step {
         claims: o.claim_views.clone(),
         data_volumes: o.data_volume_views.clone(),
         another: o.another.clone(),
+        no_snapshot_api: o.no_snapshot_api,
+        binder: o.binder.clone(),
     })
 }
 
 /// The disks of the restore: as recorded once it began, else as the VM mounts them (a claim
 /// `<machine>-<volume>` is a blank disk, a DataVolume `<machine>-<volume>` a disk with a source,
 /// or a CD-ROM when the VM's drive of that name is one).
-fn machine_view(
+pub(super) fn machine_view(
     machine: &Machine,
     vm: Option<&VirtualMachine>,
     status: &MachineRestoreStatus,
@@ -150,6 +169,7 @@ fn machine_view(
     let name = machine.name_any();
     let mut view = MachineView {
         uid: machine.uid().unwrap_or_default(),
+        deleting: machine.meta().deletion_timestamp.is_some(),
         wants_running: run_strategy(machine.spec.run_strategy.as_deref(), machine.spec.running)
             != RUN_STRATEGY_HALTED,
         ..MachineView::default()
@@ -191,119 +211,8 @@ fn machine_view(
     view
 }
 
-async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
-    let ns = r
-        .namespace()
-        .ok_or_else(|| Error::NoNamespace(r.name_any()))?;
-    let client = &ctx.client;
-    let name = r.spec.machine_name.as_str();
-    let status = r.status.clone().unwrap_or_default();
-    let machine = Api::<Machine>::namespaced(client.clone(), &ns)
-        .get_opt(name)
-        .await?;
-    let snapshot = Api::<MachineSnapshot>::namespaced(client.clone(), &ns)
-        .get_opt(&r.spec.snapshot_name)
-        .await?;
-    let vm = Api::<VirtualMachine>::namespaced(client.clone(), &ns)
-        .get_opt(name)
-        .await?;
-    let vmi = Api::<VirtualMachineInstance>::namespaced(client.clone(), &ns)
-        .get_opt(name)
-        .await?
-        .is_some();
-    let vm_restore = Api::<VirtualMachineRestore>::namespaced(client.clone(), &ns)
-        .get_opt(&r.name_any())
-        .await?;
-    let vm_restore_ours = vm_restore
-        .as_ref()
-        .is_some_and(|v| controlled_by(v.meta(), r.uid().as_deref()));
-    let vm_ours =
-        (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &ctx.key) == Ownership::Ours);
-    let view = machine
-        .as_ref()
-        .map(|m| machine_view(m, vm.as_ref(), &status));
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let restore_uid = r.uid().unwrap_or_default();
-    let mut claims = BTreeMap::new();
-    let mut claim_views = BTreeMap::new();
-    let sourced = view.iter().flat_map(|v| &v.sourced);
-    let disks = view.iter().flat_map(|v| &v.disks);
-    for (disk, data_volume) in disks.map(|d| (d, false)).chain(sourced.map(|d| (d, true))) {
-        for claim_name in [
-            pvc_name(name, disk),
-            restore::restored_claim(name, disk, &restore_uid),
-        ] {
-            let Some(c) = pvcs.get_opt(&claim_name).await? else {
-                continue;
-            };
-            // Going: as good as gone for the next step; but CDI's claim of a replaced
-            // DataVolume is waited for until it is gone for good.
-            let cdis = data_volume && claim_name == pvc_name(name, disk);
-            if c.meta().deletion_timestamp.is_some() && !cdis {
-                continue;
-            }
-            let view = ClaimView {
-                uid: c.uid().unwrap_or_default(),
-                ours: of(&c, machine.as_ref(), &ctx.key) == Ownership::Ours,
-            };
-            claim_views.insert(claim_name.clone(), view);
-            claims.insert(claim_name, c);
-        }
-    }
-    let mut data_volume_views = BTreeMap::new();
-    if view.as_ref().is_some_and(|v| !v.sourced.is_empty()) {
-        let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-        for disk in view.iter().flat_map(|v| &v.sourced) {
-            let dv_name = pvc_name(name, disk);
-            let Some(dv) = dvs.get_opt(&dv_name).await? else {
-                continue;
-            };
-            if dv.meta().deletion_timestamp.is_some() {
-                continue; // Going: its claim is waited for.
-            }
-            let view = ClaimView {
-                uid: dv.uid().unwrap_or_default(),
-                ours: of(&dv, machine.as_ref(), &ctx.key) == Ownership::Ours,
-            };
-            data_volume_views.insert(dv_name, view);
-        }
-    }
-    // Restores are few: listed, not cached.
-    let another = Api::<MachineRestore>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        // Under way, or older and still pending: this one waits its turn.
-        .find(|o| {
-            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
-            let older =
-                (o.creation_timestamp(), o.name_any()) < (r.creation_timestamp(), r.name_any());
-            o.uid() != r.uid()
-                && o.spec.machine_name == name
-                && !matches!(p, Some(phase::SUCCEEDED | phase::FAILED))
-                && (older || !matches!(p, None | Some(phase::PENDING)))
-        })
-        .map(|o| o.name_any());
-    Ok(Observed {
-        restore: r.clone(),
-        another,
-        machine,
-        view,
-        snapshot,
-        vm,
-        vm_ours,
-        vmi,
-        vm_restore,
-        vm_restore_ours,
-        claims,
-        claim_views,
-        data_volume_views,
-    })
-}
-
 /// Whose `obj` is, for the Machine (none: nothing is).
-fn of<K: Resource<DynamicType = ()>>(
+pub(super) fn of<K: Resource<DynamicType = ()>>(
     obj: &K,
     machine: Option<&Machine>,
     key: &crate::reconciler::decide::evidence::OwnershipKey,
@@ -331,7 +240,14 @@ pub async fn write_status(
     let ns = r.namespace().unwrap_or_default();
     let mut value = serde_json::to_value(status).unwrap_or_default();
     if let Some(obj) = value.as_object_mut() {
-        for f in ["phase", "wasRunning", "completedAt", "error", "disks"] {
+        for f in [
+            "phase",
+            "wasRunning",
+            "completedAt",
+            "error",
+            "disks",
+            "machineUid",
+        ] {
             obj.entry(f).or_insert(serde_json::Value::Null);
         }
     }
@@ -343,7 +259,12 @@ pub async fn write_status(
         .patch_status(
             &r.name_any(),
             &params,
-            &Patch::Merge(json!({ "status": value })),
+            // Guarded by the version decided from: a stale status never overwrites a newer one
+            // (the uid of a disk made again, recorded in between).
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": r.resource_version()},
+                "status": value,
+            })),
         )
         .await?;
     Ok(())
@@ -358,6 +279,8 @@ pub fn recorded(o: &Observed, swaps: &[restore::DiskSwap]) -> Vec<RestoredDisk> 
             restored_claim: s.restored.clone(),
             previous_uid: s.previous_uid.clone(),
             data_volume: s.data_volume,
+            volume_snapshot: s.volume_snapshot.clone(),
+            restored_uid: s.restored_uid.clone(),
             // A grown disk with a source grew CDI's claim, never its DataVolume.
             size: o
                 .claims
@@ -372,6 +295,7 @@ pub fn recorded(o: &Observed, swaps: &[restore::DiskSwap]) -> Vec<RestoredDisk> 
                         .get("storage")
                 })
                 .map(|q| q.0.clone()),
+            ..RestoredDisk::default()
         })
         .collect()
 }

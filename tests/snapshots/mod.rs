@@ -17,6 +17,7 @@ use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
 
 pub mod restore;
+pub mod trust;
 
 pub const NS: &str = "team-a";
 

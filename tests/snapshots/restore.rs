@@ -1,6 +1,6 @@
 //! Playing KubeVirt's restore controller and CDI for the restore e2e tests.
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -58,21 +58,125 @@ pub async fn stopped_for(admin: &Client, op: &support::Proc, name: &str) {
     }
 }
 
-/// A restored claim `name` of `volume`, from its VolumeSnapshot.
+/// A restored claim `name` of `volume`, from its VolumeSnapshot, as KubeVirt's restore controller
+/// makes it: annotated with its VirtualMachineRestore's name, controlled by the VM, bound.
 pub async fn restored_claim(admin: &Client, name: &str, volume: &str) {
+    restored_claim_in(admin, name, volume, None).await;
+}
+
+/// [`restored_claim`] of storage class `class`: of [`WFFC`], not bound (no pod mounts it yet).
+pub async fn restored_claim_in(admin: &Client, name: &str, volume: &str, class: Option<&str>) {
+    let vm = Api::<VirtualMachine>::namespaced(admin.clone(), NS)
+        .get("web")
+        .await
+        .expect("VM");
     let claim: PersistentVolumeClaim = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteOnce"],
+        "metadata": {"name": name,
+            "labels": {"restore.kubevirt.io/source-vm-name": "web",
+                       "restore.kubevirt.io/source-vm-namespace": NS},
+            "annotations": {"restore.kubevirt.io/name": restore_of(admin, name).await},
+            "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "name": "web", "uid": vm.uid(), "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
                  "resources": {"requests": {"storage": "1Gi"}},
                  "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
                                 "name": format!("vmsnapshot-web-before-{volume}")}}
     }))
     .expect("claim");
-    Api::<PersistentVolumeClaim>::namespaced(admin.clone(), NS)
-        .create(&PostParams::default(), &claim)
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), NS);
+    pvcs.create(&PostParams::default(), &claim)
         .await
         .expect("restored claim");
+    if class != Some(WFFC) {
+        bind(&pvcs, name).await;
+    }
+}
+
+/// The VirtualMachineRestore a restored claim `name` is made for: the MachineRestore whose uid
+/// the asked-for name carries, or the one whose uid KubeVirt's own name carries.
+async fn restore_of(admin: &Client, name: &str) -> String {
+    let short = |uid: &str| {
+        uid.chars()
+            .filter(|c| *c != '-')
+            .take(8)
+            .collect::<String>()
+    };
+    let mrestores = Api::<MachineRestore>::namespaced(admin.clone(), NS);
+    let vmrestores = Api::<VirtualMachineRestore>::namespaced(admin.clone(), NS);
+    let list = mrestores.list(&Default::default()).await.expect("list");
+    if let Some(r) =
+        (list.items.iter()).find(|r| name.ends_with(&short(&r.uid().unwrap_or_default())))
+    {
+        return r.name_any();
+    }
+    let list = vmrestores.list(&Default::default()).await.expect("list");
+    (list.items.iter())
+        .find(|r| name.contains(&r.uid().unwrap_or_default()))
+        .map(ResourceExt::name_any)
+        .unwrap_or_default()
+}
+
+/// The storage binds claim `name` (the provisioner made its volume).
+pub async fn bind(pvcs: &Api<PersistentVolumeClaim>, name: &str) {
+    pvcs.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+    )
+    .await
+    .expect("bound");
+}
+
+/// Storage class whose claims bind only once a pod mounts them (`WaitForFirstConsumer`).
+pub const WFFC: &str = "zonal-wffc";
+
+/// Plays the storage from now on: every claim in the namespace binds, at once (an `Immediate`
+/// class) or, of class [`WFFC`], once a pod mounts it.
+pub fn play_storage(admin: &Client) {
+    let admin = admin.clone();
+    tokio::spawn(async move {
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), NS);
+        let pods = Api::<Pod>::namespaced(admin.clone(), NS);
+        loop {
+            let (Ok(claims), Ok(pods)) = (
+                pvcs.list(&Default::default()).await,
+                pods.list(&Default::default()).await,
+            ) else {
+                break; // The control plane is gone: the test is over.
+            };
+            let consumed = |claim: &str| {
+                (pods.items.iter()).any(|p| {
+                    (p.spec.iter().flat_map(|s| s.volumes.iter().flatten())).any(|v| {
+                        v.persistent_volume_claim
+                            .as_ref()
+                            .is_some_and(|c| c.claim_name == claim)
+                    })
+                })
+            };
+            for c in &claims.items {
+                let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+                let class = c
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.as_deref());
+                let name = c.name_any();
+                if !bound
+                    && c.metadata.deletion_timestamp.is_none()
+                    && (class != Some(WFFC) || consumed(&name))
+                {
+                    let _ = pvcs
+                        .patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+                        )
+                        .await;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    });
 }
 
 /// KubeVirt's restore controller for the VirtualMachineRestore `name`: a claim per volume under
@@ -85,6 +189,18 @@ pub async fn kubevirt_restores(
     name: &str,
     unasked: &[&str],
 ) -> (VirtualMachineRestore, Vec<(String, String)>) {
+    kubevirt_restores_in(admin, op, name, unasked, None).await
+}
+
+/// [`kubevirt_restores`] into claims of storage class `class`.
+pub async fn kubevirt_restores_in(
+    admin: &Client,
+    op: &support::Proc,
+    name: &str,
+    unasked: &[&str],
+    class: Option<&str>,
+) -> (VirtualMachineRestore, Vec<(String, String)>) {
+    play_storage(admin);
     let vmrestores: Api<VirtualMachineRestore> = Api::namespaced(admin.clone(), NS);
     let vmrestore = eventually(
         &format!("the VirtualMachineRestore of {name}"),
@@ -107,7 +223,7 @@ pub async fn kubevirt_restores(
             .map(|v| ((*v).to_owned(), format!("restore-{uid}-{v}"))),
     );
     for (volume, claim) in &restored {
-        restored_claim(admin, claim, volume).await;
+        restored_claim_in(admin, claim, volume, class).await;
     }
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let vm = vms.get("web").await.expect("VM");

@@ -88,6 +88,10 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# A restore's consumer Pod, binding claims of a WaitForFirstConsumer class (read, made, deleted).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "create", "delete"]
 # Cloud-init Secrets are read one by one (never listed); the derived Secret is applied and deleted.
 - apiGroups: [""]
   resources: ["secrets"]
@@ -101,13 +105,14 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   resources: ["datavolumes"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # MachineSnapshots: watched, read by a restore, made by schedules and deleted beyond keep;
-# MachineRestores watched; their status written (src/snapshots/).
+# MachineRestores watched, read and patched (their finalizer); their status written
+# (src/snapshots/).
 - apiGroups: ["vitistack.io"]
   resources: ["machinesnapshots"]
   verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["vitistack.io"]
   resources: ["machinerestores"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["vitistack.io"]
   resources: ["machinesnapshots/status", "machinerestores/status"]
   verbs: ["patch"]

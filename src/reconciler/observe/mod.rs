@@ -357,7 +357,7 @@ async fn derived_secret(
 
 pub mod cleanup;
 mod networks;
-mod snapshots;
+pub mod snapshots;
 mod storage;
 
 pub use networks::{unused_in, unused_networks};

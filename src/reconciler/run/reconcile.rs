@@ -135,6 +135,16 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         },
     };
     if machine.meta().deletion_timestamp.is_some() {
+        // A restore holding the Machine needs it and its VM (which owns the restored claims):
+        // the cleanup waits until the restore let go (it ends soon once the Machine is deleted).
+        let ns = machine.namespace().unwrap_or_default();
+        if observe::snapshots::holding(ctx, &ns, &machine.name_any()).is_some() {
+            tracing::info!("deletion waits for the restore holding the Machine");
+            return Ok(Reconciled {
+                blocked: false,
+                write_status_in: None,
+            });
+        }
         let remains = observe::cleanup::remains(machine, ctx, &cluster).await?;
         let plan = decide::cleanup::planned(&remains, &cluster.key);
         act::cleanup::execute(ctx, &cluster, machine, &plan).await?;

@@ -2,32 +2,43 @@
 
 use std::collections::BTreeMap;
 
+use super::binder;
+use super::proof::{self, KUBEVIRT_RESTORE_ANNOTATION, Unproven};
 use super::{Seen, Step, phase, restored_claim, restored_disks};
 use crate::api::names::pvc_name;
+use crate::api::snapshots::RestoredDisk;
 
 /// Where one disk stands during `Adopting`.
 enum Swap<'a> {
     /// Still the claim or DataVolume recorded when adopting began.
     Old { uid: &'a str, ours: bool },
-    /// Made again (the Machine's, another uid).
-    Made,
-    /// Not the Machine's: never touched.
+    /// The one this restore made again (its uid recorded); whether it is bound (a DataVolume:
+    /// succeeded).
+    Made { bound: bool },
+    /// Anything else under the name: never touched, never taken for the disk.
     Foreign,
     /// Deleted, not made again yet.
     Gone,
 }
 
+/// Each old disk is deleted only once its restored claim is proven, and made again under its
+/// name; past the first deletion (the commit point) nothing fails: what stands in the way holds
+/// the Machine with `data lost:` or `data at risk:` and how to go on.
 pub(super) fn adopting(s: &Seen, machine_name: &str, restore_uid: &str) -> Step {
-    let Some(machine) = &s.machine else {
-        return Step::Fail(format!("Machine {machine_name} is gone"));
-    };
-    let previous: BTreeMap<&str, &str> = s
-        .restore
-        .and_then(|r| r.status.as_ref())
+    let recorded: BTreeMap<&str, &RestoredDisk> = (s.restore.and_then(|r| r.status.as_ref()))
         .into_iter()
         .flat_map(|st| &st.disks)
-        .filter_map(|d| Some((d.name.as_str(), d.previous_uid.as_deref()?)))
+        .map(|d| (d.name.as_str(), d))
         .collect();
+    let Some(machine) = &s.machine else {
+        return at_risk(format!(
+            "Machine {machine_name} is gone or made again mid-restore; the restored data is in \
+             the claims {}",
+            (recorded.values().map(|d| d.restored_claim.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
     let disks: Vec<(&str, bool)> = (machine.disks.iter().map(|d| (d.as_str(), false)))
         .chain(machine.sourced.iter().map(|d| (d.as_str(), true)))
         .collect();
@@ -37,94 +48,86 @@ pub(super) fn adopting(s: &Seen, machine_name: &str, restore_uid: &str) -> Step 
         } else {
             &s.claims
         };
+        let disk = recorded.get(d);
         match live.get(&pvc_name(machine_name, d)) {
-            Some(c) if previous.get(d) == Some(&c.uid.as_str()) => Swap::Old {
+            Some(c) if disk.and_then(|r| r.previous_uid.as_ref()) == Some(&c.uid) => Swap::Old {
                 uid: &c.uid,
                 ours: c.ours,
             },
-            Some(c) if c.ours => Swap::Made,
+            Some(c) if disk.and_then(|r| r.made_uid.as_ref()) == Some(&c.uid) => {
+                Swap::Made { bound: c.bound }
+            }
             Some(_) => Swap::Foreign,
             None => Swap::Gone,
         }
     };
-    let restored = |d: &str| {
-        s.claims
-            .contains_key(&restored_claim(machine_name, d, restore_uid))
-    };
+    let proof = |d: &str| proof::check(s, d, &restored_claim(machine_name, d, restore_uid));
     let untouched = disks
         .iter()
         .all(|(d, dv)| matches!(state(d, *dv), Swap::Old { .. }));
-    let (mut lost, mut kept) = (Vec::new(), Vec::new());
+    let (mut lost, mut kept, mut unbound) = (Vec::new(), Vec::new(), Vec::new());
     for &(d, data_volume) in &disks {
         let name = pvc_name(machine_name, d);
         let what = if data_volume { "DataVolume" } else { "claim" };
+        let from = restored_claim(machine_name, d, restore_uid);
         match state(d, data_volume) {
-            Swap::Made => {}
-            Swap::Foreign | Swap::Old { ours: false, .. } => {
+            Swap::Made { bound: true } => {}
+            Swap::Made { bound: false } => unbound.push(name),
+            // Nothing deleted yet: the Machine keeps every disk as it was.
+            Swap::Foreign | Swap::Old { ours: false, .. } if untouched => {
                 return Step::Fail(format!("{what} {name} is not the Machine's"));
             }
-            // Nothing deleted yet: the Machine keeps every disk as it was.
-            Swap::Old { .. } if !restored(d) && untouched => {
-                let gone = restored_claim(machine_name, d, restore_uid);
-                return Step::Fail(format!(
-                    "the restored claim {gone} is gone: the Machine keeps its disks as they were"
+            Swap::Foreign | Swap::Old { ours: false, .. } => {
+                return at_risk(format!(
+                    "{what} {name} is not one this restore made, and is left alone; delete it to \
+                     let the restore make {name} again from the restored claim {from}"
                 ));
             }
-            // Other disks are restored already; this one keeps its data from before.
-            Swap::Old { .. } if !restored(d) => kept.push(d),
-            Swap::Old { uid, .. } if data_volume => {
-                return Step::DeleteDataVolume {
-                    name,
-                    uid: uid.to_owned(),
-                };
-            }
-            Swap::Old { uid, .. } => {
-                return Step::DeleteClaim {
-                    name,
-                    uid: uid.to_owned(),
-                };
-            }
-            Swap::Gone if !restored(d) => lost.push(d),
-            // CDI's claim of the deleted DataVolume goes with it (the garbage collector): a
-            // DataVolume made while it is there would find a claim of its name it did not make.
-            Swap::Gone if data_volume && s.claims.contains_key(&name) => {
-                return Step::Wait {
-                    phase: phase::ADOPTING,
-                    why: Some(format!(
-                        "waiting for the claim {name} of the replaced DataVolume to be deleted"
-                    )),
-                };
-            }
-            Swap::Gone => {
-                let from = restored_claim(machine_name, d, restore_uid);
-                return if data_volume {
-                    Step::CreateDataVolume { name, from }
-                } else {
-                    Step::CreateClaim { name, from }
-                };
-            }
+            Swap::Old { uid, .. } => match proof(d) {
+                Err(why) if untouched => {
+                    let why = match why {
+                        Unproven::Missing => format!("the restored claim {from} is gone"),
+                        Unproven::Foreign(why) | Unproven::Unbound(why) => why,
+                    };
+                    return Step::Fail(format!("{why}: the Machine keeps its disks as they were"));
+                }
+                // Other disks are restored already; this one keeps its data from before.
+                Err(_) => kept.push(d),
+                Ok(()) => {
+                    let uid = uid.to_owned();
+                    return if data_volume {
+                        Step::DeleteDataVolume { name, uid }
+                    } else {
+                        Step::DeleteClaim { name, uid }
+                    };
+                }
+            },
+            Swap::Gone => match proof(d) {
+                Err(Unproven::Missing) => lost.push(d),
+                Err(Unproven::Foreign(why) | Unproven::Unbound(why)) => {
+                    return at_risk(format!(
+                        "{why}; nothing is made under {name} from it while this restore holds \
+                         Machine {machine_name}"
+                    ));
+                }
+                // CDI's claim of the deleted DataVolume goes with it (the garbage collector): a
+                // DataVolume made while it is there would find a claim of its name it did not
+                // make.
+                Ok(()) if data_volume && s.claims.contains_key(&name) => {
+                    return Step::Wait {
+                        phase: phase::ADOPTING,
+                        why: Some(format!(
+                            "waiting for the claim {name} of the replaced DataVolume to be deleted"
+                        )),
+                    };
+                }
+                Ok(()) if data_volume => return Step::CreateDataVolume { name, from },
+                Ok(()) => return Step::CreateClaim { name, from },
+            },
         }
     }
     if !lost.is_empty() {
-        // Failing would free the Machine, and the reconciler would make an empty disk where the
-        // data was: the restore holds it, and says what is gone and how to go on.
-        let snapshot = s.restore.map(|r| r.spec.snapshot_name.as_str());
-        let restored: Vec<String> = (lost.iter())
-            .map(|d| restored_claim(machine_name, d, restore_uid))
-            .collect();
-        return Step::Wait {
-            phase: phase::ADOPTING,
-            why: Some(format!(
-                "data lost: the restored claim(s) {} of disk(s) {} are gone after the old disk(s) \
-                 were deleted; nothing is made in their place while this restore holds Machine \
-                 {machine_name}. Make the claim(s) again from MachineSnapshot {} to go on, or \
-                 delete this MachineRestore to let the Machine make the disk(s) anew (empty, or \
-                 imported again from their source)",
-                restored.join(", "),
-                lost.join(", "),
-                snapshot.unwrap_or_default(),
-            )),
-        };
+        return lost_claims(s, machine_name, restore_uid, &lost);
     }
     if !kept.is_empty() {
         return Step::Fail(format!(
@@ -133,15 +136,53 @@ pub(super) fn adopting(s: &Seen, machine_name: &str, restore_uid: &str) -> Step 
             kept.join(", ")
         ));
     }
+    // The VM starts on disks the storage bound (a DataVolume: CDI succeeded).
+    let waiting = format!("waiting for {} to bind", unbound.join(", "));
+    if let Some(step) = binder::bind(s, &unbound, phase::ADOPTING, waiting) {
+        return step;
+    }
     Step::Advance(phase::STARTING)
+}
+
+/// Past the commit point: the restore waits, holding the Machine, and says why.
+fn at_risk(why: String) -> Step {
+    Step::Wait {
+        phase: phase::ADOPTING,
+        why: Some(format!("data at risk: {why}")),
+    }
+}
+
+/// Failing would free the Machine, and the reconciler would make an empty disk where the data
+/// was: the restore holds it, and says what is gone and how to go on.
+fn lost_claims(s: &Seen, machine_name: &str, restore_uid: &str, lost: &[&str]) -> Step {
+    let r = s.restore;
+    let snapshot = r.map(|r| r.spec.snapshot_name.as_str());
+    let restored: Vec<String> = (lost.iter())
+        .map(|d| restored_claim(machine_name, d, restore_uid))
+        .collect();
+    Step::Wait {
+        phase: phase::ADOPTING,
+        why: Some(format!(
+            "data lost: the restored claim(s) {} of disk(s) {} are gone after the old disk(s) \
+             were deleted; nothing is made in their place while this restore holds Machine \
+             {machine_name}. Make the claim(s) again from MachineSnapshot {} (annotated \
+             {KUBEVIRT_RESTORE_ANNOTATION}: {}, controlled by the VM) to go on",
+            restored.join(", "),
+            lost.join(", "),
+            snapshot.unwrap_or_default(),
+            r.and_then(|r| r.metadata.name.as_deref())
+                .unwrap_or_default(),
+        )),
+    }
 }
 
 /// Done when the VM mounts every disk `<machine>-<disk>` again (a DataVolume of a disk with a
 /// source there too) and runs, or not, as the Machine asks now (not as it ran before: the user
 /// may have halted or started it meanwhile).
 pub(super) fn starting(s: &Seen, machine_name: &str) -> Step {
-    let Some(machine) = &s.machine else {
-        return Step::Fail(format!("Machine {machine_name} is gone"));
+    // Every disk is back: a Machine deleted meanwhile has nothing left to start.
+    let Some(machine) = s.machine.as_ref().filter(|m| !m.deleting) else {
+        return Step::Succeed;
     };
     let Some(vm) = &s.vm else {
         return Step::Wait {

@@ -53,6 +53,7 @@ fn machine() -> MachineView {
         sourced: vec![],
         cdroms: vec![],
         wants_running: true,
+        ..MachineView::default()
     }
 }
 
@@ -64,28 +65,58 @@ fn imaged() -> MachineView {
         sourced: vec!["root".into()],
         cdroms: vec!["iso".into()],
         wants_running: true,
+        ..MachineView::default()
     }
 }
 
 fn vm(runs: bool, claims: &[&str]) -> VmView {
     VmView {
+        uid: VM_UID.into(),
         runs,
         claims: claims.iter().map(|c| (*c).to_owned()).collect(),
     }
 }
 
+const VM_UID: &str = "uid-vm";
+
+/// Claims (or DataVolumes) by name, bound; a restored one as KubeVirt makes it for `undo`.
 fn claims(list: &[(&str, &str, bool)]) -> BTreeMap<String, ClaimView> {
     list.iter()
         .map(|(n, uid, ours)| {
+            let restored = n.split_once("-restore-").map(|(disk, _)| kubevirts(disk));
             (
                 (*n).to_owned(),
                 ClaimView {
                     uid: (*uid).to_owned(),
                     ours: *ours,
+                    bound: true,
+                    provenance: restored.unwrap_or_default(),
                 },
             )
         })
         .collect()
+}
+
+/// What KubeVirt puts on the restored claim of `web-<disk>` for `undo`.
+fn kubevirts(claim: &str) -> Provenance {
+    let disk = claim.trim_start_matches("web-");
+    Provenance {
+        restore_name: Some("undo".into()),
+        controller_vm: Some(VM_UID.into()),
+        volume_snapshot: Some(snap(disk)),
+    }
+}
+
+fn snap(disk: &str) -> String {
+    format!("vmsnapshot-web-before-{disk}")
+}
+
+/// KubeVirt's report of a complete restore of `disks`.
+fn complete(disks: &[&str]) -> serde_json::Value {
+    let restores: Vec<_> = (disks.iter())
+        .map(|d| json!({"volumeName": d, "persistentVolumeClaim": r(d), "volumeSnapshotName": snap(d)}))
+        .collect();
+    json!({"complete": true, "restores": restores})
 }
 
 fn r(disk: &str) -> String {
@@ -271,7 +302,7 @@ fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
     let failed = vm_restore(json!({"complete": false, "conditions": [
         {"type": "Failure", "status": "True", "reason": "VolumeSnapshotMissing",
          "message": "snapshot web-before-root is gone"}]}));
-    let done = vm_restore(json!({"complete": true}));
+    let done = vm_restore(complete(&["root", "data"]));
     let both = claims(&[
         ("web-root", "old-root", true),
         ("web-data", "old-data", true),
@@ -305,12 +336,16 @@ fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
                 restored: r("root"),
                 previous_uid: Some("old-root".into()),
                 data_volume: false,
+                volume_snapshot: Some(snap("root")),
+                restored_uid: Some("new-root".into()),
             },
             DiskSwap {
                 disk: "data".into(),
                 restored: r("data"),
                 previous_uid: Some("old-data".into()),
                 data_volume: false,
+                volume_snapshot: Some(snap("data")),
+                restored_uid: Some("new-data".into()),
             },
         ])
     );
@@ -334,12 +369,16 @@ fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
                 restored: r("data"),
                 previous_uid: Some("old-data".into()),
                 data_volume: false,
+                volume_snapshot: Some(snap("data")),
+                restored_uid: Some("new-data".into()),
             },
             DiskSwap {
                 disk: "root".into(),
                 restored: r("root"),
                 previous_uid: Some("old-root-dv".into()),
                 data_volume: true,
+                volume_snapshot: Some(snap("root")),
+                restored_uid: Some("new-root".into()),
             },
         ])
     );
@@ -353,4 +392,6 @@ fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
     );
 }
 
+mod binder;
 mod later;
+mod trust;

@@ -1,7 +1,7 @@
 //! Carries out one restore step: a write to the VM, a claim, the VirtualMachineRestore, and the
 //! restore's status.
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -10,10 +10,11 @@ use serde_json::json;
 
 use super::super::context::Context;
 use super::super::error::Error;
+use super::super::restore::binder as restore_binder;
 use super::super::restore::{Step, phase};
-use super::{Observed, RESTORE_FIELD_MANAGER, again, recorded, write_status};
+use super::{Observed, RESTORE_FIELD_MANAGER, again, binder, recorded, write_status};
 use crate::api::operations::RUN_STRATEGY_HALTED;
-use crate::api::snapshots::MachineRestore;
+use crate::api::snapshots::{MachineRestore, RESTORE_FINALIZER};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::{
@@ -34,6 +35,15 @@ fn made<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
     match r {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What was just made, or `None` when the name was taken ("already exists").
+fn fresh<T>(r: Result<T, kube::Error>) -> Result<Option<T>, Error> {
+    match r {
+        Ok(made) => Ok(Some(made)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -61,6 +71,7 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             if status.phase.as_deref() != Some(phase::STOPPING) {
                 tracing::info!(restore = %r.name_any(), machine = %machine_name, was_running, "stopping the VM for a restore");
                 status.was_running = Some(was_running);
+                status.machine_uid = o.view.as_ref().map(|m| m.uid.clone());
                 if let Some(view) = &o.view {
                     let uid = r.uid().unwrap_or_default();
                     let swaps = super::restore::swaps(
@@ -133,8 +144,12 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
         Step::CreateClaim { name, from } => {
             let claim = again::claim(ctx, o, &name, &from)?;
             let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-            made(pvcs.create(&created(), &claim).await)?;
+            // Taken meanwhile: not recorded, seen as a stranger's next time.
+            let Some(claim) = fresh(pvcs.create(&created(), &claim).await)? else {
+                return Ok(());
+            };
             tracing::info!(restore = %r.name_any(), claim = %name, from = %from, "claim made again from its restored claim");
+            return record_made(ctx, r, &from, claim.uid()).await;
         }
         Step::DeleteDataVolume { name, uid } => {
             let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
@@ -154,8 +169,44 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
         Step::CreateDataVolume { name, from } => {
             let dv = again::data_volume(ctx, o, &name, &from)?;
             let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-            made(dvs.create(&created(), &dv).await)?;
+            let Some(dv) = fresh(dvs.create(&created(), &dv).await)? else {
+                return Ok(());
+            };
             tracing::info!(restore = %r.name_any(), data_volume = %name, from = %from, "DataVolume made again, a clone of its restored claim");
+            return record_made(ctx, r, &from, dv.uid()).await;
+        }
+        Step::Bind(claims) => {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            made(pods.create(&created(), &binder::pod(r, &claims)).await)?;
+            tracing::info!(restore = %r.name_any(), ?claims, "consumer Pod made to bind the claims");
+        }
+        Step::Unbind(uid) => {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            let dp = DeleteParams::default().preconditions(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            });
+            let name = restore_binder::name(&r.name_any());
+            match pods.delete(&name, &dp).await {
+                Ok(_) => {
+                    tracing::info!(restore = %r.name_any(), pod = %name, "claims bound: consumer Pod deleted")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Step::Release => {
+            let api: Api<MachineRestore> = Api::namespaced(client.clone(), &ns);
+            let kept: Vec<String> = (r.finalizers().iter())
+                .filter(|f| *f != RESTORE_FINALIZER)
+                .cloned()
+                .collect();
+            let patch = json!({"metadata": {
+                "finalizers": kept, "resourceVersion": r.resource_version()}});
+            api.patch(&r.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+            tracing::info!(restore = %r.name_any(), "restore ended with every disk present: finalizer removed");
+            return Ok(());
         }
         Step::Succeed => {
             status.phase = Some(phase::SUCCEEDED.to_owned());
@@ -173,14 +224,45 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
     write_status(client, r, &status).await
 }
 
-/// Fails a restore that cannot even begin (nothing observed, nothing written but its status).
-pub async fn fail_only(ctx: &Context, r: &MachineRestore, step: Step) -> Result<(), Error> {
-    let Step::Fail(why) = step else {
-        return Ok(());
-    };
-    let mut status = r.status.clone().unwrap_or_default();
-    status.phase = Some(phase::FAILED.to_owned());
-    status.completed_at = Some(Time(Timestamp::now()));
-    status.error = Some(why);
-    write_status(&ctx.client, r, &status).await
+/// Puts the restore's finalizer on (guarded by the version read: a concurrent change retries).
+pub async fn hold(ctx: &Context, r: &MachineRestore) -> Result<(), Error> {
+    let mut list = r.finalizers().to_vec();
+    list.push(RESTORE_FINALIZER.to_owned());
+    let patch = json!({"metadata": {"finalizers": list, "resourceVersion": r.resource_version()}});
+    Api::<MachineRestore>::namespaced(ctx.client.clone(), &r.namespace().unwrap_or_default())
+        .patch(&r.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// Records the uid of what was made again for the restored claim `from`: only that uid is the
+/// restored disk. Read fresh and written guarded, retried on a conflict: losing it would leave
+/// the disk taken for a stranger's (held, never mounted, until an admin deletes it).
+async fn record_made(
+    ctx: &Context,
+    r: &MachineRestore,
+    from: &str,
+    uid: Option<String>,
+) -> Result<(), Error> {
+    let api: Api<MachineRestore> =
+        Api::namespaced(ctx.client.clone(), &r.namespace().unwrap_or_default());
+    let mut tries = 0;
+    loop {
+        let fresh = api.get(&r.name_any()).await?;
+        let mut disks = fresh.status.clone().unwrap_or_default().disks;
+        for d in disks.iter_mut().filter(|d| d.restored_claim == from) {
+            d.made_uid.clone_from(&uid);
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": fresh.resource_version()},
+            "status": {"disks": disks},
+        });
+        match api
+            .patch_status(&r.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 && tries < 5 => tries += 1,
+            other => return other.map(drop).map_err(Into::into),
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! Every branch of cleanup's decision as a row: what is deleted, released, kept or waited for.
 
+use crate::reconciler::FINALIZER;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};

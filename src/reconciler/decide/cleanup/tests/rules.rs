@@ -2,6 +2,7 @@
 //! cluster; and the fate of a disk.
 
 use super::*;
+use crate::reconciler::FINALIZER;
 
 #[test]
 fn the_vm_goes_first_and_the_rest_waits_for_its_vmi() {

@@ -1,0 +1,172 @@
+//! Reads what one restore step is decided from: the restore, the Machine, its VM, VMI and
+//! claims (the Machine's and the restored ones, with what proves whose they are), the snapshot,
+//! the VirtualMachineRestore and the other restores of the Machine.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+
+use super::super::context::Context;
+use super::super::error::Error;
+use super::super::restore::proof::KUBEVIRT_RESTORE_ANNOTATION;
+use super::super::restore::{self, ClaimView, Provenance, phase};
+use super::{Observed, machine_view, of};
+use crate::api::Machine;
+use crate::api::names::pvc_name;
+use crate::api::snapshots::{MachineRestore, MachineSnapshot};
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::snapshot::VirtualMachineRestore;
+use crate::reconciler::decide::ownership::{Ownership, controlled_by};
+
+pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
+    let ns = r
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(r.name_any()))?;
+    let client = &ctx.client;
+    let name = r.spec.machine_name.as_str();
+    let status = r.status.clone().unwrap_or_default();
+    let machine = Api::<Machine>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
+    let snapshot = Api::<MachineSnapshot>::namespaced(client.clone(), &ns)
+        .get_opt(&r.spec.snapshot_name)
+        .await?;
+    let vm = Api::<VirtualMachine>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
+    let vmi = Api::<VirtualMachineInstance>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?
+        .is_some();
+    let vm_restore = if ctx.kubevirt {
+        Api::<VirtualMachineRestore>::namespaced(client.clone(), &ns)
+            .get_opt(&r.name_any())
+            .await?
+    } else {
+        None
+    };
+    let vm_restore_ours = vm_restore
+        .as_ref()
+        .is_some_and(|v| controlled_by(v.meta(), r.uid().as_deref()));
+    let vm_ours =
+        (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &ctx.key) == Ownership::Ours);
+    let view = machine
+        .as_ref()
+        .map(|m| machine_view(m, vm.as_ref(), &status));
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let restore_uid = r.uid().unwrap_or_default();
+    let mut claims = BTreeMap::new();
+    let mut claim_views = BTreeMap::new();
+    let sourced = view.iter().flat_map(|v| &v.sourced);
+    let disks = view.iter().flat_map(|v| &v.disks);
+    for (disk, data_volume) in disks.map(|d| (d, false)).chain(sourced.map(|d| (d, true))) {
+        for claim_name in [
+            pvc_name(name, disk),
+            restore::restored_claim(name, disk, &restore_uid),
+        ] {
+            let Some(c) = pvcs.get_opt(&claim_name).await? else {
+                continue;
+            };
+            // Going: as good as gone for the next step; but CDI's claim of a replaced
+            // DataVolume is waited for until it is gone for good.
+            let cdis = data_volume && claim_name == pvc_name(name, disk);
+            if c.meta().deletion_timestamp.is_some() && !cdis {
+                continue;
+            }
+            let view = ClaimView {
+                uid: c.uid().unwrap_or_default(),
+                ours: of(&c, machine.as_ref(), &ctx.key) == Ownership::Ours,
+                bound: c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+                provenance: provenance(&c),
+            };
+            claim_views.insert(claim_name.clone(), view);
+            claims.insert(claim_name, c);
+        }
+    }
+    let mut data_volume_views = BTreeMap::new();
+    if view.as_ref().is_some_and(|v| !v.sourced.is_empty()) {
+        let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
+        for disk in view.iter().flat_map(|v| &v.sourced) {
+            let dv_name = pvc_name(name, disk);
+            let Some(dv) = dvs.get_opt(&dv_name).await? else {
+                continue;
+            };
+            if dv.meta().deletion_timestamp.is_some() {
+                continue; // Going: its claim is waited for.
+            }
+            let view = ClaimView {
+                uid: dv.uid().unwrap_or_default(),
+                ours: of(&dv, machine.as_ref(), &ctx.key) == Ownership::Ours,
+                bound: dv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"),
+                provenance: Provenance::default(),
+            };
+            data_volume_views.insert(dv_name, view);
+        }
+    }
+    let binder_name = restore::binder::name(&r.name_any());
+    let binder = Api::<Pod>::namespaced(client.clone(), &ns)
+        .get_metadata_opt(&binder_name)
+        .await?
+        .map(|p| restore::Binder {
+            name: binder_name,
+            uid: p.uid().unwrap_or_default(),
+            ours: controlled_by(&p.metadata, r.uid().as_deref()),
+            deleting: p.metadata.deletion_timestamp.is_some(),
+        });
+    // Restores are few: listed, not cached.
+    let another = Api::<MachineRestore>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        // Under way, or older and still pending: this one waits its turn.
+        .find(|o| {
+            let p = o.status.as_ref().and_then(|s| s.phase.as_deref());
+            let older =
+                (o.creation_timestamp(), o.name_any()) < (r.creation_timestamp(), r.name_any());
+            o.uid() != r.uid()
+                && o.spec.machine_name == name
+                && !matches!(p, Some(phase::SUCCEEDED | phase::FAILED))
+                && (older || !matches!(p, None | Some(phase::PENDING)))
+        })
+        .map(|o| o.name_any());
+    Ok(Observed {
+        restore: r.clone(),
+        another,
+        machine,
+        view,
+        snapshot,
+        vm,
+        vm_ours,
+        vmi,
+        vm_restore,
+        vm_restore_ours,
+        claims,
+        claim_views,
+        data_volume_views,
+        no_snapshot_api: !ctx.kubevirt,
+        binder,
+    })
+}
+
+/// What KubeVirt's restore controller put on claim `c`: the annotation naming its
+/// VirtualMachineRestore, the VM controlling it, the VolumeSnapshot it is restored from.
+fn provenance(c: &PersistentVolumeClaim) -> Provenance {
+    let controller = (c.owner_references().iter())
+        .find(|o| o.controller == Some(true) && o.kind == "VirtualMachine")
+        .filter(|o| o.api_version.starts_with("kubevirt.io/"));
+    let source = c.spec.as_ref().and_then(|s| s.data_source.as_ref());
+    Provenance {
+        restore_name: c.annotations().get(KUBEVIRT_RESTORE_ANNOTATION).cloned(),
+        controller_vm: controller.map(|o| o.uid.clone()),
+        volume_snapshot: source
+            .filter(|s| {
+                s.kind == "VolumeSnapshot"
+                    && s.api_group.as_deref() == Some("snapshot.storage.k8s.io")
+            })
+            .map(|s| s.name.clone()),
+    }
+}

@@ -1,0 +1,96 @@
+//! Shared by the restore trust e2e tests: a restore held past its commit point, a user who may
+//! only create claims, and the claims she plants.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::restore::{kubevirt_completes, kubevirt_restores, stopped_for};
+use super::{NS, dynamic, eventually};
+use crate::access::{self, grant, rule};
+use crate::support;
+use kubevirt_operator::api::snapshots::MachineRestore;
+
+pub const HOLD: &str = "test.vitistack.io/hold";
+
+pub async fn hold(pvcs: &Api<PersistentVolumeClaim>, name: &str) {
+    let patch = json!({"metadata": {"finalizers": [HOLD]}});
+    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("finalizer");
+}
+
+pub async fn release(pvcs: &Api<PersistentVolumeClaim>, name: &str) {
+    let patch = json!({"metadata": {"finalizers": null}});
+    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("finalizer gone");
+}
+
+/// Restore `name` of `web` to `web-before`, past its commit point: the old `web-root` is being
+/// deleted (held by a finalizer of the test, so the restore waits there, in `Adopting`).
+pub async fn adopting_held(
+    admin: &Client,
+    op: &support::Proc,
+    restore: Value,
+    name: &str,
+) -> Vec<(String, String)> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
+    hold(&pvcs, "web-root").await;
+    let obj: kube::api::DynamicObject = serde_json::from_value(restore).expect("restore");
+    dynamic::<MachineRestore>(admin)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("MachineRestore");
+    stopped_for(admin, op, name).await;
+    let (_, restored) = kubevirt_restores(admin, op, name, &[]).await;
+    kubevirt_completes(admin, name, &restored).await;
+    eventually("the old web-root deleted", op, || async {
+        let c = pvcs.get(name_of("root")).await.ok()?;
+        c.metadata.deletion_timestamp.map(|_| ())
+    })
+    .await;
+    restored
+}
+
+/// Waits for `f` while no operator runs.
+pub async fn unwatched<T, F: Future<Output = Option<T>>>(what: &str, f: impl FnMut() -> F) -> T {
+    support::eventually_with(access::WAIT, what, String::new, f).await
+}
+
+pub fn name_of(disk: &str) -> &'static str {
+    if disk == "root" {
+        "web-root"
+    } else {
+        "web-data"
+    }
+}
+
+pub fn data_source(c: &PersistentVolumeClaim) -> Option<String> {
+    Some(c.spec.as_ref()?.data_source.as_ref()?.name.clone())
+}
+
+/// A user who may only create claims in the namespace.
+pub async fn mallory(cp: &support::ControlPlane, admin: &Client) -> Client {
+    grant(
+        admin,
+        NS,
+        "mallory",
+        vec![rule("", "persistentvolumeclaims", &["create"])],
+    )
+    .await;
+    cp.client_for(&cp.mint_user("mallory", &[]).expect("mallory"))
+        .await
+        .expect("client")
+}
+
+/// Mallory's claim `name`: her own data (no snapshot behind it), with `annotations` copied.
+pub fn planted(name: &str, annotations: Value, labels: Value) -> PersistentVolumeClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "annotations": annotations, "labels": labels},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim")
+}
