@@ -10,6 +10,7 @@ use kube::{Resource, ResourceExt};
 use super::{apply, events, finalizer};
 use crate::api::Machine;
 use crate::api::names::ABANDON_REMOTE_ANNOTATION;
+use crate::reconciler::decide::abandon::{Waiting, waiting};
 use crate::reconciler::decide::status::cluster::unready;
 use crate::reconciler::decide::status_write;
 use crate::reconciler::error::Error;
@@ -72,17 +73,21 @@ pub async fn unreachable(
     why: &Unready,
 ) -> Result<bool, Error> {
     let ns = machine.namespace().ok_or(Error::NoNamespace)?;
-    if machine.meta().deletion_timestamp.is_some() && abandoned(machine) {
-        tracing::warn!(
-            cluster = name,
-            "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"
-        );
-        finalizer::abandon(machine, ctx).await?;
-        return Ok(false);
-    }
-    if why.reason == CACHES_FILLING {
-        return Ok(true); // Brief; the cluster's Machines run again once they are filled.
-    }
+    let deleting = machine.meta().deletion_timestamp.is_some();
+    let probed = why.reason != CACHES_FILLING;
+    let message = match waiting(deleting, abandoned(machine), probed, &why.message) {
+        Waiting::Abandon => {
+            tracing::warn!(
+                cluster = name,
+                "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"
+            );
+            finalizer::abandon(machine, ctx).await?;
+            return Ok(false);
+        }
+        // Brief; the cluster's Machines run again once they are filled.
+        Waiting::Quiet => return Ok(true),
+        Waiting::Say(message) => message,
+    };
     let key = key_of(machine);
     let stored = ctx
         .statuses
@@ -91,7 +96,7 @@ pub async fn unreachable(
     let new = unready(
         old,
         machine.metadata.generation,
-        (name, &why.reason, &why.message),
+        (name, &why.reason, &message),
         Timestamp::now(),
     );
     if !crate::reconciler::decide::status::differs(old, &new) {

@@ -14,6 +14,7 @@
 //! [`problem`] vocabulary, [`volumes`], the resolved [`spec`], and when a status is written
 //! ([`status_write`]).
 
+pub mod abandon;
 pub mod desired;
 pub mod disks;
 pub mod drift;
