@@ -26,7 +26,7 @@ use super::disks;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
-use crate::reconciler::decide::abandon::unproven_vm_holds;
+use crate::reconciler::decide::abandon::{requested as abandon_requested, unproven_vm_holds};
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::disks::{Fate, fate, keep, release_of};
 use crate::reconciler::decide::evidence::OwnershipKey;
@@ -121,7 +121,7 @@ pub async fn cleanup(machine: &Machine, ctx: &Context, cluster: &Cluster) -> Res
     let foreign_vm = (vm.as_ref()).is_some_and(|v| !ours(&vm_kind, &v.metadata, machine, key));
     let vm_uid = vm.as_ref().and_then(|v| v.metadata.uid.clone());
     let labelled = (vm.as_ref()).is_some_and(|v| ownership::labelled_for(&v.metadata, &name));
-    let abandoning = super::remote::abandoned(machine);
+    let abandoning = abandon_requested(machine.annotations());
     if unproven_vm_holds(!cluster.is_local(), labelled, !foreign_vm, abandoning) {
         return Err(Error::RemoteVmUnproven(format!("{ns}/{name}")));
     }

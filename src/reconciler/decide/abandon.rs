@@ -6,6 +6,14 @@
 
 use crate::api::names::ABANDON_REMOTE_ANNOTATION;
 
+/// Whether `vitistack.io/abandon-remote` (in `annotations`) asks to give the cluster up.
+pub fn requested(annotations: &std::collections::BTreeMap<String, String>) -> bool {
+    annotations
+        .get(ABANDON_REMOTE_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
+}
+
 /// What to do while the cluster cannot be worked on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Waiting {
