@@ -104,13 +104,15 @@ async fn watches_relist_after_an_api_server_restart_past_compacted_history() {
     let admin = cp.client().await.expect("admin client");
     let user = operator_user(&cp, &admin, OPERATOR_USER).await;
     // kube's watcher logs the 410 it gets at debug level.
-    // A Lease longer than the outage: with the default 15s, the leader's guard may (rightly)
-    // step down while cut off, and a new controller would list afresh instead of resuming.
+    // A Lease far longer than the outage: with a short one the leader's guard may (rightly) step
+    // down while cut off, and a new controller would list afresh instead of resuming. Renewed at
+    // half its length, a 300s Lease leaves at least ~147s of hold when the outage begins, which
+    // outlasts a kube-apiserver restart even on a busy 2-core machine (60s did not: CI flake).
     let mut op = Operator::start_with_env(
         &cp,
         &user,
         "restart",
-        &["--leader-election-lease-duration", "60s"],
+        &["--leader-election-lease-duration", "300s"],
         &[("RUST_LOG", "info,kube_runtime::watcher=debug")],
     );
     let ns = cp.namespace("restart").await.expect("namespace");
