@@ -13,7 +13,7 @@ use kube::Error;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use access::{WAIT, create_namespace, denial, first_denial, grant, machines, rule, setup};
+use access::{WAIT, denial, first_denial, fixture, machines, rule};
 use kubevirt_operator::api::NetworkConfiguration;
 
 fn machine(name: &str, secret: &str) -> DynamicObject {
@@ -29,13 +29,30 @@ fn machine(name: &str, secret: &str) -> DynamicObject {
 /// the NetworkAttachmentDefinition it becomes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_configurations_name_valid_allowed_bridges_only() {
-    let (cp, admin, op) = setup(&[
+    // The author needs Multus' own right for the attachment it becomes.
+    let write_ncs = rule(
+        "vitistack.io",
+        "networkconfigurations",
+        &["get", "create", "patch"],
+    );
+    let nads = rule(
+        "k8s.cni.cncf.io",
+        "network-attachment-definitions",
+        &["create"],
+    );
+    let env = fixture(&[
         "--allowed-bridges",
         "br0,br-vms",
         "--allowed-vlans",
         "0,100-199",
     ])
+    .user("dave", &["devs"])
+    .user("erin", &["devs"])
+    .grant("team-a", "dave", vec![write_ncs.clone()])
+    .grant("team-a", "erin", vec![write_ncs, nads])
+    .start()
     .await;
+    let (admin, op) = (env.admin_client().await, env.replica());
     let ncs: Api<NetworkConfiguration> = Api::namespaced(admin.clone(), "team-a");
     let nc = |name: &str, spec: Value| -> NetworkConfiguration {
         serde_json::from_value(json!({
@@ -87,26 +104,9 @@ async fn network_configurations_name_valid_allowed_bridges_only() {
         .await
         .expect("an allowed bridge and VLAN");
 
-    // The author needs Multus' own right for the attachment it becomes.
-    let write_ncs = rule(
-        "vitistack.io",
-        "networkconfigurations",
-        &["get", "create", "patch"],
-    );
-    let nads = rule(
-        "k8s.cni.cncf.io",
-        "network-attachment-definitions",
-        &["create"],
-    );
-    grant(&admin, "team-a", "dave", vec![write_ncs.clone()]).await;
-    grant(&admin, "team-a", "erin", vec![write_ncs, nads]).await;
     let as_user = |name: &'static str| {
-        let cp = &cp;
-        async move {
-            let user = cp.mint_user(name, &["devs"]).expect("user");
-            let client = cp.client_for(&user).await.expect("client");
-            Api::<NetworkConfiguration>::namespaced(client, "team-a")
-        }
+        let env = &env;
+        async move { Api::<NetworkConfiguration>::namespaced(env.client_of(name).await, "team-a") }
     };
     let message = denial(
         as_user("dave")
@@ -144,26 +144,21 @@ async fn network_configurations_name_valid_allowed_bridges_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
-    let (cp, admin, op) = setup(&[]).await;
     let ns = "team-a";
-
     let write_machines = rule("vitistack.io", "machines", &["get", "create", "patch"]);
-    grant(
-        &admin,
-        ns,
-        "alice",
-        vec![write_machines.clone(), rule("", "secrets", &["get"])],
-    )
-    .await;
-    grant(&admin, ns, "bob", vec![write_machines]).await;
-    let alice = cp
-        .client_for(&cp.mint_user("alice", &["devs"]).expect("alice"))
-        .await
-        .expect("alice client");
-    let bob = cp
-        .client_for(&cp.mint_user("bob", &["devs"]).expect("bob"))
-        .await
-        .expect("bob client");
+    let env = fixture(&[])
+        .user("alice", &["devs"])
+        .user("bob", &["devs"])
+        .grant(
+            ns,
+            "alice",
+            vec![write_machines.clone(), rule("", "secrets", &["get"])],
+        )
+        .grant(ns, "bob", vec![write_machines])
+        .start()
+        .await;
+    let op = env.replica();
+    let (alice, bob) = (env.client_of("alice").await, env.client_of("bob").await);
     let (as_alice, as_bob) = (machines(&alice, ns), machines(&bob, ns));
     let dry = PostParams {
         dry_run: true,
@@ -174,7 +169,7 @@ async fn secret_refs_are_admitted_only_for_authors_who_may_get_the_secret() {
     let forbidden = format!(
         r#"spec.cloudInit.secretRef.name: Forbidden: user "bob" cannot get secrets in namespace "{ns}""#
     );
-    let message = first_denial(&as_bob, &dry, &machine("probe", "boot"), &op).await;
+    let message = first_denial(&as_bob, &dry, &machine("probe", "boot"), op).await;
     // Dry-run is checked like a real write.
     assert!(message.contains(&forbidden), "{message}");
 
@@ -258,26 +253,24 @@ fn cloning(name: &str, pvc: &str, source_ns: &str) -> DynamicObject {
 /// never changes once set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
-    let (cp, admin, op) = setup(&[]).await;
     let ns = "team-a";
-    create_namespace(&admin, "os-images").await;
     let write_machines = rule("vitistack.io", "machines", &["get", "create", "patch"]);
-    grant(&admin, ns, "carol", vec![write_machines.clone()]).await;
-    grant(&admin, ns, "dave", vec![write_machines]).await;
     // Limited by name, as CDI asks about the source PVC by name.
     let clone_right = PolicyRule {
         resource_names: Some(vec!["golden-debian-12".into()]),
         ..rule("cdi.kubevirt.io", "datavolumes/source", &["create"])
     };
-    grant(&admin, "os-images", "carol", vec![clone_right]).await;
-    let carol = cp
-        .client_for(&cp.mint_user("carol", &[]).expect("carol"))
-        .await
-        .expect("carol client");
-    let dave = cp
-        .client_for(&cp.mint_user("dave", &[]).expect("dave"))
-        .await
-        .expect("dave client");
+    let env = fixture(&[])
+        .namespace("os-images")
+        .user("carol", &[])
+        .user("dave", &[])
+        .grant(ns, "carol", vec![write_machines.clone()])
+        .grant(ns, "dave", vec![write_machines])
+        .grant("os-images", "carol", vec![clone_right])
+        .start()
+        .await;
+    let op = env.replica();
+    let (carol, dave) = (env.client_of("carol").await, env.client_of("dave").await);
     let (as_carol, as_dave) = (machines(&carol, ns), machines(&dave, ns));
     let dry = PostParams {
         dry_run: true,
@@ -285,7 +278,7 @@ async fn cross_namespace_clones_need_the_authors_cdi_clone_right() {
     };
 
     let forbidden = r#"spec.disks[0].source.pvc.namespace: Forbidden: user "dave" cannot create datavolumes/source.cdi.kubevirt.io "golden-debian-12" in namespace "os-images""#;
-    let message = first_denial(&as_dave, &dry, &cloning_machine("probe", "os-images"), &op).await;
+    let message = first_denial(&as_dave, &dry, &cloning_machine("probe", "os-images"), op).await;
     assert!(message.contains(forbidden), "{message}");
     let message = denial(
         as_dave

@@ -11,7 +11,7 @@ mod support;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use access::{denial, first_denial, grant, machines, rule, setup};
+use access::{denial, first_denial, fixture, machines, rule};
 use kubevirt_operator::api::names::CLONE_SOURCES_ANNOTATION as CLONE_SOURCES;
 
 fn machine(name: &str, spec: Value) -> DynamicObject {
@@ -33,36 +33,38 @@ fn reviews(cp: &support::ControlPlane) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn access_is_checked_on_every_path() {
-    let (cp, admin, op) = setup(&[]).await;
     let ns = "team-a";
     let write_machines = rule(
         "vitistack.io",
         "machines",
         &["create", "get", "update", "delete"],
     );
-    grant(&admin, ns, "erin", vec![write_machines.clone()]).await;
     let clone_golden = k8s_openapi::api::rbac::v1::PolicyRule {
         resource_names: Some(vec!["golden".into()]),
         ..rule("cdi.kubevirt.io", "datavolumes/source", &["create"])
     };
-    grant(
-        &admin,
-        ns,
-        "frank",
-        vec![write_machines.clone(), clone_golden],
-    )
-    .await;
-    grant(
-        &admin,
-        ns,
-        "ursula",
-        vec![rule("vitistack.io", "machines", &["get", "update"])],
-    )
-    .await;
-    let user = |name: &str| cp.mint_user(name, &[]).expect("user");
-    let erin = cp.client_for(&user("erin")).await.expect("erin");
-    let frank = cp.client_for(&user("frank")).await.expect("frank");
-    let ursula = cp.client_for(&user("ursula")).await.expect("ursula");
+    let mut fixture = fixture(&[])
+        .grant(ns, "erin", vec![write_machines.clone()])
+        .grant(
+            ns,
+            "frank",
+            vec![write_machines.clone(), clone_golden.clone()],
+        )
+        .grant(
+            ns,
+            "ursula",
+            vec![rule("vitistack.io", "machines", &["get", "update"])],
+        )
+        // Step 4's legitimate author.
+        .grant(ns, "grace", vec![write_machines, clone_golden]);
+    for name in ["erin", "frank", "ursula", "grace"] {
+        fixture = fixture.user(name, &[]);
+    }
+    let env = fixture.start().await;
+    let (cp, admin, op) = (&env.cp, env.admin_client().await, env.replica());
+    let erin = env.client_of("erin").await;
+    let frank = env.client_of("frank").await;
+    let ursula = env.client_of("ursula").await;
 
     // 1. A same-namespace clone: CDI would let the operator (its creator) through unasked, so
     // the author is asked, named like the PVC.
@@ -76,7 +78,7 @@ async fn access_is_checked_on_every_path() {
         dry_run: true,
         ..PostParams::default()
     };
-    first_denial(&machines(&erin, ns), &dry_run, &clone, &op).await;
+    first_denial(&machines(&erin, ns), &dry_run, &clone, op).await;
     let message = denial(
         machines(&erin, ns)
             .create(&PostParams::default(), &clone)
@@ -261,7 +263,7 @@ async fn access_is_checked_on_every_path() {
                 "url": "https://example.com/d.qcow2", "secretRef": {"name": format!("creds-{i}")}}}})
         })
         .collect();
-    let before = reviews(&cp);
+    let before = reviews(cp);
     let many = denial(
         machines(&erin, ns)
             .create(
@@ -277,7 +279,7 @@ async fn access_is_checked_on_every_path() {
     );
     // The audit log is written as requests complete; give it a moment.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let sent = reviews(&cp) - before;
+    let sent = reviews(cp) - before;
     assert!(
         sent <= 16,
         "{sent} SubjectAccessReviews for one refused review"
@@ -287,20 +289,7 @@ async fn access_is_checked_on_every_path() {
     // 4. A stream of hostile reviews straight to the webhook (any pod can send them, naming any
     // user): refused at once when over the limit, and at the limit under ever-new names, so
     // neither the cache nor one user's share helps them. A legitimate checked write succeeds.
-    grant(
-        &admin,
-        ns,
-        "grace",
-        vec![
-            write_machines,
-            k8s_openapi::api::rbac::v1::PolicyRule {
-                resource_names: Some(vec!["golden".into()]),
-                ..rule("cdi.kubevirt.io", "datavolumes/source", &["create"])
-            },
-        ],
-    )
-    .await;
-    let grace = cp.client_for(&user("grace")).await.expect("grace");
+    let grace = env.client_of("grace").await;
     let stream = access::stream::Stream::start(&admin, ns).await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let legit = machine(

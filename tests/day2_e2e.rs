@@ -18,7 +18,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
-use access::{WAIT, first_denial, machines, setup, start_operator};
+use access::{WAIT, first_denial, fixture, machines, start_operator};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 
@@ -97,7 +97,11 @@ async fn a_running_machine_resizes_restarts_on_update_and_keeps_its_addresses() 
         "--allowed-bridges",
         "br0",
     ];
-    let (cp, admin, mut op) = setup(&extra).await;
+    let mut env = fixture(&extra).start().await;
+    let (admin, mut op) = (
+        env.admin_client().await,
+        env.replica.take().expect("operator"),
+    );
     let api = machines(&admin, NS);
     let net = |name: &str| json!([{"name": "eth0", "networkName": name}]);
 
@@ -329,7 +333,7 @@ async fn a_running_machine_resizes_restarts_on_update_and_keeps_its_addresses() 
     .await;
     assert_eq!(vm_mac(&vm).as_deref(), Some(mac.as_str()));
     op.kill();
-    let op = start_operator(&cp, "access-operator", &extra).await;
+    let op = start_operator(&env, access::OP_NS, &extra).await;
     let refused = first_denial(&api, &PostParams::default(), &copy, &op).await;
     assert!(
         refused.contains("already used by Machine team-a/web"),

@@ -26,8 +26,9 @@ use support::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn classes_are_in_force_on_every_replica_and_bound_new_machines() {
-    let (cp, admin) = control_plane().await;
-    let (a, port_a) = start_replica(&cp, OP_NS, "replica-a", &[]).await;
+    let env = fixture().start().await;
+    let admin = env.admin_client().await;
+    let (a, port_a) = start_replica(&env, OP_NS, "replica-a", &[]).await;
     // The leader fills the configurations' caBundle: it must be the replica they call.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), OP_NS);
     eventually(WAIT, "replica-a holds the Lease", || async {
@@ -36,7 +37,7 @@ async fn classes_are_in_force_on_every_replica_and_bound_new_machines() {
         (holder == "replica-a").then_some(())
     })
     .await;
-    let (b, port_b) = start_follower(&cp, OP_NS, "replica-b", port_a);
+    let (b, port_b) = start_follower(&env, OP_NS, "replica-b", port_a);
     let api = machines(&admin, NS);
 
     // No MachineClass at all: the built-ins, and a refusal listing them.
@@ -213,8 +214,9 @@ async fn classes_are_in_force_on_every_replica_and_bound_new_machines() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_or_deleting_a_class_leaves_machines_their_vms_and_claims_as_they_are() {
-    let (cp, admin) = control_plane().await;
-    let (op, _) = start_replica(&cp, OP_NS, "leader", &[]).await;
+    let env = fixture().start().await;
+    let admin = env.admin_client().await;
+    let (op, _) = start_replica(&env, OP_NS, "leader", &[]).await;
     let api = machines(&admin, NS);
     first_denial(
         &api,

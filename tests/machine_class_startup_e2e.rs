@@ -15,9 +15,9 @@ use kube::api::PostParams;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use access::{WAIT, create_namespace, first_denial, machines, start_replica};
+use access::{WAIT, first_denial, machines, start_replica};
 use machine_class::{NS, OP_NS, class, classes, cores, create_when, machine, xlarge};
-use support::{ControlPlane, Proc, eventually};
+use support::{Fixture, Proc, eventually};
 
 /// `manifests/crds.yaml` with only the Machine and NetworkConfiguration CRDs, as an older
 /// release installed it.
@@ -53,15 +53,16 @@ async fn readyz(port: u16) -> Option<(u16, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_class_crd_the_built_ins_then_classes_once_it_is_applied() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(crds_before_classes(cp.dir()));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
-    create_namespace(&admin, OP_NS).await;
-    create_namespace(&admin, NS).await;
-    let (op, _) = start_replica(&cp, OP_NS, "upgraded", &[]).await;
+    let older = tempfile::tempdir().expect("a directory for the older CRDs");
+    let env = Fixture::new()
+        .with_fixture_crds()
+        .with_crds([crds_before_classes(older.path())])
+        .namespace(OP_NS)
+        .namespace(NS)
+        .start()
+        .await;
+    let admin = env.admin_client().await;
+    let (op, _) = start_replica(&env, OP_NS, "upgraded", &[]).await;
     let api = machines(&admin, NS);
 
     let huge = machine("huge", json!({"template": "huge"}));
@@ -80,7 +81,7 @@ async fn without_the_class_crd_the_built_ins_then_classes_once_it_is_applied() {
     assert_eq!(cores(&small), Some(1));
 
     // The CRD applied later: no restart, the class is in force once the watch retries.
-    cp.install_crds(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml")])
+    env.install_crds(&[support::machine_crds()])
         .await
         .expect("the MachineClass CRD");
     eventually(WAIT, "a class created", || async {
@@ -99,11 +100,7 @@ async fn without_the_class_crd_the_built_ins_then_classes_once_it_is_applied() {
 
 #[tokio::test]
 async fn a_replica_that_cannot_read_machine_classes_is_not_ready() {
-    support::init_crypto();
-    let cp = ControlPlane::shared().await.expect("control plane");
-    cp.install_crds(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml")])
-        .await
-        .expect("CRDs");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     // A user with no rights at all: nothing can be read, MachineClasses included.
     let nobody = cp.mint_user("no-class-rights", &[]).expect("user");
     let kubeconfig = cp.write_kubeconfig(&nobody, None).expect("kubeconfig");

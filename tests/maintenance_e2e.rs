@@ -16,7 +16,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
-use access::{WAIT, first_denial, machines, setup};
+use access::{WAIT, first_denial, fixture, machines};
 use kubevirt_operator::api::MachineStatus;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
@@ -83,7 +83,8 @@ async fn reasons(admin: &Client) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machines_survive_node_maintenance() {
-    let (cp, admin, op) = setup(&[]).await;
+    let env = fixture(&[]).start().await;
+    let (admin, op) = (env.admin_client().await, env.replica());
     storage(
         &admin,
         "rwx-block",
@@ -122,14 +123,14 @@ async fn machines_survive_node_maintenance() {
     );
 
     // 2. LiveMigrate with a ReadWriteOnce disk: admitted, with the warning kubectl prints.
-    let manifest = cp.dir().join("stuck.yaml");
+    let manifest = env.dir().join("stuck.yaml");
     std::fs::write(
         &manifest,
         "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: stuck}\n\
          spec: {template: small, evictionStrategy: LiveMigrate, disks: [{name: root, accessMode: ReadWriteOnce}]}\n",
     )
     .expect("manifest");
-    let out = cp
+    let out = env
         .kubectl()
         .expect("kubectl")
         .args(["apply", "-n", NS, "-f"])

@@ -15,7 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
-use access::{WAIT, first_denial, machines, setup};
+use access::{WAIT, first_denial, fixture, machines};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
@@ -77,7 +77,8 @@ fn now(ago_s: i64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_machine_is_operated() {
-    let (_cp, admin, op) = setup(&[]).await;
+    let env = fixture(&[]).start().await;
+    let (admin, op) = (env.admin_client().await, env.replica());
 
     // 1. Each run strategy reaches the VM; `running` and runStrategy must agree.
     let ops = machine("ops", json!({"template": "small", "runStrategy": "Manual"}));

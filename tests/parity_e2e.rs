@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use access::{WAIT, create_admitted, first_denial, machines, setup};
+use access::{WAIT, create_admitted, first_denial, fixture, machines};
 
 fn machine(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
@@ -49,7 +49,8 @@ async fn until<T>(what: &str, log: impl Fn() -> String, check: impl AsyncFn() ->
 /// with the limit named (before issue 25 it was admitted, and the API server refused its VM).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_largest_machine_admitted_gets_its_vm_and_its_status() {
-    let (_cp, admin, op) = setup(&[]).await;
+    let env = fixture(&[]).start().await;
+    let (admin, op) = (env.admin_client().await, env.replica());
     let disks = |n: usize| -> Vec<Value> {
         (0..n)
             .map(|i| json!({"name": format!("d{i:03}"), "size": "1Gi"}))
@@ -120,7 +121,8 @@ async fn the_largest_machine_admitted_gets_its_vm_and_its_status() {
 /// through the Machine's derived Secret, never inline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_data_over_2048_bytes_never_reaches_the_vm_inline() {
-    let (_cp, admin, op) = setup(&[]).await;
+    let env = fixture(&[]).start().await;
+    let (admin, op) = (env.admin_client().await, env.replica());
     let big = "n".repeat(3000);
     let api = machines(&admin, "team-a");
     let spec = json!({"template": "small",

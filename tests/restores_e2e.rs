@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use access::{setup, wait_status};
+use access::{fixture, wait_status};
 use kubevirt_operator::api::names::PROOF_ANNOTATION;
 use kubevirt_operator::api::snapshots::MachineRestore;
 use kubevirt_operator::reconciler::apis::cdi::DataVolume;
@@ -42,7 +42,8 @@ const ISO: &str = "https://cdimage.debian.org/debian-cd/current/amd64/iso-cd/deb
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_replaces_the_disks_and_a_failed_one_leaves_them() {
-    let (_cp, admin, mut op) = setup(&[]).await;
+    let mut env = fixture(&[]).start().await;
+    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vmrestores: Api<VirtualMachineRestore> = Api::namespaced(admin.clone(), NS);
@@ -172,10 +173,9 @@ async fn a_restore_replaces_the_disks_and_a_failed_one_leaves_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_with_a_source_is_restored_and_a_cdrom_left_on_its_image() {
-    let (mut cp, admin, mut op) = setup(&[]).await;
-    cp.start_controller_manager()
-        .await
-        .expect("kube-controller-manager"); // the garbage collector takes CDI's old claim
+    // The garbage collector takes CDI's old claim.
+    let mut env = fixture(&[]).with_controller_manager().start().await;
+    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let dvs: Api<DataVolume> = Api::namespaced(admin.clone(), NS);
@@ -301,7 +301,8 @@ async fn a_disk_with_a_source_is_restored_and_a_cdrom_left_on_its_image() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_halted_during_its_restore_ends_restored_and_halted() {
-    let (_cp, admin, mut op) = setup(&[]).await;
+    let mut env = fixture(&[]).start().await;
+    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -337,7 +338,8 @@ async fn a_machine_halted_during_its_restore_ends_restored_and_halted() {
 /// again by an admin, the restore goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_claim_lost_after_its_old_claim_was_deleted_is_never_made_empty() {
-    let (_cp, admin, mut op) = setup(&[]).await;
+    let mut env = fixture(&[]).start().await;
+    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;

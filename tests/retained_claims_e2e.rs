@@ -12,7 +12,7 @@ use kube::Error;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use access::{denial, first_denial, grant, machines, rule, setup};
+use access::{denial, first_denial, fixture, machines, rule};
 
 const RETAIN_DISKS: &str = "vitistack.io/retain-disks";
 
@@ -61,29 +61,27 @@ async fn edit(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopting_a_retained_claim_needs_update_and_delete_on_it() {
-    let (cp, admin, op) = setup(&[]).await;
     let ns = "team-a";
-    retained_claim(&admin, ns, "db-data").await;
     // Machines only: create, get, update, delete (no patch: edits below are GET + PUT).
     let write_machines = rule(
         "vitistack.io",
         "machines",
         &["create", "get", "update", "delete"],
     );
-    grant(&admin, ns, "erin", vec![write_machines.clone()]).await;
     let db_data = PolicyRule {
         resource_names: Some(vec!["db-data".into()]),
         ..rule("", "persistentvolumeclaims", &["update", "delete"])
     };
-    grant(&admin, ns, "frank", vec![write_machines, db_data]).await;
-    let erin = cp
-        .client_for(&cp.mint_user("erin", &[]).expect("erin"))
-        .await
-        .expect("erin client");
-    let frank = cp
-        .client_for(&cp.mint_user("frank", &[]).expect("frank"))
-        .await
-        .expect("frank client");
+    let env = fixture(&[])
+        .user("erin", &[])
+        .user("frank", &[])
+        .grant(ns, "erin", vec![write_machines.clone()])
+        .grant(ns, "frank", vec![write_machines, db_data])
+        .start()
+        .await;
+    let (admin, op) = (env.admin_client().await, env.replica());
+    retained_claim(&admin, ns, "db-data").await;
+    let (erin, frank) = (env.client_of("erin").await, env.client_of("frank").await);
     let (as_erin, as_frank) = (machines(&erin, ns), machines(&frank, ns));
     let dry = PostParams {
         dry_run: true,
@@ -153,7 +151,8 @@ async fn adopting_a_retained_claim_needs_update_and_delete_on_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retain_disks_takes_true_or_false_only() {
-    let (_cp, admin, op) = setup(&[]).await;
+    let env = fixture(&[]).start().await;
+    let (admin, op) = (env.admin_client().await, env.replica());
     let ns = "team-a";
     let api = machines(&admin, ns);
     let pp = PostParams::default();

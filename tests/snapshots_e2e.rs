@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use access::{create_admitted, first_denial, grant, machines, rule, setup, wait_status};
+use access::{create_admitted, first_denial, fixture, machines, rule, wait_status};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot, SCHEDULED_LABEL};
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
@@ -24,10 +24,22 @@ use snapshots::{NS, dynamic, eventually, kubevirt_took, object, running_web};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
-    let (mut cp, admin, mut op) = setup(&[]).await;
-    cp.start_controller_manager()
-        .await
-        .expect("controller manager");
+    let mut env = fixture(&[])
+        .with_controller_manager()
+        .user("alice", &[])
+        .grant(NS, "alice", vec![rule("vitistack.io", "machinesnapshots", &["create"])])
+        .user("bob", &[])
+        .grant(
+            NS,
+            "bob",
+            vec![
+                rule("vitistack.io", "machinerestores", &["create"]),
+                rule("vitistack.io", "machines", &["get"]),
+            ],
+        )
+        .start()
+        .await;
+    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
     let msnaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), NS);
     let vmsnaps: Api<VirtualMachineSnapshot> = Api::namespaced(admin.clone(), NS);
     let machine_api: Api<Machine> = Api::namespaced(admin.clone(), NS);
@@ -50,15 +62,7 @@ async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
     );
     let message = first_denial(&msnap_api, &PostParams::default(), &ghost, &op).await;
     assert!(message.contains("Machine ghost not found"), "{message}");
-    let alice = cp.mint_user("alice", &[]).expect("alice");
-    grant(
-        &admin,
-        NS,
-        "alice",
-        vec![rule("vitistack.io", "machinesnapshots", &["create"])],
-    )
-    .await;
-    let as_alice = cp.client_for(&alice).await.expect("alice client");
+    let as_alice = env.client_of("alice").await;
     let peek = object("MachineSnapshot", "peek", json!({"machineName": "web"}));
     let message = access::denial(
         dynamic::<MachineSnapshot>(&as_alice)
@@ -199,18 +203,7 @@ async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
 
     // Restores refused: an author without update on the Machine, a snapshot that does not
     // exist, another Machine's snapshot.
-    let bob = cp.mint_user("bob", &[]).expect("bob");
-    grant(
-        &admin,
-        NS,
-        "bob",
-        vec![
-            rule("vitistack.io", "machinerestores", &["create"]),
-            rule("vitistack.io", "machines", &["get"]),
-        ],
-    )
-    .await;
-    let as_bob = cp.client_for(&bob).await.expect("bob client");
+    let as_bob = env.client_of("bob").await;
     let mrestore_api = dynamic::<MachineRestore>(&admin);
     let undo = |name: &str, snap: &str| {
         object(

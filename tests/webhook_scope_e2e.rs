@@ -17,7 +17,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
 
-use access::{WAIT, create_namespace, machines, setup};
+use access::{WAIT, create_namespace, fixture, machines};
 use kubevirt_operator::api::names::{FINALIZER, NAMESPACE_NAME_LABEL};
 use kubevirt_operator::certs::webhook_config::MACHINE_CLASS_WEBHOOK_NAME;
 use kubevirt_operator::certs::x509::Cert;
@@ -57,7 +57,8 @@ async fn served_certificate(url: &str, ca_bundle: &[u8]) -> Cert {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_namespaces_confine_the_webhooks_and_certificates_are_backdated() {
     let started = Utc::now();
-    let (_cp, admin, op) = setup(&["--watch-namespaces", "team-a"]).await;
+    let env = fixture(&["--watch-namespaces", "team-a"]).start().await;
+    let (admin, op) = (env.admin_client().await, env.replica());
     // Both labelled with their names, as kube-apiserver 1.21+ does (`create_namespace`).
     create_namespace(&admin, "b").await;
 

@@ -2,177 +2,30 @@
 //! dedicated control plane (it registers its webhooks for the whole cluster), namespaces, users'
 //! Roles, and reading the API server's denials.
 
-#![allow(dead_code)] // Not every test binary uses every helper.
+#![allow(dead_code, unused_imports)] // Not every test binary uses every helper or re-export.
 
 pub mod stream;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::{Client, Error};
 
-use crate::support::{self, ControlPlane, Proc};
+pub use crate::support::rbac::{grant, rule};
+pub use crate::support::replica::{start_follower, start_operator, start_replica};
+use crate::support::{self, Fixture, Proc};
 use kubevirt_operator::api::Machine;
-use kubevirt_operator::api::names::NAMESPACE_NAME_LABEL;
 
 pub const WAIT: Duration = Duration::from_secs(90);
+/// The operator's namespace in these tests.
+pub const OP_NS: &str = "access-operator";
 
-/// `run` with self-managed certificates, filling the webhook configurations installed here for
-/// its URL (as the chart installs them in a cluster: for the whole cluster, or the namespaces of
-/// `--watch-namespaces` in `extra`), hence the dedicated control plane.
-pub async fn start_operator(cp: &ControlPlane, op_ns: &str, extra: &[&str]) -> Proc {
-    start_replica(cp, op_ns, "access", extra).await.0
-}
-
-/// One replica of `run` named `identity` (its own ports and log directory), and its webhook
-/// port. The webhook configurations are installed for this replica's URL first: the API server
-/// calls the replica started last.
-pub async fn start_replica(
-    cp: &ControlPlane,
-    op_ns: &str,
-    identity: &str,
-    extra: &[&str],
-) -> (Proc, u16) {
-    let webhook = support::free_port().expect("port");
-    let scope = extra
-        .iter()
-        .position(|a| *a == "--watch-namespaces")
-        .and_then(|i| extra.get(i + 1))
-        .map(|v| kubevirt_operator::config::parse_watch_namespaces(v).expect("namespaces"))
-        .unwrap_or(kubevirt_operator::config::WatchScope::All);
-    let url = format!("https://127.0.0.1:{webhook}");
-    let admin = cp.client().await.expect("admin client");
-    support::webhooks::install(
-        &admin,
-        &support::webhooks::url_settings(op_ns, &url, &scope),
-    )
-    .await;
-    (
-        spawn_replica(cp, op_ns, identity, extra, &url, webhook),
-        webhook,
-    )
-}
-
-/// A second replica beside the one listening on `leader_port`: its own listener, but the
-/// configurations keep calling the leader (as both replicas of a Deployment share a Service),
-/// so the leader that fills their caBundle finds its own URL in them.
-pub fn start_follower(
-    cp: &ControlPlane,
-    op_ns: &str,
-    identity: &str,
-    leader_port: u16,
-) -> (Proc, u16) {
-    let webhook = support::free_port().expect("port");
-    let url = format!("https://127.0.0.1:{leader_port}");
-    (
-        spawn_replica(cp, op_ns, identity, &[], &url, webhook),
-        webhook,
-    )
-}
-
-fn spawn_replica(
-    cp: &ControlPlane,
-    op_ns: &str,
-    identity: &str,
-    extra: &[&str],
-    url: &str,
-    webhook: u16,
-) -> Proc {
-    let [metrics, probes] = [(); 2].map(|()| support::free_port().expect("port"));
-    let dir = cp.dir().join(if identity == "access" {
-        "access-operator".to_owned()
-    } else {
-        format!("operator-{identity}")
-    });
-    std::fs::create_dir_all(&dir).expect("dir");
-    let mut args: Vec<String> = [
-        "--log-format",
-        "json",
-        "run",
-        "--kubeconfig",
-        &cp.admin_kubeconfig().display().to_string(),
-        "--namespace",
-        op_ns,
-        "--identity",
-        identity,
-        "--reconcile-interval",
-        "2s",
-        "--webhook-url",
-        url,
-        "--listen",
-        &format!("127.0.0.1:{webhook}"),
-        "--metrics-bind-address",
-        &format!("127.0.0.1:{metrics}"),
-        "--health-probe-bind-address",
-        &format!("127.0.0.1:{probes}"),
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    Proc::spawn(
-        "kubevirt-operator",
-        Path::new(env!("CARGO_BIN_EXE_kubevirt-operator")),
-        args.into_iter().map(Into::into).collect(),
-        dir.join("operator.log"),
-    )
-    .expect("spawn operator")
-}
-
-/// Labelled with its name as kube-apiserver 1.21+ does (the test control plane, 1.20, does not):
-/// the webhooks select watched namespaces by that label.
+/// Namespace `name`, labelled with its name as kube-apiserver 1.21+ does (the test control
+/// plane, 1.20, does not): the webhooks select watched namespaces by that label.
 pub async fn create_namespace(admin: &Client, name: &str) {
-    let mut ns = Namespace::default();
-    ns.metadata.name = Some(name.into());
-    ns.metadata.labels = Some([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())].into());
-    Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
+    support::create_namespace(admin, name)
         .await
         .expect("namespace");
-}
-
-/// A Role in `ns` with `rules`, bound to `user`.
-pub async fn grant(admin: &Client, ns: &str, user: &str, rules: Vec<PolicyRule>) {
-    let mut role = Role {
-        rules: Some(rules),
-        ..Default::default()
-    };
-    role.metadata.name = Some(user.into());
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("role");
-    let mut rb = RoleBinding {
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: user.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            namespace: None,
-        }]),
-        ..Default::default()
-    };
-    rb.metadata.name = Some(user.into());
-    Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &rb)
-        .await
-        .expect("role binding");
-}
-
-pub fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.into()]),
-        resources: Some(vec![resource.into()]),
-        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        ..Default::default()
-    }
 }
 
 pub fn denial<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
@@ -230,18 +83,14 @@ pub fn machines(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
 }
 
-/// A dedicated control plane with the CRDs, namespace `team-a`, and the operator started.
-pub async fn setup(extra: &[&str]) -> (ControlPlane, Client, Proc) {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
-    create_namespace(&admin, "access-operator").await;
-    create_namespace(&admin, "team-a").await;
-    let op = start_operator(&cp, "access-operator", extra).await;
-    (cp, admin, op)
+/// The access tests' set-up: every CRD, namespaces `access-operator` and `team-a`, and the
+/// operator (with `extra` flags) on a control plane of its own; add users and Roles, then start.
+pub fn fixture(extra: &[&str]) -> Fixture {
+    Fixture::new()
+        .with_all_crds()
+        .namespace(OP_NS)
+        .namespace("team-a")
+        .webhook_operator(OP_NS, extra)
 }
 
 /// Machine `name`'s status once `pred` holds, or a panic naming `what` with the operator's log.

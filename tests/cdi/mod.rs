@@ -1,22 +1,15 @@
 //! CDI's part in the tests of Machines with disk images: its CRDs, its DataVolumes, the status
 //! it writes.
 
-use std::path::{Path, PathBuf};
-
 use kube::api::{ApiResource, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::ownership::Env;
-use crate::support;
+#[allow(unused_imports)] // Not every test binary installs them through this module.
+pub use crate::support::all_crds;
 
 pub const IMAGE: &str =
     "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-generic-amd64.qcow2";
-
-pub fn all_crds() -> Vec<PathBuf> {
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    crds
-}
 
 pub fn dv_ar() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -10,8 +10,8 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::{Client, Error, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::access::{WAIT, create_namespace};
-use crate::support::{self, ControlPlane, Proc, eventually};
+use crate::access::WAIT;
+use crate::support::{Fixture, Proc, eventually};
 use kubevirt_operator::admission::MUTATE_PATH;
 use kubevirt_operator::api::MachineClass;
 use kubevirt_operator::certs::{BUNDLE_CONFIGMAP, BUNDLE_KEY};
@@ -22,16 +22,12 @@ pub const NS: &str = "team-a";
 /// The operators' resync (`access::start_replica` passes `--reconcile-interval 2s`).
 pub const RESYNC: Duration = Duration::from_secs(2);
 
-pub async fn control_plane() -> (ControlPlane, Client) {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
-    create_namespace(&admin, OP_NS).await;
-    create_namespace(&admin, NS).await;
-    (cp, admin)
+/// A control plane of its own with every CRD and both namespaces; the tests start replicas.
+pub fn fixture() -> Fixture {
+    Fixture::new()
+        .with_all_crds()
+        .namespace(OP_NS)
+        .namespace(NS)
 }
 
 pub fn classes(client: &Client) -> Api<DynamicObject> {

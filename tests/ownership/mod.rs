@@ -14,7 +14,7 @@ use kube::api::{
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::support::{eventually_with, log_tail};
+use crate::support::{Started, eventually_with, log_tail};
 
 pub const WAIT: Duration = Duration::from_secs(45);
 pub const MANAGED_BY_LABEL: &str = "vitistack.io/managed-by";
@@ -126,6 +126,16 @@ pub struct Env {
 }
 
 impl Env {
+    /// A new namespace named after `prefix` on `started`'s control plane, where its operator
+    /// runs.
+    pub async fn on(started: &Started, prefix: &str) -> Env {
+        Env {
+            client: started.admin_client().await,
+            ns: started.namespace(prefix).await.expect("namespace"),
+            operator_log: started.operator().proc.log.clone(),
+        }
+    }
+
     pub fn log(&self) -> String {
         log_tail(&self.operator_log, 80)
     }

@@ -790,7 +790,7 @@ async fn wait_for_apiserver(client: &Client, procs: &mut [Proc]) -> Result<()> {
 
 /// Labelled with its name as kube-apiserver 1.21+ does (this 1.20 one does not), so that the
 /// operator's webhooks, which select watched namespaces by that label, are called here.
-async fn create_namespace(client: &Client, name: &str) -> Result<()> {
+pub async fn create_namespace(client: &Client, name: &str) -> Result<()> {
     let ns: Namespace = serde_json::from_value(serde_json::json!({
         "metadata": { "name": name, "labels": {
             "app.kubernetes.io/created-by": "control-plane-tests",

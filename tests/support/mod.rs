@@ -1,7 +1,7 @@
 //! Test support: a real etcd + kube-apiserver (+ kube-controller-manager, on request) control
 //! plane for integration tests.
 //!
-//! Integration tests use it with `mod support;`. Each test crate uses a different subset,
+//! Integration tests use it with `mod support;`, and set up through [`Fixture`]. Each test crate uses a different subset,
 //! so unused items and re-exports are expected here.
 #![allow(dead_code, unused_imports)]
 
@@ -11,10 +11,14 @@ mod control_plane;
 mod controller_manager;
 mod crds;
 mod events;
+mod fixture;
 mod kubeconfig;
+pub mod operator;
 mod pki;
 mod ports;
 mod process;
+pub mod rbac;
+pub mod replica;
 mod wait;
 pub mod webhooks;
 
@@ -24,10 +28,11 @@ pub use apiserver_extras::ApiserverExtras;
 pub use assets::{binary, kubectl_path};
 pub use control_plane::{
     AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Ports, SecondApiserver, Startup,
-    sweep_stale_dirs,
+    create_namespace, sweep_stale_dirs,
 };
 pub use crds::crd_fixtures;
 pub use events::events_about;
+pub use fixture::{Fixture, Started, all_crds, machine_crds, shared_started};
 pub use kubeconfig::{client_from_kubeconfig, kubeconfig_yaml};
 pub use pki::{User, write_private};
 pub use ports::free_port;
