@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use common::{Server, TestCa};
 use kubevirt_operator::admission::{MUTATE_PATH, VALIDATE_PATH};
 use kubevirt_operator::api::Machine;
-use support::ControlPlane;
+use support::Fixture;
 
 const SCOPE_LABEL: &str = "admission-e2e";
 
@@ -37,12 +37,7 @@ struct Env {
 
 /// The shared control plane, a namespace, our webhook server and configurations for it.
 async fn env(prefix: &str, review_versions: &[&str]) -> Env {
-    support::init_crypto();
-    let cp = ControlPlane::shared().await.expect("control plane");
-    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml");
-    cp.install_crds(&[crds])
-        .await
-        .expect("Machine CRDs install");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     let ns = cp.namespace(prefix).await.expect("namespace");
     let client = cp.client().await.expect("admin client");
     let label = json!({"metadata": {"labels": {SCOPE_LABEL: ns}}});
@@ -221,7 +216,7 @@ async fn invalid_machines_are_denied_with_every_field_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_users_see_the_field_errors() {
     let env = env("adm-kubectl", &["v1", "v1beta1"]).await;
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     let manifest = r#"{"apiVersion":"vitistack.io/v1alpha1","kind":"Machine","metadata":{"name":"k"},
         "spec":{"resources":{"cpu":{"cores":300}},"bootOrder":["disk","disk"]}}"#;
     let mut cmd = tokio::process::Command::from(cp.kubectl().expect("kubectl"));
@@ -531,7 +526,7 @@ async fn warnings_reach_the_client_and_v1beta1_is_answered() {
         .await
         .expect("created over v1beta1");
     assert_eq!(stored.data["spec"]["resources"]["cpu"]["cores"], json!(1));
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     let out = tokio::process::Command::from(cp.kubectl().expect("kubectl"))
         .args([
             "patch",

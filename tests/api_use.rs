@@ -22,8 +22,8 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::Machine;
-use operator::{OPERATOR_USER, Operator, RESYNC, operator_user};
-use support::{AuditedRequest, ControlPlane, eventually_with, log_tail};
+use operator::{OPERATOR_USER, Operator, RESYNC};
+use support::{AuditedRequest, ControlPlane, Fixture, Started, eventually_with, log_tail};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// Resyncs the counts run over, once the Machines have converged.
@@ -35,16 +35,16 @@ fn manifest(path: &str) -> PathBuf {
 
 /// A control plane of its own with `machine_crds` (and KubeVirt's, Multus' and CDI's fixtures),
 /// the operator running on it, an admin client and a namespace.
-async fn dedicated(machine_crds: &Path, prefix: &str) -> (ControlPlane, Operator, Client, String) {
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(machine_crds.to_owned());
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
+async fn dedicated(machine_crds: &Path, prefix: &str) -> (Started, Client, String) {
+    let cp = Fixture::new()
+        .with_fixture_crds()
+        .with_crds([machine_crds.to_owned()])
+        .operator("api-use", &[])
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
     let ns = cp.namespace(prefix).await.expect("namespace");
-    let user = operator_user(&cp, &admin, OPERATOR_USER).await;
-    let op = Operator::start(&cp, &user, "api-use", &[]);
-    (cp, op, admin, ns)
+    (cp, admin, ns)
 }
 
 async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
@@ -114,7 +114,8 @@ async fn requests_during(cp: &ControlPlane, ns: &str, period: Duration) -> Vec<A
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_converged_machine_reads_at_most_one_secret_per_resync() {
-    let (cp, op, admin, ns) = dedicated(&manifest("manifests/crds.yaml"), "secret-reads").await;
+    let (cp, admin, ns) = dedicated(&manifest("manifests/crds.yaml"), "secret-reads").await;
+    let op = cp.operator();
     // Two Machines whose Secret keeps user data under `userdata` (the VM names the Secret) and
     // two under another key (the operator derives `<machine>-cloudinit`).
     secret(&admin, &ns, "plain", &[("userdata", "#cloud-config\n")]).await;
@@ -139,7 +140,7 @@ async fn a_converged_machine_reads_at_most_one_secret_per_resync() {
         .await;
     }
     let names: Vec<&str> = machines.iter().map(|(n, ..)| *n).collect();
-    converged(&admin, &ns, &names, &op).await;
+    converged(&admin, &ns, &names, op).await;
     let derived = Api::<Secret>::namespaced(admin.clone(), &ns);
     for name in ["derived-a", "derived-b"] {
         let s = derived
@@ -246,10 +247,11 @@ fn older_machine_crds(dir: &Path) -> PathBuf {
 async fn an_older_machine_crd_causes_no_status_write_loop() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let crds = older_machine_crds(dir.path());
-    let (cp, op, admin, ns) = dedicated(&crds, "older-crd").await;
+    let (cp, admin, ns) = dedicated(&crds, "older-crd").await;
+    let op = cp.operator();
     // A blank disk is in status.disks (its claim), which this CRD prunes.
     machine(&admin, &ns, "plain", json!({"template": "small"})).await;
-    converged(&admin, &ns, &["plain"], &op).await;
+    converged(&admin, &ns, &["plain"], op).await;
     tokio::time::sleep(RESYNC * 2).await;
 
     let window = RESYNC * PERIODS;

@@ -17,7 +17,7 @@ use kubevirt_operator::machine::{Catalog, resolve};
 use kubevirt_operator::reconciler::apis::cdi::DataVolume;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
-use support::{ControlPlane, crd_fixtures};
+use support::Fixture;
 
 const EXAMPLES: &[&str] = &[
     "debian-http.yaml",
@@ -44,10 +44,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
-    let cp = ControlPlane::shared().await.expect("control plane");
-    cp.install_crds(&crd_fixtures().expect("fixtures"))
-        .await
-        .expect("CDI and KubeVirt CRDs install");
+    let cp = Fixture::new().with_fixture_crds().shared().await;
     let client = cp.client().await.expect("admin client");
     let ns = cp.namespace("cdi-schemas").await.expect("namespace");
     let mut written = 0;
@@ -97,10 +94,7 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schema_refuses_what_cdi_would_not_accept() {
     // The check above can fail: a DataVolume without the fields CDI requires is refused.
-    let cp = ControlPlane::shared().await.expect("control plane");
-    cp.install_crds(&crd_fixtures().expect("fixtures"))
-        .await
-        .expect("CRDs install");
+    let cp = Fixture::new().with_fixture_crds().shared().await;
     let client = cp.client().await.expect("admin client");
     let ns = cp.namespace("cdi-schemas-neg").await.expect("namespace");
     let bad: DynamicObject = serde_json::from_value(serde_json::json!({

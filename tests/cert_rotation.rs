@@ -36,7 +36,7 @@ use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::tls::{CertSlot, server};
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
-use support::ControlPlane;
+use support::Fixture;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -48,11 +48,7 @@ fn secs(s: u64) -> Duration {
 
 /// A control plane with the Machine CRD, an admin client and a fresh namespace.
 async fn cluster(prefix: &str) -> (Client, String) {
-    let cp = ControlPlane::shared().await.expect("control plane starts");
-    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml");
-    cp.install_crds(&[crds])
-        .await
-        .expect("Machine CRD installed");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     let ns = cp.namespace(prefix).await.expect("namespace");
     (cp.client().await.expect("admin client"), ns)
 }
@@ -408,7 +404,7 @@ fn binary() -> std::process::Command {
 }
 
 async fn run_cli(ns: &str, args: &[&str]) -> (bool, String, String) {
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     let mut cmd = binary();
     cmd.args(["certs"])
         .args(args)

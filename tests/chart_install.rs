@@ -24,7 +24,7 @@ use release::{
     webhook_sources,
 };
 use serde_json::{Value, json};
-use support::{ControlPlane, OPERATOR_NAMESPACE, eventually_with};
+use support::{ControlPlane, Fixture, OPERATOR_NAMESPACE, eventually_with};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -34,11 +34,8 @@ const TEAMS: [&str; 2] = ["team-a", "team-b"];
 #[tokio::test]
 async fn helm_installs_upgrades_and_the_operator_runs_with_the_charts_rbac() {
     assert_eq!(NAMESPACE, OPERATOR_NAMESPACE);
-    let cp = ControlPlane::start().await.expect("control plane");
-    let client = cp.client().await.expect("client");
-    cp.install_crds(&support::crd_fixtures().expect("fixture CRDs"))
-        .await
-        .expect("KubeVirt and Multus CRDs");
+    let cp = Fixture::new().with_fixture_crds().start().await;
+    let client = cp.admin_client().await;
 
     // Install: CRDs from the chart's crds/, every template object. NetworkPolicies by default,
     // the webhook port open to any source while no apiServerCIDRs are set, which the notes say.

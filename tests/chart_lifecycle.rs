@@ -24,7 +24,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use release::helm;
 use release::operator::{launch, play_kubelet, ready, route_webhook_service};
 use serde_json::{Value, json};
-use support::{ControlPlane, eventually_with};
+use support::{ControlPlane, Fixture, eventually_with};
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::FINALIZER;
@@ -126,12 +126,8 @@ async fn webhook_configurations(client: &kube::Client) -> (Vec<String>, Vec<Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn upgrade_from_the_previous_chart_test_and_uninstall() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let client = cp.client().await.expect("client");
-    cp.install_crds(&support::crd_fixtures().expect("fixture CRDs"))
-        .await
-        .expect("KubeVirt and Multus CRDs");
+    let cp = Fixture::new().with_fixture_crds().start().await;
+    let client = cp.admin_client().await;
 
     // The previous release: its CRDs from crds/, its operator's webhook configurations.
     run(helm(&cp, &["install", RELEASE, "--create-namespace"]).arg(repo(PREVIOUS)));

@@ -25,7 +25,7 @@ use common::{ServingPair, TestCa, WebhookProcess, valid_review};
 use kubevirt_operator::admission::{MUTATE_PATH, VALIDATE_PATH};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::FINALIZER;
-use support::{ApiserverExtras, ControlPlane, OPERATOR_NAMESPACE};
+use support::{ApiserverExtras, Fixture, OPERATOR_NAMESPACE};
 
 /// The webhook Service of the kustomize manifests (and of a release named kubevirt-operator).
 const SERVICE: &str = "kubevirt-operator-webhook";
@@ -209,12 +209,13 @@ async fn only_kube_apiserver_with_the_documented_client_certificate_is_answered(
     ));
     let port = webhook.0.addr.port();
 
-    let cp = ControlPlane::start_with(documented_apiserver(port, &apiserver_identity))
-        .await
-        .expect("kube-apiserver with the documented AdmissionConfiguration");
-    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml");
-    cp.install_crds(&[crds]).await.expect("Machine CRDs");
-    let client = cp.client().await.expect("admin client");
+    // kube-apiserver with the documented AdmissionConfiguration.
+    let cp = Fixture::new()
+        .apiserver(documented_apiserver(port, &apiserver_identity))
+        .with_machine_crds()
+        .start()
+        .await;
+    let client = cp.admin_client().await;
     register_by_service(&client, port, &serving_ca).await;
     let ns = cp.namespace("client-auth").await.expect("namespace");
     let machines: Api<DynamicObject> =

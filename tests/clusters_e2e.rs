@@ -26,7 +26,7 @@ use serde_json::json;
 use kubevirt_operator::api::KubevirtConfig;
 use kubevirt_operator::api::kubevirt_config::KubevirtConfigStatus;
 use kubevirt_operator::clusters::{self, Apis, Health, Reason, Registry, Settings};
-use support::{ControlPlane, OPERATOR_NAMESPACE, eventually};
+use support::{ControlPlane, Fixture, OPERATOR_NAMESPACE, eventually};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -158,22 +158,16 @@ fn ready(registry: &Registry, name: &str) -> Arc<clusters::Connection> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
     let started = Instant::now();
-    support::init_crypto();
-    let (management, remote) = tokio::join!(ControlPlane::start(), ControlPlane::start());
-    let (management, mut remote) = (
-        management.expect("management control plane"),
-        remote.expect("remote control plane"),
-    );
-    let ours = [repo("manifests/crds.yaml")];
+    // Ours on the management cluster, KubeVirt's and CDI's on the remote one.
     let theirs = [
         repo("tests/fixtures/crds/virtualmachines.kubevirt.io.yaml"),
         repo("tests/fixtures/crds/datavolumes.cdi.kubevirt.io.yaml"),
     ];
-    let (installed, remote_installed) =
-        tokio::join!(management.install_crds(&ours), remote.install_crds(&theirs),);
-    installed.expect("our CRDs on the management cluster");
-    remote_installed.expect("KubeVirt's and CDI's CRDs on the remote cluster");
-    let admin = management.client().await.expect("management client");
+    let (management, mut remote) = tokio::join!(
+        Fixture::new().with_machine_crds().start(),
+        Fixture::new().with_crds(theirs).start()
+    );
+    let admin = management.admin_client().await;
     let configs: Api<KubevirtConfig> = Api::all(admin.clone());
 
     // Five configs: no Secret, no key, garbage, credentials the remote refuses (401), a user
@@ -427,8 +421,7 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
 /// clone from a namespace it was not bound in).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
+    let cp = Fixture::new().start().await;
     let out = cp
         .kubectl()
         .expect("kubectl")

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
 
-use support::ControlPlane;
+use support::Fixture;
 
 /// Runs `kubevirt-operator` with exactly `env` (plus an empty HOME, so no ~/.kube/config) and
 /// `args`; returns the one error line, after checking the exit status.
@@ -214,7 +214,7 @@ fn key_file_without_cert_file() {
 
 #[tokio::test]
 async fn metrics_port_in_use() {
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = Fixture::new().shared().await;
     let kubeconfig: PathBuf = cp.admin_kubeconfig().to_owned();
     let held = TcpListener::bind("127.0.0.1:0").expect("hold a port");
     let address = held.local_addr().expect("address").to_string();

@@ -14,7 +14,7 @@ use kube::api::{
 };
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use support::{ControlPlane, crd_fixtures, eventually_with};
+use support::{ControlPlane, Fixture, eventually_with};
 
 const WAIT: Duration = Duration::from_secs(60);
 const HOLD: &str = "tests.vitistack.io/hold";
@@ -27,9 +27,11 @@ fn vm_resource() -> ApiResource {
 }
 
 async fn control_plane() -> &'static ControlPlane {
-    let cp = ControlPlane::shared_with_controller_manager(&crd_fixtures().expect("CRD fixtures"))
-        .await
-        .expect("control plane with kube-controller-manager");
+    let cp = Fixture::new()
+        .with_fixture_crds()
+        .with_controller_manager()
+        .shared()
+        .await;
     eprintln!("start-up: {:?}", cp.startup());
     cp
 }

@@ -14,44 +14,33 @@ mod support;
 use kube::api::{DeleteParams, Patch, PatchParams, PropagationPolicy};
 use serde_json::{Value, json};
 
-use cdi::{IMAGE, all_crds, dv_ar};
+use cdi::{IMAGE, dv_ar};
 use kubevirt_operator::api::names::OWNERSHIP_KEY_SECRET;
-use operator::{OPERATOR_USER, Operator, RESYNC, operator_user};
+use operator::RESYNC;
 use ownership::*;
-use support::ControlPlane;
-use support::OPERATOR_NAMESPACE;
-
-static OPERATOR: tokio::sync::OnceCell<Operator> = tokio::sync::OnceCell::const_new();
+use support::{Fixture, OPERATOR_NAMESPACE};
 
 const PROOF: &str = "vitistack.io/made-for";
 
 async fn env(prefix: &str) -> Env {
-    let cp = ControlPlane::shared_with_controller_manager(&all_crds())
-        .await
-        .expect("control plane with kube-controller-manager");
-    let op = OPERATOR
-        .get_or_init(|| async {
-            let admin = cp.client().await.expect("admin client");
-            let user = operator_user(cp, &admin, OPERATOR_USER).await;
-            let op = Operator::start(cp, &user, "disk-safety", &[]);
-            // Objects older than the ownership key are judged by the second edition's rules
-            // (an upgrade): everything planted here must come after it.
-            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-                kube::Api::namespaced(admin, OPERATOR_NAMESPACE);
-            support::eventually(
-                std::time::Duration::from_secs(60),
-                "the ownership key",
-                || async { secrets.get_opt(OWNERSHIP_KEY_SECRET).await.ok().flatten() },
-            )
-            .await;
-            op
-        })
+    let started = Fixture::new()
+        .with_all_crds()
+        .with_controller_manager()
+        .operator("disk-safety", &[])
+        .shared()
         .await;
-    Env {
-        client: cp.client().await.expect("admin client"),
-        ns: cp.namespace(prefix).await.expect("namespace"),
-        operator_log: op.proc.log.clone(),
-    }
+    let env = Env::on(started, prefix).await;
+    // Objects older than the ownership key are judged by the second edition's rules (an
+    // upgrade): everything planted here must come after it.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
+    support::eventually(
+        std::time::Duration::from_secs(60),
+        "the ownership key",
+        || async { secrets.get_opt(OWNERSHIP_KEY_SECRET).await.ok().flatten() },
+    )
+    .await;
+    env
 }
 
 async fn merge(env: &Env, name: &str, patch: Value) {

@@ -27,9 +27,7 @@ fn write_private_leaves_only_the_owner_even_over_an_open_file() {
 
 #[tokio::test]
 async fn the_control_planes_keys_and_kubeconfigs_are_owner_only() {
-    let cp = support::ControlPlane::shared()
-        .await
-        .expect("control plane");
+    let cp = support::Fixture::new().shared().await;
     assert_eq!(mode(cp.admin_kubeconfig()), 0o600, "admin kubeconfig");
     for key in ["apiserver.key", "sa.key"] {
         let found: Vec<_> = walk(cp.dir())

@@ -13,7 +13,7 @@ use chart::{docs, helm_template, kustomize, repo};
 use kubevirt_operator::api::MachineClass;
 use kubevirt_operator::machine::classes::Class;
 use kubevirt_operator::machine::templates::BUILT_IN;
-use support::ControlPlane;
+use support::{ControlPlane, Fixture};
 
 fn classes(yaml: &str) -> Vec<MachineClass> {
     docs(yaml)
@@ -86,11 +86,7 @@ fn text(out: &Output) -> String {
 
 #[tokio::test]
 async fn kubectl_get_mc_shows_cores_memory_root_disk_default_and_enabled() {
-    support::init_crypto();
-    let cp = ControlPlane::shared().await.expect("control plane");
-    cp.install_crds(&[repo("manifests/crds.yaml")])
-        .await
-        .expect("CRDs");
+    let cp = Fixture::new().with_machine_crds().shared().await;
     // The shipped classes are accepted by the served CRD's schema.
     let shipped = kustomize(&repo("manifests/machineclasses"));
     let out = kubectl(cp, &["apply", "-f", "-", "--dry-run=server"], Some(shipped)).await;

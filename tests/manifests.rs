@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
-use support::ControlPlane;
+use support::{ControlPlane, Fixture};
 
 fn manifests_dir() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -86,7 +86,7 @@ async fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<String>) -> Out
 /// with `policy/v1` the plain command must succeed outright.
 #[tokio::test]
 async fn kubectl_apply_k_dry_run_server_succeeds() {
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = Fixture::new().shared().await;
     let docs = rendered();
     let versions = kubectl(cp, &["api-versions"], None).await;
     assert!(versions.status.success(), "{}", text(&versions));
@@ -275,7 +275,7 @@ async fn kubectl_apply_adopts_the_configurations_an_older_operator_made() {
     use kube::api::{Api, DeleteParams, PostParams};
     use kubevirt_operator::certs::{self, webhook_config};
 
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = Fixture::new().shared().await;
     let client = cp.client().await.expect("client");
     let lifetimes = certs::CertificateArgs::default()
         .lifetimes()

@@ -22,7 +22,7 @@ use metrics::samples;
 use serde_json::{Value, json};
 
 use kubevirt_operator::api::Machine;
-use support::{ControlPlane, Proc};
+use support::{ControlPlane, Fixture, Proc};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -109,11 +109,8 @@ async fn create_machine(client: &Client, ns: &str, mut object: Value) -> Result<
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metrics_and_probes() {
     let started = Instant::now();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
+    let cp = Fixture::new().with_all_crds().start().await;
+    let admin = cp.admin_client().await;
 
     // A foreign Secret holds the serving Secret's name: no certificate until it goes.
     let op_ns = "metrics-operator";
@@ -355,11 +352,8 @@ async fn metrics_and_probes() {
 /// serving, says what is wrong, retries, and becomes ready once the namespace appears.
 #[tokio::test]
 async fn a_missing_operator_namespace_is_retried_until_it_appears() {
-    let cp = ControlPlane::shared().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
+    let cp = Fixture::new().with_all_crds().shared().await;
+    let admin = cp.admin_client().await;
     let op_ns = "late-operator-namespace";
     let (op, Ports { probes, .. }) = start_operator(cp, op_ns, "late", &[]).await;
     let log = cp.dir().join("late").join("operator.log");

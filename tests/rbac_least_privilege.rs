@@ -42,8 +42,8 @@ use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
 use kubevirt_operator::reconciler::apis::snapshot::{
     VirtualMachineRestore, VirtualMachineSnapshot,
 };
-use operator::{eventually, install_crds};
-use support::{AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Proc};
+use operator::eventually;
+use support::{AuditedRequest, Fixture, OPERATOR_NAMESPACE, Proc};
 
 const USER: &str = "rbac-least-privilege";
 const WAIT: Duration = Duration::from_secs(60);
@@ -396,11 +396,10 @@ fn condition_reason(m: &Machine, type_: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_manifests_grant_exactly_what_the_operator_uses() {
     let started = Instant::now();
-    let cp = ControlPlane::start().await.expect("control plane");
-    install_crds(&cp).await;
-    let admin = cp.client().await.expect("admin client");
+    let cp = Fixture::new().with_all_crds().user(USER, &[]).start().await;
+    let admin = cp.admin_client().await;
     let granted = bind_manifests(&admin).await;
-    let user = cp.mint_user(USER, &[]).expect("user");
+    let user = cp.user(USER);
 
     // A managed but wrongly typed serving Secret: the leader must delete and recreate it.
     let mut wrong = Secret {
@@ -430,7 +429,7 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     .await;
     let dir = cp.dir().join("operator");
     std::fs::create_dir_all(&dir).expect("operator dir");
-    let kubeconfig = cp.write_kubeconfig(&user, None).expect("kubeconfig");
+    let kubeconfig = cp.write_kubeconfig(user, None).expect("kubeconfig");
     let args: Vec<OsString> = [
         "--log-format",
         "json",

@@ -7,36 +7,24 @@
 //! touched; retain-disks keeps a disk's DataVolume, released, for a Machine of that name.
 
 mod cdi;
-mod operator;
 mod ownership;
 mod support;
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use cdi::{IMAGE, all_crds, cdi_status, dv_ar};
-use operator::{OPERATOR_USER, Operator, operator_user};
+use cdi::{IMAGE, cdi_status, dv_ar};
 use ownership::*;
-use support::ControlPlane;
-
-static OPERATOR: tokio::sync::OnceCell<Operator> = tokio::sync::OnceCell::const_new();
+use support::Fixture;
 
 async fn env(prefix: &str) -> Env {
-    let cp = ControlPlane::shared_with_controller_manager(&all_crds())
-        .await
-        .expect("control plane");
-    let op = OPERATOR
-        .get_or_init(|| async {
-            let admin = cp.client().await.expect("admin client");
-            let user = operator_user(cp, &admin, OPERATOR_USER).await;
-            Operator::start(cp, &user, "cdi", &[])
-        })
+    let started = Fixture::new()
+        .with_all_crds()
+        .with_controller_manager()
+        .operator("cdi", &[])
+        .shared()
         .await;
-    Env {
-        client: cp.client().await.expect("admin client"),
-        ns: cp.namespace(prefix).await.expect("namespace"),
-        operator_log: op.proc.log.clone(),
-    }
+    Env::on(started, prefix).await
 }
 
 /// CDI's (and the volume controller's) part: the claim it fills, bound.

@@ -3,7 +3,6 @@
 //! and what `make dev` applies (examples/setup/, then examples/) in the namespace it uses.
 
 mod cdi;
-mod operator;
 mod ownership;
 mod support;
 
@@ -14,28 +13,23 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use cdi::{IMAGE, all_crds, cdi_status, dv_ar};
-use operator::{OPERATOR_USER, Operator, operator_user};
 use ownership::*;
-use support::ControlPlane;
+use support::{Fixture, Started};
 
-async fn alone(crds: &[PathBuf], name: &str, extra: &[&str]) -> (ControlPlane, Operator, Env) {
-    let cp = ControlPlane::start().await.expect("control plane");
-    cp.install_crds(crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
-    let user = operator_user(&cp, &admin, OPERATOR_USER).await;
-    let op = Operator::start(&cp, &user, name, extra);
-    let env = Env {
-        client: admin,
-        ns: cp.namespace(name).await.expect("namespace"),
-        operator_log: op.proc.log.clone(),
-    };
-    (cp, op, env)
+async fn alone(crds: Vec<PathBuf>, name: &str, extra: &[&str]) -> (Started, Env) {
+    let started = Fixture::new()
+        .with_crds(crds)
+        .operator(name, extra)
+        .start()
+        .await;
+    let env = Env::on(&started, name).await;
+    (started, env)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_volume_progress_reaches_the_machine_through_the_watch() {
     // Far beyond the test's waits (45 s): a resync cannot be what carries the change.
-    let (_cp, _op, env) = alone(&all_crds(), "dv-watch", &["--reconcile-interval", "10m"]).await;
+    let (_started, env) = alone(all_crds(), "dv-watch", &["--reconcile-interval", "10m"]).await;
     env.machine(
         "w",
         json!({"template": "small", "disks": [{"name": "root", "size": "2Gi", "source": {"http": {"url": IMAGE}}}]}),
@@ -62,7 +56,8 @@ async fn without_cdi_the_operator_is_ready_and_only_machines_with_sources_wait()
         .into_iter()
         .filter(|p| !p.to_string_lossy().contains("cdi.kubevirt.io"))
         .collect();
-    let (_cp, op, env) = alone(&crds, "no-cdi", &[]).await;
+    let (started, env) = alone(crds, "no-cdi", &[]).await;
+    let op = started.operator();
     env.until("/readyz 200 without the DataVolume CRD", || async {
         (op.readyz().await == Some(200)).then_some(())
     })
@@ -86,7 +81,8 @@ async fn without_cdi_the_operator_is_ready_and_only_machines_with_sources_wait()
 /// their claims.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_examples_apply_as_make_dev_applies_them() {
-    let (cp, op, mut env) = alone(&all_crds(), "dev", &[]).await;
+    let (cp, mut env) = alone(all_crds(), "dev", &[]).await;
+    let op = cp.operator();
     env.until("/readyz 200", || async {
         (op.readyz().await == Some(200)).then_some(())
     })

@@ -33,36 +33,37 @@ use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
 use kubevirt_operator::reconciler::decide::desired::{self, Inputs, SecretData};
-use operator::{OPERATOR_USER, Operator, RESYNC, eventually, install_crds, operator_user};
-use support::ControlPlane;
+use operator::{OPERATOR_USER, RESYNC, eventually};
+use support::{ControlPlane, Fixture, Started};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-static OPERATOR: tokio::sync::OnceCell<Operator> = tokio::sync::OnceCell::const_new();
 
 struct Env {
     client: Client,
     ns: String,
 }
 
+/// The one control plane and operator of this file's tests.
+async fn shared() -> &'static Started {
+    Fixture::new()
+        .with_all_crds()
+        .operator("e2e", &[])
+        .shared()
+        .await
+}
+
 async fn env(prefix: &str) -> Env {
-    let cp = ControlPlane::shared().await.expect("control plane");
-    OPERATOR
-        .get_or_init(|| async {
-            install_crds(cp).await;
-            let admin = cp.client().await.expect("admin client");
-            let user = operator_user(cp, &admin, OPERATOR_USER).await;
-            Operator::start(cp, &user, "e2e", &[])
-        })
-        .await;
+    let started = shared().await;
     Env {
-        client: cp.client().await.expect("admin client"),
-        ns: cp.namespace(prefix).await.expect("namespace"),
+        client: started.admin_client().await,
+        ns: started.namespace(prefix).await.expect("namespace"),
     }
 }
 
 fn operator_log() -> String {
-    OPERATOR.get().map(Operator::log_tail).unwrap_or_default()
+    support::shared_started()
+        .map(|s| s.operator().log_tail())
+        .unwrap_or_default()
 }
 
 fn condition(s: &MachineStatus, type_: &str) -> (String, String) {
@@ -523,7 +524,7 @@ fn machine_writes(cp: &ControlPlane, ns: &str) -> Vec<(String, String, String)> 
 #[tokio::test]
 async fn the_finalizer_is_written_only_when_missing() {
     let env = env("finalizer-writes").await;
-    let cp = ControlPlane::shared().await.expect("control plane");
+    let cp = shared().await;
     // As the mutating webhook stores a new Machine, and as one stored before it was installed.
     env.create_machine_with(
         json!({"metadata": {"name": "admitted", "finalizers": [FINALIZER]},

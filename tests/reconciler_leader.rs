@@ -16,11 +16,16 @@ use serde_json::json;
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::leader::LEASE_DURATION;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
-use operator::{Operator, eventually, install_crds, lease_holder, operator_user};
+use operator::{OPERATOR_USER, Operator, eventually, lease_holder};
 use stalling_proxy::StallingProxy;
-use support::ControlPlane;
+use support::{Fixture, Started};
 
 const WAIT: Duration = Duration::from_secs(40);
+
+/// A control plane of its own with the CRDs and the operator's user; the tests start replicas.
+async fn fixture() -> Started {
+    Fixture::new().with_all_crds().operator_rbac().start().await
+}
 
 async fn create_machine(client: &Client, ns: &str, name: &str) {
     let obj: DynamicObject = serde_json::from_value(json!({
@@ -50,10 +55,8 @@ fn started_controller(op: &Operator) -> bool {
 
 #[tokio::test]
 async fn only_the_leader_reconciles_and_a_replica_takes_over() {
-    let cp = ControlPlane::start().await.expect("control plane");
-    install_crds(&cp).await;
-    let client = cp.client().await.expect("client");
-    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let cp = fixture().await;
+    let (client, user) = (cp.admin_client().await, cp.user(OPERATOR_USER));
     let ns = cp.namespace("leader").await.expect("namespace");
 
     let mut ops = vec![
@@ -178,10 +181,8 @@ async fn b_takes_over_after_a_stepped_down(
 /// Once its API server is back, it finds the Lease taken and stays a follower.
 #[tokio::test]
 async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
-    let mut cp = ControlPlane::start().await.expect("control plane");
-    install_crds(&cp).await;
-    let client = cp.client().await.expect("client");
-    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let mut cp = fixture().await;
+    let (client, user) = (cp.admin_client().await, cp.user(OPERATOR_USER).clone());
     let ns = cp.namespace("cutoff").await.expect("namespace");
     let second = cp.second_apiserver().await.expect("second kube-apiserver");
     let other = second.client().await.expect("second client");
@@ -223,10 +224,8 @@ async fn a_cut_off_leader_steps_down_before_its_lease_can_be_taken() {
 /// forever.
 #[tokio::test]
 async fn a_leader_on_a_hung_connection_steps_down_before_its_lease_can_be_taken() {
-    let cp = ControlPlane::start().await.expect("control plane");
-    install_crds(&cp).await;
-    let client = cp.client().await.expect("client");
-    let user = operator_user(&cp, &client, "kubevirt-operator").await;
+    let cp = fixture().await;
+    let (client, user) = (cp.admin_client().await, cp.user(OPERATOR_USER));
     let ns = cp.namespace("hung").await.expect("namespace");
     let upstream = cp
         .server_url()

@@ -31,7 +31,7 @@ mod operator;
 mod ownership;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::api::{DeleteParams, Patch, PatchParams, PropagationPolicy};
@@ -39,41 +39,25 @@ use serde_json::{Value, json};
 
 use operator::{OPERATOR_USER, Operator, RESYNC, operator_user};
 use ownership::*;
-use support::ControlPlane;
+use support::{Fixture, Started, all_crds};
 
-static OPERATOR: tokio::sync::OnceCell<Operator> = tokio::sync::OnceCell::const_new();
-
-fn all_crds() -> Vec<PathBuf> {
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    crds
-}
 
 /// A namespace on the shared control plane (garbage collector running), where one operator
 /// serves every test of this file.
 async fn env(prefix: &str) -> Env {
-    let cp = ControlPlane::shared_with_controller_manager(&all_crds())
-        .await
-        .expect("control plane with kube-controller-manager");
-    let op = OPERATOR
-        .get_or_init(|| async {
-            let admin = cp.client().await.expect("admin client");
-            let user = operator_user(cp, &admin, OPERATOR_USER).await;
-            Operator::start(cp, &user, "ownership", &[])
-        })
+    let started = Fixture::new()
+        .with_all_crds()
+        .with_controller_manager()
+        .operator("ownership", &[])
+        .shared()
         .await;
-    Env {
-        client: cp.client().await.expect("admin client"),
-        ns: cp.namespace(prefix).await.expect("namespace"),
-        operator_log: op.proc.log.clone(),
-    }
+    Env::on(started, prefix).await
 }
 
 /// A control plane of its own (no controller-manager) with `crds`, and a namespace on it.
-async fn dedicated(crds: &[PathBuf], prefix: &str) -> (ControlPlane, Env) {
-    let cp = ControlPlane::start().await.expect("control plane");
-    cp.install_crds(crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("admin client");
+async fn dedicated(crds: Vec<PathBuf>, prefix: &str) -> (Started, Env) {
+    let cp = Fixture::new().with_crds(crds).start().await;
+    let admin = cp.admin_client().await;
     let ns = cp.namespace(prefix).await.expect("namespace");
     let env = Env {
         client: admin,
@@ -83,7 +67,7 @@ async fn dedicated(crds: &[PathBuf], prefix: &str) -> (ControlPlane, Env) {
     (cp, env)
 }
 
-async fn start_dedicated_operator(cp: &ControlPlane, env: &Env) -> Operator {
+async fn start_dedicated_operator(cp: &Started, env: &Env) -> Operator {
     let user = operator_user(cp, &env.client, OPERATOR_USER).await;
     Operator::start(cp, &user, "dedicated", &[])
 }
@@ -478,7 +462,7 @@ async fn without_multus_the_leader_is_ready_and_machines_without_networks_get_th
                 .contains("network-attachment-definitions")
         })
         .collect();
-    let (cp, env) = dedicated(&crds, "no-multus").await;
+    let (cp, env) = dedicated(crds, "no-multus").await;
     env.network_configuration("lan", "br0", 0).await;
     let op = start_dedicated_operator(&cp, &env).await;
     env.until("/readyz 200 on the leader without the NAD CRD", || async {
@@ -503,7 +487,7 @@ async fn without_multus_the_leader_is_ready_and_machines_without_networks_get_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_odd_object_in_a_cache_does_not_stop_other_machines() {
-    let (cp, env) = dedicated(&all_crds(), "odd-shape").await;
+    let (cp, env) = dedicated(all_crds(), "odd-shape").await;
     // Carries the operator's labels, so it is in the VM cache; `memory.guest` as a JSON number
     // is valid for KubeVirt's schema (int-or-string).
     env.create(

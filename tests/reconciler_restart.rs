@@ -21,8 +21,8 @@ use serde_json::json;
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
-use operator::{OPERATOR_USER, Operator, eventually, install_crds, operator_user};
-use support::ControlPlane;
+use operator::{OPERATOR_USER, Operator, eventually};
+use support::{ControlPlane, Fixture};
 
 /// First convergence, on an idle control plane.
 const CONVERGE: Duration = Duration::from_secs(60);
@@ -99,22 +99,22 @@ fn log_lines(op: &Operator) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_relist_after_an_api_server_restart_past_compacted_history() {
     let began = Instant::now();
-    let mut cp = ControlPlane::start().await.expect("control plane");
-    install_crds(&cp).await;
-    let admin = cp.client().await.expect("admin client");
-    let user = operator_user(&cp, &admin, OPERATOR_USER).await;
     // kube's watcher logs the 410 it gets at debug level.
     // A Lease far longer than the outage: with a short one the leader's guard may (rightly) step
     // down while cut off, and a new controller would list afresh instead of resuming. Renewed at
     // half its length, a 300s Lease leaves at least ~147s of hold when the outage begins, which
     // outlasts a kube-apiserver restart even on a busy 2-core machine (60s did not: CI flake).
-    let mut op = Operator::start_with_env(
-        &cp,
-        &user,
-        "restart",
-        &["--leader-election-lease-duration", "300s"],
-        &[("RUST_LOG", "info,kube_runtime::watcher=debug")],
-    );
+    let mut cp = Fixture::new()
+        .with_all_crds()
+        .operator_with_env(
+            "restart",
+            &["--leader-election-lease-duration", "300s"],
+            &[("RUST_LOG", "info,kube_runtime::watcher=debug")],
+        )
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
+    let mut op = cp.operator.take().expect("operator");
     let ns = cp.namespace("restart").await.expect("namespace");
 
     create_machine(&admin, &ns, "first").await;

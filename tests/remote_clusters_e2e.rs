@@ -15,7 +15,6 @@ mod access;
 mod kubevirt;
 mod support;
 
-use std::path::Path;
 
 use base64::Engine;
 use std::time::Duration;
@@ -25,14 +24,14 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use access::{WAIT, create_admitted, create_namespace, machines, start_operator, wait_status};
+use access::{WAIT, create_admitted, machines, start_operator, wait_status};
 use kubevirt_operator::api::NetworkConfiguration;
 use kubevirt_operator::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
 use kubevirt_operator::api::{KubevirtConfig, Machine, MachineStatus};
 use kubevirt_operator::reconciler::apis::cdi::DataVolume;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
-use support::{ControlPlane, Proc, eventually_with};
+use support::{ControlPlane, Fixture, Proc, eventually_with};
 
 const NS: &str = "team-a";
 const OP_NS: &str = "access-operator";
@@ -93,21 +92,17 @@ async fn start(mgmt: &ControlPlane, extra: &[&str]) -> Proc {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machines_live_on_the_cluster_they_name() {
-    support::init_crypto();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut ours = support::crd_fixtures().expect("fixture CRDs");
-    ours.push(root.join("manifests/crds.yaml"));
-    let theirs = support::crd_fixtures().expect("fixture CRDs");
-    let (mgmt, remote) = tokio::join!(ControlPlane::start_with_controller_manager(&ours), async {
-        let cp = ControlPlane::start().await?;
-        cp.install_crds(&theirs).await?;
-        Ok::<_, anyhow::Error>(cp)
-    });
-    let (mgmt, mut remote) = (mgmt.expect("management"), remote.expect("remote"));
-    let admin = mgmt.client().await.expect("management client");
-    let far_admin = remote.client().await.expect("remote client");
-    create_namespace(&admin, OP_NS).await;
-    create_namespace(&admin, NS).await;
+    let (mgmt, mut remote) = tokio::join!(
+        Fixture::new()
+            .with_all_crds()
+            .with_controller_manager()
+            .namespace(OP_NS)
+            .namespace(NS)
+            .start(),
+        Fixture::new().with_fixture_crds().start()
+    );
+    let admin = mgmt.admin_client().await;
+    let far_admin = remote.admin_client().await;
 
     // dc1: the remote cluster, through a kubeconfig Secret.
     // First credentials the remote refuses (401); rotated to good ones below.

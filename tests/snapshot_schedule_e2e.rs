@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use kubevirt_operator::reconciler::run::watches::Scope;
 use kubevirt_operator::snapshots::Clock;
 use kubevirt_operator::snapshots::context::{Context, Settings};
 use kubevirt_operator::snapshots::scheduler::tick;
-use support::ControlPlane;
+use support::Fixture;
 
 /// A clock that moves only when told.
 struct Hands(Mutex<DateTime<Utc>>);
@@ -65,12 +64,8 @@ async fn names(snaps: &Api<MachineSnapshot>) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let client = cp.client().await.expect("client");
+    let cp = Fixture::new().with_all_crds().start().await;
+    let client = cp.admin_client().await;
     let ns = cp.namespace("sched").await.expect("namespace");
     let snaps: Api<MachineSnapshot> = Api::namespaced(client.clone(), &ns);
 

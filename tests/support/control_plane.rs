@@ -2,9 +2,10 @@
 //!
 //! By default there is no controller-manager, scheduler or kubelet: no garbage collection of
 //! owned objects, deleted namespaces stay Terminating, no pods run. Tests check what the operator
-//! writes. [`ControlPlane::start_with_controller_manager`] adds Kubernetes' own garbage collector
+//! writes. [`ControlPlane::start_controller_manager`] adds Kubernetes' own garbage collector
 //! and namespace controller, for tests where owner-reference cascades or namespace deletion
-//! matter (they cost about a second of start-up and some CPU, so only those tests pay).
+//! matter (they cost about a second of start-up and some CPU, so only those tests pay). Tests set
+//! up through [`super::Fixture`].
 //!
 //! For outage tests, kube-apiserver can be stopped and started again on the same address, a
 //! second one can run on the same etcd, and etcd's history can be compacted.
@@ -193,28 +194,6 @@ impl ControlPlane {
     pub async fn shared() -> Result<&'static ControlPlane> {
         static SHARED: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
         SHARED.get_or_try_init(Self::start).await
-    }
-
-    /// A dedicated control plane that also runs kube-controller-manager (garbage collector and
-    /// namespace controller), with `crds` installed before it starts: the garbage collector
-    /// discovers resources when it starts and then only every 30 s, so a kind installed later
-    /// would not cascade at once.
-    pub async fn start_with_controller_manager<P: AsRef<Path>>(crds: &[P]) -> Result<ControlPlane> {
-        let mut cp = Self::start().await?;
-        cp.install_crds(crds).await?;
-        cp.start_controller_manager().await?;
-        Ok(cp)
-    }
-
-    /// Like [`ControlPlane::shared`], for [`ControlPlane::start_with_controller_manager`]: the
-    /// first caller's `crds` are installed; later callers get the same instance.
-    pub async fn shared_with_controller_manager<P: AsRef<Path>>(
-        crds: &[P],
-    ) -> Result<&'static ControlPlane> {
-        static SHARED: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
-        SHARED
-            .get_or_try_init(|| Self::start_with_controller_manager(crds))
-            .await
     }
 
     /// Starts kube-controller-manager against this control plane and waits until its garbage
