@@ -98,10 +98,7 @@ async fn a_running_machine_resizes_restarts_on_update_and_keeps_its_addresses() 
         "br0",
     ];
     let mut env = fixture(&extra).start().await;
-    let (admin, mut op) = (
-        env.admin_client().await,
-        env.replica.take().expect("operator"),
-    );
+    let (admin, mut op) = env.take_replica().await;
     let api = machines(&admin, NS);
     let net = |name: &str| json!([{"name": "eth0", "networkName": name}]);
 

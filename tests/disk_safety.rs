@@ -18,18 +18,12 @@ use cdi::{IMAGE, dv_ar};
 use kubevirt_operator::api::names::OWNERSHIP_KEY_SECRET;
 use operator::RESYNC;
 use ownership::*;
-use support::{Fixture, OPERATOR_NAMESPACE};
+use support::OPERATOR_NAMESPACE;
 
 const PROOF: &str = "vitistack.io/made-for";
 
 async fn env(prefix: &str) -> Env {
-    let started = Fixture::new()
-        .with_all_crds()
-        .with_controller_manager()
-        .operator("disk-safety", &[])
-        .shared()
-        .await;
-    let env = Env::on(started, prefix).await;
+    let env = shared_env("disk-safety", prefix).await;
     // Objects older than the ownership key are judged by the second edition's rules (an
     // upgrade): everything planted here must come after it.
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =

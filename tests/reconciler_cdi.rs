@@ -15,16 +15,9 @@ use serde_json::{Value, json};
 
 use cdi::{IMAGE, cdi_status, dv_ar};
 use ownership::*;
-use support::Fixture;
 
 async fn env(prefix: &str) -> Env {
-    let started = Fixture::new()
-        .with_all_crds()
-        .with_controller_manager()
-        .operator("cdi", &[])
-        .shared()
-        .await;
-    Env::on(started, prefix).await
+    shared_env("cdi", prefix).await
 }
 
 /// CDI's (and the volume controller's) part: the claim it fills, bound.

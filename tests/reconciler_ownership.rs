@@ -41,17 +41,10 @@ use operator::{OPERATOR_USER, Operator, RESYNC, operator_user};
 use ownership::*;
 use support::{Fixture, Started, all_crds};
 
-
 /// A namespace on the shared control plane (garbage collector running), where one operator
 /// serves every test of this file.
 async fn env(prefix: &str) -> Env {
-    let started = Fixture::new()
-        .with_all_crds()
-        .with_controller_manager()
-        .operator("ownership", &[])
-        .shared()
-        .await;
-    Env::on(started, prefix).await
+    shared_env("ownership", prefix).await
 }
 
 /// A control plane of its own (no controller-manager) with `crds`, and a namespace on it.

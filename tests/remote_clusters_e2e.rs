@@ -15,7 +15,6 @@ mod access;
 mod kubevirt;
 mod support;
 
-
 use base64::Engine;
 use std::time::Duration;
 

@@ -43,7 +43,7 @@ const ISO: &str = "https://cdimage.debian.org/debian-cd/current/amd64/iso-cd/deb
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_replaces_the_disks_and_a_failed_one_leaves_them() {
     let mut env = fixture(&[]).start().await;
-    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
+    let (admin, mut op) = env.take_replica().await;
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vmrestores: Api<VirtualMachineRestore> = Api::namespaced(admin.clone(), NS);
@@ -175,7 +175,7 @@ async fn a_restore_replaces_the_disks_and_a_failed_one_leaves_them() {
 async fn a_disk_with_a_source_is_restored_and_a_cdrom_left_on_its_image() {
     // The garbage collector takes CDI's old claim.
     let mut env = fixture(&[]).with_controller_manager().start().await;
-    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
+    let (admin, mut op) = env.take_replica().await;
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let dvs: Api<DataVolume> = Api::namespaced(admin.clone(), NS);
@@ -302,7 +302,7 @@ async fn a_disk_with_a_source_is_restored_and_a_cdrom_left_on_its_image() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_halted_during_its_restore_ends_restored_and_halted() {
     let mut env = fixture(&[]).start().await;
-    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
+    let (admin, mut op) = env.take_replica().await;
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -339,7 +339,7 @@ async fn a_machine_halted_during_its_restore_ends_restored_and_halted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_claim_lost_after_its_old_claim_was_deleted_is_never_made_empty() {
     let mut env = fixture(&[]).start().await;
-    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
+    let (admin, mut op) = env.take_replica().await;
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;

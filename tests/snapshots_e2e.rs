@@ -27,7 +27,11 @@ async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
     let mut env = fixture(&[])
         .with_controller_manager()
         .user("alice", &[])
-        .grant(NS, "alice", vec![rule("vitistack.io", "machinesnapshots", &["create"])])
+        .grant(
+            NS,
+            "alice",
+            vec![rule("vitistack.io", "machinesnapshots", &["create"])],
+        )
         .user("bob", &[])
         .grant(
             NS,
@@ -39,7 +43,7 @@ async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
         )
         .start()
         .await;
-    let (admin, mut op) = (env.admin_client().await, env.replica.take().expect("operator"));
+    let (admin, mut op) = env.take_replica().await;
     let msnaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), NS);
     let vmsnaps: Api<VirtualMachineSnapshot> = Api::namespaced(admin.clone(), NS);
     let machine_api: Api<Machine> = Api::namespaced(admin.clone(), NS);

@@ -14,7 +14,7 @@ use kube::api::{
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::support::{Started, eventually_with, log_tail};
+use crate::support::{Fixture, Started, eventually_with, log_tail};
 
 pub const WAIT: Duration = Duration::from_secs(45);
 pub const MANAGED_BY_LABEL: &str = "vitistack.io/managed-by";
@@ -123,6 +123,18 @@ pub struct Env {
     pub client: Client,
     pub ns: String,
     pub operator_log: PathBuf,
+}
+
+/// A new namespace on the test binary's shared control plane (with the garbage collector),
+/// where one operator named `identity` serves every test.
+pub async fn shared_env(identity: &str, prefix: &str) -> Env {
+    let started = Fixture::new()
+        .with_all_crds()
+        .with_controller_manager()
+        .operator(identity, &[])
+        .shared()
+        .await;
+    Env::on(started, prefix).await
 }
 
 impl Env {

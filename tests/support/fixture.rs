@@ -305,6 +305,15 @@ impl Started {
             .as_ref()
             .expect("the fixture runs no webhook operator")
     }
+
+    /// An admin client and the webhook operator, taken out (for tests that stop or restart it).
+    pub async fn take_replica(&mut self) -> (Client, Proc) {
+        let op = self
+            .replica
+            .take()
+            .expect("the fixture runs no webhook operator");
+        (self.admin_client().await, op)
+    }
 }
 
 impl Deref for Started {
