@@ -1,0 +1,76 @@
+//! The webhook subcommand, and what `validate` knows offline.
+
+#[allow(unused_imports)]
+use crate::*;
+use serde_json::Value;
+
+/// `webhook --cert-file --key-file --listen 127.0.0.1:0` serves verified HTTPS and stops on
+/// SIGTERM. The port comes from its start-up log line.
+#[tokio::test]
+async fn webhook_subcommand_serves_the_pem_pair_and_stops_on_sigterm() {
+    let ca = common::TestCa::new("cli CA");
+    let mut webhook = common::WebhookProcess::start(&ca);
+    let addr = webhook.addr;
+
+    let url = format!(
+        "https://{addr}{}",
+        kubevirt_operator::admission::MUTATE_PATH
+    );
+    let response = ca
+        .reqwest_client()
+        .post(url)
+        .json(&common::valid_review("cli"))
+        .send()
+        .await
+        .expect("verified HTTPS request");
+    assert_eq!(response.status(), 200);
+    let review: Value = response.json().await.unwrap();
+    assert_eq!(review["response"]["uid"], "cli");
+    assert_eq!(review["response"]["allowed"], true);
+    assert_eq!(review["response"]["patchType"], "JSONPatch");
+
+    webhook.sigterm();
+    let status = webhook.wait_for_exit("webhook did not stop on SIGTERM");
+    assert!(status.success(), "clean exit on SIGTERM, got {status:?}");
+}
+
+#[test]
+fn validate_knows_eviction_and_placement_offline() {
+    let out = validate_file(&example("migratable.yaml"));
+    assert_ok(&out);
+    let doc = &documents(&out)[0];
+    assert_eq!(doc["spec"]["evictionStrategy"], "LiveMigrate");
+    assert_eq!(doc["spec"]["placement"]["priorityClassName"], "vm-high");
+    let bad = "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: m}\n\
+               spec: {evictionStrategy: Sometimes, placement: {tolerations: [{key: k, effect: NoRun}]}}\n";
+    let out = run(&["validate", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("spec.evictionStrategy")
+            && err.contains("spec.placement.tolerations[0].effect"),
+        "{err}"
+    );
+}
+
+#[test]
+fn validate_knows_run_update_strategies_and_hot_plug_maxima_offline() {
+    let out = validate_file(&example("operated.yaml"));
+    assert_ok(&out);
+    let doc = &documents(&out)[0];
+    assert_eq!(doc["spec"]["updateStrategy"], "Restart");
+    assert_eq!(doc["spec"]["resources"]["cpu"]["maxSockets"], 8);
+    assert_eq!(doc["spec"]["resources"]["memory"]["maxSize"], "16Gi");
+    let bad = "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: m}\n\
+               spec: {updateStrategy: Often, resources: {cpu: {sockets: 4, maxSockets: 2}, memory: {size: 4Gi, maxSize: 2Gi}}}\n";
+    let out = run(&["validate", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    for field in [
+        "spec.updateStrategy",
+        "spec.resources.cpu.sockets: Invalid value: 4: must be at most spec.resources.cpu.maxSockets (2)",
+        "spec.resources.memory.size: Invalid value: \"4Gi\": must be at most spec.resources.memory.maxSize (2Gi)",
+    ] {
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}
