@@ -101,7 +101,7 @@ async fn machines_survive_node_maintenance() {
         "bad",
         json!({"template": "small", "placement": {"tolerations": [{"key": "k", "operator": "Maybe"}]}}),
     );
-    let message = first_denial(&machines(&admin, NS), &PostParams::default(), &bad, &op).await;
+    let message = first_denial(&machines(&admin, NS), &PostParams::default(), &bad, op).await;
     assert!(
         message.contains("spec.placement.tolerations[0].operator"),
         "{message}"
@@ -202,7 +202,7 @@ async fn machines_survive_node_maintenance() {
         (vec!["ReadWriteOnce".to_owned()], "Filesystem".to_owned()),
         "no profile for the class: the modes of before"
     );
-    let s = access::wait_status(&admin, NS, "mover", &op, "the disks' modes", |s| {
+    let s = access::wait_status(&admin, NS, "mover", op, "the disks' modes", |s| {
         s.disks.len() == 2
     })
     .await;
@@ -227,7 +227,7 @@ async fn machines_survive_node_maintenance() {
         "conditions": [not_migratable]}),
     )
     .await;
-    let s = access::wait_status(&admin, NS, "mover", &op, "LiveMigratable False", |s| {
+    let s = access::wait_status(&admin, NS, "mover", op, "LiveMigratable False", |s| {
         condition(s, "LiveMigratable") == Some(("False", "DisksNotLiveMigratable"))
     })
     .await;
@@ -246,7 +246,7 @@ async fn machines_survive_node_maintenance() {
         "conditions": [migratable], "migrationState": state}),
     )
     .await;
-    let s = access::wait_status(&admin, NS, "mover", &op, "the migration running", |s| {
+    let s = access::wait_status(&admin, NS, "mover", op, "the migration running", |s| {
         s.migration.as_ref().and_then(|m| m.phase.as_deref()) == Some("Running")
     })
     .await;
@@ -270,7 +270,7 @@ async fn machines_survive_node_maintenance() {
         "conditions": [migratable], "migrationState": done}),
     )
     .await;
-    let s = access::wait_status(&admin, NS, "mover", &op, "the migration done, on n2", |s| {
+    let s = access::wait_status(&admin, NS, "mover", op, "the migration done, on n2", |s| {
         s.migration.as_ref().and_then(|m| m.phase.as_deref()) == Some("Succeeded")
             && s.node_name.as_deref() == Some("n2")
     })

@@ -89,7 +89,7 @@ async fn a_running_machine_is_operated() {
             "clash",
             json!({"template": "small", "runStrategy": "Halted", "running": true}),
         ),
-        &op,
+        op,
     )
     .await;
     assert!(
@@ -100,12 +100,12 @@ async fn a_running_machine_is_operated() {
         .create(&PostParams::default(), &ops)
         .await
         .expect("ops");
-    run_strategy(&admin, &op, "ops", "Manual").await;
+    run_strategy(&admin, op, "ops", "Manual").await;
     for strategy in ["RerunOnFailure", "Halted", "Always"] {
         patch(&admin, "ops", json!({"spec": {"runStrategy": strategy}}))
             .await
             .expect("run strategy");
-        run_strategy(&admin, &op, "ops", strategy).await;
+        run_strategy(&admin, op, "ops", strategy).await;
     }
 
     // 2. Interfaces, guest and AgentConnected follow the VMI (no agent yet, then one).
@@ -117,7 +117,7 @@ async fn a_running_machine_is_operated() {
         "interfaces": [{"name": "default", "mac": "02:00:00:00:00:01", "ipAddress": "10.0.0.7"}]}),
     )
     .await;
-    let s = access::wait_status(&admin, NS, "ops", &op, "AgentNotConnected", |s| {
+    let s = access::wait_status(&admin, NS, "ops", op, "AgentNotConnected", |s| {
         s.conditions
             .iter()
             .any(|c| c.type_ == "AgentConnected" && c.reason == "AgentNotConnected")
@@ -134,7 +134,7 @@ async fn a_running_machine_is_operated() {
         "interfaces": [{"name": "default", "mac": "02:00:00:00:00:01",
                         "ipAddresses": ["10.0.0.7", "fd00::7"], "interfaceName": "enp1s0"}]});
     kubevirt::vmi(&admin, NS, "ops", agent.clone()).await;
-    let s = access::wait_status(&admin, NS, "ops", &op, "the guest agent's report", |s| {
+    let s = access::wait_status(&admin, NS, "ops", op, "the guest agent's report", |s| {
         s.guest.is_some()
     })
     .await;
@@ -174,7 +174,7 @@ async fn a_running_machine_is_operated() {
         || async { (vmi_uid(&admin).await.as_deref() != Some(first.as_str())).then_some(()) },
     )
     .await;
-    let s = access::wait_status(&admin, NS, "ops", &op, "lastRestart", |s| {
+    let s = access::wait_status(&admin, NS, "ops", op, "lastRestart", |s| {
         s.last_restart.as_deref() == Some(at.as_str())
     })
     .await;
@@ -184,7 +184,7 @@ async fn a_running_machine_is_operated() {
     restarted["nodeName"] = json!("n2");
     kubevirt::vmi(&admin, NS, "ops", restarted).await;
     let second = vmi_uid(&admin).await.expect("the new VMI");
-    access::wait_status(&admin, NS, "ops", &op, "the new VMI's node", |s| {
+    access::wait_status(&admin, NS, "ops", op, "the new VMI's node", |s| {
         s.node_name.as_deref() == Some("n2")
     })
     .await;

@@ -65,7 +65,7 @@ async fn the_largest_machine_admitted_gets_its_vm_and_its_status() {
         dry_run: true,
         ..Default::default()
     };
-    let message = first_denial(&api, &dry, &machine("over", spec(255)), &op).await;
+    let message = first_denial(&api, &dry, &machine("over", spec(255)), op).await;
     assert!(
         message.contains(
             "spec: Forbidden: the VM would have 257 volumes (256 disks, 0 CD-ROMs, the cloud-init disk): KubeVirt allows at most 256 per VM"
@@ -127,7 +127,7 @@ async fn network_data_over_2048_bytes_never_reaches_the_vm_inline() {
     let api = machines(&admin, "team-a");
     let spec = json!({"template": "small",
         "cloudInit": {"userData": "#cloud-config\n", "networkData": big}});
-    create_admitted(&api, &machine("netdata", spec), &op).await;
+    create_admitted(&api, &machine("netdata", spec), op).await;
     let log = || op.log_tail(40);
     let vm = until("the VM", log, async || {
         vms(&admin).get_opt("netdata").await.ok().flatten()

@@ -60,8 +60,8 @@ async fn only_the_leader_reconciles_and_a_replica_takes_over() {
     let ns = cp.namespace("leader").await.expect("namespace");
 
     let mut ops = vec![
-        Operator::start(&cp, &user, "replica-a", &[]),
-        Operator::start(&cp, &user, "replica-b", &[]),
+        Operator::start(&cp, user, "replica-a", &[]),
+        Operator::start(&cp, user, "replica-b", &[]),
     ];
     let holder = eventually(WAIT, "a Lease holder", || lease_holder(&client)).await;
     let leader = ops
@@ -100,7 +100,7 @@ async fn only_the_leader_reconciles_and_a_replica_takes_over() {
 
     // A clean shutdown stops reconciling and releases the Lease; a waiting replica takes it when
     // it next looks, at the latest when the old Lease would have expired.
-    ops.push(Operator::start(&cp, &user, "replica-c", &[]));
+    ops.push(Operator::start(&cp, user, "replica-c", &[]));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         lease_holder(&client).await.as_deref(),
@@ -235,7 +235,7 @@ async fn a_leader_on_a_hung_connection_steps_down_before_its_lease_can_be_taken(
     let proxy = StallingProxy::start(upstream).await;
     let proxied = cp.dir().join("proxied.kubeconfig");
     let yaml = cp
-        .kubeconfig_yaml(&user, None)
+        .kubeconfig_yaml(user, None)
         .expect("kubeconfig")
         .replace(cp.server_url(), &proxy.url());
     std::fs::write(&proxied, yaml).expect("write kubeconfig");
@@ -247,7 +247,7 @@ async fn a_leader_on_a_hung_connection_steps_down_before_its_lease_can_be_taken(
     .await;
     create_machine(&client, &ns, "before").await;
     wait_vm(&client, &ns, "before").await;
-    let b = Operator::start(&cp, &user, "replica-b", &[]);
+    let b = Operator::start(&cp, user, "replica-b", &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!started_controller(&b), "replica-b must wait");
 

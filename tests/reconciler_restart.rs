@@ -149,8 +149,8 @@ async fn watches_relist_after_an_api_server_restart_past_compacted_history() {
     // listed (the audit log records a list once it completed) before the outage.
     let lists = |cp: &ControlPlane| {
         (
-            operator_lists(&cp, "machines"),
-            operator_lists(&cp, "virtualmachines"),
+            operator_lists(cp, "machines"),
+            operator_lists(cp, "virtualmachines"),
         )
     };
     let lists_before = eventually(CONVERGE, "every watcher's first list", || async {

@@ -95,7 +95,7 @@ async fn adopting_a_retained_claim_needs_update_and_delete_on_it() {
         )
     };
     // Dry-run is checked like a real write; it also waits for the webhooks to be in force.
-    let message = first_denial(&as_erin, &dry, &with_data("db"), &op).await;
+    let message = first_denial(&as_erin, &dry, &with_data("db"), op).await;
     assert!(
         message.contains(&adopts("erin", "update", "db-data")),
         "{message}"
@@ -166,7 +166,7 @@ async fn retain_disks_takes_true_or_false_only() {
         dry_run: true,
         ..Default::default()
     };
-    let message = first_denial(&api, &dry, &keeper("True"), &op).await;
+    let message = first_denial(&api, &dry, &keeper("True"), op).await;
     assert!(message.contains(&refused("True")), "{message}");
     match api.create(&pp, &keeper("True")).await {
         Err(Error::Api(e)) => {

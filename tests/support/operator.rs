@@ -22,6 +22,8 @@ pub const RESYNC: Duration = Duration::from_secs(2);
 
 /// The `kubevirt-operator` binary cargo built for this test (`examples/dev.rs` also includes
 /// this module, and cargo builds no binary for examples: it never starts one).
+// An unwrap of option_env! on purpose: the example compiles this module and never calls it.
+#[allow(clippy::option_env_unwrap)]
 pub fn operator_binary() -> &'static Path {
     Path::new(
         option_env!("CARGO_BIN_EXE_kubevirt-operator")
