@@ -35,7 +35,8 @@ use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
-    let (cp, admin, mut op) = access::setup(&[]).await;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, mut op) = cp.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
@@ -95,7 +96,8 @@ async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
-    let (cp, admin, op) = access::setup(&[]).await;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, op) = cp.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
@@ -163,7 +165,8 @@ async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
-    let (cp, admin, op) = access::setup(&[]).await;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, op) = cp.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -202,7 +205,8 @@ async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
-    let (_cp, admin, mut op) = access::setup(&[]).await;
+    let mut env = access::fixture(&[]).start().await;
+    let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -252,7 +256,8 @@ async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
-    let (mut cp, admin, mut op) = access::setup(&[]).await;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, mut op) = cp.take_replica().await;
     cp.start_controller_manager()
         .await
         .expect("kube-controller-manager"); // the garbage collector, as in a cluster
@@ -313,7 +318,8 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_first_consumer_class_restores_and_boots() {
-    let (_cp, admin, mut op) = access::setup(&[]).await;
+    let mut env = access::fixture(&[]).start().await;
+    let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
