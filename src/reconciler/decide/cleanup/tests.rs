@@ -97,6 +97,8 @@ fn meta(kind: Kind, name: &str, proof: Proof, references: bool) -> ObjectMeta {
 fn remains(m: Machine) -> Remains {
     Remains {
         machine: m,
+        restoring: None,
+        away: None,
         remote: false,
         vm: None,
         vmi: None,
