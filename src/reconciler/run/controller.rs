@@ -31,6 +31,7 @@ use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
 use super::remotes::{self, Remotes};
+use super::reprove::Reproving;
 use super::watches::{self, Scope, ignore, machines_using};
 use crate::discovery;
 use crate::reconciler::FIELD_MANAGER;
@@ -167,23 +168,32 @@ pub async fn run_scope(
     });
     state.set_caches_synced(false);
     let (remote_tx, mut remote_rx) = tokio::sync::mpsc::unbounded_channel();
-    let remotes = Arc::new(Remotes::new(
+    let events = Publisher {
+        client: clients.events.clone(),
+        reporter: Reporter {
+            controller: FIELD_MANAGER.to_owned(),
+            instance: Some(settings.instance.clone()),
+        },
+    };
+    let mut remotes = Remotes::new(
         settings.clusters.clone(),
         scope.clone(),
         stores.machines.clone(),
         bind_times.clone(),
         (ownership_key.without_history(), remote_tx),
-    ));
+    );
+    if ownership_key.replaced().is_some() {
+        remotes = remotes.with_reproving(Reproving {
+            management: client.clone(),
+            events: events.clone(),
+        });
+    }
+    let remotes = Arc::new(remotes);
     let ctx = Arc::new(Context {
-        events: Publisher {
-            client: clients.events.clone(),
-            reporter: Reporter {
-                controller: FIELD_MANAGER.to_owned(),
-                instance: Some(settings.instance.clone()),
-            },
-        },
+        events,
         local: Arc::new(Cluster {
             name: None,
+            identity: None,
             client: client.clone(),
             stores: local_stores.clone(),
             written,

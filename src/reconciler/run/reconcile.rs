@@ -110,6 +110,11 @@ async fn reconcile_in_span(
     })
 }
 
+/// The identity of the cluster the Machine's status says it was made on.
+fn made_on(machine: &Machine) -> Option<&str> {
+    (machine.status.as_ref()).and_then(|s| s.cluster_identity.as_deref())
+}
+
 /// How one reconcile ended.
 struct Reconciled {
     blocked: bool,
@@ -129,7 +134,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
     let cluster = match placement {
         Placement::Local => ctx.local.clone(),
-        Placement::Remote(name) => match ctx.remotes.cluster(&name) {
+        Placement::Remote(name) => match ctx.remotes.cluster(&name, made_on(machine)) {
             Ok(cluster) => cluster,
             Err(why) => return unreachable(machine, ctx, &name, &why).await,
         },
