@@ -112,13 +112,14 @@ mod tests {
         // Labels and a controller reference alone are not ours there.
         let forged = nad(owned()).metadata;
         // (what, the attachment, the NetworkConfiguration's uid now, the key, whose)
-        let cases: [(
-            &str,
-            Option<&ObjectMeta>,
-            Option<&str>,
-            &OwnershipKey,
+        type Case<'a> = (
+            &'a str,
+            Option<&'a ObjectMeta>,
+            Option<&'a str>,
+            &'a OwnershipKey,
             Ownership,
-        ); 8] = [
+        );
+        let cases: [Case; 8] = [
             (
                 "its NetworkConfiguration",
                 Some(&made),

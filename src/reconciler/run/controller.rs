@@ -175,20 +175,18 @@ pub async fn run_scope(
             instance: Some(settings.instance.clone()),
         },
     };
-    let mut remotes = Remotes::new(
+    // Under a key that replaced a lost one, each remote cluster's objects are re-proven first.
+    let reproving = ownership_key.replaced().map(|_| Reproving {
+        management: client.clone(),
+        events: events.clone(),
+    });
+    let remotes = Arc::new(Remotes::new(
         settings.clusters.clone(),
         scope.clone(),
         stores.machines.clone(),
         bind_times.clone(),
-        (ownership_key.without_history(), remote_tx),
-    );
-    if ownership_key.replaced().is_some() {
-        remotes = remotes.with_reproving(Reproving {
-            management: client.clone(),
-            events: events.clone(),
-        });
-    }
-    let remotes = Arc::new(remotes);
+        (ownership_key.without_history(), remote_tx, reproving),
+    ));
     let ctx = Arc::new(Context {
         events,
         local: Arc::new(Cluster {

@@ -77,13 +77,17 @@ pub struct Remotes {
 }
 
 impl Remotes {
-    /// `triggers` feeds the scope's Controller.
+    /// `triggers` feeds the scope's Controller; `reproving` when the key replaced a lost one.
     pub fn new(
         registry: Registry,
         scope: Scope,
         machines: Store<Packed<Machine>>,
         bind_times: Arc<BindTimes>,
-        (key, triggers): (OwnershipKey, mpsc::UnboundedSender<Trigger>),
+        (key, triggers, reproving): (
+            OwnershipKey,
+            mpsc::UnboundedSender<Trigger>,
+            Option<Reproving>,
+        ),
     ) -> Self {
         Remotes {
             key,
@@ -92,17 +96,8 @@ impl Remotes {
             machines,
             bind_times,
             triggers,
-            reproving: None,
+            reproving,
             running: Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    /// Re-proves each cluster's objects before its Machines run, when the key replaced a lost
-    /// one (see [`super::reprove`]).
-    pub fn with_reproving(self, reproving: Reproving) -> Self {
-        Remotes {
-            reproving: Some(reproving),
-            ..self
         }
     }
 
@@ -112,14 +107,10 @@ impl Remotes {
     pub fn cluster(&self, name: &str, made_on: Option<&str>) -> Result<Arc<Cluster>, Unready> {
         let connection = usable(self.registry.get(name), self.registry.exists(name))
             .map_err(|why| why.unwrap_or_else(|| filling(name)))?;
-        let found = &connection.identity;
-        if let Some(message) =
-            machine_waits(name, made_on, found, connection.acknowledged.as_deref())
-        {
-            return Err(Unready {
-                reason: Reason::ClusterChanged.as_str().to_owned(),
-                message,
-            });
+        let (found, ack) = (&connection.identity, connection.acknowledged.as_deref());
+        if let Some(message) = machine_waits(name, made_on, found, ack) {
+            let reason = Reason::ClusterChanged.as_str().to_owned();
+            return Err(Unready { reason, message });
         }
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let current = running.get(name).filter(|r| {
