@@ -1,8 +1,10 @@
 //! What exists that was made under an ownership key (I/O), asked only when the key Secret is
 //! missing: objects carrying our labels and a made-for or released-for proof, on this cluster
 //! (in the watch scopes) and on each KubevirtConfig's cluster. Read by metadata, a page at a
-//! time, stopping at the first one found.
+//! time, stopping at the first one found. A KubevirtConfig's cluster that cannot be read counts
+//! only if a Machine's status says it was placed there.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -11,8 +13,8 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 
 use super::watches::Scope;
-use crate::api::KubevirtConfig;
 use crate::api::names::{MANAGED_BY, MANAGED_BY_LABEL, PROOF_ANNOTATION, RELEASE_ANNOTATION};
+use crate::api::{KubevirtConfig, Machine};
 use crate::clusters::{Health, Registry};
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::decide::key_start::Evidence;
@@ -52,9 +54,13 @@ pub async fn gather(
             Vec::new()
         }
     };
+    let placed = placed_on(client, scopes).await;
     for name in configs {
         let evidence = match probed(registry, &name).await {
             Some(Health::Ready(c)) => first_of(&c.client, None).await,
+            // A cluster that cannot be read holds nothing of ours when no Machine was ever
+            // placed there (a first install with a kubeconfig still to fix).
+            _ if placed.as_ref().is_ok_and(|p| !p.contains(&name)) => Evidence::None,
             Some(Health::NotReady {
                 reason, message, ..
             }) => Evidence::Unknown(format!("{reason}: {message}")),
@@ -63,6 +69,20 @@ pub async fn gather(
         out.push((format!("cluster {name}"), evidence));
     }
     out
+}
+
+/// The clusters Machines' statuses say they were placed on (reconciled there at least once).
+async fn placed_on(client: &Client, scopes: &[Scope]) -> Result<BTreeSet<String>, kube::Error> {
+    let mut placed = BTreeSet::new();
+    for scope in scopes {
+        let api: Api<Machine> = match scope {
+            Scope::All => Api::all(client.clone()),
+            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        };
+        let list = api.list(&ListParams::default()).await?;
+        placed.extend(list.items.into_iter().filter_map(|m| m.status?.cluster));
+    }
+    Ok(placed)
 }
 
 /// The health of KubevirtConfig `name` once probed (bounded wait).
