@@ -238,6 +238,7 @@ pub async fn act(
         restoring: (o.restoring.as_ref()).map(|(name, step)| (name.as_str(), step.as_str())),
         snapshots: Some(&o.snapshots),
         cluster: cluster.name.as_deref(),
+        cluster_identity: cluster.identity.as_deref(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

@@ -111,6 +111,11 @@ async fn reconcile_in_span(
     })
 }
 
+/// The identity of the cluster the Machine's status says it was made on.
+fn made_on(machine: &Machine) -> Option<&str> {
+    (machine.status.as_ref()).and_then(|s| s.cluster_identity.as_deref())
+}
+
 /// How one reconcile ended.
 #[derive(Default)]
 struct Reconciled {
@@ -131,7 +136,9 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
     let cluster = match placement {
         Placement::Local => Ok(ctx.local.clone()),
-        Placement::Remote(name) => ctx.remotes.cluster(&name).map_err(|why| (name, why)),
+        Placement::Remote(name) => (ctx.remotes)
+            .cluster(&name, made_on(machine))
+            .map_err(|why| (name, why)),
     };
     // A deleting Machine: what remains of it observed, its cleanup decided and carried out.
     let mut cluster_message = None;
