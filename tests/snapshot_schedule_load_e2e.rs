@@ -8,7 +8,6 @@ mod scheduling;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ use kubevirt_operator::reconciler::run::watches::Scope;
 use kubevirt_operator::snapshots::context::{Context, Limits, Settings};
 use kubevirt_operator::snapshots::scheduler;
 use scheduling::Hands;
-use support::ControlPlane;
+use support::{ControlPlane, Fixture};
 
 const MACHINES: usize = 1000;
 const TICK: Duration = Duration::from_millis(500);
@@ -52,14 +51,16 @@ fn diff(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due_machine() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("client");
-    let ns = cp.namespace("load").await.expect("namespace");
-    let machines: Api<Machine> = Api::namespaced(admin.clone(), &ns);
+    let ns = "load";
+    let cp = Fixture::new()
+        .with_all_crds()
+        .namespace(ns)
+        // The scheduler's own user, so that its requests can be told apart.
+        .user("scheduler", &["system:masters"])
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
+    let machines: Api<Machine> = Api::namespaced(admin.clone(), ns);
     let mut latest = None;
     for i in 0..MACHINES {
         let m: Machine = serde_json::from_value(json!({
@@ -85,12 +86,9 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
         .and_then(|t| t.with_second(0))
         .expect("hour");
 
-    let user = cp
-        .mint_user("scheduler", &["system:masters"])
-        .expect("user");
     let clock = Arc::new(Hands(Mutex::new(due - chrono::Duration::minutes(30))));
     let ctx = Arc::new(Context {
-        client: cp.client_for(&user).await.expect("client"),
+        client: cp.client_of("scheduler").await,
         settings: Settings {
             scopes: vec![Scope::All],
             namespace: "unused".into(),
@@ -140,7 +138,7 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
     let before = requests(&cp);
     let t0 = Instant::now();
     *clock.0.lock().expect("clock") = due;
-    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), ns);
     support::eventually_with(
         Duration::from_secs(300),
         "a snapshot per Machine",

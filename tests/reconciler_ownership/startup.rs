@@ -20,7 +20,7 @@ async fn without_multus_the_leader_is_ready_and_machines_without_networks_get_th
         .collect();
     let (cp, env) = dedicated(crds, "no-multus").await;
     env.network_configuration("lan", "br0", 0).await;
-    let op = start_dedicated_operator(&cp, &env).await;
+    let op = start_dedicated_operator(&cp);
     env.until("/readyz 200 on the leader without the NAD CRD", || async {
         (op.readyz().await == Some(200)).then_some(())
     })
@@ -60,7 +60,7 @@ async fn an_odd_object_in_a_cache_does_not_stop_other_machines() {
             .is_some_and(Value::is_number),
         "stored as a number: {odd}"
     );
-    let op = start_dedicated_operator(&cp, &env).await;
+    let op = start_dedicated_operator(&cp);
     env.machine("fine", json!({"template": "small"})).await;
     env.wait_for(&vm_ar(), "fine").await;
     let m = env.wait_phase("fine", "Creating").await;
