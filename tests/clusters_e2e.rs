@@ -25,7 +25,8 @@ use kubevirt_operator::api::kubevirt_config::KubevirtConfigStatus;
 use kubevirt_operator::clusters::{self, Health, Reason, Registry};
 use support::{Fixture, OPERATOR_NAMESPACE, eventually};
 
-const WAIT: Duration = Duration::from_secs(20);
+/// Probes run every second; a state they reach takes a few, more on a busy machine.
+const WAIT: Duration = Duration::from_secs(60);
 
 fn repo(path: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -100,6 +100,7 @@ async fn the_manifests_grant_exactly_what_the_operator_uses() {
     walk::network_gone(&admin, &ns).await;
     walk::certificates(&cp, &admin, &op).await;
     walk::deletions(&admin, &ns).await;
+    // A window, not a wait for a state: an operator that would crash after the deletions.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(op.exited().is_none(), "the operator exited\n{}", log(&op));
     let operator_log = log(&op);

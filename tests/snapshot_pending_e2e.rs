@@ -98,7 +98,9 @@ async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
     })
     .await;
     let after = machine_gets(&cp, "far");
-    // Before the backoff: a look every 10 s. No third look within 25 s now.
+    // Before the backoff: a look every 10 s. No third look within 25 s now. A window, not a
+    // wait for a state: without the backoff a look comes every 10 s (a timer: no slower on a busy
+    // machine), so 25 s holds at least two of them; with it, the next is 5 minutes away.
     tokio::time::sleep(Duration::from_secs(25)).await;
     assert_eq!(machine_gets(&cp, "far"), after, "looked again within 25 s");
 

@@ -2,8 +2,6 @@
 //! NetworkConfiguration deleted, certificates rotated and a caBundle tampered with, and the
 //! Machines deleted.
 
-use std::time::Duration;
-
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
@@ -12,7 +10,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use serde_json::json;
 
 use crate::operator::eventually;
-use crate::support::{OPERATOR_NAMESPACE, Proc, Started};
+use crate::support::{OPERATOR_NAMESPACE, Proc, Started, events_about};
 use crate::{WAIT, condition_reason, dynamic, get, log, phase};
 use kubevirt_operator::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 use kubevirt_operator::certs::{BUNDLE_CONFIGMAP, BUNDLE_KEY, WEBHOOK_CONFIGURATION};
@@ -143,7 +141,7 @@ pub async fn snapshot_and_restore(admin: &Client, ns: &str) {
 pub async fn network_gone(admin: &Client, ns: &str) {
     let ncs: Api<NetworkConfiguration> = Api::namespaced(admin.clone(), ns);
     let machines: Api<Machine> = Api::namespaced(admin.clone(), ns);
-    // The NetworkConfiguration goes: its Machines report it (repeated Events are patched).
+    // The NetworkConfiguration goes: its Machines report it, in their status and an Event.
     ncs.delete("lan", &DeleteParams::default())
         .await
         .expect("delete NC");
@@ -153,7 +151,17 @@ pub async fn network_gone(admin: &Client, ns: &str) {
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    eventually(
+        WAIT,
+        "an Event about gamma's missing NetworkConfiguration",
+        || async {
+            let events = events_about(admin, ns, "gamma").await;
+            let found =
+                (events.iter()).any(|(_, reason, _)| reason == "NetworkConfigurationNotFound");
+            found.then_some(())
+        },
+    )
+    .await;
 }
 
 /// A CA rotation on demand, and a tampered caBundle put back.

@@ -147,6 +147,8 @@ pub async fn abandoned(admin: &Client, remote: &mut Started, op: &Proc) {
     api.delete("dflt", &DeleteParams::default())
         .await
         .expect("delete");
+    // A window, not a wait for a state: a deletion that did not wait would remove the finalizer
+    // as soon as the operator sees it (one watch event away).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let waiting = api.get("dflt").await.expect("dflt waits for its cluster");
     assert!(waiting.meta().deletion_timestamp.is_some());
