@@ -283,7 +283,8 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
         .await
         .expect("Machine deleted");
     // Several reconciles of the deleted Machine: its VM (which owns the restored claims) stays
-    // while the restore holds it.
+    // while the restore holds it. A window, not a wait for a state: the operator resyncs every
+    // 2 s (`--reconcile-interval 2s`) and reacts to the deletion at once, so 6 s hold several.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(
         vms.get_opt("web").await.expect("VM").is_some(),
