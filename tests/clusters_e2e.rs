@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -23,9 +23,10 @@ use serde_json::json;
 use kubevirt_operator::api::KubevirtConfig;
 use kubevirt_operator::api::kubevirt_config::KubevirtConfigStatus;
 use kubevirt_operator::clusters::{self, Health, Reason, Registry};
-use support::{ControlPlane, OPERATOR_NAMESPACE, eventually};
+use support::{Fixture, OPERATOR_NAMESPACE, eventually};
 
-const WAIT: Duration = Duration::from_secs(20);
+/// Probes run every second; a state they reach takes a few, more on a busy machine.
+const WAIT: Duration = Duration::from_secs(60);
 
 fn repo(path: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -84,65 +85,36 @@ async fn reason_is(
     .await
 }
 
-/// A user on the management cluster holding exactly the operator's KubevirtConfig rules of
-/// `manifests/rbac/cluster_role.yaml` and `manifests/rbac/kubevirt_config_role.yaml` (the
+/// The user of [`least_privileged`].
+const CONTROLLER: &str = "clusters-controller";
+
+/// `management` with a user, [`CONTROLLER`], holding exactly the operator's KubevirtConfig rules
+/// of `manifests/rbac/cluster_role.yaml` and `manifests/rbac/kubevirt_config_role.yaml` (the
 /// kubeconfig Secrets in the operator's namespace only).
-async fn least_privileged(cp: &ControlPlane, admin: &Client) -> Client {
-    const USER: &str = "clusters-controller";
+fn least_privileged(management: Fixture) -> Fixture {
     let read = |path: &str| std::fs::read_to_string(repo(path)).expect(path);
-    let mut cluster_role: ClusterRole =
+    let cluster_role: ClusterRole =
         serde_yaml::from_str(&read("manifests/rbac/cluster_role.yaml")).expect("ClusterRole");
-    cluster_role.rules = Some(
-        cluster_role
-            .rules
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| {
-                r.resources
-                    .iter()
-                    .flatten()
-                    .any(|res| res.starts_with("kubevirtconfigs"))
-            })
-            .collect(),
-    );
-    assert_eq!(
-        cluster_role.rules.as_ref().map(Vec::len),
-        Some(2),
-        "{cluster_role:?}"
-    );
+    let rules: Vec<PolicyRule> = (cluster_role.rules.unwrap_or_default().into_iter())
+        .filter(|r| {
+            r.resources
+                .iter()
+                .flatten()
+                .any(|res| res.starts_with("kubevirtconfigs"))
+        })
+        .collect();
+    assert_eq!(rules.len(), 2, "{rules:?}");
     let role: Role =
         serde_yaml::from_str(&read("manifests/rbac/kubevirt_config_role.yaml")).expect("Role");
-    let subject = json!([{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]);
-    Api::<ClusterRole>::all(admin.clone())
-        .create(&PostParams::default(), &cluster_role)
-        .await
-        .expect("ClusterRole");
-    Api::<Role>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("Role");
-    let crb: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": USER}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": cluster_role.name_any()}
-    }))
-    .expect("binding");
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .create(&PostParams::default(), &crb)
-        .await
-        .expect("ClusterRoleBinding");
-    let rb: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": USER}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": role.name_any()}
-    }))
-    .expect("binding");
-    Api::<RoleBinding>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
-        .create(&PostParams::default(), &rb)
-        .await
-        .expect("RoleBinding");
-    let user = cp.mint_user(USER, &[]).expect("user");
-    cp.client_for(&user).await.expect("client")
+    assert_eq!(role.namespace().as_deref(), Some(OPERATOR_NAMESPACE));
+    management
+        .user(CONTROLLER, &[])
+        .grant_cluster(CONTROLLER, rules)
+        .grant(
+            OPERATOR_NAMESPACE,
+            CONTROLLER,
+            role.rules.unwrap_or_default(),
+        )
 }
 
 fn ready(registry: &Registry, name: &str) -> Arc<clusters::Connection> {

@@ -27,7 +27,10 @@ fn write_private_leaves_only_the_owner_even_over_an_open_file() {
 
 #[tokio::test]
 async fn the_control_planes_keys_and_kubeconfigs_are_owner_only() {
-    let cp = support::Fixture::new().shared().await;
+    let cp = support::Fixture::new()
+        .user("file-modes", &[])
+        .shared()
+        .await;
     assert_eq!(mode(cp.admin_kubeconfig()), 0o600, "admin kubeconfig");
     for key in ["apiserver.key", "sa.key"] {
         let found: Vec<_> = walk(cp.dir())
@@ -43,8 +46,7 @@ async fn the_control_planes_keys_and_kubeconfigs_are_owner_only() {
             assert_eq!(mode(&p), 0o600, "{}", p.display());
         }
     }
-    let user = cp.mint_user("file-modes", &[]).expect("user");
-    let kubeconfig = cp.write_kubeconfig(&user, None).expect("kubeconfig");
+    let kubeconfig = (cp.write_kubeconfig(cp.user("file-modes"), None)).expect("kubeconfig");
     assert_eq!(mode(&kubeconfig), 0o600, "minted user's kubeconfig");
 }
 

@@ -100,10 +100,14 @@ async fn without_the_class_crd_the_built_ins_then_classes_once_it_is_applied() {
 
 #[tokio::test]
 async fn a_replica_that_cannot_read_machine_classes_is_not_ready() {
-    let cp = Fixture::new().with_machine_crds().shared().await;
-    // A user with no rights at all: nothing can be read, MachineClasses included.
-    let nobody = cp.mint_user("no-class-rights", &[]).expect("user");
-    let kubeconfig = cp.write_kubeconfig(&nobody, None).expect("kubeconfig");
+    let cp = Fixture::new()
+        .with_machine_crds()
+        // A user with no rights at all: nothing can be read, MachineClasses included.
+        .user("no-class-rights", &[])
+        .shared()
+        .await;
+    let nobody = cp.user("no-class-rights");
+    let kubeconfig = cp.write_kubeconfig(nobody, None).expect("kubeconfig");
     let [webhook, probes] = [(); 2].map(|()| support::free_port().expect("port"));
     let dir = cp.dir().join("no-class-rights");
     std::fs::create_dir_all(&dir).expect("dir");

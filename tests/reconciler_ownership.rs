@@ -33,7 +33,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use operator::{OPERATOR_USER, Operator, operator_user};
+use operator::{OPERATOR_USER, Operator};
 use ownership::*;
 use support::{Fixture, Started};
 
@@ -43,9 +43,10 @@ async fn env(prefix: &str) -> Env {
     shared_env("ownership", prefix).await
 }
 
-/// A control plane of its own (no controller-manager) with `crds`, and a namespace on it.
+/// A control plane of its own (no controller-manager) with `crds` and the operator's RBAC, and
+/// a namespace on it.
 async fn dedicated(crds: Vec<PathBuf>, prefix: &str) -> (Started, Env) {
-    let cp = Fixture::new().with_crds(crds).start().await;
+    let cp = Fixture::new().with_crds(crds).operator_rbac().start().await;
     let admin = cp.admin_client().await;
     let ns = cp.namespace(prefix).await.expect("namespace");
     let env = Env {
@@ -56,9 +57,8 @@ async fn dedicated(crds: Vec<PathBuf>, prefix: &str) -> (Started, Env) {
     (cp, env)
 }
 
-async fn start_dedicated_operator(cp: &Started, env: &Env) -> Operator {
-    let user = operator_user(cp, &env.client, OPERATOR_USER).await;
-    Operator::start(cp, &user, "dedicated", &[])
+fn start_dedicated_operator(cp: &Started) -> Operator {
+    Operator::start(cp, cp.user(OPERATOR_USER), "dedicated", &[])
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use access::start_replica;
+use access::{OP_NS, fixture, start_replica};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::PROOF_ANNOTATION;
 use kubevirt_operator::api::snapshots::MachineRestore;
@@ -30,19 +30,21 @@ use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineRestore;
 use snapshots::restore::{
     WFFC, in_phase, kubevirt_completes, kubevirt_restores_in, restored_claim, stopped_for, undo,
 };
-use snapshots::trust::{adopting_held, data_source, mallory, name_of, planted, release, unwatched};
+use snapshots::trust::{
+    MALLORY, adopting_held, data_source, mallory, name_of, planted, release, unwatched,
+};
 use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, snapshot_of_web};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
-    let mut cp = access::fixture(&[]).start().await;
-    let (admin, mut op) = cp.take_replica().await;
+    let mut env = mallory(fixture(&[])).start().await;
+    let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
     let old_root = pvcs.get("web-root").await.expect("web-root");
-    let mallory = mallory(&cp, &admin).await;
+    let mallory = env.client_of(MALLORY).await;
     dynamic::<MachineRestore>(&admin)
         .create(&PostParams::default(), &undo("undo", "web-before"))
         .await
@@ -96,14 +98,14 @@ async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
-    let mut cp = access::fixture(&[]).start().await;
-    let (admin, op) = cp.take_replica().await;
+    let mut env = mallory(fixture(&[])).start().await;
+    let (admin, op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
     let old_root = pvcs.get("web-root").await.expect("web-root");
-    let mallory = mallory(&cp, &admin).await;
+    let mallory = env.client_of(MALLORY).await;
     // It keeps its restored claims when done.
     let mut restore = serde_json::to_value(undo("undo", "web-before")).expect("json");
     restore["spec"]["keepRestoredClaims"] = json!(true);
@@ -125,7 +127,7 @@ async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
         .create(&PostParams::default(), &planted)
         .await
         .expect("mallory may create claims");
-    let (mut op, _) = start_replica(&cp, "access-operator", "second", &[]).await;
+    let (mut op, _) = start_replica(&env, OP_NS, "second", &[]).await;
     let held = eventually("the restore refuses the planted claim", &op, || async {
         let r = Api::<MachineRestore>::namespaced(admin.clone(), NS)
             .get("undo")
@@ -165,8 +167,8 @@ async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
-    let mut cp = access::fixture(&[]).start().await;
-    let (admin, op) = cp.take_replica().await;
+    let mut env = fixture(&[]).start().await;
+    let (admin, op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -183,7 +185,7 @@ async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
         crds.get_opt(crd).await.ok()?.is_none().then_some(())
     })
     .await;
-    let (mut op, _) = start_replica(&cp, "access-operator", "second", &[]).await;
+    let (mut op, _) = start_replica(&env, OP_NS, "second", &[]).await;
     release(&pvcs, "web-root").await;
     let done = eventually("the restore ends", &op, || async {
         let r = Api::<MachineRestore>::namespaced(admin.clone(), NS)
@@ -205,7 +207,7 @@ async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
-    let mut env = access::fixture(&[]).start().await;
+    let mut env = fixture(&[]).start().await;
     let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
@@ -256,11 +258,9 @@ async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
-    let mut cp = access::fixture(&[]).start().await;
-    let (admin, mut op) = cp.take_replica().await;
-    cp.start_controller_manager()
-        .await
-        .expect("kube-controller-manager"); // the garbage collector, as in a cluster
+    // The garbage collector, as in a cluster.
+    let mut env = fixture(&[]).with_controller_manager().start().await;
+    let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(admin.clone(), NS);
@@ -283,7 +283,8 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
         .await
         .expect("Machine deleted");
     // Several reconciles of the deleted Machine: its VM (which owns the restored claims) stays
-    // while the restore holds it.
+    // while the restore holds it. A window, not a wait for a state: the operator resyncs every
+    // 2 s (`--reconcile-interval 2s`) and reacts to the deletion at once, so 6 s hold several.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(
         vms.get_opt("web").await.expect("VM").is_some(),
@@ -318,7 +319,7 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_first_consumer_class_restores_and_boots() {
-    let mut env = access::fixture(&[]).start().await;
+    let mut env = fixture(&[]).start().await;
     let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);

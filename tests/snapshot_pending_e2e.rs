@@ -5,11 +5,9 @@
 //! controller runs for real on a real API server, judging age by a clock the test moves; its
 //! requests are counted from the API server's audit log.
 
-mod access;
 mod scheduling;
 mod support;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,11 +15,11 @@ use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use access::{grant, rule};
 use kubevirt_operator::api::snapshots::MachineSnapshot;
 use kubevirt_operator::reconciler::run::watches::Scope;
 use scheduling::{Hands, context, machine};
-use support::ControlPlane;
+use support::rbac::rule;
+use support::{ControlPlane, Fixture};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -38,31 +36,28 @@ fn machine_gets(cp: &ControlPlane, name: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("client");
-    let ns = cp.namespace("novm").await.expect("namespace");
-    let mallory = cp.mint_user("mallory", &[]).expect("mallory");
-    grant(
-        &admin,
-        &ns,
-        "mallory",
-        vec![
-            rule("vitistack.io", "machines", &["get"]),
-            rule("vitistack.io", "machinesnapshots", &["create"]),
-        ],
-    )
-    .await;
+    let ns = "novm";
+    let cp = Fixture::new()
+        .with_all_crds()
+        .namespace(ns)
+        .user("mallory", &[])
+        .grant(
+            ns,
+            "mallory",
+            vec![
+                rule("vitistack.io", "machines", &["get"]),
+                rule("vitistack.io", "machinesnapshots", &["create"]),
+            ],
+        )
+        // The MachineSnapshot controller's own user, so that its requests can be told apart.
+        .user("snapshots", &["system:masters"])
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
     // A Machine whose VM is not in this cluster (no reconciler runs here: none is made).
-    machine(&admin, &ns, "far", json!({"template": "small"})).await;
-    let user = cp
-        .mint_user("snapshots", &["system:masters"])
-        .expect("user");
+    machine(&admin, ns, "far", json!({"template": "small"})).await;
     let clock = Arc::new(Hands(Mutex::new(Utc::now())));
-    let mut ctx = context(&cp.client_for(&user).await.expect("client"), clock.clone());
+    let mut ctx = context(&cp.client_of("snapshots").await, clock.clone());
     ctx.settings.limits.pending_limit = Duration::from_secs(30 * 60);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(async move {
@@ -77,7 +72,7 @@ async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
         "metadata": {"name": "far-1"}, "spec": {"machineName": "far"}
     }))
     .expect("snapshot");
-    let made = Api::<MachineSnapshot>::namespaced(cp.client_for(&mallory).await.expect("c"), &ns)
+    let made = Api::<MachineSnapshot>::namespaced(cp.client_of("mallory").await, ns)
         .create(&PostParams::default(), &snap)
         .await
         .expect("mallory may create snapshots");
@@ -88,7 +83,7 @@ async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
         .0
         .as_second();
     let created = DateTime::<Utc>::from_timestamp(created, 0).expect("time");
-    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), ns);
     let phase = |s: MachineSnapshot| s.status.and_then(|st| st.phase);
     support::eventually_with(WAIT, "far-1 Pending", String::new, || async {
         (phase(snaps.get("far-1").await.ok()?).as_deref() == Some("Pending")).then_some(())
@@ -103,7 +98,9 @@ async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
     })
     .await;
     let after = machine_gets(&cp, "far");
-    // Before the backoff: a look every 10 s. No third look within 25 s now.
+    // Before the backoff: a look every 10 s. No third look within 25 s now. A window, not a
+    // wait for a state: without the backoff a look comes every 10 s (a timer: no slower on a busy
+    // machine), so 25 s holds at least two of them; with it, the next is 5 minutes away.
     tokio::time::sleep(Duration::from_secs(25)).await;
     assert_eq!(machine_gets(&cp, "far"), after, "looked again within 25 s");
 

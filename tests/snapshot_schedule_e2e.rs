@@ -4,63 +4,20 @@
 //! `keep` taken scheduled ones, oldest deleted first; snapshots made by hand and other Machines' are
 //! never counted nor deleted.
 
+mod scheduling;
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Utc};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::{MachineSnapshot, SCHEDULED_LABEL};
-use kubevirt_operator::reconciler::decide::evidence::OwnershipKey;
-use kubevirt_operator::reconciler::run::watches::Scope;
-use kubevirt_operator::snapshots::Clock;
-use kubevirt_operator::snapshots::context::{Context, Settings};
 use kubevirt_operator::snapshots::scheduler::tick;
+use scheduling::{Hands, context, first_hour, machine, names};
 use support::Fixture;
-
-/// A clock that moves only when told.
-struct Hands(Mutex<DateTime<Utc>>);
-
-impl Clock for Hands {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().expect("clock")
-    }
-}
-
-impl Hands {
-    fn set(&self, t: DateTime<Utc>) {
-        *self.0.lock().expect("clock") = t;
-    }
-}
-
-async fn machine(client: &Client, ns: &str, name: &str, spec: serde_json::Value) -> Machine {
-    let m: Machine = serde_json::from_value(serde_json::json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("machine");
-    Api::<Machine>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create machine")
-}
-
-async fn names(snaps: &Api<MachineSnapshot>) -> Vec<String> {
-    let mut n: Vec<String> = snaps
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .iter()
-        .map(|s| s.name_any())
-        .collect();
-    n.sort();
-    n
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
@@ -94,26 +51,9 @@ async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
         .await
         .expect("by hand");
 
-    // The first full hour after the Machine was made.
-    let created = hourly.metadata.creation_timestamp.expect("created").0;
-    let created = DateTime::<Utc>::from_timestamp(created.as_second(), 0).expect("time");
-    let first = (created + chrono::Duration::hours(1))
-        .with_minute(0)
-        .and_then(|t| t.with_second(0))
-        .expect("hour");
+    let first = first_hour(&hourly);
     let clock = Arc::new(Hands(Mutex::new(first - chrono::Duration::minutes(1))));
-    let ctx = Context {
-        client: client.clone(),
-        settings: Settings {
-            scopes: vec![Scope::All],
-            namespace: "unused".into(),
-            clock: clock.clone(),
-            tick: Duration::from_secs(1),
-            limits: Default::default(),
-        },
-        key: OwnershipKey::new(&[7; 32], None).expect("key"),
-        kubevirt: true,
-    };
+    let ctx = context(&client, clock.clone());
     let stamp = |t: DateTime<Utc>| format!("cron-{}", t.format("%Y%m%d%H%M"));
     // What the scheduler's watches hold, read from the API server at each check.
     let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);

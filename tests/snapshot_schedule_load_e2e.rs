@@ -8,7 +8,7 @@ mod scheduling;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,13 +20,40 @@ use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::MachineSnapshot;
 use kubevirt_operator::reconciler::decide::evidence::OwnershipKey;
 use kubevirt_operator::reconciler::run::watches::Scope;
+use kubevirt_operator::snapshots::Clock;
 use kubevirt_operator::snapshots::context::{Context, Limits, Settings};
 use kubevirt_operator::snapshots::scheduler;
 use scheduling::Hands;
-use support::ControlPlane;
+use support::{ControlPlane, Fixture};
 
 const MACHINES: usize = 1000;
 const TICK: Duration = Duration::from_millis(500);
+
+/// The test's clock, counting the scheduler's ticks: each reads it once, first thing.
+struct Ticks {
+    hands: Hands,
+    reads: AtomicUsize,
+}
+
+impl Clock for Ticks {
+    fn now(&self) -> DateTime<Utc> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.hands.now()
+    }
+}
+
+impl Ticks {
+    /// Waits until `n` more ticks have ended (the one after them has started).
+    async fn pass(&self, n: usize) {
+        let from = self.reads.load(Ordering::SeqCst);
+        // A tick every 500 ms; on a busy machine each may take up to ten times as long.
+        let timeout = TICK * 10 * u32::try_from(n + 1).expect("ticks");
+        support::eventually(timeout, &format!("{n} ticks"), || async {
+            (self.reads.load(Ordering::SeqCst) > from + n).then_some(())
+        })
+        .await;
+    }
+}
 
 /// The scheduler's requests so far, by `verb resource`.
 fn requests(cp: &ControlPlane) -> BTreeMap<String, usize> {
@@ -52,14 +79,16 @@ fn diff(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due_machine() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("client");
-    let ns = cp.namespace("load").await.expect("namespace");
-    let machines: Api<Machine> = Api::namespaced(admin.clone(), &ns);
+    let ns = "load";
+    let cp = Fixture::new()
+        .with_all_crds()
+        .namespace(ns)
+        // The scheduler's own user, so that its requests can be told apart.
+        .user("scheduler", &["system:masters"])
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
+    let machines: Api<Machine> = Api::namespaced(admin.clone(), ns);
     let mut latest = None;
     for i in 0..MACHINES {
         let m: Machine = serde_json::from_value(json!({
@@ -85,12 +114,12 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
         .and_then(|t| t.with_second(0))
         .expect("hour");
 
-    let user = cp
-        .mint_user("scheduler", &["system:masters"])
-        .expect("user");
-    let clock = Arc::new(Hands(Mutex::new(due - chrono::Duration::minutes(30))));
+    let clock = Arc::new(Ticks {
+        hands: Hands(Mutex::new(due - chrono::Duration::minutes(30))),
+        reads: AtomicUsize::new(0),
+    });
     let ctx = Arc::new(Context {
-        client: cp.client_for(&user).await.expect("client"),
+        client: cp.client_of("scheduler").await,
         settings: Settings {
             scopes: vec![Scope::All],
             namespace: "unused".into(),
@@ -130,7 +159,7 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
     )
     .await;
     let quiet = 20;
-    tokio::time::sleep(TICK * quiet).await;
+    clock.pass(quiet).await;
     let idle = diff(&requests(&cp), &started);
     println!("{MACHINES} Machines on schedules, start-up: {started:?}");
     println!("{quiet} ticks, none due: {idle:?}");
@@ -139,8 +168,8 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
     // Due: one create per Machine, and nothing else.
     let before = requests(&cp);
     let t0 = Instant::now();
-    *clock.0.lock().expect("clock") = due;
-    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    clock.hands.set(due);
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), ns);
     support::eventually_with(
         Duration::from_secs(300),
         "a snapshot per Machine",
@@ -153,7 +182,7 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
     .await;
     let took = t0.elapsed();
     // A few more ticks once every one is made: nothing more.
-    tokio::time::sleep(TICK * 10).await;
+    clock.pass(10).await;
     let at_due = diff(&requests(&cp), &before);
     println!("due: {at_due:?} in {took:?}, then 10 ticks more");
     // One create per Machine; a tick that starts before the watch shows the last ones made may

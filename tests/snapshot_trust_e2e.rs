@@ -8,11 +8,9 @@
 //! MachineSnapshot controller's status writes and the quota controller's count are played by
 //! the admin.
 
-mod access;
 mod scheduling;
 mod support;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +19,6 @@ use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use access::{grant, rule};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::{
     MachineSnapshot, SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL,
@@ -29,7 +26,8 @@ use kubevirt_operator::api::snapshots::{
 use kubevirt_operator::snapshots::context::Context;
 use kubevirt_operator::snapshots::scheduler::{Report, Retries, tick_with};
 use scheduling::{Hands, context, first_hour, machine, names, stamp};
-use support::ControlPlane;
+use support::Fixture;
+use support::rbac::rule;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -74,32 +72,29 @@ async fn made_since(snaps: &Api<MachineSnapshot>, before: &[String]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("client");
-    let ns = cp.namespace("trust").await.expect("namespace");
-    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
     // Mallory may read Machines and create MachineSnapshots here, nothing else.
-    let mallory = cp.mint_user("mallory", &[]).expect("mallory");
-    grant(
-        &admin,
-        &ns,
-        "mallory",
-        vec![
-            rule("vitistack.io", "machines", &["get"]),
-            rule("vitistack.io", "machinesnapshots", &["create"]),
-        ],
-    )
-    .await;
-    let as_mallory: Api<MachineSnapshot> =
-        Api::namespaced(cp.client_for(&mallory).await.expect("client"), &ns);
+    let ns = "trust";
+    let cp = Fixture::new()
+        .with_all_crds()
+        .namespace(ns)
+        .user("mallory", &[])
+        .grant(
+            ns,
+            "mallory",
+            vec![
+                rule("vitistack.io", "machines", &["get"]),
+                rule("vitistack.io", "machinesnapshots", &["create"]),
+            ],
+        )
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), ns);
+    let as_mallory: Api<MachineSnapshot> = Api::namespaced(cp.client_of("mallory").await, ns);
 
     let db = machine(
         &admin,
-        &ns,
+        ns,
         "db",
         json!({"template": "small", "snapshots": {"schedule": "0 * * * *", "keep": 2}}),
     )
@@ -184,12 +179,12 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     assert_eq!(names(&snaps).await, expected);
 
     // db deleted by mistake and made again: its predecessor's backups are never pruned.
-    Api::<Machine>::namespaced(admin.clone(), &ns)
+    Api::<Machine>::namespaced(admin.clone(), ns)
         .delete("db", &DeleteParams::default())
         .await
         .expect("delete db");
     support::eventually_with(WAIT, "db gone", String::new, || async {
-        let gone = Api::<Machine>::namespaced(admin.clone(), &ns)
+        let gone = Api::<Machine>::namespaced(admin.clone(), ns)
             .get_opt("db")
             .await
             .ok()?
@@ -199,7 +194,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     .await;
     let again = machine(
         &admin,
-        &ns,
+        ns,
         "db",
         json!({"template": "small", "snapshots": {"schedule": "0 * * * *", "keep": 1}}),
     )
@@ -227,20 +222,20 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("client");
-    let full = cp.namespace("aquota").await.expect("namespace");
-    let free = cp.namespace("zfree").await.expect("namespace");
+    let (full, free) = ("aquota", "zfree");
+    let cp = Fixture::new()
+        .with_all_crds()
+        .namespace(full)
+        .namespace(free)
+        .start()
+        .await;
+    let admin = cp.admin_client().await;
     let quota: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": "no-snapshots"},
         "spec": {"hard": {"count/machinesnapshots.vitistack.io": "0"}}
     }))
     .expect("quota");
-    let quotas: Api<ResourceQuota> = Api::namespaced(admin.clone(), &full);
+    let quotas: Api<ResourceQuota> = Api::namespaced(admin.clone(), full);
     quotas
         .create(&PostParams::default(), &quota)
         .await
@@ -261,9 +256,9 @@ async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
     let schedule = json!({"template": "small", "snapshots": {"schedule": "0 * * * *"}});
     let mut newest = None;
     for i in 0..6 {
-        newest = Some(machine(&admin, &full, &format!("m{i}"), schedule.clone()).await);
+        newest = Some(machine(&admin, full, &format!("m{i}"), schedule.clone()).await);
     }
-    let other = machine(&admin, &free, "other", schedule.clone()).await;
+    let other = machine(&admin, free, "other", schedule.clone()).await;
     let created = [newest.expect("machines"), other];
     let at = created.iter().map(first_hour).max().expect("hour");
     let clock = Arc::new(Hands(Mutex::new(at)));
@@ -277,7 +272,7 @@ async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
         report
             .failed
             .iter()
-            .all(|(m, e)| m.starts_with(&full) && e.contains("exceeded quota")),
+            .all(|(m, e)| m.starts_with(full) && e.contains("exceeded quota")),
         "{report:?}"
     );
     let report = check(
@@ -297,8 +292,8 @@ async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
     )
     .await;
     assert_eq!(report.failed.len(), 6, "retried after 30 s: {report:?}");
-    let free_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &free);
+    let free_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), free);
     assert_eq!(names(&free_snaps).await, [stamp("other", at)]);
-    let full_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &full);
+    let full_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), full);
     assert!(names(&full_snaps).await.is_empty());
 }

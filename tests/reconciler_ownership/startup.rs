@@ -7,7 +7,6 @@ use crate::*;
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_multus_the_leader_is_ready_and_machines_without_networks_get_their_vms() {
@@ -20,7 +19,7 @@ async fn without_multus_the_leader_is_ready_and_machines_without_networks_get_th
         .collect();
     let (cp, env) = dedicated(crds, "no-multus").await;
     env.network_configuration("lan", "br0", 0).await;
-    let op = start_dedicated_operator(&cp, &env).await;
+    let op = start_dedicated_operator(&cp);
     env.until("/readyz 200 on the leader without the NAD CRD", || async {
         (op.readyz().await == Some(200)).then_some(())
     })
@@ -60,7 +59,7 @@ async fn an_odd_object_in_a_cache_does_not_stop_other_machines() {
             .is_some_and(Value::is_number),
         "stored as a number: {odd}"
     );
-    let op = start_dedicated_operator(&cp, &env).await;
+    let op = start_dedicated_operator(&cp);
     env.machine("fine", json!({"template": "small"})).await;
     env.wait_for(&vm_ar(), "fine").await;
     let m = env.wait_phase("fine", "Creating").await;
@@ -110,19 +109,25 @@ async fn reconcile_log_lines_carry_the_spec_fields() {
     env.delete(&machine_ar(), name, &DeleteParams::default())
         .await;
     env.wait_gone(&machine_ar(), name).await;
-    tokio::time::sleep(Duration::from_millis(500)).await; // Let the last lines reach the file.
-
-    let text = std::fs::read_to_string(&env.operator_log).expect("operator log");
-    let lines: Vec<Value> = text
-        .lines()
-        .filter(|l| l.contains(&env.ns))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| {
-            l["target"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("kubevirt_operator"))
+    // The cleanup's last line may reach the file after the Machine is gone: waited for.
+    let lines = env
+        .until("the log lines up to the cleanup's last", || async {
+            let text = std::fs::read_to_string(&env.operator_log).ok()?;
+            let mine = || text.lines().filter(|l| l.contains(&env.ns));
+            if !mine().any(|l| l.contains("cleanup finished, finalizer removed")) {
+                return None;
+            }
+            let lines: Vec<Value> = mine()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|l| {
+                    l["target"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("kubevirt_operator"))
+                })
+                .collect();
+            Some(lines)
         })
-        .collect();
+        .await;
     assert!(
         lines.len() >= 2,
         "expected log lines of the reconcile and the cleanup: {lines:#?}"

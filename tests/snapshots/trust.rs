@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::restore::{kubevirt_completes, kubevirt_restores, stopped_for};
 use super::{NS, dynamic, eventually};
-use crate::access::{self, grant, rule};
-use crate::support;
+use crate::access::{self, rule};
+use crate::support::{self, Fixture};
 use kubevirt_operator::api::snapshots::MachineRestore;
 
 pub const HOLD: &str = "test.vitistack.io/hold";
@@ -71,18 +71,16 @@ pub fn data_source(c: &PersistentVolumeClaim) -> Option<String> {
     Some(c.spec.as_ref()?.data_source.as_ref()?.name.clone())
 }
 
-/// A user who may only create claims in the namespace.
-pub async fn mallory(cp: &support::ControlPlane, admin: &Client) -> Client {
-    grant(
-        admin,
+/// The user of [`mallory`].
+pub const MALLORY: &str = "mallory";
+
+/// `fixture` with a user who may only create claims in the namespace.
+pub fn mallory(fixture: Fixture) -> Fixture {
+    fixture.user(MALLORY, &[]).grant(
         NS,
-        "mallory",
+        MALLORY,
         vec![rule("", "persistentvolumeclaims", &["create"])],
     )
-    .await;
-    cp.client_for(&cp.mint_user("mallory", &[]).expect("mallory"))
-        .await
-        .expect("client")
 }
 
 /// Mallory's claim `name`: her own data (no snapshot behind it), with `annotations` copied.

@@ -9,9 +9,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
-use super::process::Proc;
+use super::assets::binary;
+use super::process::{Proc, cleanup_at_exit};
 
 pub const NAME: &str = "kube-controller-manager";
 /// The identity kube-controller-manager uses in a kubeadm cluster; `system:masters` stands in
@@ -71,5 +72,32 @@ pub async fn wait_ready(proc: &mut Proc) -> Result<()> {
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl super::ControlPlane {
+    /// Starts kube-controller-manager against this control plane and waits until its garbage
+    /// collector and namespace controller have synced. It is killed first on drop (and dies
+    /// with the test process, like the others).
+    pub async fn start_controller_manager(&mut self) -> Result<()> {
+        if self.procs.iter().any(|p| p.name == NAME) {
+            bail!("{} is already running", NAME);
+        }
+        let user = self.pki.mint(USER, &[GROUP])?;
+        let kubeconfig = self.dir_path.join("kube-controller-manager.kubeconfig");
+        std::fs::write(&kubeconfig, self.kubeconfig_yaml(&user, None)?)
+            .context("writing kube-controller-manager's kubeconfig")?;
+        let started = Instant::now();
+        let proc = Proc::spawn(
+            NAME,
+            &binary(NAME)?,
+            args(&kubeconfig),
+            self.dir_path.join("kube-controller-manager.log"),
+        )?;
+        self.procs.insert(0, proc);
+        cleanup_at_exit(self.id, self.pids(), self.dir_path.clone());
+        wait_ready(&mut self.procs[0]).await?;
+        self.startup.controller_manager = Some(started.elapsed());
+        Ok(())
     }
 }

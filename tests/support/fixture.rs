@@ -1,6 +1,6 @@
 //! One builder for every control-plane test's set-up: the control plane (dedicated or shared,
 //! with kube-apiserver flags, with kube-controller-manager), the CRDs, namespaces, users and
-//! their Roles, and the operator, in that order:
+//! their (Cluster)Roles, and the operator, in that order:
 //!
 //! ```ignore
 //! let env = Fixture::new()
@@ -37,6 +37,7 @@ pub struct Fixture {
     namespaces: Vec<String>,
     users: Vec<(String, Vec<String>)>,
     grants: Vec<(String, String, Vec<PolicyRule>)>,
+    cluster_grants: Vec<(String, Vec<PolicyRule>)>,
     operator_rbac: bool,
     operator: Option<Launch>,
 }
@@ -131,6 +132,12 @@ impl Fixture {
         self
     }
 
+    /// A ClusterRole `user` with `rules`, bound to user `user`.
+    pub fn grant_cluster(mut self, user: &str, rules: Vec<PolicyRule>) -> Self {
+        self.cluster_grants.push((user.to_owned(), rules));
+        self
+    }
+
     /// `manifests/rbac/`, bound to [`OPERATOR_USER`] (`Started::user(OPERATOR_USER)`), for
     /// tests that start their operators themselves.
     pub fn operator_rbac(mut self) -> Self {
@@ -222,6 +229,9 @@ impl Fixture {
         }
         for (ns, user, rules) in self.grants {
             super::rbac::grant(&admin, &ns, &user, rules).await;
+        }
+        for (user, rules) in self.cluster_grants {
+            super::rbac::grant_cluster(&admin, &user, rules).await;
         }
         if self.operator_rbac {
             let user = operator_user(&cp, &admin, OPERATOR_USER).await;

@@ -5,11 +5,15 @@
 //! so unused items and re-exports are expected here.
 #![allow(dead_code, unused_imports)]
 
+mod apiserver;
 mod apiserver_extras;
 mod assets;
+mod audit;
+mod clients;
 mod control_plane;
 mod controller_manager;
 mod crds;
+mod etcd;
 mod events;
 mod fixture;
 mod kubeconfig;
@@ -24,11 +28,12 @@ pub mod webhooks;
 
 use std::path::PathBuf;
 
+pub use apiserver::SecondApiserver;
 pub use apiserver_extras::ApiserverExtras;
 pub use assets::{binary, kubectl_path};
+pub use audit::AuditedRequest;
 pub use control_plane::{
-    AuditedRequest, ControlPlane, OPERATOR_NAMESPACE, Ports, SecondApiserver, Startup,
-    create_namespace, sweep_stale_dirs,
+    ControlPlane, OPERATOR_NAMESPACE, Ports, Startup, create_namespace, sweep_stale_dirs,
 };
 pub use crds::crd_fixtures;
 pub use events::events_about;

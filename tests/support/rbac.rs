@@ -1,6 +1,8 @@
-//! Namespaced rights for a test's users: a Role per user, bound to it.
+//! Rights for a test's users: a Role (or ClusterRole) per user, bound to it.
 
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
 use kube::Client;
 use kube::api::{Api, PostParams};
 
@@ -21,12 +23,7 @@ pub async fn grant(admin: &Client, ns: &str, user: &str, rules: Vec<PolicyRule>)
             kind: "Role".into(),
             name: user.into(),
         },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            namespace: None,
-        }]),
+        subjects: Some(vec![user_subject(user)]),
         ..Default::default()
     };
     rb.metadata.name = Some(user.into());
@@ -42,5 +39,41 @@ pub fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
         resources: Some(vec![resource.into()]),
         verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
         ..Default::default()
+    }
+}
+
+/// A ClusterRole `user` with `rules`, bound to `user`.
+pub async fn grant_cluster(admin: &Client, user: &str, rules: Vec<PolicyRule>) {
+    let mut role = ClusterRole {
+        rules: Some(rules),
+        ..Default::default()
+    };
+    role.metadata.name = Some(user.into());
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("cluster role");
+    let mut binding = ClusterRoleBinding {
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: user.into(),
+        },
+        subjects: Some(vec![user_subject(user)]),
+        ..Default::default()
+    };
+    binding.metadata.name = Some(user.into());
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("cluster role binding");
+}
+
+fn user_subject(user: &str) -> Subject {
+    Subject {
+        kind: "User".into(),
+        name: user.into(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        namespace: None,
     }
 }
