@@ -95,6 +95,8 @@ fn rbac_is_scoped_by_name_and_namespace() {
             // Issue 22: remote clusters, cluster-scoped; their status written.
             "kubevirtconfigs",
             "kubevirtconfigs/status",
+            // Issue 31: a KubevirtConfig's namespaceSelector, read by name; `get` only.
+            "namespaces",
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations"
         ],
@@ -112,6 +114,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
                 && r["resources"][0] != "customresourcedefinitions"
                 && r["resources"][0] != "kubevirtconfigs"
                 && r["resources"][0] != "kubevirtconfigs/status"
+                && r["resources"][0] != "namespaces"
         })
         .collect::<Vec<_>>();
     for ns in ["team-a", "team-b"] {

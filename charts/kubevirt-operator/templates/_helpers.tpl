@@ -166,6 +166,11 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["vitistack.io"]
   resources: ["kubevirtconfigs/status"]
   verbs: ["patch"]
+# Namespaces, read by name by the validating webhook when a KubevirtConfig sets a
+# namespaceSelector (src/admission/remote.rs).
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
 {{- if ne (include "kubevirt-operator.certManager" .) "true" }}
 # The release's own webhook configurations (templates/webhooks.yaml), by name only: read,
 # watched and updated to fill their caBundle. No create: the chart installs them.
