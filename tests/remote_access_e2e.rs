@@ -12,9 +12,9 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
@@ -205,6 +205,34 @@ async fn a_remote_machines_author_is_asked_what_a_local_one_is() {
     grant(&admin, NS, "bob-secrets", vec![rule("", "secrets", &["get"])]).await;
     bind_more(&admin, "bob-secrets", "bob").await;
     admitted(&bob, &import, &op).await;
+
+    // dc2 takes Machines of namespaces labelled tenant=a only; bob may use it.
+    let dc2: KubevirtConfig = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": {"name": "dc2"},
+        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS,
+            "namespaceSelector": {"matchLabels": {"tenant": "a"}}}
+    }))
+    .expect("config");
+    Api::<KubevirtConfig>::all(admin.clone())
+        .create(&PostParams::default(), &dc2)
+        .await
+        .expect("KubevirtConfig dc2");
+    grant_use(&admin, "bob", "dc2").await;
+    let mut selected = machine("selected", json!({"template": "small"}));
+    selected.metadata.annotations =
+        Some([("vitistack.io/kubevirt-config".to_owned(), "dc2".to_owned())].into());
+    let message = first_denial(&bob, &pp, &selected, &op).await;
+    refused_for(
+        &message,
+        r#"KubevirtConfig dc2's namespaceSelector does not select namespace "team-a""#,
+    );
+    let label = json!({"metadata": {"labels": {"tenant": "a"}}});
+    Api::<Namespace>::all(admin.clone())
+        .patch(NS, &PatchParams::default(), &Patch::Merge(label))
+        .await
+        .expect("label team-a");
+    admitted(&bob, &selected, &op).await;
 }
 
 /// `grant` binds a Role to the user named like it; this binds Role `role` to `user` as well.
