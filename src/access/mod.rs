@@ -6,6 +6,8 @@
 //! - [`needs`]: pure, which permissions a request needs from its author, given (old, new).
 //! - [`sources`]: pure, what the disk and CD-ROM sources among them need.
 //! - [`claims`]: pure, what adopting an existing claim (left by `retain-disks`) needs.
+//! - [`placement`]: pure, what placing a Machine on a remote cluster needs (`use` on its
+//!   KubevirtConfig) and what a remote Machine's author is asked.
 //! - [`review`]: the I/O shell, one SubjectAccessReview per needed permission, as the author,
 //!   and the look-up of which claims exist.
 
@@ -116,7 +118,11 @@ impl fmt::Display for Denial<'_> {
         };
         if p.namespace.is_empty() {
             // Cluster-scoped (a KubevirtConfig): named, as the author named it.
-            write!(f, "user {:?} cannot {} {resource} {:?}", self.user, p.verb, p.name)
+            write!(
+                f,
+                "user {:?} cannot {} {resource} {:?}",
+                self.user, p.verb, p.name
+            )
         } else if p.named_in_denial() && !p.adopted {
             write!(
                 f,

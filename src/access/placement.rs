@@ -4,19 +4,18 @@
 //! - `use` on the KubevirtConfig, by name (cluster-scoped, so an admin grants it per name with
 //!   a ClusterRole): asked of the author on CREATE, as the placement never changes after.
 //! - the KubevirtConfig's `spec.namespaceSelector`, when set, must select the Machine's
-//!   namespace: checked by the webhook and again by the reconciler ([`namespace_selected`]).
+//!   namespace: checked by the webhook and again by the reconciler
+//!   ([`crate::machine::namespace_selector`]).
 //! - [`remote_needs`]: what a local Machine's author is asked, on the management cluster's RBAC
 //!   of the Machine's namespace (the remote namespace mirrors it), with two differences: every
 //!   claim a new disk would adopt is asked about as if it existed (it would live on the remote
 //!   cluster, which the webhook cannot see), and a clone from another namespace of the remote
 //!   cluster is the KubevirtConfig's `allowCrossNamespaceClones` to allow, not asked here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-
-use super::needs::{Change, claim_candidates, machine_needs};
 use super::Permission;
+use super::needs::{Change, claim_candidates, machine_needs};
 use crate::api::names::KUBEVIRT_CONFIG_ANNOTATION;
 
 pub const KUBEVIRT_CONFIG_GROUP: &str = "vitistack.io";
@@ -54,32 +53,6 @@ pub fn remote_needs(change: &Change) -> Vec<Permission> {
         .into_iter()
         .filter(|p| p.subresource != "source" || p.namespace == change.namespace)
         .collect()
-}
-
-/// Whether `selector` selects a namespace labelled `labels`: no selector selects every
-/// namespace, an empty one too (Kubernetes' meaning); an operator it does not know selects
-/// none (fail closed).
-pub fn namespace_selected(
-    selector: Option<&LabelSelector>,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    let Some(selector) = selector else {
-        return true;
-    };
-    let labelled = (selector.match_labels.iter().flatten())
-        .all(|(k, v)| labels.get(k) == Some(v));
-    labelled
-        && selector.match_expressions.iter().flatten().all(|e| {
-            let values = e.values.as_deref().unwrap_or_default();
-            let value = labels.get(&e.key);
-            match e.operator.as_str() {
-                "In" => value.is_some_and(|v| values.contains(v)),
-                "NotIn" => !value.is_some_and(|v| values.contains(v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                _ => false,
-            }
-        })
 }
 
 #[cfg(test)]

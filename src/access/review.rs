@@ -273,12 +273,16 @@ impl AccessReviewer {
         let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
         let listed = tokio::time::timeout_at(deadline, api.list(&params))
             .await
-            .map_err(|_| AccessError::ObjectTimeout("kubevirtconfigs".to_owned()))?
-            .map_err(|source| AccessError::KubevirtConfig {
+            .map_err(|_| AccessError::ObjectTimeout("kubevirtconfigs".to_owned()))?;
+        match listed {
+            Ok(listed) => Ok(listed.items.into_iter().next().map(|c| c.spec)),
+            // The KubevirtConfig CRD not installed: no KubevirtConfig can exist.
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(source) => Err(AccessError::KubevirtConfig {
                 name: name.to_owned(),
                 source,
-            })?;
-        Ok(listed.items.into_iter().next().map(|c| c.spec))
+            }),
+        }
     }
 
     /// The labels of Namespace `name` (empty when it has none), for a KubevirtConfig's

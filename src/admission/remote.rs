@@ -2,14 +2,15 @@
 //! ([`crate::access::placement`]), before what every Machine is asked: a clone from another
 //! namespace there needs its KubevirtConfig's `allowCrossNamespaceClones`; on CREATE (the
 //! placement never changes after), the KubevirtConfig's `namespaceSelector` must select the
-//! Machine's namespace. `use` on it is asked with the author's other permissions.
+//! Machine's namespace. `use` on it is asked with the author's other permissions
+//! (`super::access::check`). Local Machines never come here: none of this costs them a call.
 
 use crate::access::AccessReviewer;
 use crate::access::needs::{Change, cross_namespace_clones};
-use crate::access::placement::namespace_selected;
 use crate::api::names::KUBEVIRT_CONFIG_ANNOTATION;
 use crate::machine::FieldError;
 use crate::machine::field_error::ErrorType;
+use crate::machine::namespace_selector::selects;
 
 use super::access::{machine_forbidden, unchecked};
 use super::review::{Request, Verdict};
@@ -36,7 +37,9 @@ pub async fn refused(
             return Some(unchecked(req, &fields, &e));
         }
     };
-    if !cross.is_empty() && !config.as_ref().is_some_and(|c| c.allow_cross_namespace_clones.unwrap_or(false)) {
+    let allows_cross =
+        (config.as_ref()).is_some_and(|c| c.allow_cross_namespace_clones == Some(true));
+    if !cross.is_empty() && !allows_cross {
         let why = match config {
             None => format!("KubevirtConfig {cluster} does not exist"),
             Some(_) => {
@@ -50,7 +53,8 @@ pub async fn refused(
                 field: field.clone(),
                 value: serde_json::Value::Null,
                 detail: format!(
-                    "a clone from namespace {ns:?} on cluster {cluster}: {why} (the author cannot be asked about that cluster)"
+                    "a clone from namespace {ns:?} on cluster {cluster}: {why} (the author \
+                     cannot be asked about that cluster)"
                 ),
             })
             .collect();
@@ -64,7 +68,7 @@ pub async fn refused(
         Ok(labels) => labels,
         Err(e) => return Some(unchecked(req, &[&annotation], &e)),
     };
-    if namespace_selected(selector, &labels) {
+    if selects(selector, &labels) {
         return None;
     }
     let error = FieldError {
@@ -79,3 +83,6 @@ pub async fn refused(
     };
     Some(Verdict::deny(machine_forbidden(&req.name, &[error])))
 }
+
+#[cfg(test)]
+mod tests;

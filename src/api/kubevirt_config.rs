@@ -58,8 +58,10 @@ pub struct KubevirtConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = false))]
     pub allow_cross_namespace_clones: Option<bool>,
-    /// Which namespaces' Machines may be placed on this cluster (unset: every namespace whose
-    /// author may `use` this KubevirtConfig). Checked at admission and again by the reconciler.
+    /// Which namespaces' Machines may be placed on this cluster: a label selector over the
+    /// Machine's namespace on the management cluster (unset: every namespace). Authors also
+    /// need `use` on this KubevirtConfig. Checked at admission, and by the reconciler for
+    /// Machines stored past the webhook (`ClusterReady=False`, reason `PlacementForbidden`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
 }

@@ -166,8 +166,9 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["vitistack.io"]
   resources: ["kubevirtconfigs/status"]
   verbs: ["patch"]
-# Namespaces, read by name by the validating webhook when a KubevirtConfig sets a
-# namespaceSelector (src/admission/remote.rs).
+# Namespaces, read by name (never listed or watched) when a KubevirtConfig sets a
+# namespaceSelector: by the validating webhook at a Machine's CREATE (src/admission/remote.rs)
+# and by the reconciler for each Machine placed there (src/reconciler/run/placement.rs).
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
