@@ -303,3 +303,44 @@ fn the_test_hook_may_only_create_machines_where_it_checks() {
         .collect();
     assert_eq!(hooks, ["MachineClass"; 3]);
 }
+
+/// Issue 31: `use` on a KubevirtConfig is the admin's to grant, per cluster: no role the chart
+/// renders or `manifests/rbac/` holds grants it (or any verb `*`), none aggregates into `admin` or `edit`; and Namespaces
+/// are only read by name, for a KubevirtConfig's `namespaceSelector`.
+#[test]
+fn the_chart_grants_no_placement_and_only_gets_namespaces() {
+    let objs = objects(&helm_template(&[], &[]));
+    let mut manifests = Vec::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac");
+    for file in std::fs::read_dir(dir).expect("manifests/rbac") {
+        let text = std::fs::read_to_string(file.expect("entry").path()).expect("read");
+        manifests.extend(docs(&text));
+    }
+    for o in objs.iter().chain(&manifests) {
+        let labels = o["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            !labels
+                .keys()
+                .any(|k| k.starts_with("rbac.authorization.k8s.io/aggregate-to")),
+            "{o}"
+        );
+        for rule in rules_of(o) {
+            let verbs = rule["verbs"].as_array().cloned().unwrap_or_default();
+            assert!(
+                !verbs.contains(&json!("use")) && !verbs.contains(&json!("*")),
+                "{rule}"
+            );
+        }
+    }
+    let namespaces: Vec<Value> = rules_of(named(&objs, "ClusterRole", "kubevirt-operator"))
+        .into_iter()
+        .filter(|r| r["resources"].to_string().contains("\"namespaces\""))
+        .collect();
+    assert_eq!(
+        namespaces,
+        [json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})]
+    );
+}

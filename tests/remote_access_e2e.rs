@@ -1,42 +1,103 @@
-//! Issue 31 end to end on two real control planes: a Machine placed on a remote cluster is
-//! written by a non-admin author (a client certificate, with only `create machines` and what
-//! each case grants), and is asked what a local one is asked, against the management cluster's
-//! RBAC of its namespace: `use` on the KubevirtConfig it names; `create datavolumes/source` for
-//! a clone, same namespace included; `get` on a source's credential Secret; `update` and
-//! `delete` on the claim a new disk would adopt (the webhook cannot see the remote cluster, so
-//! every new disk's claim is asked about).
+//! Issue 31 end to end on two real control planes (set up with `support::Fixture`): the
+//! management one runs `kubevirt-operator run` and holds the Machines, KubevirtConfigs and their
+//! kubeconfig Secrets; the remote one has KubeVirt's and CDI's real CRDs and nothing of ours.
+//! Machines are written by `bob`, a non-admin with a client certificate, holding only `get` and
+//! `create` on Machines in `team-a` and what each case grants:
+//!
+//! - `placement`: placing a Machine on a KubevirtConfig (named, or the default) needs `use` on
+//!   it by name, and a namespace its `namespaceSelector` selects; refused without, admitted with.
+//! - `author`: a remote Machine's author is asked what a local one is asked, against the
+//!   management cluster's RBAC of the Machine's namespace: a same-namespace clone, a source's
+//!   credential Secret and the claim a new disk would adopt, each refused without the local right
+//!   and admitted with it.
+//! - `reconciler`: a Machine stored past the webhook in a namespace the selector does not select
+//!   gets `ClusterReady=False`, `PlacementForbidden`, and nothing on the remote.
+//! - `quotas`: a ResourceQuota of the management namespace bounds the Machines stored there,
+//!   not the claims, storage and VMs made on the remote.
 
 mod access;
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
-use access::{WAIT, create_namespace, first_denial, grant, machines, rule, start_operator};
+use access::WAIT;
 use kubevirt_operator::api::KubevirtConfig;
-use support::{ControlPlane, Proc};
+use support::{Fixture, Proc, Started};
 
 const NS: &str = "team-a";
 const OP_NS: &str = "access-operator";
+const BOB: &str = "bob";
 
-fn machine(name: &str, spec: Value) -> DynamicObject {
+/// The management plane (`mgmt`: every CRD, namespaces `access-operator` and `team-a`, bob with
+/// `get` and `create` on Machines in `team-a`, no operator yet) and a remote one with KubeVirt's
+/// and CDI's CRDs, started side by side.
+async fn planes(mgmt: Fixture) -> (Started, Started) {
+    let mgmt = mgmt
+        .with_all_crds()
+        .namespace(OP_NS)
+        .namespace(NS)
+        .user(BOB, &["devs"])
+        .grant(
+            NS,
+            BOB,
+            vec![access::rule("vitistack.io", "machines", &["get", "create"])],
+        );
+    tokio::join!(mgmt.start(), Fixture::new().with_fixture_crds().start())
+}
+
+/// KubevirtConfig `name` for the `remote` plane (its admin's kubeconfig in a Secret of the
+/// operator's namespace), with `extra` spec fields (`namespaceSelector`).
+async fn register(admin: &Client, remote: &Started, name: &str, extra: Value) {
+    let kubeconfig = remote
+        .kubeconfig_yaml(remote.admin(), None)
+        .expect("remote kubeconfig");
+    let secret_name = format!("{name}-kubeconfig");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name},
+        "stringData": {"kubeconfig": kubeconfig}
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), OP_NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("kubeconfig Secret");
+    let mut spec = json!({"kubeconfigSecretRef": secret_name, "secretNamespace": OP_NS});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let config: KubevirtConfig = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .expect("config");
+    Api::<KubevirtConfig>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("KubevirtConfig");
+}
+
+/// Machine `name` with `spec`, placed on KubevirtConfig `config` (`None`: the default, which the
+/// mutating webhook writes).
+fn machine(name: &str, config: Option<&str>, spec: Value) -> DynamicObject {
+    let annotations = config.map_or(json!({}), |c| json!({"vitistack.io/kubevirt-config": c}));
     serde_json::from_value(json!({
         "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name, "annotations": {"vitistack.io/kubevirt-config": "dc1"}},
+        "metadata": {"name": name, "annotations": annotations},
         "spec": spec
     }))
     .expect("machine")
 }
 
 /// `use` on KubevirtConfig `config`, granted by name to `user` cluster-wide (the resource is
-/// cluster-scoped), as an admin grants it.
+/// cluster-scoped), as docs/user/remote-clusters.md tells an admin to.
 async fn grant_use(admin: &Client, user: &str, config: &str) {
+    let name = format!("{user}-uses-{config}");
     let mut role = ClusterRole {
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["vitistack.io".into()]),
@@ -47,7 +108,6 @@ async fn grant_use(admin: &Client, user: &str, config: &str) {
         }]),
         ..Default::default()
     };
-    let name = format!("{user}-uses-{config}");
     role.metadata.name = Some(name.clone());
     Api::<ClusterRole>::all(admin.clone())
         .create(&PostParams::default(), &role)
@@ -74,170 +134,18 @@ async fn grant_use(admin: &Client, user: &str, config: &str) {
         .expect("cluster role binding");
 }
 
-/// Creates `obj` as soon as the webhook admits it: a grant made just before reaches the
-/// webhook once its remembered verdicts expire (a few seconds).
-async fn admitted(api: &Api<DynamicObject>, obj: &DynamicObject, op: &Proc) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match api.create(&PostParams::default(), obj).await {
-            Ok(_) => return,
-            Err(Error::Api(e)) if Instant::now() < deadline && e.code == 403 => {}
-            Err(e) => panic!("not admitted: {e}\n{}", op.log_tail(60)),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn refused_for(message: &str, want: &str) {
-    assert!(message.contains(want), "want {want:?} in: {message}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_remote_machines_author_is_asked_what_a_local_one_is() {
-    support::init_crypto();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut ours = support::crd_fixtures().expect("fixture CRDs");
-    ours.push(root.join("manifests/crds.yaml"));
-    let theirs = support::crd_fixtures().expect("fixture CRDs");
-    let (mgmt, remote) = tokio::join!(
-        async {
-            let cp = ControlPlane::start().await?;
-            cp.install_crds(&ours).await?;
-            Ok::<_, anyhow::Error>(cp)
-        },
-        async {
-            let cp = ControlPlane::start().await?;
-            cp.install_crds(&theirs).await?;
-            Ok::<_, anyhow::Error>(cp)
-        }
-    );
-    let (mgmt, remote) = (mgmt.expect("management"), remote.expect("remote"));
-    let admin = mgmt.client().await.expect("management client");
-    create_namespace(&admin, OP_NS).await;
-    create_namespace(&admin, NS).await;
-    let kubeconfig = remote
-        .kubeconfig_yaml(remote.admin(), None)
-        .expect("remote kubeconfig");
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dc1-kubeconfig"},
-        "stringData": {"kubeconfig": kubeconfig}
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), OP_NS)
-        .create(&PostParams::default(), &secret)
+/// Role `role` in `team-a` with `rules`, bound to `user` (one Role per right granted).
+async fn grant_more(admin: &Client, role: &str, user: &str, rules: Vec<PolicyRule>) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let mut r = Role {
+        rules: Some(rules),
+        ..Default::default()
+    };
+    r.metadata.name = Some(role.into());
+    Api::<Role>::namespaced(admin.clone(), NS)
+        .create(&PostParams::default(), &r)
         .await
-        .expect("kubeconfig Secret");
-    let config: KubevirtConfig = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": {"name": "dc1"},
-        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS}
-    }))
-    .expect("config");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("KubevirtConfig");
-    let op = start_operator(
-        &mgmt,
-        OP_NS,
-        &["--kubevirt-config-probe-interval", "1s"],
-    )
-    .await;
-
-    // bob may only create (and read) Machines in team-a.
-    grant(
-        &admin,
-        NS,
-        "bob",
-        vec![rule("vitistack.io", "machines", &["get", "create"])],
-    )
-    .await;
-    let bob = mgmt.mint_user("bob", &["devs"]).expect("bob");
-    let bob = machines(&mgmt.client_for(&bob).await.expect("bob's client"), NS);
-    let pp = PostParams::default();
-
-    // Placement: `use` on the KubevirtConfig, by name.
-    let plain = machine("plain", json!({"template": "small"}));
-    let message = first_denial(&bob, &pp, &plain, &op).await;
-    refused_for(
-        &message,
-        r#"user "bob" cannot use kubevirtconfigs.vitistack.io "dc1""#,
-    );
-    grant_use(&admin, "bob", "dc1").await;
-    // The root disk's claim lives on dc1, which the webhook cannot see: adopting it is asked
-    // as if it existed, on team-a here (the remote namespace mirrors it).
-    let message = first_denial(&bob, &pp, &plain, &op).await;
-    refused_for(
-        &message,
-        r#"user "bob" cannot update persistentvolumeclaims "plain-root" in namespace "team-a""#,
-    );
-    let claims = rule("", "persistentvolumeclaims", &["update", "delete"]);
-    grant(&admin, NS, "bob-claims", vec![claims]).await;
-    bind_more(&admin, "bob-claims", "bob").await;
-    admitted(&bob, &plain, &op).await;
-
-    // A clone of a PVC of the same namespace: CDI's `create datavolumes/source`.
-    let clone = machine(
-        "clone",
-        json!({"template": "small", "disks": [{"name": "root", "source": {"pvc": {"name": "golden"}}}]}),
-    );
-    let message = first_denial(&bob, &pp, &clone, &op).await;
-    refused_for(
-        &message,
-        r#"user "bob" cannot create datavolumes/source.cdi.kubevirt.io "golden" in namespace "team-a""#,
-    );
-    let sources = rule("cdi.kubevirt.io", "datavolumes/source", &["create"]);
-    grant(&admin, NS, "bob-clones", vec![sources]).await;
-    bind_more(&admin, "bob-clones", "bob").await;
-    admitted(&bob, &clone, &op).await;
-
-    // A credential Secret the importer would read on bob's behalf.
-    let import = machine(
-        "import",
-        json!({"template": "small", "disks": [{"name": "root", "size": "1Gi", "source": {"http": {
-            "url": "https://images.example/a.qcow2", "secretRef": {"name": "creds"}}}}]}),
-    );
-    let message = first_denial(&bob, &pp, &import, &op).await;
-    refused_for(
-        &message,
-        r#"user "bob" cannot get secrets in namespace "team-a""#,
-    );
-    grant(&admin, NS, "bob-secrets", vec![rule("", "secrets", &["get"])]).await;
-    bind_more(&admin, "bob-secrets", "bob").await;
-    admitted(&bob, &import, &op).await;
-
-    // dc2 takes Machines of namespaces labelled tenant=a only; bob may use it.
-    let dc2: KubevirtConfig = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": {"name": "dc2"},
-        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS,
-            "namespaceSelector": {"matchLabels": {"tenant": "a"}}}
-    }))
-    .expect("config");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &dc2)
-        .await
-        .expect("KubevirtConfig dc2");
-    grant_use(&admin, "bob", "dc2").await;
-    let mut selected = machine("selected", json!({"template": "small"}));
-    selected.metadata.annotations =
-        Some([("vitistack.io/kubevirt-config".to_owned(), "dc2".to_owned())].into());
-    let message = first_denial(&bob, &pp, &selected, &op).await;
-    refused_for(
-        &message,
-        r#"KubevirtConfig dc2's namespaceSelector does not select namespace "team-a""#,
-    );
-    let label = json!({"metadata": {"labels": {"tenant": "a"}}});
-    Api::<Namespace>::all(admin.clone())
-        .patch(NS, &PatchParams::default(), &Patch::Merge(label))
-        .await
-        .expect("label team-a");
-    admitted(&bob, &selected, &op).await;
-}
-
-/// `grant` binds a Role to the user named like it; this binds Role `role` to `user` as well.
-async fn bind_more(admin: &Client, role: &str, user: &str) {
-    use k8s_openapi::api::rbac::v1::RoleBinding;
+        .expect("role");
     let mut rb = RoleBinding {
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".into(),
@@ -257,4 +165,35 @@ async fn bind_more(admin: &Client, role: &str, user: &str) {
         .create(&PostParams::default(), &rb)
         .await
         .expect("role binding");
+}
+
+/// Creates `obj` as soon as the webhook admits it: a grant made just before reaches the
+/// webhook once its remembered verdicts expire (a few seconds). Any other refusal fails.
+async fn admitted(api: &Api<DynamicObject>, obj: &DynamicObject, op: &Proc) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(_) => return,
+            Err(Error::Api(e)) if Instant::now() < deadline && e.code == 403 => {}
+            Err(e) => panic!("not admitted: {e}\n{}", op.log_tail(60)),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The webhook's refusal of `obj` (retried until the webhooks are in force); it must contain
+/// each of `want`.
+async fn refused(api: &Api<DynamicObject>, obj: &DynamicObject, op: &Proc, want: &[&str]) {
+    let message = access::first_denial(api, &PostParams::default(), obj, op).await;
+    for w in want {
+        assert!(message.contains(w), "want {w:?} in: {message}");
+    }
+}
+
+/// The tests, by subject, in tests/remote_access_e2e/ (still one test binary).
+mod remote_access_e2e {
+    mod author;
+    mod placement;
+    mod quotas;
+    mod reconciler;
 }
