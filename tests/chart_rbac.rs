@@ -95,6 +95,8 @@ fn rbac_is_scoped_by_name_and_namespace() {
             // Issue 22: remote clusters, cluster-scoped; their status written.
             "kubevirtconfigs",
             "kubevirtconfigs/status",
+            // Issue 31: a KubevirtConfig's namespaceSelector, read by name; `get` only.
+            "namespaces",
             "mutatingwebhookconfigurations",
             "validatingwebhookconfigurations"
         ],
@@ -112,6 +114,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
                 && r["resources"][0] != "customresourcedefinitions"
                 && r["resources"][0] != "kubevirtconfigs"
                 && r["resources"][0] != "kubevirtconfigs/status"
+                && r["resources"][0] != "namespaces"
         })
         .collect::<Vec<_>>();
     for ns in ["team-a", "team-b"] {
@@ -299,4 +302,45 @@ fn the_test_hook_may_only_create_machines_where_it_checks() {
         .filter_map(|o| o["kind"].as_str())
         .collect();
     assert_eq!(hooks, ["MachineClass"; 3]);
+}
+
+/// Issue 31: `use` on a KubevirtConfig is the admin's to grant, per cluster: no role the chart
+/// renders or `manifests/rbac/` holds grants it (or any verb `*`), none aggregates into `admin` or `edit`; and Namespaces
+/// are only read by name, for a KubevirtConfig's `namespaceSelector`.
+#[test]
+fn the_chart_grants_no_placement_and_only_gets_namespaces() {
+    let objs = objects(&helm_template(&[], &[]));
+    let mut manifests = Vec::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac");
+    for file in std::fs::read_dir(dir).expect("manifests/rbac") {
+        let text = std::fs::read_to_string(file.expect("entry").path()).expect("read");
+        manifests.extend(docs(&text));
+    }
+    for o in objs.iter().chain(&manifests) {
+        let labels = o["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            !labels
+                .keys()
+                .any(|k| k.starts_with("rbac.authorization.k8s.io/aggregate-to")),
+            "{o}"
+        );
+        for rule in rules_of(o) {
+            let verbs = rule["verbs"].as_array().cloned().unwrap_or_default();
+            assert!(
+                !verbs.contains(&json!("use")) && !verbs.contains(&json!("*")),
+                "{rule}"
+            );
+        }
+    }
+    let namespaces: Vec<Value> = rules_of(named(&objs, "ClusterRole", "kubevirt-operator"))
+        .into_iter()
+        .filter(|r| r["resources"].to_string().contains("\"namespaces\""))
+        .collect();
+    assert_eq!(
+        namespaces,
+        [json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]})]
+    );
 }

@@ -2,7 +2,8 @@
 //! collector) runs `kubevirt-operator run` and holds the Machines, the KubevirtConfig `dc1` and
 //! its kubeconfig Secret; the remote one has KubeVirt's, CDI's and Multus' CRDs. Every Machine is
 //! written by `alice`, a user with rights on Machines (and reading NetworkConfigurations) in
-//! `team-a` only.
+//! `team-a` only, and what a remote Machine's author is asked: `use` on dc1, `update` and
+//! `delete` on claims in `team-a`.
 //!
 //! - A KubevirtConfig re-pointed at another cluster (here: the management cluster itself, whose
 //!   kube-system uid differs) makes nothing there and says ClusterChanged, on itself and on its
@@ -19,6 +20,7 @@ mod access;
 mod support;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -52,7 +54,17 @@ async fn world() -> World {
             "networkconfigurations",
             &["get", "list", "watch"],
         ),
+        // What a remote Machine's author is asked (tests/remote_access_e2e.rs): `update` and
+        // `delete` on every new disk's claim, and `use` on dc1 below.
+        rule("", "persistentvolumeclaims", &["update", "delete"]),
     ];
+    let use_dc1 = PolicyRule {
+        api_groups: Some(vec!["vitistack.io".into()]),
+        resources: Some(vec!["kubevirtconfigs".into()]),
+        resource_names: Some(vec!["dc1".into()]),
+        verbs: vec!["use".into()],
+        ..Default::default()
+    };
     let (mgmt, remote) = tokio::join!(
         Fixture::new()
             .with_all_crds()
@@ -61,6 +73,7 @@ async fn world() -> World {
             .namespace(NS)
             .user(USER, &[])
             .grant(NS, USER, alice_rules)
+            .grant_cluster(USER, vec![use_dc1])
             .start(),
         Fixture::new().with_fixture_crds().start()
     );

@@ -6,6 +6,8 @@
 //! - [`needs`]: pure, which permissions a request needs from its author, given (old, new).
 //! - [`sources`]: pure, what the disk and CD-ROM sources among them need.
 //! - [`claims`]: pure, what adopting an existing claim (left by `retain-disks`) needs.
+//! - [`placement`]: pure, what placing a Machine on a remote cluster needs (`use` on its
+//!   KubevirtConfig) and what a remote Machine's author is asked.
 //! - [`review`]: the I/O shell, one SubjectAccessReview per needed permission, as the author,
 //!   and the look-up of which claims exist.
 
@@ -13,6 +15,7 @@ pub mod claims;
 pub mod data_sources;
 pub mod fairness;
 pub mod needs;
+pub mod placement;
 pub mod review;
 pub mod sources;
 
@@ -101,6 +104,8 @@ impl Permission {
 pub struct Denial<'a> {
     pub user: &'a str,
     pub permission: &'a Permission,
+    /// The remote cluster an adopted claim would live on: whether it exists there is unknown.
+    pub cluster: Option<&'a str>,
 }
 
 impl fmt::Display for Denial<'_> {
@@ -111,10 +116,25 @@ impl fmt::Display for Denial<'_> {
         } else {
             format!("{}.{}", p.resource_path(), p.group)
         };
-        if p.named_in_denial() && !p.adopted {
+        if p.namespace.is_empty() {
+            // Cluster-scoped (a KubevirtConfig): named, as the author named it.
+            write!(
+                f,
+                "user {:?} cannot {} {resource} {:?}",
+                self.user, p.verb, p.name
+            )
+        } else if p.named_in_denial() && !p.adopted {
             write!(
                 f,
                 "user {:?} cannot {} {resource} {:?} in namespace {:?}",
+                self.user, p.verb, p.name, p.namespace
+            )
+        } else if let (true, Some(cluster)) = (p.adopted, self.cluster) {
+            write!(
+                f,
+                "user {:?} cannot {} {resource} {:?} in namespace {:?}, which this disk would \
+                 adopt if it exists on cluster {cluster} (asked here: the remote namespace \
+                 mirrors this one)",
                 self.user, p.verb, p.name, p.namespace
             )
         } else if p.adopted {

@@ -103,14 +103,6 @@ fn cloud_init_secret(change: &Change) -> Vec<Permission> {
     }]
 }
 
-/// What is asked of the author of a Machine whose VM lives on a remote cluster: only the
-/// cloud-init Secret, read on this cluster. What its disks clone or import, and the claims it
-/// could adopt, live on the remote cluster, where the author has no identity to ask about
-/// (cross-namespace clones there are the KubevirtConfig's to allow: [`cross_namespace_clones`]).
-pub fn remote_needs(change: &Change) -> Vec<Permission> {
-    cloud_init_secret(change)
-}
-
 /// The clone sources of the new spec in a namespace other than the Machine's, as (field,
 /// namespace), on a write that changes what the guest sees.
 pub fn cross_namespace_clones(change: &Change) -> Vec<(String, String)> {

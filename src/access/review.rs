@@ -262,27 +262,47 @@ where
 }
 
 impl AccessReviewer {
-    /// Whether KubevirtConfig `name` allows clones across namespaces on its cluster; `None`
-    /// when there is no such KubevirtConfig. Listed by name (the operator may list and watch
-    /// KubevirtConfigs, not get them).
-    pub async fn cross_namespace_clones(
+    /// KubevirtConfig `name`'s spec, `None` when there is none. Listed by name (the operator
+    /// may list and watch KubevirtConfigs, not get them).
+    pub async fn kubevirt_config(
         &self,
         name: &str,
         deadline: tokio::time::Instant,
-    ) -> Result<Option<bool>, AccessError> {
+    ) -> Result<Option<crate::api::KubevirtConfigSpec>, AccessError> {
         let api: Api<crate::api::KubevirtConfig> = Api::all(self.client.clone());
         let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
         let listed = tokio::time::timeout_at(deadline, api.list(&params))
             .await
-            .map_err(|_| AccessError::ObjectTimeout("kubevirtconfigs".to_owned()))?
-            .map_err(|source| AccessError::KubevirtConfig {
+            .map_err(|_| AccessError::ObjectTimeout("kubevirtconfigs".to_owned()))?;
+        match listed {
+            Ok(listed) => Ok(listed.items.into_iter().next().map(|c| c.spec)),
+            // The KubevirtConfig CRD not installed: no KubevirtConfig can exist.
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(source) => Err(AccessError::KubevirtConfig {
                 name: name.to_owned(),
                 source,
+            }),
+        }
+    }
+
+    /// The labels of Namespace `name` (empty when it has none), for a KubevirtConfig's
+    /// `namespaceSelector`.
+    pub async fn namespace_labels(
+        &self,
+        name: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<BTreeMap<String, String>, AccessError> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let found = tokio::time::timeout_at(deadline, api.get_metadata_opt(name))
+            .await
+            .map_err(|_| AccessError::ObjectTimeout("namespaces".to_owned()))?
+            .map_err(|source| AccessError::Object {
+                kind: "Namespace".to_owned(),
+                name: name.to_owned(),
+                namespace: String::new(),
+                source,
             })?;
-        Ok(listed
-            .items
-            .first()
-            .map(|c| c.spec.allow_cross_namespace_clones.unwrap_or(false)))
+        Ok(found.and_then(|n| n.metadata.labels).unwrap_or_default())
     }
 }
 

@@ -7,10 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, Status
 
 use crate::access::data_sources::Ref;
 use crate::access::data_sources::pins;
-use crate::access::needs::{
-    claim_candidates, cross_namespace_clones, data_source_refs, remote_needs,
-    unresolved_data_sources,
-};
+use crate::access::needs::{claim_candidates, data_source_refs, unresolved_data_sources};
+use crate::access::placement::{placement_need, remote_needs};
 use crate::access::{
     AccessError, AccessReviewer, Change, Denial, MAX_ACCESS_CHECKS, Permission, machine_needs,
     over_limit,
@@ -53,8 +51,12 @@ pub async fn check(
         existing_claims: &none,
         data_sources: &unresolved,
     };
-    if let Some(cluster) = remote_cluster(new) {
-        return check_remote(reviewer, req, verdict, &change, &cluster, deadline).await;
+    let cluster = remote_cluster(new);
+    if let Some(cluster) = &cluster
+        && let Some(refused) =
+            super::remote::refused(reviewer, req, &change, cluster, deadline).await
+    {
+        return refused.with_warnings(verdict.warnings);
     }
     // The needs known before any look-up are a lower bound, and each DataSource is a look-up
     // made for the author: over the limit, refused before a single call.
@@ -79,6 +81,17 @@ pub async fn check(
     if let Some(status) = mispinned(&req.name, &change) {
         return Verdict::deny(status).with_warnings(verdict.warnings);
     }
+    if let Some(cluster) = &cluster {
+        // Its claims would live on the remote cluster: asked as if they existed there.
+        let mut needed = remote_needs(&change);
+        if req.operation == "CREATE" {
+            needed.push(placement_need(cluster));
+        }
+        if let Some(count) = over_limit(&needed) {
+            return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
+        }
+        return ask(reviewer, req, verdict, needed, Some(cluster), deadline).await;
+    }
     let candidates = claim_candidates(&change);
     let claims = candidates.iter().map(|c| c.claim.clone()).collect();
     let existing = match reviewer
@@ -100,7 +113,7 @@ pub async fn check(
         tracing::info!(uid = %req.uid, count, "access checks over the limit; denying unasked");
         return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
     }
-    ask(reviewer, req, verdict, needed, deadline).await
+    ask(reviewer, req, verdict, needed, None, deadline).await
 }
 
 /// The KubevirtConfig a Machine's annotation places it on (the mutating webhook has written the
@@ -111,59 +124,13 @@ fn remote_cluster(object: &serde_json::Value) -> Option<String> {
     (!name.is_empty()).then(|| name.to_owned())
 }
 
-/// [`check`] for a Machine on a remote cluster: its cloud-init Secret is asked about here;
-/// a clone from another namespace there needs its KubevirtConfig's `allowCrossNamespaceClones`,
-/// as the author cannot be asked about that cluster.
-async fn check_remote(
-    reviewer: &AccessReviewer,
-    req: &Request,
-    verdict: Verdict,
-    change: &Change<'_>,
-    cluster: &str,
-    deadline: tokio::time::Instant,
-) -> Verdict {
-    let cross = cross_namespace_clones(change);
-    if !cross.is_empty() {
-        let fields: Vec<&str> = cross.iter().map(|(f, _)| f.as_str()).collect();
-        match reviewer.cross_namespace_clones(cluster, deadline).await {
-            Ok(Some(true)) => {}
-            Ok(found) => {
-                let why = match found {
-                    None => format!("KubevirtConfig {cluster} does not exist"),
-                    Some(_) => format!(
-                        "KubevirtConfig {cluster} does not set allowCrossNamespaceClones: true"
-                    ),
-                };
-                let errors: Vec<FieldError> = cross
-                    .iter()
-                    .map(|(field, ns)| FieldError {
-                        kind: ErrorType::Forbidden,
-                        field: field.clone(),
-                        value: serde_json::Value::Null,
-                        detail: format!(
-                            "a clone from namespace {ns:?} on cluster {cluster}: {why} (the author cannot be asked about that cluster)"
-                        ),
-                    })
-                    .collect();
-                return Verdict::deny(machine_forbidden(&req.name, &errors))
-                    .with_warnings(verdict.warnings);
-            }
-            Err(e) => return unchecked(req, &fields, &e),
-        }
-    }
-    let needed = remote_needs(change);
-    if needed.is_empty() {
-        return verdict;
-    }
-    ask(reviewer, req, verdict, needed, deadline).await
-}
-
 /// `verdict`, unless the author lacks one of `needed` (403) or cannot be asked (500).
 async fn ask(
     reviewer: &AccessReviewer,
     req: &Request,
     verdict: Verdict,
     needed: Vec<Permission>,
+    cluster: Option<&str>,
     deadline: tokio::time::Instant,
 ) -> Verdict {
     match reviewer
@@ -171,11 +138,12 @@ async fn ask(
         .await
     {
         Ok(denied) if denied.is_empty() => verdict,
-        Ok(denied) => Verdict::deny(forbidden(
+        Ok(denied) => Verdict::deny(forbidden_on(
             "Machine",
             &req.name,
             &req.user_info.username,
             &denied,
+            cluster,
         ))
         .with_warnings(verdict.warnings),
         Err(e) => {
@@ -314,6 +282,17 @@ pub(super) fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verd
 
 /// 403 Forbidden, one cause per refused permission, worded like the API server's field errors.
 pub(super) fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission]) -> Status {
+    forbidden_on(kind, name, user, denied, None)
+}
+
+/// [`forbidden`], for a Machine on remote `cluster` when set.
+fn forbidden_on(
+    kind: &str,
+    name: &str,
+    user: &str,
+    denied: &[Permission],
+    cluster: Option<&str>,
+) -> Status {
     let errors: Vec<FieldError> = denied
         .iter()
         .map(|p| FieldError {
@@ -323,6 +302,7 @@ pub(super) fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission
             detail: Denial {
                 user,
                 permission: p,
+                cluster,
             }
             .to_string(),
         })
@@ -332,7 +312,7 @@ pub(super) fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission
 
 /// 403 Forbidden for Machine `name`: the message joins `errors`, one cause each, worded like
 /// the API server's field errors.
-fn machine_forbidden(name: &str, errors: &[FieldError]) -> Status {
+pub(super) fn machine_forbidden(name: &str, errors: &[FieldError]) -> Status {
     forbidden_status("Machine", name, join(errors), errors)
 }
 

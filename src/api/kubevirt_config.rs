@@ -2,7 +2,7 @@
 //! through a kubeconfig kept in a Secret. Cluster-scoped, as in vitistack/common. The leader
 //! probes each one and writes what it found into its status (`crate::clusters`).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -58,6 +58,12 @@ pub struct KubevirtConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = false))]
     pub allow_cross_namespace_clones: Option<bool>,
+    /// Which namespaces' Machines may be placed on this cluster: a label selector over the
+    /// Machine's namespace on the management cluster (unset: every namespace). Authors also
+    /// need `use` on this KubevirtConfig. Checked at admission, and by the reconciler for
+    /// Machines stored past the webhook (`ClusterReady=False`, reason `PlacementForbidden`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
 }
 
 /// What the operator last found; written by the operator only.

@@ -258,6 +258,7 @@ current-context: x
             kubeconfig_secret_ref: "dc1".into(),
             secret_namespace: "ops".into(),
             allow_cross_namespace_clones: None,
+            namespace_selector: None,
         };
         let a = revision(b"one", &spec);
         assert_eq!(a.len(), 16);
@@ -268,5 +269,10 @@ current-context: x
             ..spec.clone()
         };
         assert_ne!(a, revision(b"one", &clones), "a changed spec");
+        let selected = KubevirtConfigSpec {
+            namespace_selector: Some(Default::default()),
+            ..spec.clone()
+        };
+        assert_ne!(a, revision(b"one", &selected), "a namespaceSelector set");
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use tokio::sync::watch;
 
 /// Which optional APIs a remote cluster serves.
@@ -31,6 +32,9 @@ pub struct Connection {
     pub revision: String,
     /// The KubevirtConfig's `allowCrossNamespaceClones`.
     pub allow_cross_namespace_clones: bool,
+    /// The KubevirtConfig's `namespaceSelector`: the reconciler works only for Machines of the
+    /// namespaces it selects (`crate::reconciler::decide::placement`).
+    pub namespace_selector: Option<LabelSelector>,
     /// What the last probe found served.
     pub apis: Apis,
     /// The cluster's identity (its kube-system namespace's uid), as the last probe found it.
@@ -49,6 +53,7 @@ impl fmt::Debug for Connection {
                 "allow_cross_namespace_clones",
                 &self.allow_cross_namespace_clones,
             )
+            .field("namespace_selector", &self.namespace_selector)
             .field("apis", &self.apis)
             .field("identity", &self.identity)
             .field("acknowledged", &self.acknowledged)

@@ -177,6 +177,7 @@ impl Supervisor {
                             .spec
                             .allow_cross_namespace_clones
                             .unwrap_or(false),
+                        namespace_selector: self.config.spec.namespace_selector.clone(),
                         apis: *apis,
                         identity,
                         acknowledged,

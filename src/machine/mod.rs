@@ -7,6 +7,7 @@ pub mod classes;
 pub mod field_error;
 pub mod machine_types;
 pub mod names;
+pub mod namespace_selector;
 pub mod network_policy;
 pub mod placement;
 pub mod resolve;

@@ -124,7 +124,7 @@ pub async fn operator(cp: &Started, admin: &Client) -> Proc {
 }
 
 /// What Machines read: a StorageClass, a NetworkConfiguration `lan`, a cloud-init Secret, a
-/// DataSource; and a KubevirtConfig with a bad kubeconfig.
+/// DataSource; and a KubevirtConfig with a bad kubeconfig and a namespaceSelector.
 pub async fn inputs(admin: &Client, ns: &str) {
     // Inputs: a StorageClass, a NetworkConfiguration, a cloud-init Secret with a non-default key.
     let secrets_sys: Api<Secret> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
@@ -165,6 +165,8 @@ pub async fn inputs(admin: &Client, ns: &str) {
 
     // Issue 22: a KubevirtConfig whose Secret (in the operator's namespace) holds no valid
     // kubeconfig: the leader watches it and the Secret, and writes the reason into its status.
+    // Issue 31: it takes Machines of the test's namespace only (`namespaceSelector`), which the
+    // webhook checks by reading that Namespace (`get namespaces`).
     let mut kc_secret = Secret {
         data: Some(BTreeMap::from([(
             "kubeconfig".to_owned(),
@@ -177,7 +179,8 @@ pub async fn inputs(admin: &Client, ns: &str) {
     let kc: KubevirtConfig = serde_json::from_value(json!({
         "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
         "metadata": {"name": "dc1"},
-        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OPERATOR_NAMESPACE}
+        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OPERATOR_NAMESPACE,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
     }))
     .expect("KubevirtConfig");
     let kcs: Api<KubevirtConfig> = Api::all(admin.clone());
@@ -189,7 +192,7 @@ pub async fn inputs(admin: &Client, ns: &str) {
     .await;
 }
 
-/// Machines `alpha`..`epsilon` through the webhooks, and what the operator makes of them.
+/// Machines `alpha`..`zeta` through the webhooks, and what the operator makes of them.
 pub async fn machines(admin: &Client, ns: &str, op: &Proc) {
     // Machines, through the webhooks (retried until kube-apiserver trusts the certificate).
     let machines_json = [
@@ -207,6 +210,9 @@ pub async fn machines(admin: &Client, ns: &str, op: &Proc) {
         // A clone through a DataSource, which the webhook resolves.
         json!({"metadata": {"name": "epsilon"}, "spec": {"template": "small",
             "disks": [{"name": "root", "source": {"dataSource": {"name": "golden"}}}]}}),
+        // Placed on dc1 (its cluster unusable: nothing made), from a namespace it selects.
+        json!({"metadata": {"name": "zeta", "annotations": {"vitistack.io/kubevirt-config": "dc1"}},
+            "spec": {"template": "small"}}),
     ];
     for m in machines_json {
         let t0 = Instant::now();

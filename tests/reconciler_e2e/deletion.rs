@@ -297,6 +297,7 @@ async fn the_operator_role_is_least_privilege() {
     // What it uses (every other test here shows these suffice) ...
     assert!(can("patch", "kubevirt.io", "virtualmachines").await);
     assert!(can("get", "", "secrets").await);
+    assert!(can("get", "", "namespaces").await);
     // ... and nothing broader.
     for (verb, group, resource) in [
         ("list", "", "secrets"),
@@ -313,6 +314,12 @@ async fn the_operator_role_is_least_privilege() {
         ("create", "kubevirt.io", "virtualmachineinstances"),
         ("patch", "coordination.k8s.io", "leases"),
         ("create", "storage.k8s.io", "storageclasses"),
+        // A KubevirtConfig's namespaceSelector reads a Namespace by name (`get`), no more.
+        ("list", "", "namespaces"),
+        ("watch", "", "namespaces"),
+        ("patch", "", "namespaces"),
+        ("update", "", "namespaces"),
+        ("delete", "", "namespaces"),
     ] {
         assert!(
             !can(verb, group, resource).await,

@@ -166,6 +166,12 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["vitistack.io"]
   resources: ["kubevirtconfigs/status"]
   verbs: ["patch"]
+# Namespaces, read by name (never listed or watched) when a KubevirtConfig sets a
+# namespaceSelector: by the validating webhook at a Machine's CREATE (src/admission/remote.rs)
+# and by the reconciler for each Machine placed there (src/reconciler/run/placement.rs).
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
 {{- if ne (include "kubevirt-operator.certManager" .) "true" }}
 # The release's own webhook configurations (templates/webhooks.yaml), by name only: read,
 # watched and updated to fill their caBundle. No create: the chart installs them.

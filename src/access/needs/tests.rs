@@ -201,6 +201,7 @@ fn an_existing_claim_of_a_new_disk_needs_update_and_delete_named() {
             let denial = super::super::Denial {
                 user: "bob",
                 permission: p,
+                cluster: None,
             };
             format!("{}: {denial}", p.field)
         })
@@ -232,6 +233,7 @@ fn denial_names_verb_resource_and_namespace_only() {
     let text = super::super::Denial {
         user: "bob",
         permission: p,
+        cluster: None,
     }
     .to_string();
     assert_eq!(
@@ -249,7 +251,8 @@ fn denial_names_verb_resource_and_namespace_only() {
     assert_eq!(
         super::super::Denial {
             user: "bob",
-            permission: &cdi
+            permission: &cdi,
+            cluster: None,
         }
         .to_string(),
         // A clone source is named: the author named it, and CDI's refusal names it too.

@@ -24,6 +24,7 @@ pub mod held;
 pub mod key_start;
 pub mod migration;
 pub mod ownership;
+pub mod placement;
 pub mod problem;
 pub mod provisioning;
 pub mod remote;

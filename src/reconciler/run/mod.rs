@@ -11,6 +11,7 @@ pub mod controller;
 pub mod key_evidence;
 pub mod metrics;
 pub mod ownership_key;
+pub mod placement;
 pub mod readiness;
 pub mod reconcile;
 pub mod remotes;

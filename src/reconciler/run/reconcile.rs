@@ -136,9 +136,13 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
     let cluster = match placement {
         Placement::Local => Ok(ctx.local.clone()),
-        Placement::Remote(name) => (ctx.remotes)
-            .cluster(&name, made_on(machine))
-            .map_err(|why| (name, why)),
+        // Its KubevirtConfig's namespaceSelector first: the webhook may have been bypassed.
+        Placement::Remote(name) => match super::placement::forbidden(machine, ctx, &name).await? {
+            Some(why) => Err((name, why)),
+            None => (ctx.remotes)
+                .cluster(&name, made_on(machine))
+                .map_err(|why| (name, why)),
+        },
     };
     // A deleting Machine: what remains of it observed, its cleanup decided and carried out.
     let mut cluster_message = None;

@@ -368,6 +368,7 @@ mod tests {
             client: kube::Client::try_from(config).expect("client"),
             revision: "r1".into(),
             allow_cross_namespace_clones: false,
+            namespace_selector: None,
             apis: Apis {
                 kubevirt,
                 cdi: true,
