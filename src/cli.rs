@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::config::{
     WatchScope, parse_bind_address, parse_dns_label, parse_dns_subdomain, parse_duration,
-    parse_lease_duration, parse_per_client, parse_qps, parse_watch_namespaces,
+    parse_image, parse_lease_duration, parse_per_client, parse_qps, parse_watch_namespaces,
 };
 use crate::machine::Catalog;
 use crate::machine::machine_types::MachineTypes;
@@ -188,6 +188,12 @@ pub struct RunArgs {
     #[arg(long, env = "MAX_SNAPSHOTS_IN_FLIGHT", value_name = "MAX_SNAPSHOTS_IN_FLIGHT", default_value_t = 10,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_snapshots_in_flight: u16,
+    /// The image of the Pod a restore makes to bind claims of a WaitForFirstConsumer storage
+    /// class (it only has to be scheduled, and never runs anything): the pause image, or a
+    /// mirror of it for clusters that cannot pull from registry.k8s.io.
+    #[arg(long, env = "RESTORE_PAUSE_IMAGE", value_name = "RESTORE_PAUSE_IMAGE",
+          default_value = crate::snapshots::context::DEFAULT_PAUSE_IMAGE, value_parser = parse_image)]
+    pub restore_pause_image: String,
     /// Machines reconciled at the same time.
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", value_name = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
           value_parser = clap::value_parser!(u16).range(1..))]

@@ -5,6 +5,9 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use crate::tls::listener::Limits;
 
+mod image;
+pub use image::parse_image;
+
 /// Parses a bind address the way the Go operators write it: `:8443` means every interface, IPv6
 /// and IPv4 (`[::]:8443`, bound dual-stack by [`crate::listen::bind`], which falls back to
 /// `0.0.0.0` on hosts without IPv6).

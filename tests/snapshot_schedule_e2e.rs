@@ -110,6 +110,7 @@ async fn a_schedule_takes_snapshots_when_due_and_keeps_keep() {
             clock: clock.clone(),
             tick: Duration::from_secs(1),
             limits: Default::default(),
+            pause_image: kubevirt_operator::snapshots::context::DEFAULT_PAUSE_IMAGE.to_owned(),
         },
         key: OwnershipKey::new(&[7; 32], None).expect("key"),
         kubevirt: true,

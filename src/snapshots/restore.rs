@@ -75,6 +75,9 @@ pub struct Seen<'a> {
     pub restore: Option<&'a MachineRestore>,
     pub machine: Option<MachineView>,
     pub snapshot: Option<&'a MachineSnapshot>,
+    /// The uid of the Machine the operator proves it took the snapshot of
+    /// (`crate::snapshots::snapshot::taken_of`); `None`: nothing proves it.
+    pub snapshot_proven_of: Option<String>,
     pub vm: Option<VmView>,
     pub vmi: bool,
     pub vm_restore: Option<&'a VirtualMachineRestore>,

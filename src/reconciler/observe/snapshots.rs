@@ -4,7 +4,7 @@
 use kube::{Resource, ResourceExt};
 
 use crate::api::Machine;
-use crate::api::snapshots::holds;
+use crate::api::snapshots::{SCHEDULED_PROOF_KIND, holds};
 use crate::reconciler::decide::status::snapshots::Seen;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
@@ -31,7 +31,7 @@ pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> 
 /// The MachineSnapshots of `machine`, and apart those of an earlier Machine of its name.
 pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) -> Seen {
     let (ns, name, uid) = (machine.namespace(), machine.name_any(), machine.uid());
-    let (snapshots, earlier) = ctx
+    let (snapshots, earlier): (Vec<_>, Vec<_>) = ctx
         .stores
         .snapshots
         .state_filter(|s| {
@@ -45,10 +45,20 @@ pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) 
             let taken_of = s.status.as_ref().and_then(|st| st.machine_uid.as_ref());
             taken_of.is_none_or(|u| Some(u) == uid.as_ref())
         });
+    // The operator's own scheduled snapshots of this very Machine: their proof verifies for its
+    // name and uid (the scheduler's rule, `crate::snapshots::scheduler`).
+    let scheduled_by_operator = (snapshots.iter())
+        .filter(|s| {
+            let proven = ctx.ownership_key.made_for(SCHEDULED_PROOF_KIND, s.meta(), &name);
+            proven.is_some() && proven == uid.as_deref()
+        })
+        .map(ResourceExt::name_any)
+        .collect();
     Seen {
         scheduled,
         api: cluster.apis.kubevirt_snapshots,
         snapshots,
         earlier,
+        scheduled_by_operator,
     }
 }
