@@ -342,13 +342,25 @@ async fn at_most_max_in_flight_scheduled_snapshots_are_taken_at_once() {
     assert_eq!(report.made.len(), 2, "{report:?}");
     assert_eq!(report.deferred.len(), 1, "{report:?}");
     assert!(report.failed.is_empty(), "{report:?}");
-    let report = check(&ctx, &clock, at + chrono::Duration::seconds(30), &mut retries).await;
+    let report = check(
+        &ctx,
+        &clock,
+        at + chrono::Duration::seconds(30),
+        &mut retries,
+    )
+    .await;
     assert!(report.made.is_empty(), "both still in flight: {report:?}");
     assert_eq!(report.deferred.len(), 1, "{report:?}");
     // One finishes: the third is taken, for the same due time.
     let first = names(&snaps).await[0].clone();
     finished(&snaps, &first, "Succeeded").await;
-    let report = check(&ctx, &clock, at + chrono::Duration::seconds(60), &mut retries).await;
+    let report = check(
+        &ctx,
+        &clock,
+        at + chrono::Duration::seconds(60),
+        &mut retries,
+    )
+    .await;
     assert_eq!(report.made.len(), 1, "{report:?}");
     let all = names(&snaps).await;
     assert_eq!(all.len(), 3, "{all:?}");

@@ -321,11 +321,18 @@ async fn a_forged_scheduled_snapshot_moves_nothing() {
             .find(|c| c.type_ == "SnapshotsReady")
             .cloned()
     };
-    let before = wait_status(&admin, NS, "web", &op, "SnapshotsReady on the nightly", |s| {
-        ready(s).is_some_and(|c| {
-            c.status == "True" && c.message.contains("web-202611250200 is Succeeded")
-        })
-    })
+    let before = wait_status(
+        &admin,
+        NS,
+        "web",
+        &op,
+        "SnapshotsReady on the nightly",
+        |s| {
+            ready(s).is_some_and(|c| {
+                c.status == "True" && c.message.contains("web-202611250200 is Succeeded")
+            })
+        },
+    )
     .await;
     let entry = |s: &kubevirt_operator::api::MachineStatus, name: &str| {
         (s.snapshots.iter()).find(|r| r.name == name).cloned()
@@ -340,14 +347,20 @@ async fn a_forged_scheduled_snapshot_moves_nothing() {
     );
     forged.metadata.labels = Some(
         [
-            ("vitistack.io/scheduled-snapshot".to_owned(), "true".to_owned()),
+            (
+                "vitistack.io/scheduled-snapshot".to_owned(),
+                "true".to_owned(),
+            ),
             ("vitistack.io/machine".to_owned(), "web".to_owned()),
         ]
         .into(),
     );
     forged.metadata.annotations = Some(
         [
-            ("vitistack.io/scheduled-for".to_owned(), "2026-11-26T02:00:00Z".to_owned()),
+            (
+                "vitistack.io/scheduled-for".to_owned(),
+                "2026-11-26T02:00:00Z".to_owned(),
+            ),
             (
                 kubevirt_operator::api::names::PROOF_ANNOTATION.to_owned(),
                 format!("{machine_uid}.bm90IHRoZSBvcGVyYXRvcidzIHByb29m"),
@@ -385,7 +398,11 @@ async fn a_forged_scheduled_snapshot_moves_nothing() {
     let (was, is) = (ready(&before).expect("was"), ready(&after).expect("is"));
     assert_eq!(
         (is.status.as_str(), is.reason.as_str(), is.message.as_str()),
-        (was.status.as_str(), was.reason.as_str(), was.message.as_str()),
+        (
+            was.status.as_str(),
+            was.reason.as_str(),
+            was.message.as_str()
+        ),
         "SnapshotsReady moved by a forgery"
     );
     assert_eq!(is.last_transition_time, was.last_transition_time);

@@ -141,7 +141,7 @@ pub async fn check_restore(
     // One of an earlier Machine of the name only when asked for; whether the operator took it
     // (its proof) is checked by the restore, which holds the key.
     let earlier = taken_of.is_some_and(|uid| Some(uid) != found.metadata.uid.as_deref());
-    if earlier {
+    if earlier && !spec.allow_earlier_machine {
         let why = format!(
             "MachineSnapshot {snapshot} is a snapshot of an earlier Machine named {machine}; \
              set spec.allowEarlierMachine: true to restore it into this one"

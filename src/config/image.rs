@@ -30,7 +30,9 @@ pub fn parse_image(s: &str) -> Result<String, String> {
     if let Some(t) = tag
         && !is_tag(t)
     {
-        return bad("the tag must be 1-128 letters, digits, '_', '.' or '-', not starting with '.' or '-'");
+        return bad(
+            "the tag must be 1-128 letters, digits, '_', '.' or '-', not starting with '.' or '-'",
+        );
     }
     if name.is_empty() || name.len() > MAX_NAME {
         return bad("the name must be 1-255 characters");
@@ -38,7 +40,9 @@ pub fn parse_image(s: &str) -> Result<String, String> {
     let mut parts: Vec<&str> = name.split('/').collect();
     let first = parts[0];
     let has_host = parts.len() > 1
-        && (first.contains(['.', ':']) || first == "localhost" || first.bytes().any(|b| b.is_ascii_uppercase()));
+        && (first.contains(['.', ':'])
+            || first == "localhost"
+            || first.bytes().any(|b| b.is_ascii_uppercase()));
     if has_host {
         if !is_host(first) {
             return bad("the registry must be a host name or address, with an optional :port");
@@ -46,25 +50,26 @@ pub fn parse_image(s: &str) -> Result<String, String> {
         parts.remove(0);
     }
     if !parts.iter().all(|p| is_path_component(p)) {
-        return bad("each part of the path must be lower-case letters and digits, joined by '.', '_', '__' or '-'");
+        return bad(
+            "each part of the path must be lower-case letters and digits, joined by '.', '_', '__' or '-'",
+        );
     }
     Ok(s.to_owned())
 }
 
 fn is_tag(t: &str) -> bool {
     let ok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
-    (1..=128).contains(&t.len())
-        && t.bytes().all(ok)
-        && !t.starts_with(['.', '-'])
+    (1..=128).contains(&t.len()) && t.bytes().all(ok) && !t.starts_with(['.', '-'])
 }
 
 fn is_digest(d: &str) -> bool {
     let Some((algorithm, hex)) = d.split_once(':') else {
         return false;
     };
-    let algorithm_ok = algorithm
-        .split(['+', '.', '_', '-'])
-        .all(|c| c.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) && c.bytes().all(|b| b.is_ascii_alphanumeric()));
+    let algorithm_ok = algorithm.split(['+', '.', '_', '-']).all(|c| {
+        c.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+            && c.bytes().all(|b| b.is_ascii_alphanumeric())
+    });
     algorithm_ok && hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

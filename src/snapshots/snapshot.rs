@@ -54,7 +54,11 @@ fn taken_target<'a>(ns: &'a str, name_uid: &'a str) -> Target<'a> {
 pub fn taken_proof(key: &OwnershipKey, s: &MachineSnapshot, machine_uid: &str) -> String {
     let ns = s.namespace().unwrap_or_default();
     let name_uid = format!("{}/{}", s.name_any(), s.uid().unwrap_or_default());
-    key.proof(&taken_target(&ns, &name_uid), &s.spec.machine_name, machine_uid)
+    key.proof(
+        &taken_target(&ns, &name_uid),
+        &s.spec.machine_name,
+        machine_uid,
+    )
 }
 
 /// The uid of the Machine (named as `s` says) the operator proves it took MachineSnapshot `s`
@@ -69,7 +73,8 @@ pub fn taken_of(
     if let Some(uid) = key.made_for(super::scheduler::KIND, s.meta(), machine) {
         return Some(uid.to_owned());
     }
-    let vms = vms.filter(|v| s.uid().is_some() && controller_uid(v.meta()) == s.uid().as_deref())?;
+    let vms =
+        vms.filter(|v| s.uid().is_some() && controller_uid(v.meta()) == s.uid().as_deref())?;
     let value = vms.annotations().get(TAKEN_OF_ANNOTATION)?;
     let ns = s.namespace().unwrap_or_default();
     let name_uid = format!("{}/{}", s.name_any(), s.uid().unwrap_or_default());

@@ -89,7 +89,8 @@ async fn an_earlier_machines_snapshot_is_restored_into_the_new_machine_only_when
     // Asked for by someone who may not update web: refused as any restore.
     let message = denial(as_dave.create(&PostParams::default(), &asked).await);
     assert!(
-        message.contains(r#"user "dave" cannot update machines.vitistack.io in namespace "team-a""#),
+        message
+            .contains(r#"user "dave" cannot update machines.vitistack.io in namespace "team-a""#),
         "{message}"
     );
     // Asked for by Carol: the earlier Machine's disks restored into the new one.
@@ -108,7 +109,10 @@ async fn an_earlier_machines_snapshot_is_restored_into_the_new_machine_only_when
     let (_, restored) = kubevirt_restores(&admin, &op, "undo", &[]).await;
     kubevirt_completes(&admin, "undo", &restored).await;
     let done = in_phase(&admin, &op, "undo", "Succeeded").await;
-    assert_eq!(done.status.and_then(|s| s.machine_uid), Some(new_uid.clone()));
+    assert_eq!(
+        done.status.and_then(|s| s.machine_uid),
+        Some(new_uid.clone())
+    );
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
     for (disk, from) in &restored {
@@ -116,7 +120,11 @@ async fn an_earlier_machines_snapshot_is_restored_into_the_new_machine_only_when
         let owner = &claim.metadata.owner_references.as_ref().expect("owner")[0];
         assert_eq!(owner.uid, new_uid, "{disk}: the new Machine's");
         let source = (claim.spec.as_ref()).and_then(|s| s.data_source.as_ref());
-        assert_eq!(source.map(|s| s.name.as_str()), Some(from.as_str()), "{disk}");
+        assert_eq!(
+            source.map(|s| s.name.as_str()),
+            Some(from.as_str()),
+            "{disk}"
+        );
     }
     let root = pvcs.get("web-root").await.expect("web-root");
     assert_ne!(root.uid(), fresh_root.uid(), "the new empty disk replaced");

@@ -16,10 +16,10 @@ use kubevirt_operator::api::names::PROOF_ANNOTATION;
 use kubevirt_operator::api::snapshots::{
     MachineRestore, MachineSnapshot, SCHEDULED_LABEL, SCHEDULED_PROOF_KIND,
 };
-use kubevirt_operator::reconciler::decide::evidence::Target;
-use kubevirt_operator::reconciler::run::ownership_key;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
+use kubevirt_operator::reconciler::decide::evidence::Target;
+use kubevirt_operator::reconciler::run::ownership_key;
 
 pub mod restore;
 pub mod trust;
@@ -135,7 +135,12 @@ pub async fn snapshot_of_web(admin: &Client, op: &support::Proc, name: &str, vm:
 /// MachineSnapshot `name` of Machine `machine` (uid `machine_uid`) as the operator's schedule
 /// makes it: labelled scheduled, with its made-for proof signed by the operator's own key (read
 /// from its Secret by the admin, who plays the scheduler here).
-pub async fn scheduled(admin: &Client, name: &str, machine: &str, machine_uid: &str) -> DynamicObject {
+pub async fn scheduled(
+    admin: &Client,
+    name: &str,
+    machine: &str,
+    machine_uid: &str,
+) -> DynamicObject {
     let key = ownership_key::load_or_create(admin, crate::access::OP_NS)
         .await
         .expect("the operator's key");

@@ -128,7 +128,12 @@ impl OwnershipKey {
     /// The uid of the Machine named `machine` that the proof `value` (as [`Self::proof`] makes
     /// it) says `target` was made for, if it verifies: for a proof about more than an object's
     /// name (a snapshot's name and uid), kept where [`Self::made_for`] does not look.
-    pub fn proven_for<'v>(&self, target: &Target, machine: &str, value: &'v str) -> Option<&'v str> {
+    pub fn proven_for<'v>(
+        &self,
+        target: &Target,
+        machine: &str,
+        value: &'v str,
+    ) -> Option<&'v str> {
         let (machine_uid, tag) = value.split_once('.')?;
         self.verifies(&Self::made_message(target, machine, machine_uid), tag)
             .then_some(machine_uid)

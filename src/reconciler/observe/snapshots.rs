@@ -49,7 +49,9 @@ pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) 
     // name and uid (the scheduler's rule, `crate::snapshots::scheduler`).
     let scheduled_by_operator = (snapshots.iter())
         .filter(|s| {
-            let proven = ctx.ownership_key.made_for(SCHEDULED_PROOF_KIND, s.meta(), &name);
+            let proven = ctx
+                .ownership_key
+                .made_for(SCHEDULED_PROOF_KIND, s.meta(), &name);
             proven.is_some() && proven == uid.as_deref()
         })
         .map(ResourceExt::name_any)

@@ -73,9 +73,7 @@ pub(super) fn condition(seen: &Seen) -> Option<Cond> {
         ));
     }
     // On evidence: a snapshot labelled scheduled by anyone else says nothing of the schedule.
-    let scheduled = |s: &&MachineSnapshot| {
-        s.labels().get(crate::api::snapshots::SCHEDULED_LABEL).is_some_and(|v| v == "true")
-    };
+    let scheduled = |s: &&MachineSnapshot| seen.scheduled_by_operator.contains(&s.name_any());
     let last = newest_first(&seen.snapshots).into_iter().find(scheduled);
     let Some(last) = last else {
         let message = "no scheduled snapshot yet".to_owned();
@@ -250,7 +248,10 @@ mod tests {
             json!({"phase": "Failed", "error": "forged", "creationTime": "2026-01-05T02:00:03Z"}),
         );
         let c = condition(&seen(true, true, vec![ok.clone(), forged.clone()])).expect("cond");
-        assert_eq!((c.status, c.reason.as_str()), ("True", "SnapshotsScheduled"));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            ("True", "SnapshotsScheduled")
+        );
         assert!(c.message.contains("web-202601020200"), "{}", c.message);
         let c = condition(&seen(true, true, vec![forged])).expect("cond");
         assert_eq!(c.message, "no scheduled snapshot yet");

@@ -129,7 +129,10 @@ fn past_pending_an_earlier_machines_restore_binds_to_the_new_machines_uid() {
         ("web-data", "uid-data", true),
     ]);
     assert!(
-        matches!(next(&seen(&restoring, new_vm, Some(&done))), Step::BeginAdopting(_)),
+        matches!(
+            next(&seen(&restoring, new_vm, Some(&done))),
+            Step::BeginAdopting(_)
+        ),
         "proven by the new VM"
     );
 }
