@@ -9,7 +9,8 @@ use clap::Args;
 
 use crate::config::{
     WatchScope, parse_bind_address, parse_dns_label, parse_dns_subdomain, parse_duration,
-    parse_image, parse_lease_duration, parse_per_client, parse_qps, parse_watch_namespaces,
+    parse_duration_or_zero, parse_image, parse_lease_duration, parse_per_client, parse_qps,
+    parse_watch_namespaces,
 };
 use crate::machine::Catalog;
 use crate::machine::machine_types::MachineTypes;
@@ -181,7 +182,7 @@ pub struct RunArgs {
     pub reconcile_interval: Duration,
     /// The least time between two runs of one Machine's snapshot schedule, e.g. 15m, 1h: a
     /// schedule firing more often is clamped to it (0s: no minimum).
-    #[arg(long, env = "MIN_SNAPSHOT_INTERVAL", value_name = "MIN_SNAPSHOT_INTERVAL", default_value = "15m", value_parser = parse_duration)]
+    #[arg(long, env = "MIN_SNAPSHOT_INTERVAL", value_name = "MIN_SNAPSHOT_INTERVAL", default_value = "15m", value_parser = parse_duration_or_zero)]
     pub min_snapshot_interval: Duration,
     /// Scheduled snapshots being taken at once at most, across every Machine; more due ones
     /// wait for one to finish.
@@ -309,5 +310,31 @@ impl ClusterArgs {
             default_kubevirt_config: self.default_kubevirt_config.clone(),
             ..crate::clusters::Settings::new(self.kubevirt_config_probe_interval)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        run: super::RunArgs,
+    }
+
+    /// `--min-snapshot-interval 0s` switches the minimum off, as its help, the chart and the
+    /// docs say; other durations parse as every duration does.
+    #[test]
+    fn the_minimum_snapshot_interval_may_be_zero() {
+        for (value, secs) in [("0s", 0), ("0", 0), ("15m", 900)] {
+            let cmd = Cmd::try_parse_from(["x", "--min-snapshot-interval", value])
+                .unwrap_or_else(|e| panic!("{value}: {e}"));
+            assert_eq!(cmd.run.min_snapshot_interval.as_secs(), secs, "{value}");
+        }
+        let e = Cmd::try_parse_from(["x", "--min-snapshot-interval=-1m"])
+            .err()
+            .expect("negative refused");
+        assert!(e.to_string().contains("--min-snapshot-interval"), "{e}");
     }
 }

@@ -49,6 +49,20 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// [`parse_duration`], where zero (`0s`, or `0` as Go writes it) is allowed too: a bound that
+/// may be switched off.
+pub fn parse_duration_or_zero(s: &str) -> Result<std::time::Duration, String> {
+    let zero = s.trim() == "0"
+        || s.trim()
+            .parse::<k8s_openapi::jiff::SignedDuration>()
+            .is_ok_and(|d| d.is_zero());
+    if zero {
+        Ok(std::time::Duration::ZERO)
+    } else {
+        parse_duration(s)
+    }
+}
+
 /// Parses a Lease duration: whole seconds, at least 10s (the holder renews at half of it and
 /// steps down 3s before it runs out, so shorter Leases would leave no room for a late renewal).
 pub fn parse_lease_duration(s: &str) -> Result<std::time::Duration, String> {
