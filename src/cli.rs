@@ -199,6 +199,12 @@ pub struct RunArgs {
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", value_name = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+    /// Accept a new ownership key when its Secret is missing although objects made under the
+    /// lost key exist (locally or on a KubevirtConfig's cluster): remote objects are then
+    /// re-proven once by their labels and names. Without it the leader reconciles nothing until
+    /// the Secret is restored. Only when the Secret is lost for good.
+    #[arg(long, env = "NEW_OWNERSHIP_KEY", value_name = "NEW_OWNERSHIP_KEY")]
+    pub new_ownership_key: bool,
     /// Elect a leader among replicas; only the leader reconciles.
     #[arg(long, env = "LEADER_ELECTION", value_name = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]

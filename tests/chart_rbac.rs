@@ -190,6 +190,11 @@ fn kubevirt_config_secrets_are_readable_only_where_listed() {
     let d = one(&listed, "Deployment");
     assert_eq!(env(d, "DEFAULT_KUBEVIRT_CONFIG"), None);
     assert_eq!(
+        env(d, "NEW_OWNERSHIP_KEY"),
+        None,
+        "a lost key is never replaced by default"
+    );
+    assert_eq!(
         env(d, "KUBEVIRT_CONFIG_PROBE_INTERVAL"),
         None,
         "the default is the operator's"
@@ -201,10 +206,13 @@ fn kubevirt_config_secrets_are_readable_only_where_listed() {
             "defaultKubevirtConfig=dc1",
             "--set",
             "kubevirtConfigProbeInterval=10s",
+            "--set",
+            "newOwnershipKey=true",
         ],
     ));
     let d = one(&set, "Deployment");
     assert_eq!(env(d, "DEFAULT_KUBEVIRT_CONFIG").as_deref(), Some("dc1"));
+    assert_eq!(env(d, "NEW_OWNERSHIP_KEY").as_deref(), Some("true"));
     assert_eq!(
         env(d, "KUBEVIRT_CONFIG_PROBE_INTERVAL").as_deref(),
         Some("10s")

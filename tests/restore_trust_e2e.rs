@@ -34,35 +34,16 @@ use snapshots::restore::{
 use snapshots::trust::{adopting_held, data_source, mallory, name_of, planted, release, unwatched};
 use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, snapshot_of_web};
 
-/// The access tests' control plane (the garbage collector too, when `gc`), and the operator
-/// leading on it.
-async fn setup(gc: bool) -> (support::Started, kube::Client, support::Proc) {
-    setup_with(gc, &[]).await
-}
-
-/// [`setup`], the operator run with `extra` arguments.
-async fn setup_with(gc: bool, extra: &[&str]) -> (support::Started, kube::Client, support::Proc) {
-    let fixture = access::fixture(extra);
-    let fixture = if gc {
-        fixture.with_controller_manager()
-    } else {
-        fixture
-    };
-    let mut env = fixture.start().await;
-    let (admin, op) = env.take_replica().await;
-    (env, admin, op)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
-    let (env, admin, mut op) = setup(false).await;
-    let cp = &env.cp;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, mut op) = cp.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
     let old_root = pvcs.get("web-root").await.expect("web-root");
-    let mallory = mallory(cp, &admin).await;
+    let mallory = mallory(&cp, &admin).await;
     dynamic::<MachineRestore>(&admin)
         .create(&PostParams::default(), &undo("undo", "web-before"))
         .await
@@ -116,14 +97,14 @@ async fn a_claim_planted_under_the_restored_name_is_never_mounted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
-    let (env, admin, op) = setup(false).await;
-    let cp = &env.cp;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, op) = cp.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
     let old_root = pvcs.get("web-root").await.expect("web-root");
-    let mallory = mallory(cp, &admin).await;
+    let mallory = mallory(&cp, &admin).await;
     // It keeps its restored claims when done.
     let mut restore = serde_json::to_value(undo("undo", "web-before")).expect("json");
     restore["spec"]["keepRestoredClaims"] = json!(true);
@@ -145,7 +126,7 @@ async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
         .create(&PostParams::default(), &planted)
         .await
         .expect("mallory may create claims");
-    let (mut op, _) = start_replica(cp, "access-operator", "second", &[]).await;
+    let (mut op, _) = start_replica(&cp, "access-operator", "second", &[]).await;
     let held = eventually("the restore refuses the planted claim", &op, || async {
         let r = Api::<MachineRestore>::namespaced(admin.clone(), NS)
             .get("undo")
@@ -185,8 +166,8 @@ async fn a_claim_planted_under_the_disk_name_is_never_mounted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
-    let (env, admin, op) = setup(false).await;
-    let cp = &env.cp;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, op) = cp.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -203,7 +184,7 @@ async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
         crds.get_opt(crd).await.ok()?.is_none().then_some(())
     })
     .await;
-    let (mut op, _) = start_replica(cp, "access-operator", "second", &[]).await;
+    let (mut op, _) = start_replica(&cp, "access-operator", "second", &[]).await;
     release(&pvcs, "web-root").await;
     let done = eventually("the restore ends", &op, || async {
         let r = Api::<MachineRestore>::namespaced(admin.clone(), NS)
@@ -225,7 +206,8 @@ async fn a_leader_without_the_snapshot_api_never_fails_an_adopting_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
-    let (_env, admin, mut op) = setup(false).await;
+    let mut env = access::fixture(&[]).start().await;
+    let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let (vm, _) = running_web(&admin, &op).await;
     snapshot_of_web(&admin, &op, "web-before", &vm).await;
@@ -275,8 +257,11 @@ async fn deleting_a_machinerestore_mid_adopting_waits_for_every_disk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
-    // The garbage collector, as in a cluster.
-    let (_env, admin, mut op) = setup(true).await;
+    let mut cp = access::fixture(&[]).start().await;
+    let (admin, mut op) = cp.take_replica().await;
+    cp.start_controller_manager()
+        .await
+        .expect("kube-controller-manager"); // the garbage collector, as in a cluster
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(admin.clone(), NS);
@@ -336,7 +321,10 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
 async fn a_wait_for_first_consumer_class_restores_and_boots() {
     // An air-gapped cluster: the pause image from its own mirror.
     let mirror = "mirror.example.com:5000/k8s/pause:3.10";
-    let (_env, admin, mut op) = setup_with(false, &["--restore-pause-image", mirror]).await;
+    let mut env = access::fixture(&["--restore-pause-image", mirror])
+        .start()
+        .await;
+    let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);

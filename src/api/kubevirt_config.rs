@@ -68,7 +68,7 @@ pub struct KubevirtConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// Why, in one CamelCase word: Ready, SecretNotFound, SecretForbidden, KeyMissing,
-    /// KubeconfigInvalid, Unreachable or Unauthorized.
+    /// KubeconfigInvalid, Unreachable, Unauthorized or ClusterChanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// What was found, or what is wrong and how to fix it.
@@ -88,6 +88,11 @@ pub struct KubevirtConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = 0))]
     pub machines: Option<i64>,
+    /// The cluster's identity (the uid of its kube-system namespace), recorded at first Ready.
+    /// Another one found later stops all work (ClusterChanged) until an admin annotates the
+    /// KubevirtConfig `vitistack.io/acknowledge-cluster: <the new uid>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_identity: Option<String>,
     /// When the cluster was last probed with this outcome (refreshed alone at most every few
     /// minutes, so a healthy cluster costs few writes).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -343,6 +343,11 @@ pub struct MachineStatus {
     /// never changed; unset for a Machine on the operator's own cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// The identity (kube-system namespace uid) of that cluster when the VM was made there. A
+    /// KubevirtConfig that reaches another cluster since leaves the Machine alone
+    /// (`ClusterReady=False`, ClusterChanged) until an admin acknowledges the move on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_identity: Option<String>,
 }
 
 /// The Machine's networks plus the pod network, with room to spare.

@@ -39,6 +39,9 @@ pub const KUBEVIRT_CONFIG_ANNOTATION: &str = "vitistack.io/kubevirt-config";
 /// `"true"` on a Machine whose remote cluster cannot be reached lets its deletion finish without
 /// cleaning up there (what it made there is left behind).
 pub const ABANDON_REMOTE_ANNOTATION: &str = "vitistack.io/abandon-remote";
+/// On a KubevirtConfig: the identity (kube-system uid) of the cluster an admin accepts it now
+/// reaches, after it reported `ClusterChanged`.
+pub const ACKNOWLEDGE_CLUSTER_ANNOTATION: &str = "vitistack.io/acknowledge-cluster";
 /// The Machine kind and its API group/version.
 pub const GROUP: &str = "vitistack.io";
 pub const VERSION: &str = "v1alpha1";

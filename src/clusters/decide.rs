@@ -1,6 +1,7 @@
 //! The decisions, pure: what one look at a KubevirtConfig found ([`Observation`]) becomes its
 //! health ([`verdict`]) and, only when something changed, a new status ([`status`]); a failed
-//! probe's error becomes a reason ([`classify`]).
+//! probe's error becomes a reason ([`classify`]); the cluster's [`identity`] is checked against
+//! the one recorded.
 
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub enum Probe {
     Reached {
         version: String,
         apis: Apis,
+        /// The cluster's identity: its kube-system namespace's uid.
+        identity: String,
     },
     Unreachable(String),
     Unauthorized(String),
@@ -36,13 +39,14 @@ pub enum Observation {
     Probed(Probe),
 }
 
-/// A KubevirtConfig's health: the reason, a message saying what to do, and what is served
-/// (None: not known from this look).
+/// A KubevirtConfig's health: the reason, a message saying what to do, what is served (None:
+/// not known from this look), and the cluster identity to record (see [`identity`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub reason: Reason,
     pub message: String,
     pub apis: Option<Apis>,
+    pub identity: Option<String>,
 }
 
 pub fn verdict(observed: &Observation) -> Verdict {
@@ -50,6 +54,7 @@ pub fn verdict(observed: &Observation) -> Verdict {
         reason,
         message,
         apis: None,
+        identity: None,
     };
     match observed {
         Observation::SecretNotFound { namespace, name } => not_ready(
@@ -78,10 +83,11 @@ pub fn verdict(observed: &Observation) -> Verdict {
                 "the API server refused the kubeconfig's credentials or their rights (see manifests/remote-cluster-rbac.yaml): {e}"
             ),
         ),
-        Observation::Probed(Probe::Reached { version, apis }) => Verdict {
+        Observation::Probed(Probe::Reached { version, apis, .. }) => Verdict {
             reason: Reason::Ready,
             message: ready_message(version, *apis),
             apis: Some(*apis),
+            identity: None,
         },
     }
 }
@@ -150,6 +156,8 @@ pub fn status(
             stored.and_then(|s| s.multus_installed),
         ),
         machines: Some(i64::from(machines)),
+        cluster_identity: (verdict.identity.clone())
+            .or_else(|| stored.and_then(|s| s.cluster_identity.clone())),
         last_checked: stored.and_then(|s| s.last_checked.clone()),
         conditions: vec![Condition {
             type_: READY_CONDITION.to_owned(),
@@ -208,6 +216,8 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     }
     out
 }
+
+pub mod identity;
 
 #[cfg(test)]
 mod tests;

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use super::Settings;
+use super::decide::identity::IDENTITY_NAMESPACE;
 use super::decide::{Probe, classify};
 use super::kubeconfig::{Unusable, redact};
 use super::registry::Apis;
@@ -36,9 +37,9 @@ pub async fn connect(
     Ok((client, server.trim_end_matches('/').to_owned()))
 }
 
-/// Asks the API server its version, lists one namespace (the credentials and at least some of
-/// manifests/remote-cluster-rbac.yaml's rights), and which optional APIs it serves; all within
-/// `limit`. The first failure decides.
+/// Asks the API server its version, reads the kube-system namespace (the credentials, the
+/// cluster's identity: its uid), and which optional APIs it serves; all within `limit`. The
+/// first failure decides.
 pub async fn probe(client: &Client, server: &str, limit: Duration) -> Probe {
     match tokio::time::timeout(limit, ask(client)).await {
         Ok(Ok(probe)) => probe,
@@ -54,16 +55,23 @@ async fn ask(client: &Client) -> Result<Probe, Probe> {
         .await
         .map_err(|e| classify(&e))?
         .git_version;
-    Api::<Namespace>::all(client.clone())
-        .list_metadata(&ListParams::default().limit(1))
+    let identity = Api::<Namespace>::all(client.clone())
+        .get_metadata(IDENTITY_NAMESPACE)
         .await
-        .map_err(|e| classify(&e))?;
+        .map_err(|e| classify(&e))?
+        .metadata
+        .uid
+        .ok_or_else(|| Probe::Unreachable(format!("namespace {IDENTITY_NAMESPACE} has no uid")))?;
     let apis = Apis {
         kubevirt: served(client, KUBEVIRT).await?,
         cdi: served(client, CDI).await?,
         multus: served(client, MULTUS).await?,
     };
-    Ok(Probe::Reached { version, apis })
+    Ok(Probe::Reached {
+        version,
+        apis,
+        identity,
+    })
 }
 
 /// One discovery question, classified as [`discovery::classify`] does; an answer not worth

@@ -33,6 +33,11 @@ pub struct Connection {
     pub allow_cross_namespace_clones: bool,
     /// What the last probe found served.
     pub apis: Apis,
+    /// The cluster's identity (its kube-system namespace's uid), as the last probe found it.
+    pub identity: String,
+    /// The KubevirtConfig's `vitistack.io/acknowledge-cluster` annotation: a Machine made on
+    /// another cluster goes on only when it names `identity`.
+    pub acknowledged: Option<String>,
 }
 
 impl fmt::Debug for Connection {
@@ -45,6 +50,8 @@ impl fmt::Debug for Connection {
                 &self.allow_cross_namespace_clones,
             )
             .field("apis", &self.apis)
+            .field("identity", &self.identity)
+            .field("acknowledged", &self.acknowledged)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +73,9 @@ pub enum Reason {
     Unreachable,
     /// The API server refused the credentials (401) or their rights (403).
     Unauthorized,
+    /// The kubeconfig reaches another cluster than the one recorded at first Ready (another
+    /// kube-system uid), and no admin acknowledged the move.
+    ClusterChanged,
 }
 
 impl Reason {
@@ -79,6 +89,7 @@ impl Reason {
             Reason::KubeconfigInvalid => "KubeconfigInvalid",
             Reason::Unreachable => "Unreachable",
             Reason::Unauthorized => "Unauthorized",
+            Reason::ClusterChanged => "ClusterChanged",
         }
     }
 }
@@ -276,6 +287,7 @@ mod tests {
             Reason::KubeconfigInvalid,
             Reason::Unreachable,
             Reason::Unauthorized,
+            Reason::ClusterChanged,
         ] {
             let s = r.as_str();
             assert!(s.chars().all(|c| c.is_ascii_alphabetic()), "{s}");

@@ -16,12 +16,15 @@ use super::context::{Context, MachineCount};
 use super::registry::Registry;
 use super::supervisor::Supervisor;
 use crate::api::kubevirt_config::{KubevirtConfig, KubevirtConfigSpec};
+use crate::api::names::ACKNOWLEDGE_CLUSTER_ANNOTATION;
 use crate::discovery;
 
-/// A running supervisor and the spec it was started for; aborted when dropped.
+/// A running supervisor and the spec (and acknowledgement) it was started for; aborted when
+/// dropped.
 struct Running {
     spec: KubevirtConfigSpec,
     generation: Option<i64>,
+    acknowledged: Option<String>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -104,9 +107,13 @@ async fn follow(ctx: Arc<Context>) {
 fn upsert(ctx: &Arc<Context>, running: &mut BTreeMap<String, Running>, config: KubevirtConfig) {
     let name = config.name_any();
     let generation = config.metadata.generation;
+    let acknowledged = (config.annotations())
+        .get(ACKNOWLEDGE_CLUSTER_ANNOTATION)
+        .cloned();
     if let Some(r) = running.get(&name)
         && r.spec == config.spec
         && r.generation == generation
+        && r.acknowledged == acknowledged
     {
         return;
     }
@@ -118,6 +125,7 @@ fn upsert(ctx: &Arc<Context>, running: &mut BTreeMap<String, Running>, config: K
         Running {
             spec,
             generation,
+            acknowledged,
             task,
         },
     );

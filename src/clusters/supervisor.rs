@@ -13,12 +13,12 @@ use serde_json::json;
 use tokio::time::MissedTickBehavior;
 
 use super::context::Context;
-use super::decide::{self, Observation, REFRESH_LAST_CHECKED};
+use super::decide::{self, Observation, Probe, REFRESH_LAST_CHECKED, identity};
 use super::kubeconfig;
 use super::probe;
 use super::registry::{Connection, Health};
 use crate::api::kubevirt_config::{KubevirtConfig, KubevirtConfigStatus};
-use crate::api::names::FIELD_MANAGER;
+use crate::api::names::{ACKNOWLEDGE_CLUSTER_ANNOTATION, FIELD_MANAGER};
 
 /// What the Secret watch has shown so far.
 enum Seen {
@@ -139,13 +139,33 @@ impl Supervisor {
         let Some(observation) = self.observe().await else {
             return;
         };
-        let verdict = decide::verdict(&observation);
-        let health = match (&verdict.apis, &self.built) {
-            (Some(apis), Some(built)) => {
-                let reuse = self
-                    .last
+        let acknowledged = (self.config.annotations())
+            .get(ACKNOWLEDGE_CLUSTER_ANNOTATION)
+            .cloned();
+        let found = match &observation {
+            Observation::Probed(Probe::Reached { identity, .. }) => Some(identity.clone()),
+            _ => None,
+        };
+        let verdict = match &found {
+            Some(found) => identity::checked(
+                decide::verdict(&observation),
+                &self.name,
+                found,
+                self.written
                     .as_ref()
-                    .filter(|c| c.revision == built.revision && c.apis == *apis);
+                    .and_then(|s| s.cluster_identity.as_deref()),
+                acknowledged.as_deref(),
+            ),
+            None => decide::verdict(&observation),
+        };
+        let health = match (&verdict.apis, &self.built, found) {
+            (Some(apis), Some(built), Some(identity)) => {
+                let reuse = self.last.as_ref().filter(|c| {
+                    c.revision == built.revision
+                        && c.apis == *apis
+                        && c.identity == identity
+                        && c.acknowledged == acknowledged
+                });
                 let connection = match reuse {
                     Some(c) => c.clone(),
                     None => Arc::new(Connection {
@@ -158,6 +178,8 @@ impl Supervisor {
                             .allow_cross_namespace_clones
                             .unwrap_or(false),
                         apis: *apis,
+                        identity,
+                        acknowledged,
                     }),
                 };
                 self.last = Some(connection.clone());

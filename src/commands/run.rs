@@ -99,6 +99,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         clusters: registry.clone(),
         machines_per_cluster: Default::default(),
         default_kubevirt_config: args.clusters.default_kubevirt_config.clone(),
+        new_ownership_key: args.new_ownership_key,
     };
 
     let slot = CertSlot::new();

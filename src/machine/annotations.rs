@@ -5,14 +5,15 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::api::names::{
-    KUBEVIRT_CONFIG_ANNOTATION, RESTARTED_AT_ANNOTATION, RETAIN_DISKS_ANNOTATION,
+    ABANDON_REMOTE_ANNOTATION, KUBEVIRT_CONFIG_ANNOTATION, RESTARTED_AT_ANNOTATION,
+    RETAIN_DISKS_ANNOTATION,
 };
 use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 
 use super::field_error::{FieldError, FieldPath};
 
-/// What `vitistack.io/retain-disks` may hold. The reconciler keeps the disks on `"true"` only, so
-/// `"True"` or `"yes"` would silently mean "delete them".
+/// What `vitistack.io/retain-disks` and `vitistack.io/abandon-remote` may hold. The reconciler
+/// acts on `"true"` only, so `"True"` or `"yes"` would silently mean "delete them" (or "wait").
 pub const RETAIN_DISKS_VALUES: &[&str] = &["false", "true"];
 
 /// How far ahead of the webhook's clock a `restarted-at` time may be (clocks drift).
@@ -28,15 +29,17 @@ pub fn annotation_errors(old: Option<&Value>, new: &Value) -> Vec<FieldError> {
 /// [`annotation_errors`] with the clock given.
 pub fn annotation_errors_at(old: Option<&Value>, new: &Value, now: Timestamp) -> Vec<FieldError> {
     let mut out = Vec::new();
-    if let Some(s) = changed(old, new, RETAIN_DISKS_ANNOTATION)
-        && !RETAIN_DISKS_VALUES.contains(&s)
-    {
-        let path = format!("metadata.annotations[{RETAIN_DISKS_ANNOTATION}]");
-        out.push(FieldError::not_supported(
-            &FieldPath::new(&path),
-            s,
-            RETAIN_DISKS_VALUES,
-        ));
+    for key in [RETAIN_DISKS_ANNOTATION, ABANDON_REMOTE_ANNOTATION] {
+        if let Some(s) = changed(old, new, key)
+            && !RETAIN_DISKS_VALUES.contains(&s)
+        {
+            let path = format!("metadata.annotations[{key}]");
+            out.push(FieldError::not_supported(
+                &FieldPath::new(&path),
+                s,
+                RETAIN_DISKS_VALUES,
+            ));
+        }
     }
     if let Some(s) = changed(old, new, RESTARTED_AT_ANNOTATION) {
         out.extend(restart_error(new, s, now));
@@ -227,6 +230,30 @@ mod tests {
         }
         // No metadata at all: nothing to check.
         assert!(annotation_errors(None, &json!({})).is_empty());
+    }
+
+    #[test]
+    fn abandon_remote_is_true_or_false_and_the_error_names_the_field() {
+        let with = |v: &str| json!({"metadata": {"annotations": {ABANDON_REMOTE_ANNOTATION: v}}});
+        let errors = |old: Option<&Value>, new: &Value| -> Vec<String> {
+            annotation_errors(old, new)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(errors(None, &with("true")).is_empty());
+        assert!(errors(Some(&json!({})), &with("false")).is_empty());
+        for bad in ["yes", "True", "1", ""] {
+            assert_eq!(
+                errors(Some(&json!({})), &with(bad)),
+                vec![format!(
+                    r#"metadata.annotations[vitistack.io/abandon-remote]: Unsupported value: "{bad}": supported values: "false", "true""#
+                )],
+                "{bad}"
+            );
+        }
+        // Stored before this rule: kept, so the finalizer's removal is never blocked.
+        assert!(errors(Some(&with("yes")), &with("yes")).is_empty());
     }
 
     #[test]

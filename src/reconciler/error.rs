@@ -9,6 +9,15 @@ pub enum Error {
     /// The Machine is being deleted and its VirtualMachineInstance has not gone yet.
     #[error("waiting for VirtualMachineInstance {0} to go")]
     VmiStillRunning(String),
+    /// The Machine is being deleted and a VM on its remote cluster carries its labels without
+    /// being proven ours.
+    #[error(
+        "VirtualMachine {0} on the Machine's cluster is labelled for it but not proven ours: the finalizer stays while it is there (annotate the Machine vitistack.io/abandon-remote=true to let it go, the VM left running)"
+    )]
+    RemoteVmUnproven(String),
+    /// A plan touched a cluster that cannot be worked on (cleanup's decision never makes one).
+    #[error("the Machine's cluster cannot be worked on")]
+    NoCluster,
     #[error("Machine has no namespace")]
     NoNamespace,
     #[error("the watch caches were dropped (controller shutting down)")]
@@ -21,7 +30,8 @@ impl Error {
         match self {
             Error::Kube(kube::Error::Api(_)) => "api",
             Error::Kube(_) => "client",
-            Error::VmiStillRunning(_) => "deleting",
+            Error::VmiStillRunning(_) | Error::RemoteVmUnproven(_) => "deleting",
+            Error::NoCluster => "cluster",
             Error::NoNamespace => "invalid",
             Error::CachesGone => "shutdown",
         }

@@ -18,6 +18,7 @@ fn reached(apis: Apis) -> Observation {
     Observation::Probed(Probe::Reached {
         version: "v1.20.2".into(),
         apis,
+        identity: "uid-ks".into(),
     })
 }
 
@@ -168,6 +169,7 @@ fn long_messages_are_cut_on_a_character_boundary() {
         reason: Reason::Unreachable,
         message: "é".repeat(MAX_MESSAGE),
         apis: None,
+        identity: None,
     };
     let s = status(None, &long, 0, None, t(0), REFRESH_LAST_CHECKED).expect("status");
     let m = s.message.expect("message");
@@ -212,4 +214,27 @@ fn probe_errors_are_credentials_or_reachability() {
         };
         assert_eq!(got, want, "{error}");
     }
+}
+
+#[test]
+fn the_identity_is_recorded_once_and_kept_while_another_is_found() {
+    let refresh = REFRESH_LAST_CHECKED;
+    let ready = identity::checked(verdict(&reached(ALL)), "dc1", "uid-a", None, None);
+    let first = status(None, &ready, 1, None, t(0), refresh).expect("first");
+    assert_eq!(first.cluster_identity.as_deref(), Some("uid-a"));
+    let moved = identity::checked(verdict(&reached(ALL)), "dc1", "uid-b", Some("uid-a"), None);
+    let changed = status(Some(&first), &moved, 1, None, t(1), refresh).expect("a change");
+    assert_eq!(changed.reason.as_deref(), Some("ClusterChanged"));
+    assert_eq!(changed.phase.as_deref(), Some("NotReady"));
+    assert_eq!(changed.cluster_identity.as_deref(), Some("uid-a"), "kept");
+    let acked = identity::checked(
+        verdict(&reached(ALL)),
+        "dc1",
+        "uid-b",
+        Some("uid-a"),
+        Some("uid-b"),
+    );
+    let moved = status(Some(&changed), &acked, 1, None, t(2), refresh).expect("acknowledged");
+    assert_eq!(moved.cluster_identity.as_deref(), Some("uid-b"));
+    assert_eq!(moved.reason.as_deref(), Some("Ready"));
 }

@@ -24,11 +24,12 @@ use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::{FIELD_MANAGER, FINALIZER};
 
-/// Carries out `plan` on the Machine's `cluster`, in order; an error while the rest waits for a
-/// VMI (the controller retries with backoff, and the VMI's deletion triggers a run).
+/// Carries out `plan` on the Machine's `cluster` (`None`: it cannot be worked on, and the plan
+/// touches nothing there), in order; an error while the rest waits for a VMI or an unproven VM
+/// (the controller retries with backoff, and the VMI's deletion triggers a run).
 pub async fn execute(
     ctx: &Context,
-    cluster: &Cluster,
+    cluster: Option<&Cluster>,
     machine: &Machine,
     plan: &Plan,
 ) -> Result<(), Error> {
@@ -41,28 +42,38 @@ pub async fn execute(
                 uid,
                 reason,
             } => {
-                delete(&cluster.client, &ns, *kind, name, uid.clone()).await?;
+                let client = &cluster.ok_or(Error::NoCluster)?.client;
+                delete(client, &ns, *kind, name, uid.clone()).await?;
                 tracing::info!(object = %name, kind = kind.as_str(), ?reason, "deleted");
             }
             Action::Release { release, reason } => {
                 tracing::debug!(object = %release.name, ?reason, "keeping");
-                disks::release(&cluster.client, &ns, release).await?;
+                let client = &cluster.ok_or(Error::NoCluster)?.client;
+                disks::release(client, &ns, release).await?;
             }
             Action::Keep { kind, name, reason } => {
                 tracing::debug!(object = %name, kind = kind.as_str(), ?reason, "left alone");
             }
         }
     }
+    if cluster.is_none() && plan.remove_finalizer {
+        tracing::warn!(
+            "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"
+        );
+    }
     finish(ctx, machine, plan).await
 }
 
-/// The end of a plan: the VMI it waits for (an error), or the finalizer removed and what is
-/// remembered of the Machine forgotten.
-pub async fn finish(ctx: &Context, machine: &Machine, plan: &Plan) -> Result<(), Error> {
+/// The end of a plan: the VMI or unproven VM it waits for (an error), or the finalizer removed
+/// and what is remembered of the Machine forgotten.
+async fn finish(ctx: &Context, machine: &Machine, plan: &Plan) -> Result<(), Error> {
     let ns = machine.namespace().ok_or(Error::NoNamespace)?;
     let name = machine.name_any();
-    if plan.wait == Some(Wait::Vmi) {
-        return Err(Error::VmiStillRunning(format!("{ns}/{name}")));
+    match plan.wait {
+        Some(Wait::Vmi) => return Err(Error::VmiStillRunning(format!("{ns}/{name}"))),
+        Some(Wait::UnprovenVm) => return Err(Error::RemoteVmUnproven(format!("{ns}/{name}"))),
+        Some(Wait::Restore) => tracing::info!("deletion waits for the restore holding the Machine"),
+        Some(Wait::Cluster) | None => {}
     }
     if plan.remove_finalizer {
         remove(&Api::namespaced(ctx.client.clone(), &ns), machine).await?;

@@ -26,7 +26,6 @@ use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::held;
-use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::status::{Reconciled, reason};
 use crate::reconciler::decide::volumes::{self, Seen};
@@ -156,9 +155,7 @@ pub async fn act(
     problems.extend(secret.err());
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
-    let me = MachineRef::of(machine);
-    let mut vm =
-        (o.vm.clone()).filter(|vm| ownership::of(Some(vm), me, &cluster.key) == Ownership::Ours);
+    let mut vm = (o.vm.clone()).filter(|_| decision.vm_ours);
     // A failed volume write holds back only the VM changes that need that volume.
     let failed_volumes: Vec<String> = (problems.iter())
         .filter_map(|p| p.failed_volume().map(str::to_owned))
@@ -241,6 +238,7 @@ pub async fn act(
         restoring: (o.restoring.as_ref()).map(|(name, step)| (name.as_str(), step.as_str())),
         snapshots: Some(&o.snapshots),
         cluster: cluster.name.as_deref(),
+        cluster_identity: cluster.identity.as_deref(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

@@ -20,7 +20,7 @@ use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::remote;
 pub use crate::reconciler::observe::cleanup::has_finalizer;
-use crate::reconciler::observe::cleanup::{Remains, Volume};
+use crate::reconciler::observe::cleanup::{Away, Remains, Volume};
 
 mod plan;
 pub use plan::{Action, Plan, Reason, Wait};
@@ -50,20 +50,28 @@ fn keeps_disks(machine: &Machine) -> Option<Reason> {
     }
 }
 
-/// A deleting Machine whose remote cluster cannot be worked on: nothing there is touched, so it
-/// waits for the cluster, unless the admin abandoned it there (`vitistack.io/abandon-remote:
-/// "true"`): then it goes, and what it made there stays.
-pub fn without_cluster(machine: &Machine) -> Plan {
-    if abandoned(machine) {
-        Plan {
-            remove_finalizer: has_finalizer(machine),
+/// A deleting Machine whose remote cluster cannot be worked on (`away`): nothing there is
+/// touched, so it waits for the cluster and says how to let it go, unless the admin abandoned
+/// it there (`vitistack.io/abandon-remote: "true"`): then it goes, and what it made there stays.
+/// Abandonment is honoured only once the cluster was looked at and found unusable: in a new
+/// leader's first seconds (the cluster listed, its caches filling) it may be healthy, and an
+/// abandonment then would leave its VM running with no Machine.
+fn without_cluster(machine: &Machine, away: &Away) -> Plan {
+    let wait = |cluster_message| Plan {
+        wait: Some(Wait::Cluster),
+        cluster_message,
+        ..Plan::default()
+    };
+    match (abandoned(machine), away.probed) {
+        (_, false) => wait(None),
+        (true, true) => Plan {
+            remove_finalizer: true,
             ..Plan::default()
-        }
-    } else {
-        Plan {
-            wait: Some(Wait::Cluster),
-            ..Plan::default()
-        }
+        },
+        (false, true) => wait(Some(format!(
+            "{}; its deletion waits for the cluster: to let it go without cleaning up there (what it made there stays), annotate it {ABANDON_REMOTE_ANNOTATION}=true",
+            away.message
+        ))),
     }
 }
 
@@ -74,6 +82,13 @@ pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
     let mut plan = Plan::default();
     if !has_finalizer(&o.machine) {
         return plan;
+    }
+    if o.restoring.is_some() {
+        plan.wait = Some(Wait::Restore);
+        return plan;
+    }
+    if let Some(away) = &o.away {
+        return without_cluster(&o.machine, away);
     }
     let me = MachineRef::of(&o.machine);
     let vm_uid = o.vm.as_ref().and_then(|v| v.uid.as_deref());
@@ -105,6 +120,15 @@ pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
     if let Some((meta, ours)) = vm {
         plan.actions
             .extend(fate_of(Kind::VirtualMachine, meta, ours));
+        // On a remote cluster, one labelled for the Machine may be its own made under a lost
+        // key: the Machine stays while it runs, unless abandoned (then everything stays).
+        if o.remote && !ours && ownership::labelled_for(meta, me.name) {
+            match abandoned(&o.machine) {
+                true => plan.remove_finalizer = true,
+                false => plan.wait = Some(Wait::UnprovenVm),
+            }
+            return plan;
+        }
     }
     if vm.is_none_or(|(_, ours)| ours) && vmi_held {
         plan.wait = Some(Wait::Vmi);

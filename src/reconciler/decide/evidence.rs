@@ -44,12 +44,16 @@ pub enum KeyError {
 pub struct OwnershipKey {
     key: hmac::Key,
     made: Option<Timestamp>,
+    /// When this key replaced a lost one (`--new-ownership-key`): objects older than that are
+    /// re-proven once by their labels and names (see `decide::reprove`).
+    replaced: Option<Timestamp>,
 }
 
 impl std::fmt::Debug for OwnershipKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OwnershipKey")
             .field("made", &self.made)
+            .field("replaced", &self.replaced)
             .finish_non_exhaustive()
     }
 }
@@ -85,7 +89,30 @@ impl OwnershipKey {
         Ok(OwnershipKey {
             key: hmac::Key::new(hmac::HMAC_SHA256, bytes),
             made,
+            replaced: None,
         })
+    }
+
+    /// The key, made at `made` to replace a lost one.
+    pub fn replacing(self, made: Timestamp) -> Self {
+        OwnershipKey {
+            replaced: Some(made),
+            ..self
+        }
+    }
+
+    /// When this key replaced a lost one, if it did.
+    pub fn replaced(&self) -> Option<Timestamp> {
+        self.replaced
+    }
+
+    /// Whether `meta`'s object is older than the replacement of a lost key: made under the lost
+    /// one, its proof cannot verify.
+    pub fn predates_replacement(&self, meta: &ObjectMeta) -> bool {
+        match (self.replaced, meta.creation_timestamp.as_ref()) {
+            (Some(replaced), Some(created)) => created.0 < replaced,
+            _ => false,
+        }
     }
 
     fn tag(&self, message: &str) -> String {
@@ -164,6 +191,7 @@ impl OwnershipKey {
         OwnershipKey {
             key: self.key.clone(),
             made: None,
+            replaced: self.replaced,
         }
     }
 

@@ -21,11 +21,13 @@ pub mod drift;
 pub mod evidence;
 pub mod guest;
 pub mod held;
+pub mod key_start;
 pub mod migration;
 pub mod ownership;
 pub mod problem;
 pub mod provisioning;
 pub mod remote;
+pub mod reprove;
 pub mod restart;
 pub mod spec;
 pub mod status;
@@ -85,6 +87,8 @@ pub struct Decision {
     pub adopting: Vec<(Kind, String)>,
     /// A restart asked through `vitistack.io/restarted-at`, and the value to record.
     pub restart: restart::Restart,
+    /// The live VM is ours: the status reads it (and the write replaces it).
+    pub vm_ours: bool,
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
@@ -99,9 +103,11 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     let machine = &o.machine;
     let name = machine.name_any();
     let me = MachineRef::of(machine);
+    let vm_ownership = ownership::of(o.vm.as_ref(), me, key);
     let mut out = Decision {
         add_finalizer: machine.status.is_none()
             && !machine.finalizers().iter().any(|f| f == FINALIZER),
+        vm_ours: vm_ownership == Ownership::Ours,
         ..Decision::default()
     };
 
@@ -218,7 +224,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         }
     }
     if let Some(vm) = desired.vm {
-        let vm_ours = ownership::of(o.vm.as_ref(), me, key).writable(false);
+        let vm_ours = vm_ownership.writable(false);
         if !vm_ours {
             out.problems
                 .push(conflict(Kind::VirtualMachine, name.clone()));
@@ -241,8 +247,13 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         }
     }
 
-    let vm_ours = ownership::of(o.vm.as_ref(), me, key) == Ownership::Ours;
-    out.restart = restart::wanted(&o.machine, &o.spec, o.vm.as_ref(), o.vmi.as_ref(), vm_ours);
+    out.restart = restart::wanted(
+        &o.machine,
+        &o.spec,
+        o.vm.as_ref(),
+        o.vmi.as_ref(),
+        out.vm_ours,
+    );
     if o.restoring.is_some() {
         hold_for_restore(&mut out, o.machine.status.as_ref());
     }

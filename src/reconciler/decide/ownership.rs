@@ -157,25 +157,6 @@ pub fn of_attachment(meta: Option<&ObjectMeta>, nc_uid: Option<&str>) -> Ownersh
     }
 }
 
-/// Ownership of an attachment on a remote cluster, where no owner reference reaches the
-/// NetworkConfiguration: its made-for proof, made for the NetworkConfiguration of its name with
-/// uid `nc_uid` (any uid once that NetworkConfiguration is gone, as [`of_attachment`] does).
-pub fn of_proven_attachment(
-    meta: Option<&ObjectMeta>,
-    nc_uid: Option<&str>,
-    key: &OwnershipKey,
-) -> Ownership {
-    let Some(meta) = meta else {
-        return Ownership::Absent;
-    };
-    let name = meta.name.as_deref().unwrap_or_default();
-    match (key.made_for(ATTACHMENT_KIND, meta, name), nc_uid) {
-        (Some(made), Some(uid)) if made == uid => Ownership::Ours,
-        (Some(_), None) => Ownership::Ours,
-        _ => Ownership::Foreign,
-    }
-}
-
 /// The kind an attachment's proof is made for.
 pub const ATTACHMENT_KIND: &str = "NetworkAttachmentDefinition";
 

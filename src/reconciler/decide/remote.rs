@@ -35,16 +35,28 @@ pub fn without_owner_references(d: &mut Decision, key: &OwnershipKey) {
 }
 
 /// Whose an attachment is: by its controller reference locally, by its proof on a remote cluster.
+///
+/// There, where no owner reference reaches the NetworkConfiguration (so no garbage collector
+/// removes the attachment with it), a proof under our key for the NetworkConfiguration of the
+/// attachment's name and namespace is ours whatever uid it names: the current one, or an earlier
+/// one of that name deleted and re-created (`kubectl replace --force`), whose attachment is
+/// rewritten with the new uid's proof or deleted. Nobody else can make such a proof.
 pub fn attachment(
     remote: bool,
     meta: Option<&ObjectMeta>,
     nc_uid: Option<&str>,
     key: &OwnershipKey,
 ) -> Ownership {
-    if remote {
-        ownership::of_proven_attachment(meta, nc_uid, key)
-    } else {
-        ownership::of_attachment(meta, nc_uid)
+    if !remote {
+        return ownership::of_attachment(meta, nc_uid);
+    }
+    let Some(meta) = meta else {
+        return Ownership::Absent;
+    };
+    let name = meta.name.as_deref().unwrap_or_default();
+    match key.made_for(ATTACHMENT_KIND, meta, name) {
+        Some(_) => Ownership::Ours,
+        None => Ownership::Foreign,
     }
 }
 
@@ -85,36 +97,84 @@ mod tests {
             ..Decision::default()
         };
         without_owner_references(&mut d, &key());
-        let made = &d.attachments[0].metadata;
+        let made = d.attachments[0].metadata.clone();
         assert!(made.owner_references.is_none());
-        assert_eq!(
-            attachment(true, Some(made), Some("uid-m"), &key()),
-            Ownership::Ours
-        );
-        assert_eq!(
-            attachment(true, Some(made), None, &key()),
-            Ownership::Ours,
-            "its NetworkConfiguration gone"
-        );
-        assert_eq!(
-            attachment(true, Some(made), Some("uid-other"), &key()),
-            Ownership::Foreign
-        );
-        // Labels and a controller reference alone, or another key's proof, are not ours there.
-        let forged = nad(owned());
-        assert_eq!(
-            attachment(true, Some(&forged.metadata), Some("uid-m"), &key()),
-            Ownership::Foreign
-        );
+        // Proven for "prod" of another namespace, or another name: a proof of someone else's.
+        let elsewhere = ObjectMeta {
+            namespace: Some("team-b".into()),
+            ..made.clone()
+        };
+        let renamed = ObjectMeta {
+            name: Some("dev".into()),
+            ..made.clone()
+        };
         let other = OwnershipKey::new(&[8; 32], None).expect("key");
-        assert_eq!(
-            attachment(true, Some(made), Some("uid-m"), &other),
-            Ownership::Foreign
+        // Labels and a controller reference alone are not ours there.
+        let forged = nad(owned()).metadata;
+        // (what, the attachment, the NetworkConfiguration's uid now, the key, whose)
+        type Case<'a> = (
+            &'a str,
+            Option<&'a ObjectMeta>,
+            Option<&'a str>,
+            &'a OwnershipKey,
+            Ownership,
         );
-        assert_eq!(
-            attachment(true, None, Some("uid-m"), &key()),
-            Ownership::Absent
-        );
+        let cases: [Case; 8] = [
+            (
+                "its NetworkConfiguration",
+                Some(&made),
+                Some("uid-m"),
+                &key(),
+                Ownership::Ours,
+            ),
+            (
+                "its NetworkConfiguration gone",
+                Some(&made),
+                None,
+                &key(),
+                Ownership::Ours,
+            ),
+            // Deleted and re-created (a new uid): proven for the earlier one of its name.
+            (
+                "an earlier one of its name",
+                Some(&made),
+                Some("uid-new"),
+                &key(),
+                Ownership::Ours,
+            ),
+            (
+                "another namespace's proof",
+                Some(&elsewhere),
+                Some("uid-m"),
+                &key(),
+                Ownership::Foreign,
+            ),
+            (
+                "another name's proof",
+                Some(&renamed),
+                Some("uid-m"),
+                &key(),
+                Ownership::Foreign,
+            ),
+            (
+                "labels and owner alone",
+                Some(&forged),
+                Some("uid-m"),
+                &key(),
+                Ownership::Foreign,
+            ),
+            (
+                "another key's proof",
+                Some(&made),
+                Some("uid-m"),
+                &other,
+                Ownership::Foreign,
+            ),
+            ("none there", None, Some("uid-m"), &key(), Ownership::Absent),
+        ];
+        for (what, meta, nc_uid, k, want) in cases {
+            assert_eq!(attachment(true, meta, nc_uid, k), want, "{what}");
+        }
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct Reconciled<'a> {
     pub snapshots: Option<&'a snapshots::Seen>,
     /// The KubevirtConfig whose cluster runs the VM; `None` on the operator's own.
     pub cluster: Option<&'a str>,
+    /// That cluster's identity (see `MachineStatus::cluster_identity`).
+    pub cluster_identity: Option<&'a str>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -126,6 +128,7 @@ pub fn compute(
         last_restart_generation: r.last_restart_generation,
         snapshots: r.snapshots.map(snapshots::refs).unwrap_or_default(),
         cluster: r.cluster.map(str::to_owned),
+        cluster_identity: r.cluster_identity.map(str::to_owned),
     };
     if previous != Some(&status) {
         status.last_updated = Some(now);

@@ -21,8 +21,9 @@ use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
+use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
 
-use super::unused_networks;
+use super::{snapshots, unused_networks};
 
 /// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
 pub fn has_finalizer(machine: &Machine) -> bool {
@@ -33,6 +34,10 @@ pub fn has_finalizer(machine: &Machine) -> bool {
 #[derive(Clone, Debug)]
 pub struct Remains {
     pub machine: Machine,
+    /// The MachineRestore holding the Machine, if one does (by the Machine's uid).
+    pub restoring: Option<String>,
+    /// Its remote cluster cannot be worked on: nothing below was read.
+    pub away: Option<Away>,
     /// Its cluster is remote: no owner reference binds anything there, the proofs alone do.
     pub remote: bool,
     pub vm: Option<ObjectMeta>,
@@ -48,6 +53,14 @@ pub struct Remains {
     /// Attachments of its networks that no other live Machine there names (where Multus is
     /// served).
     pub attachments: Vec<Attachment>,
+}
+
+/// Why the Machine's remote cluster cannot be worked on.
+#[derive(Clone, Debug)]
+pub struct Away {
+    /// It was looked at and found unusable (not merely being read by a new leader).
+    pub probed: bool,
+    pub message: String,
 }
 
 /// A claim or DataVolume of the Machine's, as read.
@@ -66,16 +79,19 @@ pub struct Attachment {
     pub network_configuration: Option<String>,
 }
 
-/// Reads what cleanup needs; nothing while the Machine carries no finalizer of ours (then
-/// nothing waits for a cleanup).
+/// Reads what cleanup needs of the Machine's `cluster` (or why it cannot); nothing while the
+/// Machine carries no finalizer of ours (then nothing waits for a cleanup), or while a restore
+/// holds it.
 pub async fn remains(
     machine: &Machine,
     ctx: &Context,
-    cluster: &Cluster,
+    cluster: Result<&Cluster, &Unready>,
 ) -> Result<Remains, kube::Error> {
     let mut o = Remains {
         machine: machine.clone(),
-        remote: !cluster.is_local(),
+        restoring: snapshots::holding(ctx, machine).map(|(name, _)| name),
+        away: None,
+        remote: cluster.is_err() || cluster.is_ok_and(|c| !c.is_local()),
         vm: None,
         vmi: None,
         volumes: Vec::new(),
@@ -83,7 +99,16 @@ pub async fn remains(
         derived_secret: None,
         attachments: Vec::new(),
     };
-    if !has_finalizer(machine) {
+    let cluster = match cluster {
+        Ok(cluster) => cluster,
+        Err(why) => {
+            let probed = why.reason != CACHES_FILLING;
+            let message = why.message.clone();
+            o.away = Some(Away { probed, message });
+            return Ok(o);
+        }
+    };
+    if !has_finalizer(machine) || o.restoring.is_some() {
         return Ok(o);
     }
     let ns = machine.namespace().unwrap_or_default();

@@ -332,7 +332,7 @@ pub async fn observe(
         cdi_installed: cluster.apis.cdi,
         unwanted_data_volumes,
         unused_attachments,
-        restoring: snapshots::holding(ctx, &ns, &name),
+        restoring: snapshots::holding(ctx, machine),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
     })

@@ -3,20 +3,18 @@
 
 use kube::{Resource, ResourceExt};
 
-use crate::api::Machine;
 use crate::api::snapshots::{SCHEDULED_PROOF_KIND, holds};
+use crate::api::{Machine, MachineRestore};
 use crate::reconciler::decide::status::snapshots::Seen;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 
-/// The restore of Machine `name` in `ns` that holds it, if any (the oldest, should two run): its
-/// name, and its step with what it waits for (`Adopting: data lost: ...`), shown in `Restoring`.
-pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> {
-    let mut holding = ctx.stores.restores.state_filter(|r| {
-        r.namespace().as_deref() == Some(ns)
-            && r.spec.machine_name == name
-            && holds(r.status.as_ref().and_then(|s| s.phase.as_deref()))
-    });
+/// The restore of `machine` that holds it, if any (the oldest, should two run): its name, and
+/// its step with what it waits for (`Adopting: data lost: ...`), shown in `Restoring`. A restore
+/// holds only the Machine whose uid it recorded on leaving `Pending`: never a Machine made again
+/// under that name (one that recorded none, from before uids were recorded, holds by name).
+pub fn holding(ctx: &Context, machine: &Machine) -> Option<(String, String)> {
+    let mut holding = (ctx.stores.restores).state_filter(|r| holds_machine(r, machine));
     holding.sort_by_key(|r| r.creation_timestamp());
     let r = holding.first()?;
     let status = r.status.as_ref();
@@ -26,6 +24,18 @@ pub fn holding(ctx: &Context, ns: &str, name: &str) -> Option<(String, String)> 
         None => phase,
     };
     Some((r.name_any(), step))
+}
+
+/// Whether `restore` holds `machine`: of its namespace and name, in a holding step, and pinned
+/// to its uid (or to none, from before restores recorded it).
+fn holds_machine(restore: &MachineRestore, machine: &Machine) -> bool {
+    let status = restore.status.as_ref();
+    restore.namespace() == machine.namespace()
+        && restore.spec.machine_name == machine.name_any()
+        && holds(status.and_then(|s| s.phase.as_deref()))
+        && status
+            .and_then(|s| s.machine_uid.as_ref())
+            .is_none_or(|pinned| Some(pinned) == machine.uid().as_ref())
 }
 
 /// The MachineSnapshots of `machine`, and apart those of an earlier Machine of its name.
@@ -62,5 +72,64 @@ pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) 
         snapshots,
         earlier,
         scheduled_by_operator,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn machine(uid: &str) -> Machine {
+        serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "db", "namespace": "ns", "uid": uid},
+            "spec": {"template": "small"}
+        }))
+        .expect("machine")
+    }
+
+    fn restore(machine: &str, phase: &str, pinned: Option<&str>) -> MachineRestore {
+        serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineRestore",
+            "metadata": {"name": "undo", "namespace": "ns"},
+            "spec": {"machineName": machine, "snapshotName": "s"},
+            "status": {"phase": phase, "machineUid": pinned}
+        }))
+        .expect("restore")
+    }
+
+    #[test]
+    fn a_restore_holds_only_the_machine_it_pinned_while_in_a_holding_step() {
+        let db = machine("uid-2");
+        // (row, restore, holds)
+        let rows = [
+            (
+                "pinned to it",
+                restore("db", "Adopting", Some("uid-2")),
+                true,
+            ),
+            (
+                "an earlier Machine's",
+                restore("db", "Adopting", Some("uid-1")),
+                false,
+            ),
+            (
+                "from before pinning",
+                restore("db", "Restoring", None),
+                true,
+            ),
+            ("not yet holding", restore("db", "Pending", None), false),
+            ("done", restore("db", "Succeeded", Some("uid-2")), false),
+            (
+                "another Machine",
+                restore("web", "Stopping", Some("uid-2")),
+                false,
+            ),
+        ];
+        for (row, r, want) in rows {
+            assert_eq!(holds_machine(&r, &db), want, "{row}");
+        }
     }
 }

@@ -37,6 +37,9 @@ pub struct Apis {
 pub struct Cluster {
     /// The KubevirtConfig it is reached through; `None` for the cluster the operator runs in.
     pub name: Option<String>,
+    /// A remote cluster's identity (its kube-system namespace's uid), recorded in the status of
+    /// each Machine made there; `None` for the cluster the operator runs in.
+    pub identity: Option<String>,
     pub client: Client,
     pub stores: ClusterStores,
     pub written: ClusterWritten,

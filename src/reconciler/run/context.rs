@@ -52,6 +52,9 @@ pub struct Settings {
     /// Where a Machine that names no KubevirtConfig goes (`--default-kubevirt-config`); the
     /// mutating webhook writes it into new Machines, so this serves those that bypassed it.
     pub default_kubevirt_config: Option<String>,
+    /// `--new-ownership-key`: a missing key Secret is replaced even though objects made under
+    /// the lost key exist (see `decide::key_start`).
+    pub new_ownership_key: bool,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own

@@ -31,6 +31,7 @@ use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
 use super::remotes::{self, Remotes};
+use super::reprove::Reproving;
 use super::watches::{self, Scope, ignore, machines_using};
 use crate::discovery;
 use crate::reconciler::FIELD_MANAGER;
@@ -167,23 +168,30 @@ pub async fn run_scope(
     });
     state.set_caches_synced(false);
     let (remote_tx, mut remote_rx) = tokio::sync::mpsc::unbounded_channel();
+    let events = Publisher {
+        client: clients.events.clone(),
+        reporter: Reporter {
+            controller: FIELD_MANAGER.to_owned(),
+            instance: Some(settings.instance.clone()),
+        },
+    };
+    // Under a key that replaced a lost one, each remote cluster's objects are re-proven first.
+    let reproving = ownership_key.replaced().map(|_| Reproving {
+        management: client.clone(),
+        events: events.clone(),
+    });
     let remotes = Arc::new(Remotes::new(
         settings.clusters.clone(),
         scope.clone(),
         stores.machines.clone(),
         bind_times.clone(),
-        (ownership_key.without_history(), remote_tx),
+        (ownership_key.without_history(), remote_tx, reproving),
     ));
     let ctx = Arc::new(Context {
-        events: Publisher {
-            client: clients.events.clone(),
-            reporter: Reporter {
-                controller: FIELD_MANAGER.to_owned(),
-                instance: Some(settings.instance.clone()),
-            },
-        },
+        events,
         local: Arc::new(Cluster {
             name: None,
+            identity: None,
             client: client.clone(),
             stores: local_stores.clone(),
             written,

@@ -18,6 +18,7 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
 use super::remotes::Unready;
+use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::Packed;
 use crate::reconciler::{act, decide, observe};
@@ -110,7 +111,13 @@ async fn reconcile_in_span(
     })
 }
 
+/// The identity of the cluster the Machine's status says it was made on.
+fn made_on(machine: &Machine) -> Option<&str> {
+    (machine.status.as_ref()).and_then(|s| s.cluster_identity.as_deref())
+}
+
 /// How one reconcile ended.
+#[derive(Default)]
 struct Reconciled {
     blocked: bool,
     /// A status write held back (import progress) is due then.
@@ -128,31 +135,38 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     }
     let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
     let cluster = match placement {
-        Placement::Local => ctx.local.clone(),
-        Placement::Remote(name) => match ctx.remotes.cluster(&name) {
-            Ok(cluster) => cluster,
-            Err(why) => return unreachable(machine, ctx, &name, &why).await,
-        },
+        Placement::Local => Ok(ctx.local.clone()),
+        Placement::Remote(name) => (ctx.remotes)
+            .cluster(&name, made_on(machine))
+            .map_err(|why| (name, why)),
     };
+    // A deleting Machine: what remains of it observed, its cleanup decided and carried out.
+    let mut cluster_message = None;
     if machine.meta().deletion_timestamp.is_some() {
-        // A restore holding the Machine needs it and its VM (which owns the restored claims):
-        // the cleanup waits until the restore let go (it ends soon once the Machine is deleted).
-        let ns = machine.namespace().unwrap_or_default();
-        if observe::snapshots::holding(ctx, &ns, &machine.name_any()).is_some() {
-            tracing::info!("deletion waits for the restore holding the Machine");
+        let reach = cluster.as_deref().map_err(|(_, why)| why);
+        let remains = observe::cleanup::remains(machine, ctx, reach).await?;
+        let key = cluster.as_ref().map_or(&ctx.local.key, |c| &c.key);
+        let plan = decide::cleanup::planned(&remains, key);
+        act::cleanup::execute(ctx, cluster.as_deref().ok(), machine, &plan).await?;
+        if plan.wait != Some(Wait::Cluster) {
+            return Ok(Reconciled::default());
+        }
+        cluster_message = plan.cluster_message;
+    }
+    // While its remote cluster cannot be worked on, nothing is made, changed or deleted
+    // anywhere, and the status says why (`ClusterReady=False`): the Machine is blocked.
+    let cluster = match cluster {
+        Ok(cluster) => cluster,
+        Err((name, why)) => {
+            let message = cluster_message.unwrap_or(why.message);
+            let why = Unready { message, ..why };
+            act::status::unready(ctx, machine, &name, &why).await?;
             return Ok(Reconciled {
-                blocked: false,
+                blocked: true,
                 write_status_in: None,
             });
         }
-        let remains = observe::cleanup::remains(machine, ctx, &cluster).await?;
-        let plan = decide::cleanup::planned(&remains, &cluster.key);
-        act::cleanup::execute(ctx, &cluster, machine, &plan).await?;
-        return Ok(Reconciled {
-            blocked: false,
-            write_status_in: None,
-        });
-    }
+    };
     let observed = observe::observe(machine, ctx, &cluster).await?;
     let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
     let acted = act::act(ctx, &cluster, &observed, decision).await?;
@@ -163,35 +177,6 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     Ok(Reconciled {
         blocked: acted.blocked,
         write_status_in: acted.write_status_in,
-    })
-}
-
-/// While the Machine's remote cluster `name` cannot be worked on, nothing is made, changed or
-/// deleted anywhere, and the status says why (`ClusterReady=False`): the Machine is blocked. A
-/// deleting one waits for its cluster, unless it was abandoned there.
-async fn unreachable(
-    machine: &Machine,
-    ctx: &Context,
-    name: &str,
-    why: &Unready,
-) -> Result<Reconciled, Error> {
-    let deleting = machine.meta().deletion_timestamp.is_some();
-    let plan = deleting.then(|| decide::cleanup::without_cluster(machine));
-    if let Some(plan) = plan.filter(|p| p.wait.is_none()) {
-        tracing::warn!(
-            cluster = name,
-            "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"
-        );
-        act::cleanup::finish(ctx, machine, &plan).await?;
-        return Ok(Reconciled {
-            blocked: false,
-            write_status_in: None,
-        });
-    }
-    act::status::unready(ctx, machine, name, why).await?;
-    Ok(Reconciled {
-        blocked: true,
-        write_status_in: None,
     })
 }
 

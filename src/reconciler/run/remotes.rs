@@ -21,9 +21,11 @@ use super::cluster::{Apis, Cluster, ClusterStores, ClusterWritten};
 use super::cluster_watches;
 use super::metrics::BindTimes;
 use super::readiness::State;
+use super::reprove::{self, Reproving};
 use super::watches::{Scope, machines_using};
 use crate::api::Machine;
-use crate::clusters::{Health, Registry};
+use crate::clusters::decide::identity::machine_waits;
+use crate::clusters::{Health, Reason, Registry};
 use crate::reconciler::MACHINE_LABEL;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::packed::Packed;
@@ -69,17 +71,23 @@ pub struct Remotes {
     bind_times: Arc<BindTimes>,
     triggers: mpsc::UnboundedSender<Trigger>,
     key: OwnershipKey,
+    /// Under a key that replaced a lost one: what re-proving each cluster's objects needs.
+    reproving: Option<Reproving>,
     running: Mutex<BTreeMap<String, Running>>,
 }
 
 impl Remotes {
-    /// `triggers` feeds the scope's Controller.
+    /// `triggers` feeds the scope's Controller; `reproving` when the key replaced a lost one.
     pub fn new(
         registry: Registry,
         scope: Scope,
         machines: Store<Packed<Machine>>,
         bind_times: Arc<BindTimes>,
-        (key, triggers): (OwnershipKey, mpsc::UnboundedSender<Trigger>),
+        (key, triggers, reproving): (
+            OwnershipKey,
+            mpsc::UnboundedSender<Trigger>,
+            Option<Reproving>,
+        ),
     ) -> Self {
         Remotes {
             key,
@@ -88,19 +96,26 @@ impl Remotes {
             machines,
             bind_times,
             triggers,
+            reproving,
             running: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// The cluster of KubevirtConfig `name`, once it is reachable and its caches are filled;
+    /// The cluster of KubevirtConfig `name`, once it is reachable and its caches are filled,
+    /// for a Machine made on the cluster `made_on` (its status's identity; `None`: not made yet);
     /// its watches are started (or restarted on a new connection) here.
-    pub fn cluster(&self, name: &str) -> Result<Arc<Cluster>, Unready> {
+    pub fn cluster(&self, name: &str, made_on: Option<&str>) -> Result<Arc<Cluster>, Unready> {
         let connection = usable(self.registry.get(name), self.registry.exists(name))
             .map_err(|why| why.unwrap_or_else(|| filling(name)))?;
+        let (found, ack) = (&connection.identity, connection.acknowledged.as_deref());
+        if let Some(message) = machine_waits(name, made_on, found, ack) {
+            let reason = Reason::ClusterChanged.as_str().to_owned();
+            return Err(Unready { reason, message });
+        }
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let current = running
-            .get(name)
-            .filter(|r| r.revision == connection.revision);
+        let current = running.get(name).filter(|r| {
+            r.revision == connection.revision && r.cluster.identity.as_ref() == Some(found)
+        });
         if let Some(r) = current {
             return match r.cluster.state.caches_synced() {
                 true => Ok(r.cluster.clone()),
@@ -113,15 +128,17 @@ impl Remotes {
             kubevirt_snapshots: false,
         };
         tracing::info!(cluster = name, revision = %connection.revision, "starting the watches of a remote cluster");
-        let started = self.start(name, &connection.revision, connection.client.clone(), apis);
+        let started = self.start(name, &connection, apis);
         running.insert(name.to_owned(), started);
         Err(filling(name))
     }
 
-    fn start(&self, name: &str, revision: &str, client: kube::Client, apis: Apis) -> Running {
+    fn start(&self, name: &str, connection: &crate::clusters::Connection, apis: Apis) -> Running {
+        let (revision, client) = (&connection.revision, connection.client.clone());
         let (stores, writers) = ClusterStores::new();
         let cluster = Arc::new(Cluster {
             name: Some(name.to_owned()),
+            identity: Some(connection.identity.clone()),
             client: client.clone(),
             stores: stores.clone(),
             written: ClusterWritten::default(),
@@ -149,8 +166,12 @@ impl Remotes {
         }));
         // Once filled, every Machine of the cluster runs (those with nothing there yet too).
         let (filled, tx, me) = (cluster.clone(), self.triggers.clone(), name.to_owned());
+        let reproving = self.reproving.clone();
         let ready = tokio::spawn(async move {
             if filled.stores.filled(filled.apis).await.is_ok() {
+                if let Some(with) = &reproving {
+                    reprove::run(&filled, &machines, with).await;
+                }
                 filled.state.set_caches_synced(true);
                 tracing::info!(cluster = %me, "remote cluster's caches filled");
                 for m in machines_using(&machines, None, |b| b.cluster.as_deref() == Some(&me)) {
@@ -338,7 +359,7 @@ fn state_of(h: &Health) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clusters::{Apis, Connection, Reason};
+    use crate::clusters::{Apis, Connection};
 
     fn connection(kubevirt: bool) -> Arc<Connection> {
         let config = kube::Config::new("https://127.0.0.1:1".parse().expect("url"));
@@ -352,6 +373,8 @@ mod tests {
                 cdi: true,
                 multus: false,
             },
+            identity: "uid-ks".into(),
+            acknowledged: None,
         })
     }
 

@@ -15,8 +15,9 @@ use futures::future::join_all;
 use super::cluster::ClusterStores;
 use super::context::{Clients, Settings, Stores};
 use super::controller::run_scope;
+use super::key_evidence::gather;
 use super::metrics::{refresh_data_volumes, refresh_gauges};
-use super::ownership_key::wait_for_key;
+use super::ownership_key::settle_key;
 use super::readiness::State;
 
 const GAUGE_REFRESH: Duration = Duration::from_secs(5);
@@ -37,8 +38,15 @@ pub async fn run(
     // A warning at most: never holds up the start.
     tokio::spawn(super::served_crd::check(clients.api.clone()));
     // Nothing can be told ours without the key: no controller starts before it is read.
+    let evidence = || gather(&clients.api, &settings.scopes, &settings.clusters);
+    let key = settle_key(
+        &clients.api,
+        &settings.namespace,
+        settings.new_ownership_key,
+        evidence,
+    );
     let key = tokio::select! {
-        key = wait_for_key(&clients.api, &settings.namespace) => key,
+        key = key => key,
         () = shutdown.clone() => return,
     };
     let scopes: Vec<_> = settings

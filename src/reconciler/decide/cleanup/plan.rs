@@ -14,6 +14,8 @@ pub struct Plan {
     pub wait: Option<Wait>,
     /// Everything made for the Machine is gone, kept or abandoned: its finalizer goes.
     pub remove_finalizer: bool,
+    /// While it waits for its cluster: the `ClusterReady` message (why, and how to abandon).
+    pub cluster_message: Option<String>,
 }
 
 /// What is done with one object read by name.
@@ -68,4 +70,11 @@ pub enum Wait {
     Vmi,
     /// The Machine's remote cluster (nothing is touched while it cannot be worked on).
     Cluster,
+    /// A MachineRestore holding the Machine: it needs the Machine and its VM (which owns the
+    /// restored claims) until it let go, which it does soon once the Machine is deleted.
+    Restore,
+    /// A VM on the Machine's remote cluster labelled for it but not proven ours (made under a
+    /// lost key and not re-proven, or planted): the finalizer stays while what may be its VM
+    /// runs, unless the admin abandons the cluster (`vitistack.io/abandon-remote: "true"`).
+    UnprovenVm,
 }

@@ -97,6 +97,8 @@ fn meta(kind: Kind, name: &str, proof: Proof, references: bool) -> ObjectMeta {
 fn remains(m: Machine) -> Remains {
     Remains {
         machine: m,
+        restoring: None,
+        away: None,
         remote: false,
         vm: None,
         vmi: None,
@@ -302,12 +304,19 @@ fn the_derived_secret_and_unused_attachments_go_only_if_ours() {
             attachment("lan", "uid-nc", remote),
             attachment("wan", "uid-other", remote),
         ];
+        // Remote: a proof under our key for an earlier NetworkConfiguration "wan" (deleted and
+        // made again: another uid) is ours; locally a controller reference to another uid is not.
+        let wan = if remote {
+            deleted(Kind::Attachment, "wan", Reason::Unused)
+        } else {
+            left(Kind::Attachment, "wan", Reason::NotOurs)
+        };
         assert_eq!(
             planned(&o, &key()).actions,
             [
                 deleted(Kind::Secret, "m-cloudinit", Reason::Ours),
                 deleted(Kind::Attachment, "lan", Reason::Unused),
-                left(Kind::Attachment, "wan", Reason::NotOurs),
+                wan,
             ],
             "remote: {remote}"
         );

@@ -2,6 +2,7 @@
 //! cluster; and the fate of a disk.
 
 use super::*;
+use crate::api::names::MACHINE_LABEL;
 use crate::reconciler::FINALIZER;
 
 #[test]
@@ -55,19 +56,100 @@ fn the_vm_goes_first_and_the_rest_waits_for_its_vmi() {
 }
 
 #[test]
-fn without_its_cluster_a_machine_waits_unless_abandoned() {
+fn without_its_cluster_a_machine_waits_and_says_how_to_abandon_unless_abandoned() {
+    let hint = "no answer; its deletion waits for the cluster: to let it go without cleaning up there (what it made there stays), annotate it vitistack.io/abandon-remote=true";
     let abandon = [(ABANDON_REMOTE_ANNOTATION, "true")];
-    let waits = Plan {
+    let no = [(ABANDON_REMOTE_ANNOTATION, "false")];
+    let waits = |message: Option<&str>| Plan {
         wait: Some(Wait::Cluster),
+        cluster_message: message.map(str::to_owned),
         ..Plan::default()
     };
-    assert_eq!(without_cluster(&machine(&[FINALIZER], &[])), waits);
-    let no = [(ABANDON_REMOTE_ANNOTATION, "yes")];
-    assert_eq!(without_cluster(&machine(&[FINALIZER], &no)), waits);
-    let goes = without_cluster(&machine(&[FINALIZER], &abandon));
-    assert_eq!((goes.wait, goes.remove_finalizer), (None, true));
-    let gone = without_cluster(&machine(&[], &abandon));
-    assert_eq!((gone.wait, gone.remove_finalizer), (None, false));
+    let goes = Plan {
+        remove_finalizer: true,
+        ..Plan::default()
+    };
+    type Row<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)], bool, Plan);
+    // (row, finalizers, annotations, probed, plan)
+    let rows: [Row; 6] = [
+        (
+            "waits, says how",
+            &[FINALIZER],
+            &[],
+            true,
+            waits(Some(hint)),
+        ),
+        ("\"false\"", &[FINALIZER], &no, true, waits(Some(hint))),
+        ("abandoned", &[FINALIZER], &abandon, true, goes),
+        // A new leader's first seconds: the cluster is not known to be away.
+        ("not yet probed", &[FINALIZER], &abandon, false, waits(None)),
+        ("not probed, kept", &[FINALIZER], &[], false, waits(None)),
+        ("no finalizer", &[], &abandon, true, Plan::default()),
+    ];
+    for (row, finalizers, annotations, probed, want) in rows {
+        let mut o = remains(machine(finalizers, annotations));
+        o.remote = true;
+        o.away = Some(Away {
+            probed,
+            message: "no answer".into(),
+        });
+        assert_eq!(planned(&o, &key()), want, "{row}");
+    }
+}
+
+#[test]
+fn a_remote_vm_labelled_for_the_machine_but_unproven_holds_it_unless_abandoned() {
+    let abandon = [(ABANDON_REMOTE_ANNOTATION, "true")];
+    let labelled = |proof| {
+        let mut vm = meta(Kind::VirtualMachine, "m", proof, false);
+        let labels = vm.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert(MACHINE_LABEL.into(), "m".into());
+        vm
+    };
+    // (row, remote, abandoned, vm, wait, finalizer goes)
+    let rows = [
+        (
+            "remote, unproven",
+            true,
+            false,
+            Proof::None,
+            Some(Wait::UnprovenVm),
+            false,
+        ),
+        ("remote, abandoned", true, true, Proof::None, None, true),
+        ("remote, proven", true, false, Proof::Made, None, true),
+        // Locally, a VM of that name that is not ours is a conflict: left, the Machine goes.
+        ("local, unproven", false, false, Proof::None, None, true),
+    ];
+    for (row, remote, abandoned, proof, wait, goes) in rows {
+        let annotations: &[(&str, &str)] = if abandoned { &abandon } else { &[] };
+        let mut o = remains(machine(&[FINALIZER], annotations));
+        o.remote = remote;
+        o.vm = Some(labelled(proof));
+        o.volumes.push(claim(Proof::Made, false));
+        let plan = planned(&o, &key());
+        assert_eq!((plan.wait, plan.remove_finalizer), (wait, goes), "{row}");
+        if matches!(proof, Proof::None) && remote {
+            // Nothing else is touched: its disks may be what the VM mounts.
+            let kept = left(Kind::VirtualMachine, "m", Reason::NotOurs);
+            assert_eq!(plan.actions, [kept], "{row}");
+        }
+    }
+    // A VM not labelled for it is a conflict, not a hold.
+    let mut o = remains(machine(&[FINALIZER], &[]));
+    o.remote = true;
+    o.vm = Some(meta(Kind::VirtualMachine, "m", Proof::None, false));
+    assert_eq!(planned(&o, &key()).wait, None);
+}
+
+#[test]
+fn a_restore_holding_the_machine_holds_its_cleanup() {
+    let mut o = remains(machine(&[FINALIZER], &[]));
+    o.vm = Some(meta(Kind::VirtualMachine, "m", Proof::Made, true));
+    o.restoring = Some("undo".into());
+    let plan = planned(&o, &key());
+    assert_eq!(plan.wait, Some(Wait::Restore));
+    assert!(plan.actions.is_empty() && !plan.remove_finalizer);
 }
 
 #[test]

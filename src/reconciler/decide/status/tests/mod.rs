@@ -85,6 +85,7 @@ impl<'a> Case<'a> {
             restoring: self.restoring,
             snapshots: None,
             cluster: None,
+            cluster_identity: None,
         };
         compute(previous, Some(3), &obs, now)
     }
