@@ -1,6 +1,7 @@
 //! Issue 32: a snapshot of an earlier Machine of the same name (deleted by mistake, made again)
 //! is restored into the new Machine only when the author asks (`spec.allowEarlierMachine`), with
-//! the same access checks as any restore; the restore then binds to the new Machine's uid.
+//! the same access checks as any restore; the restore then binds to the new Machine's uid (its
+//! `status.machineUid`, the reconciler's hold, the VM controlling the restored claims).
 
 use crate::access::{denial, fixture, rule, wait_status};
 use crate::snapshots::restore::{
@@ -105,6 +106,12 @@ async fn an_earlier_machines_snapshot_is_restored_into_the_new_machine_only_when
         Some(new_uid.clone()),
         "pinned to the Machine restored into, not the snapshot's"
     );
+    // The reconciler's hold binds to that uid too: the new Machine is held (Restoring).
+    wait_status(&admin, NS, "web", &op, "the new Machine held", |s| {
+        (s.conditions.iter())
+            .any(|c| c.type_ == "Restoring" && c.status == "True" && c.message.contains("undo"))
+    })
+    .await;
     // KubeVirt makes the restored claims controlled by the new VM: proven by its uid.
     let (_, restored) = kubevirt_restores(&admin, &op, "undo", &[]).await;
     kubevirt_completes(&admin, "undo", &restored).await;

@@ -141,9 +141,10 @@ pub async fn scheduled(
     machine: &str,
     machine_uid: &str,
 ) -> DynamicObject {
-    let key = ownership_key::load_or_create(admin, crate::access::OP_NS)
+    let key = ownership_key::read(admin, crate::access::OP_NS)
         .await
-        .expect("the operator's key");
+        .expect("the operator's key")
+        .expect("made by the operator");
     let target = Target {
         kind: SCHEDULED_PROOF_KIND,
         namespace: NS,
