@@ -9,7 +9,8 @@ use clap::Args;
 
 use crate::config::{
     WatchScope, parse_bind_address, parse_dns_label, parse_dns_subdomain, parse_duration,
-    parse_lease_duration, parse_per_client, parse_qps, parse_watch_namespaces,
+    parse_duration_or_zero, parse_image, parse_lease_duration, parse_per_client, parse_qps,
+    parse_watch_namespaces,
 };
 use crate::machine::Catalog;
 use crate::machine::machine_types::MachineTypes;
@@ -181,13 +182,19 @@ pub struct RunArgs {
     pub reconcile_interval: Duration,
     /// The least time between two runs of one Machine's snapshot schedule, e.g. 15m, 1h: a
     /// schedule firing more often is clamped to it (0s: no minimum).
-    #[arg(long, env = "MIN_SNAPSHOT_INTERVAL", value_name = "MIN_SNAPSHOT_INTERVAL", default_value = "15m", value_parser = parse_duration)]
+    #[arg(long, env = "MIN_SNAPSHOT_INTERVAL", value_name = "MIN_SNAPSHOT_INTERVAL", default_value = "15m", value_parser = parse_duration_or_zero)]
     pub min_snapshot_interval: Duration,
     /// Scheduled snapshots being taken at once at most, across every Machine; more due ones
     /// wait for one to finish.
     #[arg(long, env = "MAX_SNAPSHOTS_IN_FLIGHT", value_name = "MAX_SNAPSHOTS_IN_FLIGHT", default_value_t = 10,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub max_snapshots_in_flight: u16,
+    /// The image of the Pod a restore makes to bind claims of a WaitForFirstConsumer storage
+    /// class (it only has to be scheduled, and never runs anything): the pause image, or a
+    /// mirror of it for clusters that cannot pull from registry.k8s.io.
+    #[arg(long, env = "RESTORE_PAUSE_IMAGE", value_name = "RESTORE_PAUSE_IMAGE",
+          default_value = crate::snapshots::context::DEFAULT_PAUSE_IMAGE, value_parser = parse_image)]
+    pub restore_pause_image: String,
     /// Machines reconciled at the same time.
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", value_name = "MAX_CONCURRENT_RECONCILES", default_value_t = 5,
           value_parser = clap::value_parser!(u16).range(1..))]
@@ -309,5 +316,31 @@ impl ClusterArgs {
             default_kubevirt_config: self.default_kubevirt_config.clone(),
             ..crate::clusters::Settings::new(self.kubevirt_config_probe_interval)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        run: super::RunArgs,
+    }
+
+    /// `--min-snapshot-interval 0s` switches the minimum off, as its help, the chart and the
+    /// docs say; other durations parse as every duration does.
+    #[test]
+    fn the_minimum_snapshot_interval_may_be_zero() {
+        for (value, secs) in [("0s", 0), ("0", 0), ("15m", 900)] {
+            let cmd = Cmd::try_parse_from(["x", "--min-snapshot-interval", value])
+                .unwrap_or_else(|e| panic!("{value}: {e}"));
+            assert_eq!(cmd.run.min_snapshot_interval.as_secs(), secs, "{value}");
+        }
+        let e = Cmd::try_parse_from(["x", "--min-snapshot-interval=-1m"])
+            .err()
+            .expect("negative refused");
+        assert!(e.to_string().contains("--min-snapshot-interval"), "{e}");
     }
 }

@@ -5,6 +5,9 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use crate::tls::listener::Limits;
 
+mod image;
+pub use image::parse_image;
+
 /// Parses a bind address the way the Go operators write it: `:8443` means every interface, IPv6
 /// and IPv4 (`[::]:8443`, bound dual-stack by [`crate::listen::bind`], which falls back to
 /// `0.0.0.0` on hosts without IPv6).
@@ -43,6 +46,20 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     match std::time::Duration::try_from(parsed) {
         Ok(d) if d <= MAX_DURATION => Ok(d),
         _ => Err(format!("{s:?} is longer than 100 years")),
+    }
+}
+
+/// [`parse_duration`], where zero (`0s`, or `0` as Go writes it) is allowed too: a bound that
+/// may be switched off.
+pub fn parse_duration_or_zero(s: &str) -> Result<std::time::Duration, String> {
+    let zero = s.trim() == "0"
+        || s.trim()
+            .parse::<k8s_openapi::jiff::SignedDuration>()
+            .is_ok_and(|d| d.is_zero());
+    if zero {
+        Ok(std::time::Duration::ZERO)
+    } else {
+        parse_duration(s)
     }
 }
 

@@ -43,6 +43,23 @@ fn the_admins_allow_lists_reach_the_operator() {
     );
 }
 
+/// Issue 32: `snapshots.restorePauseImage` (a mirror, for air-gapped clusters) reaches the
+/// operator as RESTORE_PAUSE_IMAGE; at its default the operator's own default stands.
+#[test]
+fn the_restore_pause_image_reaches_the_operator_only_when_changed() {
+    let plain = docs(&helm_template(&[], &[]));
+    assert_eq!(env(one(&plain, "Deployment"), "RESTORE_PAUSE_IMAGE"), None);
+    let mirror = "mirror.example.com:5000/k8s/pause:3.10";
+    let set = docs(&helm_template(
+        &[],
+        &["--set", &format!("snapshots.restorePauseImage={mirror}")],
+    ));
+    assert_eq!(
+        env(one(&set, "Deployment"), "RESTORE_PAUSE_IMAGE").as_deref(),
+        Some(mirror)
+    );
+}
+
 /// `webhook.clientCAConfigMap`: the CA is mounted and CLIENT_CA_FILE names it; unset, neither.
 #[test]
 fn the_client_ca_reaches_the_operator_only_when_set() {

@@ -280,3 +280,22 @@ fn webhook_help_says_it_skips_the_access_check() {
         "{help}"
     );
 }
+
+#[test]
+fn a_restore_pause_image_that_names_no_image() {
+    for (env, args, setting) in [
+        (
+            vec![("RESTORE_PAUSE_IMAGE", "registry.k8s.io/pause 3.10")],
+            vec!["run"],
+            "RESTORE_PAUSE_IMAGE",
+        ),
+        (
+            vec![],
+            vec!["run", "--restore-pause-image", "https://mirror/pause:3.10"],
+            "--restore-pause-image",
+        ),
+    ] {
+        let line = start_up_error(&env, &args);
+        assert_names(&line, setting, "is not an image reference");
+    }
+}

@@ -6,7 +6,8 @@
 //! the Machine before every disk is back: not a leader that starts without KubeVirt's snapshot
 //! API, not deleting the MachineRestore, not deleting the (retain-disks) Machine; a restore that
 //! succeeded deletes its restored claims unless asked to keep them; a WaitForFirstConsumer class
-//! restores and boots (the restore binds its claims with a consumer Pod of its own).
+//! restores and boots (the restore binds its claims with a consumer Pod of its own, running the
+//! pause image from `--restore-pause-image`).
 
 mod access;
 mod kubevirt;
@@ -319,7 +320,11 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_first_consumer_class_restores_and_boots() {
-    let mut env = fixture(&[]).start().await;
+    // An air-gapped cluster: the pause image from its own mirror.
+    let mirror = "mirror.example.com:5000/k8s/pause:3.10";
+    let mut env = fixture(&["--restore-pause-image", mirror])
+        .start()
+        .await;
     let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
@@ -352,6 +357,8 @@ async fn a_wait_for_first_consumer_class_restores_and_boots() {
     );
     let restored_names: Vec<String> = restored.iter().map(|(_, c)| c.clone()).collect();
     assert_eq!(mounted(&binder), restored_names);
+    let image = (binder.spec.iter().flat_map(|s| &s.containers)).map(|c| c.image.clone());
+    assert_eq!(image.collect::<Vec<_>>(), [Some(mirror.to_owned())]);
     // Then the disks made again (clones, of that class): bound the same way before the VM starts.
     eventually("a consumer Pod of the disks made again", &op, || async {
         let p = pods.get_opt("undo-bind").await.ok().flatten()?;

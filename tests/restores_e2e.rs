@@ -7,7 +7,8 @@
 //! source and a CD-ROM is restored too (playing CDI as well: the disk's DataVolume is made again
 //! as a clone of its restored claim, the CD-ROM's is left alone); a Machine halted by its user
 //! during a restore ends restored and halted; a restored claim lost after its old claim was
-//! deleted holds the Machine, says so, and nothing empty is made in its place.
+//! deleted holds the Machine, says so, and nothing empty is made in its place. A snapshot of an
+//! earlier Machine of the same name is restored into the new one only when asked for.
 
 mod access;
 mod kubevirt;
@@ -20,6 +21,7 @@ const ISO: &str = "https://cdimage.debian.org/debian-cd/current/amd64/iso-cd/deb
 
 /// The tests, by subject, in tests/restores_e2e/ (still one test binary).
 mod restores_e2e {
+    mod earlier;
     mod interrupted;
     mod replace;
     mod sources;

@@ -1,10 +1,11 @@
 //! Issue 32, scheduled snapshots a user can bet the data on, on a real API server (its
 //! ResourceQuota admission included), driven by a clock the test moves. The attacks
 //! are made by a user who may only `get machines` and `create machinesnapshots` in the
-//! namespace: forged `scheduled` labels and far-future `scheduled-for` annotations delete
-//! nothing and stop nothing; a squatted `<machine>-<due>` name does not skip the run; `keep`
+//! namespace: forged `scheduled` labels and far-future `scheduled-for` annotations, and snapshots
+//! made by hand, delete nothing and stop nothing; a squatted `<machine>-<due>` name does not skip the run; `keep`
 //! failures in a row leave the good backups; a re-created Machine prunes none of its
-//! predecessor's snapshots; a namespace at its MachineSnapshot quota delays no other's. The
+//! predecessor's snapshots; a namespace at its MachineSnapshot quota delays no other's; at most
+//! `--max-snapshots-in-flight` scheduled snapshots are taken at once. The
 //! MachineSnapshot controller's status writes and the quota controller's count are played by
 //! the admin.
 
@@ -139,6 +140,19 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
             .await
             .expect("mallory may create snapshots");
     }
+    // And one made by hand, unlabelled, as a user takes one before an upgrade.
+    as_mallory
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+                "metadata": {"name": "db-by-hand"}, "spec": {"machineName": "db"}
+            }))
+            .expect("snapshot"),
+        )
+        .await
+        .expect("mallory may create snapshots");
+    planted.push("db-by-hand".to_owned());
     // The run of hour 2 happens under the next free name; nothing real nor planted is deleted.
     let before = names(&snaps).await;
     check(&ctx, &clock, hour(2), &mut retries).await;
@@ -296,4 +310,56 @@ async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
     assert_eq!(names(&free_snaps).await, [stamp("other", at)]);
     let full_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), full);
     assert!(names(&full_snaps).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_max_in_flight_scheduled_snapshots_are_taken_at_once() {
+    support::init_crypto();
+    let cp = ControlPlane::start().await.expect("control plane");
+    let mut crds = support::crd_fixtures().expect("fixture CRDs");
+    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
+    cp.install_crds(&crds).await.expect("CRDs");
+    let admin = cp.client().await.expect("client");
+    let ns = cp.namespace("flight").await.expect("namespace");
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    let schedule = json!({"template": "small", "snapshots": {"schedule": "0 * * * *"}});
+    let mut made = Vec::new();
+    for name in ["a", "b", "c"] {
+        made.push(machine(&admin, &ns, name, schedule.clone()).await);
+    }
+    let at = made.iter().map(first_hour).max().expect("hour");
+    let clock = Arc::new(Hands(Mutex::new(at)));
+    let mut ctx = context(&admin, clock.clone());
+    ctx.settings.limits.max_in_flight = 2;
+    let mut retries = Retries::default();
+    // Three due, two slots: two taken, the third waits (not failed, not skipped).
+    let report = check(&ctx, &clock, at, &mut retries).await;
+    assert_eq!(report.made.len(), 2, "{report:?}");
+    assert_eq!(report.deferred.len(), 1, "{report:?}");
+    assert!(report.failed.is_empty(), "{report:?}");
+    let report = check(
+        &ctx,
+        &clock,
+        at + chrono::Duration::seconds(30),
+        &mut retries,
+    )
+    .await;
+    assert!(report.made.is_empty(), "both still in flight: {report:?}");
+    assert_eq!(report.deferred.len(), 1, "{report:?}");
+    // One finishes: the third is taken, for the same due time.
+    let first = names(&snaps).await[0].clone();
+    finished(&snaps, &first, "Succeeded").await;
+    let report = check(
+        &ctx,
+        &clock,
+        at + chrono::Duration::seconds(60),
+        &mut retries,
+    )
+    .await;
+    assert_eq!(report.made.len(), 1, "{report:?}");
+    let all = names(&snaps).await;
+    assert_eq!(all.len(), 3, "{all:?}");
+    for m in ["a", "b", "c"] {
+        assert!(all.contains(&stamp(m, at)), "{m}: {all:?}");
+    }
 }

@@ -1,6 +1,7 @@
 //! MachineSnapshot and MachineRestore, after their rules admit them (on CREATE): the author's
 //! right on the Machine, asked as the author (`get` to snapshot it, `update` to restore it: a
-//! restore rewrites its disks), then whether what they name exists and belongs together. The
+//! restore rewrites its disks), then whether what they name exists and belongs together (a
+//! snapshot of an earlier Machine of the name only with `spec.allowEarlierMachine`). The
 //! right is asked first, so that nobody learns whether a Machine exists without it.
 
 use serde_json::Value;
@@ -137,9 +138,13 @@ pub async fn check_restore(
         );
         return refused(RESTORE_KIND, req, "spec.snapshotName", snapshot, why);
     }
-    if taken_of.is_some_and(|uid| Some(uid) != found.metadata.uid.as_deref()) {
+    // One of an earlier Machine of the name only when asked for; whether the operator took it
+    // (its proof) is checked by the restore, which holds the key.
+    let earlier = taken_of.is_some_and(|uid| Some(uid) != found.metadata.uid.as_deref());
+    if earlier && !spec.allow_earlier_machine {
         let why = format!(
-            "MachineSnapshot {snapshot} is a snapshot of an earlier Machine named {machine}"
+            "MachineSnapshot {snapshot} is a snapshot of an earlier Machine named {machine}; \
+             set spec.allowEarlierMachine: true to restore it into this one"
         );
         return refused(RESTORE_KIND, req, "spec.snapshotName", snapshot, why);
     }

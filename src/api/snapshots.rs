@@ -28,6 +28,9 @@ pub const MAX_ERROR: usize = 1024;
 /// On a MachineSnapshot the schedule made: `"true"`. A description only (anyone may write it):
 /// the schedule counts and deletes what its made-for proof says it made (`crate::snapshots::scheduler`).
 pub const SCHEDULED_LABEL: &str = "vitistack.io/scheduled-snapshot";
+/// The kind the made-for proof of a scheduled MachineSnapshot names (the operator's schedule
+/// puts it on each snapshot it makes; the scheduler and `SnapshotsReady` trust only it).
+pub const SCHEDULED_PROOF_KIND: &str = "MachineSnapshot";
 /// On a scheduled MachineSnapshot: the due time (RFC 3339, UTC) it was made for. A description
 /// only: the schedule reads the due time from the proven name.
 pub const SCHEDULED_FOR_ANNOTATION: &str = "vitistack.io/scheduled-for";
@@ -191,6 +194,12 @@ pub struct MachineRestoreSpec {
     /// A MachineSnapshot of that Machine, in this namespace. Immutable.
     #[serde(default)]
     pub snapshot_name: String,
+    /// Allow a snapshot of an earlier Machine of this name (deleted and made again; listed with
+    /// `earlierMachine: true` in the Machine's `status.snapshots`): its disks are restored into
+    /// this Machine. The snapshot must be one the operator took of a Machine of this name in
+    /// this namespace. Without it such a restore is refused. Immutable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_earlier_machine: bool,
     /// Keep the claims KubeVirt restored the disks into once the restore succeeded. By default
     /// they are deleted then: each is a full copy of its disk, and the disks are clones of them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -218,7 +227,8 @@ pub struct MachineRestoreStatus {
     #[schemars(extend("maxLength" = MAX_ERROR))]
     pub error: Option<String>,
     /// The uid of the Machine restored, fixed when the restore leaves Pending: a Machine made
-    /// again under that name is never touched by it.
+    /// again under that name is never touched by it. Always the Machine restored into, also when
+    /// the snapshot is of an earlier Machine (`allowEarlierMachine`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_uid: Option<String>,
     /// Each disk: the claim KubeVirt restored it into and the uid of the claim it replaces.

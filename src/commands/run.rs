@@ -211,6 +211,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         max_in_flight: usize::from(args.max_snapshots_in_flight),
         ..Default::default()
     };
+    let pause_image = args.restore_pause_image.clone();
     let mut work = {
         let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
         let (cluster_settings, registry) = (cluster_settings.clone(), registry.clone());
@@ -234,6 +235,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                         .min(crate::snapshots::context::MAX_TICK)
                         .max(Duration::from_secs(1)),
                     limits: snapshot_limits,
+                    pause_image: pause_image.clone(),
                 },
                 stop.clone(),
             );

@@ -22,6 +22,8 @@ pub struct Settings {
     /// How often schedules are checked, and a running restore looked at again.
     pub tick: Duration,
     pub limits: Limits,
+    /// The image of a restore's binder Pod (`--restore-pause-image`).
+    pub pause_image: String,
 }
 
 /// Bounds on the work snapshots make.
@@ -49,6 +51,8 @@ impl Default for Limits {
 
 pub const DEFAULT_MIN_INTERVAL: Duration = Duration::from_secs(15 * 60);
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 10;
+/// Does nothing, and is on every node that runs Pods (the kubelet's own sandbox image).
+pub const DEFAULT_PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 
 /// Shared by every reconcile of one scope.
 pub struct Context {

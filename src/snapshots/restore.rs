@@ -75,6 +75,9 @@ pub struct Seen<'a> {
     pub restore: Option<&'a MachineRestore>,
     pub machine: Option<MachineView>,
     pub snapshot: Option<&'a MachineSnapshot>,
+    /// The uid of the Machine the operator proves it took the snapshot of
+    /// (`crate::snapshots::snapshot::taken_of`); `None`: nothing proves it.
+    pub snapshot_proven_of: Option<String>,
     pub vm: Option<VmView>,
     pub vmi: bool,
     pub vm_restore: Option<&'a VirtualMachineRestore>,
@@ -266,15 +269,13 @@ fn pending(s: &Seen, restore: &MachineRestore) -> Step {
         return Step::Fail(format!("MachineSnapshot {snapshot_name} not found"));
     };
     let snap_status = snapshot.status.clone().unwrap_or_default();
-    if snapshot.spec.machine_name != machine_name
-        || snap_status
-            .machine_uid
-            .as_deref()
-            .is_some_and(|uid| uid != machine.uid)
-    {
+    if snapshot.spec.machine_name != machine_name {
         return Step::Fail(format!(
             "MachineSnapshot {snapshot_name} is a snapshot of another Machine"
         ));
+    }
+    if let Some(why) = earlier(s, restore, snap_status.machine_uid.as_deref(), &machine.uid) {
+        return Step::Fail(why);
     }
     if let Some(other) = &s.another {
         return Step::Wait {
@@ -301,6 +302,33 @@ fn pending(s: &Seen, restore: &MachineRestore) -> Step {
             was_running: vm.runs || s.vmi,
         },
     }
+}
+
+/// Why a snapshot taken of Machine uid `taken_of` cannot be restored into the Machine `uid`:
+/// one of an earlier Machine of the name only when the author allows it, and only when the
+/// operator proves it took it of a Machine of that name (the uid a status says is not proof).
+/// Everything after binds to the Machine restored into (`uid`): its uid is pinned, its VM must
+/// control the restored claims.
+fn earlier(
+    s: &Seen,
+    restore: &MachineRestore,
+    taken_of: Option<&str>,
+    uid: &str,
+) -> Option<String> {
+    let taken_of = taken_of.filter(|t| *t != uid)?;
+    let (machine, snapshot) = (&restore.spec.machine_name, &restore.spec.snapshot_name);
+    if !restore.spec.allow_earlier_machine {
+        return Some(format!(
+            "MachineSnapshot {snapshot} is a snapshot of an earlier Machine named {machine} \
+             (uid {taken_of}); set spec.allowEarlierMachine: true to restore it into this one"
+        ));
+    }
+    (s.snapshot_proven_of.as_deref() != Some(taken_of)).then(|| {
+        format!(
+            "MachineSnapshot {snapshot} is not proven taken by the operator of an earlier \
+             Machine named {machine}: not restored"
+        )
+    })
 }
 
 pub mod binder;

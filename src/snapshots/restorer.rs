@@ -72,6 +72,9 @@ pub struct Observed {
     pub machine: Option<Machine>,
     pub view: Option<MachineView>,
     pub snapshot: Option<MachineSnapshot>,
+    /// The uid of the Machine the operator proves it took the snapshot of (looked up only for
+    /// a restore allowing an earlier Machine's snapshot, while `Pending`).
+    pub snapshot_proven_of: Option<String>,
     pub vm: Option<VirtualMachine>,
     pub vm_ours: bool,
     pub vmi: bool,
@@ -147,6 +150,7 @@ pub fn decide(o: &Observed) -> Step {
         restore: Some(&o.restore),
         machine: o.view.clone(),
         snapshot: o.snapshot.as_ref(),
+        snapshot_proven_of: o.snapshot_proven_of.clone(),
         vm,
         vmi: o.vmi,
         vm_restore: o.vm_restore.as_ref(),

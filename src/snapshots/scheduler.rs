@@ -31,14 +31,14 @@ use super::snapshot::scoped;
 use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL, PROOF_ANNOTATION};
 use crate::api::snapshots::{
     MachineSnapshot, MachineSnapshotSpec, MachineSnapshotStatus, SCHEDULED_FOR_ANNOTATION,
-    SCHEDULED_LABEL, parse_schedule,
+    SCHEDULED_LABEL, SCHEDULED_PROOF_KIND, parse_schedule,
 };
 use crate::api::{Machine, MachineSpec};
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::run::watches::Scope;
 
 /// The kind the made-for proof of a scheduled snapshot names.
-pub const KIND: &str = "MachineSnapshot";
+pub const KIND: &str = SCHEDULED_PROOF_KIND;
 /// The kind named by the proof a last-resort snapshot name is derived from.
 const NAME_KIND: &str = "MachineSnapshotName";
 /// Characters of that name's secret suffix.

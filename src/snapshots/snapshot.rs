@@ -27,11 +27,60 @@ use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference, VirtualMachineSnapshot, VirtualMachineSnapshotSpec,
 };
 use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
+use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controller_uid};
 use crate::reconciler::run::watches::Scope;
 
 /// On a VirtualMachineSnapshot: the uid of the Machine it was taken of.
 pub const MACHINE_UID_ANNOTATION: &str = "vitistack.io/machine-uid";
+/// On a VirtualMachineSnapshot the operator made: the proof that it took the MachineSnapshot
+/// (name and uid) of the Machine (name and uid), in the write that creates it. A restore into a
+/// Machine other than the one a snapshot was taken of trusts only this (or a scheduled
+/// snapshot's made-for proof), never the uid a status says.
+pub const TAKEN_OF_ANNOTATION: &str = "vitistack.io/taken-of";
+/// The kind that proof names.
+const TAKEN_KIND: &str = "MachineSnapshotTaken";
+
+/// The proof's target: MachineSnapshot `name` with `uid` (a name holds no `/`).
+fn taken_target<'a>(ns: &'a str, name_uid: &'a str) -> Target<'a> {
+    Target {
+        kind: TAKEN_KIND,
+        namespace: ns,
+        name: name_uid,
+    }
+}
+
+/// The [`TAKEN_OF_ANNOTATION`] value for MachineSnapshot `s` taken of Machine uid `machine_uid`.
+pub fn taken_proof(key: &OwnershipKey, s: &MachineSnapshot, machine_uid: &str) -> String {
+    let ns = s.namespace().unwrap_or_default();
+    let name_uid = format!("{}/{}", s.name_any(), s.uid().unwrap_or_default());
+    key.proof(
+        &taken_target(&ns, &name_uid),
+        &s.spec.machine_name,
+        machine_uid,
+    )
+}
+
+/// The uid of the Machine (named as `s` says) the operator proves it took MachineSnapshot `s`
+/// of: by the made-for proof of a scheduled snapshot, else by the proof on the
+/// VirtualMachineSnapshot `vms` it made for `s` (controlled by `s`). `None`: nothing proves it.
+pub fn taken_of(
+    key: &OwnershipKey,
+    s: &MachineSnapshot,
+    vms: Option<&VirtualMachineSnapshot>,
+) -> Option<String> {
+    let machine = s.spec.machine_name.as_str();
+    if let Some(uid) = key.made_for(super::scheduler::KIND, s.meta(), machine) {
+        return Some(uid.to_owned());
+    }
+    let vms =
+        vms.filter(|v| s.uid().is_some() && controller_uid(v.meta()) == s.uid().as_deref())?;
+    let value = vms.annotations().get(TAKEN_OF_ANNOTATION)?;
+    let ns = s.namespace().unwrap_or_default();
+    let name_uid = format!("{}/{}", s.name_any(), s.uid().unwrap_or_default());
+    key.proven_for(&taken_target(&ns, &name_uid), machine, value)
+        .map(str::to_owned)
+}
 
 /// `K` in every namespace of `scope`.
 pub(super) fn scoped<K>(client: &kube::Client, scope: &Scope) -> Api<K>
@@ -216,9 +265,14 @@ async fn take(
             name: Some(s.name_any()),
             namespace: Some(ns.to_owned()),
             labels: Some(machine_labels(machine_name)),
-            annotations: machine_uid
-                .clone()
-                .map(|uid| [(MACHINE_UID_ANNOTATION.to_owned(), uid)].into()),
+            annotations: machine_uid.clone().map(|uid| {
+                let proof = taken_proof(&ctx.key, s, &uid);
+                [
+                    (MACHINE_UID_ANNOTATION.to_owned(), uid),
+                    (TAKEN_OF_ANNOTATION.to_owned(), proof),
+                ]
+                .into()
+            }),
             owner_references: controller_ref(s).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
@@ -275,3 +329,6 @@ async fn write_status(
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -77,6 +77,7 @@ pub fn context(client: &Client, clock: Arc<Hands>) -> Context {
             clock,
             tick: Duration::from_secs(1),
             limits: Default::default(),
+            pause_image: kubevirt_operator::snapshots::context::DEFAULT_PAUSE_IMAGE.to_owned(),
         },
         key: OwnershipKey::new(&[7; 32], None).expect("key"),
         kubevirt: true,

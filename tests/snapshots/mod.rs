@@ -12,9 +12,14 @@ use crate::access::{WAIT, create_admitted, machines};
 use crate::kubevirt;
 use crate::support;
 use kubevirt_operator::api::Machine;
-use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
+use kubevirt_operator::api::names::PROOF_ANNOTATION;
+use kubevirt_operator::api::snapshots::{
+    MachineRestore, MachineSnapshot, SCHEDULED_LABEL, SCHEDULED_PROOF_KIND,
+};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
+use kubevirt_operator::reconciler::decide::evidence::Target;
+use kubevirt_operator::reconciler::run::ownership_key;
 
 pub mod restore;
 pub mod trust;
@@ -125,6 +130,31 @@ pub async fn snapshot_of_web(admin: &Client, op: &support::Proc, name: &str, vm:
         (s.ready_to_use == Some(true)).then_some(())
     })
     .await;
+}
+
+/// MachineSnapshot `name` of Machine `machine` (uid `machine_uid`) as the operator's schedule
+/// makes it: labelled scheduled, with its made-for proof signed by the operator's own key (read
+/// from its Secret by the admin, who plays the scheduler here).
+pub async fn scheduled(
+    admin: &Client,
+    name: &str,
+    machine: &str,
+    machine_uid: &str,
+) -> DynamicObject {
+    let key = ownership_key::read(admin, crate::access::OP_NS)
+        .await
+        .expect("the operator's key")
+        .expect("made by the operator");
+    let target = Target {
+        kind: SCHEDULED_PROOF_KIND,
+        namespace: NS,
+        name,
+    };
+    let mut o = object("MachineSnapshot", name, json!({"machineName": machine}));
+    o.metadata.labels = Some([(SCHEDULED_LABEL.to_owned(), "true".to_owned())].into());
+    let proof = key.proof(&target, machine, machine_uid);
+    o.metadata.annotations = Some([(PROOF_ANNOTATION.to_owned(), proof)].into());
+    o
 }
 
 /// The operator is still running (it never exited mid-test).

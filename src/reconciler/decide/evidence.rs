@@ -152,6 +152,20 @@ impl OwnershipKey {
             .then_some(machine_uid)
     }
 
+    /// The uid of the Machine named `machine` that the proof `value` (as [`Self::proof`] makes
+    /// it) says `target` was made for, if it verifies: for a proof about more than an object's
+    /// name (a snapshot's name and uid), kept where [`Self::made_for`] does not look.
+    pub fn proven_for<'v>(
+        &self,
+        target: &Target,
+        machine: &str,
+        value: &'v str,
+    ) -> Option<&'v str> {
+        let (machine_uid, tag) = value.split_once('.')?;
+        self.verifies(&Self::made_message(target, machine, machine_uid), tag)
+            .then_some(machine_uid)
+    }
+
     /// The [`RELEASE_ANNOTATION`] value saying the object `target` with `uid` was released by
     /// this operator for a Machine named `machine`.
     pub fn release_proof(&self, target: &Target, uid: &str, machine: &str) -> String {

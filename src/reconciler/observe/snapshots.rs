@@ -3,7 +3,7 @@
 
 use kube::{Resource, ResourceExt};
 
-use crate::api::snapshots::holds;
+use crate::api::snapshots::{SCHEDULED_PROOF_KIND, holds};
 use crate::api::{Machine, MachineRestore};
 use crate::reconciler::decide::status::snapshots::Seen;
 use crate::reconciler::run::cluster::Cluster;
@@ -41,7 +41,7 @@ fn holds_machine(restore: &MachineRestore, machine: &Machine) -> bool {
 /// The MachineSnapshots of `machine`, and apart those of an earlier Machine of its name.
 pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) -> Seen {
     let (ns, name, uid) = (machine.namespace(), machine.name_any(), machine.uid());
-    let (snapshots, earlier) = ctx
+    let (snapshots, earlier): (Vec<_>, Vec<_>) = ctx
         .stores
         .snapshots
         .state_filter(|s| {
@@ -55,11 +55,23 @@ pub fn of(ctx: &Context, cluster: &Cluster, machine: &Machine, scheduled: bool) 
             let taken_of = s.status.as_ref().and_then(|st| st.machine_uid.as_ref());
             taken_of.is_none_or(|u| Some(u) == uid.as_ref())
         });
+    // The operator's own scheduled snapshots of this very Machine: their proof verifies for its
+    // name and uid (the scheduler's rule, `crate::snapshots::scheduler`).
+    let scheduled_by_operator = (snapshots.iter())
+        .filter(|s| {
+            let proven = ctx
+                .ownership_key
+                .made_for(SCHEDULED_PROOF_KIND, s.meta(), &name);
+            proven.is_some() && proven == uid.as_deref()
+        })
+        .map(ResourceExt::name_any)
+        .collect();
     Seen {
         scheduled,
         api: cluster.apis.kubevirt_snapshots,
         snapshots,
         earlier,
+        scheduled_by_operator,
     }
 }
 

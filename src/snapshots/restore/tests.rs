@@ -165,14 +165,18 @@ fn pending_checks_the_machine_and_the_snapshot_before_stopping() {
             Step::Fail("MachineSnapshot web-before is a snapshot of another Machine".into()),
         ),
         (
-            "a snapshot of an earlier Machine of the same name",
+            "a snapshot of an earlier Machine of the same name, not allowed",
             Seen {
                 restore: Some(&pending),
                 machine: Some(machine()),
                 snapshot: Some(&recreated),
                 ..Seen::default()
             },
-            Step::Fail("MachineSnapshot web-before is a snapshot of another Machine".into()),
+            Step::Fail(
+                "MachineSnapshot web-before is a snapshot of an earlier Machine named web \
+                 (uid uid-old); set spec.allowEarlierMachine: true to restore it into this one"
+                    .into(),
+            ),
         ),
         (
             "disks with a source and CD-ROMs are no reason to refuse",
@@ -393,5 +397,6 @@ fn restoring_follows_kubevirt_and_records_the_claims_it_replaces() {
 }
 
 mod binder;
+mod earlier;
 mod later;
 mod trust;

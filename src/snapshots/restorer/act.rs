@@ -177,7 +177,13 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
         }
         Step::Bind(claims) => {
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-            made(pods.create(&created(), &binder::pod(r, &claims)).await)?;
+            made(
+                pods.create(
+                    &created(),
+                    &binder::pod(r, &claims, &ctx.settings.pause_image),
+                )
+                .await,
+            )?;
             tracing::info!(restore = %r.name_any(), ?claims, "consumer Pod made to bind the claims");
         }
         Step::Unbind(uid) => {

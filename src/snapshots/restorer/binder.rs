@@ -1,6 +1,6 @@
 //! The consumer Pod a restore makes to bind claims of a `WaitForFirstConsumer` class
 //! ([`crate::snapshots::restore::binder`]): it only has to be scheduled, never to do anything,
-//! so it runs the pause image as restricted as a Pod can be, mounting the claims read-only.
+//! so it runs the pause image (`--restore-pause-image`) as restricted as a Pod can be, mounting the claims read-only.
 
 use std::collections::BTreeMap;
 
@@ -16,11 +16,9 @@ use crate::api::snapshots::MachineRestore;
 use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
 use crate::snapshots::restore::binder;
 
-/// Does nothing, and is on every node that runs Pods.
-pub const BINDER_IMAGE: &str = "registry.k8s.io/pause:3.10";
-
-/// The Pod of restore `r` mounting `claims`, controlled by it (deleted with it).
-pub fn pod(r: &MachineRestore, claims: &[String]) -> Pod {
+/// The Pod of restore `r` mounting `claims`, controlled by it (deleted with it), running
+/// `image` (`--restore-pause-image`).
+pub fn pod(r: &MachineRestore, claims: &[String], image: &str) -> Pod {
     let quantity = |q: &str| Quantity(q.to_owned());
     Pod {
         metadata: ObjectMeta {
@@ -46,7 +44,7 @@ pub fn pod(r: &MachineRestore, claims: &[String]) -> Pod {
             }),
             containers: vec![Container {
                 name: "bind".to_owned(),
-                image: Some(BINDER_IMAGE.to_owned()),
+                image: Some(image.to_owned()),
                 security_context: Some(SecurityContext {
                     allow_privilege_escalation: Some(false),
                     read_only_root_filesystem: Some(true),

@@ -12,13 +12,14 @@ use super::super::context::Context;
 use super::super::error::Error;
 use super::super::restore::proof::KUBEVIRT_RESTORE_ANNOTATION;
 use super::super::restore::{self, ClaimView, Provenance, phase};
+use super::super::snapshot::taken_of;
 use super::{Observed, machine_view, of};
 use crate::api::Machine;
 use crate::api::names::pvc_name;
-use crate::api::snapshots::{MachineRestore, MachineSnapshot};
+use crate::api::snapshots::{MachineRestore, MachineRestoreStatus, MachineSnapshot};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
-use crate::reconciler::apis::snapshot::VirtualMachineRestore;
+use crate::reconciler::apis::snapshot::{VirtualMachineRestore, VirtualMachineSnapshot};
 use crate::reconciler::decide::ownership::{Ownership, controlled_by};
 
 pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
@@ -34,6 +35,19 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
     let snapshot = Api::<MachineSnapshot>::namespaced(client.clone(), &ns)
         .get_opt(&r.spec.snapshot_name)
         .await?;
+    let snapshot_proven_of = match &snapshot {
+        // Asked for only where it decides anything: a snapshot of an earlier Machine, allowed.
+        Some(s) if r.spec.allow_earlier_machine && ctx.kubevirt && pending(&status) => {
+            let vms_name = (s.status.as_ref())
+                .and_then(|st| st.virtual_machine_snapshot_name.clone())
+                .unwrap_or_else(|| s.name_any());
+            let vms = Api::<VirtualMachineSnapshot>::namespaced(client.clone(), &ns)
+                .get_opt(&vms_name)
+                .await?;
+            taken_of(&ctx.key, s, vms.as_ref())
+        }
+        _ => None,
+    };
     let vm = Api::<VirtualMachine>::namespaced(client.clone(), &ns)
         .get_opt(name)
         .await?;
@@ -139,6 +153,7 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
         machine,
         view,
         snapshot,
+        snapshot_proven_of,
         vm,
         vm_ours,
         vmi,
@@ -150,6 +165,10 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
         no_snapshot_api: !ctx.kubevirt,
         binder,
     })
+}
+
+fn pending(status: &MachineRestoreStatus) -> bool {
+    status.phase.as_deref().is_none_or(|p| p == phase::PENDING)
 }
 
 /// What KubeVirt's restore controller put on claim `c`: the annotation naming its

@@ -1,11 +1,13 @@
-//! `status.snapshots` (the newest MachineSnapshots of the Machine) and `SnapshotsReady` (pure).
+//! `status.snapshots` (the newest MachineSnapshots of the Machine) and `SnapshotsReady` (pure):
+//! the last scheduled snapshot is the newest one the operator's schedule proves it made for
+//! this Machine (uid), never one labelled so.
+
+use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 
 use super::{Cond, condition, reason};
-use crate::api::snapshots::{
-    MachineSnapshot, NEWEST_SNAPSHOT_REFS, SCHEDULED_LABEL, SnapshotRef, snapshot_phase,
-};
+use crate::api::snapshots::{MachineSnapshot, NEWEST_SNAPSHOT_REFS, SnapshotRef, snapshot_phase};
 
 /// What the reconciler saw of a Machine's snapshots.
 #[derive(Clone, Debug, Default)]
@@ -18,6 +20,9 @@ pub struct Seen {
     pub snapshots: Vec<MachineSnapshot>,
     /// Those of earlier Machines of this name (another uid).
     pub earlier: Vec<MachineSnapshot>,
+    /// The names of those the operator's schedule made for this Machine: their made-for proof
+    /// verifies for its uid. The `scheduled` label is a description anyone may write.
+    pub scheduled_by_operator: BTreeSet<String>,
 }
 
 fn time(s: &MachineSnapshot) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
@@ -67,8 +72,8 @@ pub(super) fn condition(seen: &Seen) -> Option<Cond> {
             message.to_owned(),
         ));
     }
-    let scheduled =
-        |s: &&MachineSnapshot| s.labels().get(SCHEDULED_LABEL).is_some_and(|v| v == "true");
+    // On evidence: a snapshot labelled scheduled by anyone else says nothing of the schedule.
+    let scheduled = |s: &&MachineSnapshot| seen.scheduled_by_operator.contains(&s.name_any());
     let last = newest_first(&seen.snapshots).into_iter().find(scheduled);
     let Some(last) = last else {
         let message = "no scheduled snapshot yet".to_owned();
@@ -96,6 +101,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::api::snapshots::SCHEDULED_LABEL;
 
     fn snap(name: &str, scheduled: bool, status: serde_json::Value) -> MachineSnapshot {
         let labels = if scheduled {
@@ -196,11 +202,16 @@ mod tests {
             false,
             json!({"phase": "Failed", "creationTime": "2026-01-04T02:00:03Z"}),
         );
+        // The operator's schedule made these two (their made-for proof verifies).
+        let proven: BTreeSet<String> = ["web-202601020200", "web-202601030200"]
+            .map(str::to_owned)
+            .into();
         let seen = |scheduled, api, snapshots: Vec<MachineSnapshot>| Seen {
             scheduled,
             api,
             snapshots,
             earlier: vec![],
+            scheduled_by_operator: proven.clone(),
         };
         let pair = |s: &str, r: &str| Some((s.to_owned(), r.to_owned()));
         assert_eq!(
@@ -226,9 +237,24 @@ mod tests {
         );
         // Only scheduled ones count: a failed one by hand says nothing of the schedule.
         assert_eq!(
-            summary(&seen(true, true, vec![ok, by_hand_failed])),
+            summary(&seen(true, true, vec![ok.clone(), by_hand_failed])),
             pair("True", "SnapshotsScheduled")
         );
+        // Labelled scheduled by a user who may create MachineSnapshots, newer, failed, named
+        // like the next run: says nothing of the schedule either.
+        let forged = snap(
+            "web-202601050200",
+            true,
+            json!({"phase": "Failed", "error": "forged", "creationTime": "2026-01-05T02:00:03Z"}),
+        );
+        let c = condition(&seen(true, true, vec![ok.clone(), forged.clone()])).expect("cond");
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            ("True", "SnapshotsScheduled")
+        );
+        assert!(c.message.contains("web-202601020200"), "{}", c.message);
+        let c = condition(&seen(true, true, vec![forged])).expect("cond");
+        assert_eq!(c.message, "no scheduled snapshot yet");
         let c = condition(&seen(true, true, vec![failed])).expect("condition");
         assert!(
             c.message
