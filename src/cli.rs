@@ -13,6 +13,7 @@ use crate::config::{
     parse_watch_namespaces,
 };
 use crate::machine::Catalog;
+use crate::machine::catalog::ExternalEviction;
 use crate::machine::machine_types::MachineTypes;
 use crate::machine::network_policy::{DEFAULT_VLANS, NetworkPolicy, Vlans, interface_name_problem};
 use crate::machine::templates::DEFAULT_TEMPLATE;
@@ -35,6 +36,13 @@ pub struct TemplateArgs {
           default_value = crate::api::placement::DEFAULT_EVICTION_STRATEGY,
           value_parser = clap::builder::PossibleValuesParser::new(crate::api::placement::EVICTION_STRATEGIES))]
     pub default_eviction_strategy: String,
+    /// What the operator does when a node drain asks a VM whose eviction strategy is External
+    /// to leave: `notify` (the Machine's `EvictionRequested` condition and a Warning Event;
+    /// someone else moves the VM) or `restart` (the VM is stopped and started, so the scheduler
+    /// places it elsewhere and the drain finishes).
+    #[arg(long, env = "EXTERNAL_EVICTION", value_name = "EXTERNAL_EVICTION", value_enum,
+          default_value_t = ExternalEviction::Notify)]
+    pub external_eviction: ExternalEviction,
     /// Machine labels whose key starts with one of these prefixes are copied onto the VM and
     /// its template (comma-separated, e.g. `team.example.com/,app`), so selectors and
     /// NetworkPolicies can pick VMs. Unset or empty: none. Never replaces the operator's labels.
@@ -73,6 +81,7 @@ impl TemplateArgs {
         Ok(catalog
             .with_machine_types(self.allowed_machine_types.clone())
             .with_eviction_strategy(&self.default_eviction_strategy)
+            .with_external_eviction(self.external_eviction)
             .with_label_prefixes(self.propagate_label_prefixes.0.clone()))
     }
 }

@@ -1,4 +1,5 @@
-//! Issue 12 on control planes of their own: without CDI's CRDs; with an operator that never
+//! Issue 12 on control planes of their own: without CDI's CRDs; with CDI's but not StorageProfile's
+//! (issue 33); with an operator that never
 //! resyncs within the test, so only its DataVolume watch can carry CDI's progress to the Machine;
 //! and what `make dev` applies (examples/setup/, then examples/) in the namespace it uses.
 
@@ -74,6 +75,31 @@ async fn without_cdi_the_operator_is_ready_and_only_machines_with_sources_wait()
         .wait_condition("imaged", "StorageReady", "False", "CDINotInstalled")
         .await;
     assert!(message.contains("disk root"), "{message}");
+}
+
+/// A partial CDI install (DataVolume served, StorageProfile not: CDI releases before it, or a
+/// trimmed install): the operator is ready, and a Machine with a disk source gets its DataVolume.
+/// Before issue 33 the StorageProfile watch met 404 in a loop and `/readyz` never answered 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_storage_profile_crd_the_operator_is_ready_and_imports() {
+    let crds: Vec<PathBuf> = all_crds()
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains("storageprofiles"))
+        .collect();
+    let (started, env) = alone(crds, "no-profiles", &[]).await;
+    let op = started.operator();
+    env.until("/readyz 200 without the StorageProfile CRD", || async {
+        (op.readyz().await == Some(200)).then_some(())
+    })
+    .await;
+    env.machine(
+        "imaged",
+        json!({"template": "small", "disks": [{"name": "root", "size": "2Gi", "source": {"http": {"url": IMAGE}}}]}),
+    )
+    .await;
+    env.wait_for(&dv_ar(), "imaged-root").await;
+    env.wait_condition("imaged", "StorageReady", "False", "DataVolumePending")
+        .await;
 }
 
 /// What `make dev` shows: the golden image exists, every example is admitted, the four disk-image

@@ -19,6 +19,7 @@ use crate::discovery::{self, Found};
 /// The APIs the reconciler makes objects of, when served: (group/version, plural).
 const KUBEVIRT: (&str, &str) = ("kubevirt.io/v1", "virtualmachines");
 const CDI: (&str, &str) = ("cdi.kubevirt.io/v1beta1", "datavolumes");
+const STORAGE_PROFILES: (&str, &str) = ("cdi.kubevirt.io/v1beta1", "storageprofiles");
 const MULTUS: (&str, &str) = ("k8s.cni.cncf.io/v1", "network-attachment-definitions");
 
 /// A client of the cluster `kubeconfig` describes (its current context), with the settings'
@@ -62,9 +63,11 @@ async fn ask(client: &Client) -> Result<Probe, Probe> {
         .metadata
         .uid
         .ok_or_else(|| Probe::Unreachable(format!("namespace {IDENTITY_NAMESPACE} has no uid")))?;
+    let cdi = served(client, CDI).await?;
     let apis = Apis {
         kubevirt: served(client, KUBEVIRT).await?,
-        cdi: served(client, CDI).await?,
+        cdi,
+        storage_profiles: cdi && served(client, STORAGE_PROFILES).await?,
         multus: served(client, MULTUS).await?,
     };
     Ok(Probe::Reached {

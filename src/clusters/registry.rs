@@ -16,6 +16,8 @@ pub struct Apis {
     pub kubevirt: bool,
     /// `cdi.kubevirt.io/v1beta1` datavolumes.
     pub cdi: bool,
+    /// `cdi.kubevirt.io/v1beta1` storageprofiles (not served by every CDI install).
+    pub storage_profiles: bool,
     /// `k8s.cni.cncf.io/v1` network-attachment-definitions.
     pub multus: bool,
 }

@@ -25,9 +25,22 @@ pub struct Catalog {
     networks: NetworkPolicy,
     /// What a Machine without `evictionStrategy` gets (`--default-eviction-strategy`).
     eviction_strategy: String,
+    /// What the operator does when a drain asks an `External` VM to leave (`--external-eviction`).
+    external_eviction: ExternalEviction,
     /// Machine label keys starting with one of these are copied to the VM
     /// (`--propagate-label-prefixes`).
     label_prefixes: Vec<String>,
+}
+
+/// What the operator does when a node drain asks the VM of an `External` eviction strategy to
+/// leave (`--external-eviction`); see `reconciler::decide::eviction`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExternalEviction {
+    /// `EvictionRequested` and a Warning Event: someone else moves the VM.
+    #[default]
+    Notify,
+    /// The VM is stopped and started (its VMI deleted): the scheduler places it elsewhere.
+    Restart,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +63,16 @@ impl Catalog {
     pub fn with_eviction_strategy(mut self, strategy: &str) -> Self {
         strategy.clone_into(&mut self.eviction_strategy);
         self
+    }
+
+    pub fn with_external_eviction(mut self, action: ExternalEviction) -> Self {
+        self.external_eviction = action;
+        self
+    }
+
+    /// What the operator does when a drain asks an `External` VM to leave.
+    pub fn external_eviction(&self) -> ExternalEviction {
+        self.external_eviction
     }
 
     pub fn with_label_prefixes(mut self, prefixes: Vec<String>) -> Self {
@@ -136,6 +159,7 @@ impl Default for Catalog {
             machine_types: MachineTypes::default(),
             networks: NetworkPolicy::default(),
             eviction_strategy: DEFAULT_EVICTION_STRATEGY.to_owned(),
+            external_eviction: ExternalEviction::default(),
             label_prefixes: Vec::new(),
         }
     }

@@ -45,6 +45,12 @@ pub struct NetworkError {
     pub error_type: String,
 }
 
+/// A node drain reaching a Machine's VM, by `EvictionRequested`'s reason (a fixed word).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Eviction {
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookResult {
     pub webhook: &'static str,
@@ -98,6 +104,7 @@ pub struct Metrics {
     pub data_volumes: Family<DataVolumePhase, Gauge>,
     pub data_volume_progress: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub network_configuration_errors: Family<NetworkError, Counter>,
+    pub eviction_requests: Family<Eviction, Counter>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
     pub admission_denials: Family<WebhookReason, Counter>,
@@ -173,6 +180,12 @@ impl Metrics {
             "Machines whose NetworkConfiguration is missing or unusable",
             network_configuration_errors.clone(),
         );
+        let eviction_requests = Family::default();
+        registry.register(
+            "kubevirt_operator_eviction_requests",
+            "Node drains that reached a Machine's VM (EvictionRequested appearing), by reason",
+            eviction_requests.clone(),
+        );
         let admission_requests = Family::default();
         registry.register(
             "kubevirt_operator_admission_requests",
@@ -207,6 +220,7 @@ impl Metrics {
             data_volumes,
             data_volume_progress,
             network_configuration_errors,
+            eviction_requests,
             admission_requests,
             admission_duration,
             admission_denials,

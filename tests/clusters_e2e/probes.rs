@@ -176,6 +176,8 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
         Apis {
             kubevirt: true,
             cdi: true,
+            // Only CDI's DataVolume CRD is installed there: StorageProfiles are told apart.
+            storage_profiles: false,
             multus: false
         }
     );

@@ -11,6 +11,7 @@ fn t(secs: i64) -> Timestamp {
 const ALL: Apis = Apis {
     kubevirt: true,
     cdi: true,
+    storage_profiles: true,
     multus: true,
 };
 

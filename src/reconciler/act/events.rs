@@ -1,6 +1,7 @@
 //! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
 //! the VM being created, and the Machine starting to run or stopping.
 
+use crate::reconciler::decide::eviction::EVICTION_REQUESTED;
 use crate::reconciler::decide::{guest, migration};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
@@ -35,7 +36,9 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
             c.reason.as_str(),
             reason::PVC_PENDING | reason::VM_PENDING | guest::AGENT_NOT_CONNECTED
         );
-        if c.status == "False" && !waiting {
+        // A drain reaching the VM is news while it holds, not a failure of the Machine's.
+        let drained = c.type_ == EVICTION_REQUESTED && c.status == "True";
+        if (c.status == "False" && !waiting) || drained {
             out.push(Notice {
                 type_: EventType::Warning,
                 reason: c.reason.clone(),

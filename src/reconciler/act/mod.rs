@@ -239,6 +239,7 @@ pub async fn act(
         snapshots: Some(&o.snapshots),
         cluster: cluster.name.as_deref(),
         cluster_identity: cluster.identity.as_deref(),
+        eviction: decision.eviction.as_ref(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {

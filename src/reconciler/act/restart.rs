@@ -36,6 +36,9 @@ pub async fn restart(
         Cause::PendingChange(generation) => format!(
             "restarted the VM to apply generation {generation}'s changes (updateStrategy: Restart)"
         ),
+        Cause::Evacuation(node) => format!(
+            "restarted the VM off node {node}, which is being drained (External eviction, --external-eviction restart)"
+        ),
     };
     tracing::info!(vmi = %vmi, "{note}: deleted its VMI");
     let notice = Notice {

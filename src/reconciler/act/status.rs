@@ -12,12 +12,14 @@ use kube::api::Api;
 use crate::api::{Machine, MachineStatus};
 
 use super::{apply, events};
+use crate::reconciler::decide::eviction::EVICTION_REQUESTED;
 use crate::reconciler::decide::status::{self, Reconciled};
 use crate::reconciler::decide::status_write::{self, StatusWrite};
 use crate::reconciler::error::Error;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
 use crate::reconciler::run::watches::key_of;
+use crate::telemetry::metrics::Eviction;
 
 /// The status computed, and when to run again to write a progress held back (`None`: nothing
 /// is held back).
@@ -147,6 +149,7 @@ async fn write(
     );
     let mut notices = events::notices(old, &new);
     adjust(&mut notices, &new);
+    record_evictions(ctx, &new, &notices);
     if !notices.is_empty() {
         let recorder = ctx.events.clone();
         let machine = machine.clone();
@@ -157,4 +160,21 @@ async fn write(
         ));
     }
     Ok(new)
+}
+
+/// Counts a drain reaching the VM once, when `EvictionRequested` appears (its Warning Event).
+fn record_evictions(ctx: &Context, new: &MachineStatus, notices: &[events::Notice]) {
+    let drained = (new.conditions.iter())
+        .filter(|c| c.type_ == EVICTION_REQUESTED && c.status == "True")
+        .filter(|c| notices.iter().any(|n| n.reason == c.reason));
+    for c in drained {
+        let label = Eviction {
+            reason: c.reason.clone(),
+        };
+        ctx.settings
+            .metrics
+            .eviction_requests
+            .get_or_create(&label)
+            .inc();
+    }
 }

@@ -18,6 +18,7 @@ pub mod cleanup;
 pub mod desired;
 pub mod disks;
 pub mod drift;
+pub mod eviction;
 pub mod evidence;
 pub mod guest;
 pub mod held;
@@ -90,6 +91,8 @@ pub struct Decision {
     pub restart: restart::Restart,
     /// The live VM is ours: the status reads it (and the write replaces it).
     pub vm_ours: bool,
+    /// A node drain that reached the VM: `EvictionRequested`, and maybe a restart off the node.
+    pub eviction: Option<eviction::Eviction>,
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
@@ -248,13 +251,14 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         }
     }
 
-    out.restart = restart::wanted(
-        &o.machine,
-        &o.spec,
-        o.vm.as_ref(),
-        o.vmi.as_ref(),
-        out.vm_ours,
-    );
+    let vmi = own_vmi(o.vm.as_ref().filter(|_| out.vm_ours), o.vmi.as_ref());
+    let strategy = eviction::strategy(&o.spec, catalog.eviction_strategy());
+    out.eviction = eviction::decide(vmi, strategy, catalog.external_eviction());
+    let evacuate = (out.eviction.as_ref())
+        .filter(|e| e.restart)
+        .map(|e| e.node.as_str());
+    let (vm, vmi) = (o.vm.as_ref(), o.vmi.as_ref());
+    out.restart = restart::wanted(&o.machine, &o.spec, (vm, vmi), out.vm_ours, evacuate);
     if o.restoring.is_some() {
         hold_for_restore(&mut out, o.machine.status.as_ref());
     }

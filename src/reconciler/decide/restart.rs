@@ -54,6 +54,8 @@ pub struct Inputs<'a> {
     pub vmi: Option<&'a Vmi<'a>>,
     /// The run strategy in force.
     pub strategy: &'a str,
+    /// The node a drain asks the VMI to leave, when the operator is to restart it off it.
+    pub evacuate: Option<&'a str>,
 }
 
 /// Why the VM is restarted (the Event says it).
@@ -61,6 +63,8 @@ pub struct Inputs<'a> {
 pub enum Cause {
     Requested(String),
     PendingChange(i64),
+    /// A drain asked the VMI to leave this node (`--external-eviction restart`).
+    Evacuation(String),
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -78,9 +82,9 @@ pub struct Restart {
 pub fn wanted(
     machine: &Machine,
     spec: &MachineSpec,
-    vm: Option<&VirtualMachine>,
-    vmi: Option<&VirtualMachineInstance>,
+    (vm, vmi): (Option<&VirtualMachine>, Option<&VirtualMachineInstance>),
     vm_ours: bool,
+    evacuate: Option<&str>,
 ) -> Restart {
     let status = machine.status.as_ref();
     let vm = vm.filter(|_| vm_ours);
@@ -109,6 +113,7 @@ pub fn wanted(
         last_generation: status.and_then(|s| s.last_restart_generation),
         vmi: vmi.as_ref(),
         strategy: run_strategy(spec.run_strategy.as_deref(), spec.running),
+        evacuate,
     })
 }
 
@@ -142,6 +147,11 @@ pub fn decide(i: &Inputs) -> Restart {
         if let Some(v) = vmi.filter(|v| older(v, Some(at))) {
             out.delete_vmi = delete(v, Cause::Requested(value.to_owned()));
         }
+    }
+
+    // A drain: the VMI marked for it goes (once: the one KubeVirt starts is not marked).
+    if let (None, Some(node), Some(v)) = (&out.delete_vmi, i.evacuate, vmi) {
+        out.delete_vmi = delete(v, Cause::Evacuation(node.to_owned()));
     }
 
     let Some(p) = i.pending.filter(|p| i.last_generation < Some(p.generation)) else {

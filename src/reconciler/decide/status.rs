@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use crate::api::MachineStatus;
 use crate::api::source::DiskStatus;
 
+use super::eviction::EVICTION_REQUESTED;
 use super::problem::Problem;
 use super::provisioning::{self, Verdict};
 use super::{guest, migration};
@@ -53,6 +54,8 @@ pub struct Reconciled<'a> {
     pub cluster: Option<&'a str>,
     /// That cluster's identity (see `MachineStatus::cluster_identity`).
     pub cluster_identity: Option<&'a str>,
+    /// A node drain that reached the VM: `EvictionRequested` is shown.
+    pub eviction: Option<&'a super::eviction::Eviction>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -98,6 +101,10 @@ pub fn compute(
         );
         conds.extend(r.snapshots.and_then(snapshots::condition));
         conds.extend(cluster::ready(r.cluster));
+        conds.extend(
+            r.eviction
+                .map(|e| Cond::new(EVICTION_REQUESTED, "True", e.reason, e.message.clone())),
+        );
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 

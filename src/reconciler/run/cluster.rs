@@ -29,6 +29,9 @@ pub struct Apis {
     pub multus: bool,
     /// CDI's DataVolume.
     pub cdi: bool,
+    /// CDI's StorageProfile, served on its own: older CDI releases and trimmed installs serve
+    /// DataVolumes without it (disks then take ReadWriteOnce/Filesystem where no mode is given).
+    pub storage_profiles: bool,
     /// KubeVirt's VirtualMachineSnapshot.
     pub kubevirt_snapshots: bool,
 }

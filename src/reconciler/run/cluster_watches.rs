@@ -79,7 +79,7 @@ pub fn streams(
         writers.storage_classes,
         ignore,
     );
-    let storage_profiles = apis.cdi.then(|| {
+    let storage_profiles = apis.storage_profiles.then(|| {
         let profiles = writers.storage_profiles;
         watches::watch(client, scope, Default::default(), profiles, ignore).boxed()
     });

@@ -19,7 +19,7 @@ use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
@@ -75,42 +75,12 @@ pub async fn run_scope(
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let client = clients.api.clone();
-    let discovered = futures::future::join(
-        discovery::serves(
-            &client,
-            "k8s.cni.cncf.io/v1",
-            "network-attachment-definitions",
-        ),
-        discovery::serves(&client, "cdi.kubevirt.io/v1beta1", "datavolumes"),
-    );
-    let discovered = futures::future::join3(
-        discovered,
-        discovery::serves(&client, "vitistack.io/v1alpha1", "machinerestores"),
-        discovery::serves(
-            &client,
-            "snapshot.kubevirt.io/v1beta1",
-            "virtualmachinesnapshots",
-        ),
-    );
-    let ((multus_installed, cdi_installed), restores_served, kubevirt_snapshots) = tokio::select! {
-        found = discovered => found,
+    let apis = tokio::select! {
+        apis = discover(&client) => apis,
         () = shutdown.clone() => return,
     };
-    if !multus_installed {
-        tracing::warn!(
-            "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
-        );
-    }
-    if !cdi_installed {
-        tracing::warn!(
-            "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
-        );
-    }
-    let apis = Apis {
-        multus: multus_installed,
-        cdi: cdi_installed,
-        kubevirt_snapshots,
-    };
+    let restores_served = apis.restores;
+    let apis = apis.cluster;
     let machines = stores.machines.clone();
 
     let statuses = Arc::new(LastWrite::default());
@@ -329,4 +299,50 @@ where
 /// The Machine a MachineRestore names.
 fn restored_machine(r: MachineRestore) -> Option<ObjectRef<Packed<Machine>>> {
     Some(ObjectRef::new(&r.spec.machine_name).within(&r.namespace()?))
+}
+
+/// The optional APIs the reconciler's own cluster serves, and whether MachineRestores are.
+struct Discovered {
+    cluster: Apis,
+    restores: bool,
+}
+
+/// Asks discovery about each optional kind on its own (a kind not served is absent, with a
+/// warning where Machines notice): readiness never waits on an optional API.
+async fn discover(client: &Client) -> Discovered {
+    let serves = |gv, plural| discovery::serves(client, gv, plural);
+    let ((multus, cdi, storage_profiles), (restores, kubevirt_snapshots)) = futures::join!(
+        futures::future::join3(
+            serves("k8s.cni.cncf.io/v1", "network-attachment-definitions"),
+            serves("cdi.kubevirt.io/v1beta1", "datavolumes"),
+            serves("cdi.kubevirt.io/v1beta1", "storageprofiles"),
+        ),
+        futures::future::join(
+            serves("vitistack.io/v1alpha1", "machinerestores"),
+            serves("snapshot.kubevirt.io/v1beta1", "virtualmachinesnapshots"),
+        ),
+    );
+    if !multus {
+        tracing::warn!(
+            "Multus (NetworkAttachmentDefinition, k8s.cni.cncf.io/v1) is not installed: Machines with networks wait (NetworkReady=False, MultusNotInstalled); restart the operator after installing it"
+        );
+    }
+    if !cdi {
+        tracing::warn!(
+            "CDI (DataVolume, cdi.kubevirt.io/v1beta1) is not installed: Machines with disk sources or CD-ROMs wait (StorageReady=False, CDINotInstalled); restart the operator after installing it"
+        );
+    } else if !storage_profiles {
+        tracing::warn!(
+            "CDI's StorageProfile (cdi.kubevirt.io/v1beta1 storageprofiles) is not served: disks that name no access or volume mode take ReadWriteOnce and Filesystem; restart the operator after installing it"
+        );
+    }
+    Discovered {
+        cluster: Apis {
+            multus,
+            cdi,
+            storage_profiles: cdi && storage_profiles,
+            kubevirt_snapshots,
+        },
+        restores,
+    }
 }

@@ -125,6 +125,7 @@ impl Remotes {
         let apis = Apis {
             multus: connection.apis.multus,
             cdi: connection.apis.cdi,
+            storage_profiles: connection.apis.storage_profiles,
             kubevirt_snapshots: false,
         };
         tracing::info!(cluster = name, revision = %connection.revision, "starting the watches of a remote cluster");
@@ -372,6 +373,7 @@ mod tests {
             apis: Apis {
                 kubevirt,
                 cdi: true,
+                storage_profiles: true,
                 multus: false,
             },
             identity: "uid-ks".into(),

@@ -25,7 +25,10 @@ impl ClusterStores {
             async { self.storage_classes.wait_until_ready().await.map_err(drop) },
             if_served(apis.cdi, self.data_volumes.wait_until_ready()),
             if_served(apis.cdi, self.dv_names.wait_until_ready()),
-            if_served(apis.cdi, self.storage_profiles.wait_until_ready()),
+            if_served(
+                apis.storage_profiles,
+                self.storage_profiles.wait_until_ready()
+            ),
             async { self.vm_names.wait_until_ready().await.map_err(drop) },
             async { self.pvc_names.wait_until_ready().await.map_err(drop) },
             if_served(apis.multus, self.nad_names.wait_until_ready()),

@@ -30,6 +30,9 @@ pub struct VirtualMachineInstanceStatus {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// The node a drain asks the VMI to leave (KubeVirt's eviction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evacuation_node_name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interfaces: Vec<VmiInterfaceStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

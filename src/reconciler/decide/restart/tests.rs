@@ -22,6 +22,44 @@ fn inputs<'a>(
         last_generation: None,
         vmi: v,
         strategy: "Always",
+        evacuate: None,
+    }
+}
+
+#[test]
+fn a_drain_restarts_the_vmi_marked_for_it_once_and_never_a_halted_one() {
+    let running = vmi("2026-11-25T09:00:00Z");
+    let off = |cause| Some(("m".to_owned(), "u1".to_owned(), cause));
+    // (row, node to leave, vmi, run strategy, requested, deleted for)
+    let rows = [
+        (
+            "drained",
+            Some("n1"),
+            Some(&running),
+            "Always",
+            None,
+            off(Cause::Evacuation("n1".into())),
+        ),
+        ("no drain", None, Some(&running), "Always", None, None),
+        ("halted", Some("n1"), Some(&running), "Halted", None, None),
+        ("gone already", Some("n1"), None, "Always", None, None),
+        // A request at the same time: one restart serves both.
+        (
+            "and requested",
+            Some("n1"),
+            Some(&running),
+            "Always",
+            Some(T),
+            off(Cause::Requested(T.into())),
+        ),
+    ];
+    for (row, evacuate, v, strategy, requested, want) in rows {
+        let got = decide(&Inputs {
+            evacuate,
+            strategy,
+            ..inputs(requested, None, v)
+        });
+        assert_eq!(got.delete_vmi, want, "{row}");
     }
 }
 

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::*;
 use crate::reconciler::apis::kubevirt::VirtualMachineSpec;
+use crate::reconciler::decide::eviction::{EVICTION_REQUESTED, Eviction};
 use crate::reconciler::decide::problem::Kind;
 
 fn t(secs: i64) -> Timestamp {
@@ -51,6 +52,7 @@ struct Case<'a> {
     disks: Vec<DiskStatus>,
     retain: bool,
     restoring: Option<(&'a str, &'a str)>,
+    eviction: Option<Eviction>,
 }
 
 impl<'a> Case<'a> {
@@ -66,6 +68,7 @@ impl<'a> Case<'a> {
             disks: vec![],
             retain: false,
             restoring: None,
+            eviction: None,
         }
     }
 
@@ -86,6 +89,7 @@ impl<'a> Case<'a> {
             snapshots: None,
             cluster: None,
             cluster_identity: None,
+            eviction: self.eviction.as_ref(),
         };
         compute(previous, Some(3), &obs, now)
     }
@@ -233,6 +237,41 @@ fn disks_retained_shows_only_under_retain_disks_and_names_a_failed_release() {
     assert!(d.message.contains("m-data"), "{}", d.message);
     // A failed release is no reason to call the Machine not ready.
     assert_eq!(cond(&failed, "Ready").status, cond(&held, "Ready").status);
+}
+
+#[test]
+fn eviction_requested_shows_while_a_drain_holds_the_vm_and_says_its_reason() {
+    let now = Timestamp::UNIX_EPOCH;
+    let plain = Case::new().status(None, now);
+    assert!(
+        !plain
+            .conditions
+            .iter()
+            .any(|c| c.type_ == EVICTION_REQUESTED),
+        "{plain:?}"
+    );
+    let mut c = Case::new();
+    c.eviction = Some(Eviction {
+        node: "n1".into(),
+        reason: "ExternalEviction",
+        message: "node n1 is being drained".into(),
+        restart: false,
+    });
+    let drained = c.status(None, now);
+    let e = cond(&drained, EVICTION_REQUESTED);
+    assert_eq!(
+        (e.status.as_str(), e.reason.as_str(), e.message.as_str()),
+        ("True", "ExternalEviction", "node n1 is being drained")
+    );
+    // Announced once, as a Warning with the same reason word.
+    let notices = crate::reconciler::act::events::notices(Some(&plain), &drained);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.reason == "ExternalEviction" && n.note == "node n1 is being drained"),
+        "{notices:?}"
+    );
+    assert!(crate::reconciler::act::events::notices(Some(&drained), &drained).is_empty());
 }
 
 #[test]
