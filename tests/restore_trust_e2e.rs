@@ -322,9 +322,7 @@ async fn deleting_a_retain_disks_machine_mid_restore_waits_for_the_restore() {
 async fn a_wait_for_first_consumer_class_restores_and_boots() {
     // An air-gapped cluster: the pause image from its own mirror.
     let mirror = "mirror.example.com:5000/k8s/pause:3.10";
-    let mut env = fixture(&["--restore-pause-image", mirror])
-        .start()
-        .await;
+    let mut env = fixture(&["--restore-pause-image", mirror]).start().await;
     let (admin, mut op) = env.take_replica().await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
