@@ -314,18 +314,14 @@ async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_max_in_flight_scheduled_snapshots_are_taken_at_once() {
-    support::init_crypto();
-    let cp = ControlPlane::start().await.expect("control plane");
-    let mut crds = support::crd_fixtures().expect("fixture CRDs");
-    crds.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds.yaml"));
-    cp.install_crds(&crds).await.expect("CRDs");
-    let admin = cp.client().await.expect("client");
-    let ns = cp.namespace("flight").await.expect("namespace");
-    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), &ns);
+    let ns = "flight";
+    let cp = Fixture::new().with_all_crds().namespace(ns).start().await;
+    let admin = cp.admin_client().await;
+    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), ns);
     let schedule = json!({"template": "small", "snapshots": {"schedule": "0 * * * *"}});
     let mut made = Vec::new();
     for name in ["a", "b", "c"] {
-        made.push(machine(&admin, &ns, name, schedule.clone()).await);
+        made.push(machine(&admin, ns, name, schedule.clone()).await);
     }
     let at = made.iter().map(first_hour).max().expect("hour");
     let clock = Arc::new(Hands(Mutex::new(at)));
