@@ -18,6 +18,14 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "bench_reconciler/floor.rs"]
+mod floor;
+#[path = "bench_reconciler/measure.rs"]
+mod measure;
+
+use floor::floor;
+use measure::{proc_status, writes, writes_per_machine};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,19 +33,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::certs::{SERVING_SECRET, TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY};
-use kubevirt_operator::machine::{Catalog, FINALIZER, resolve};
-use kubevirt_operator::reconciler::act::apply;
+use kubevirt_operator::machine::FINALIZER;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
-use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
-use kubevirt_operator::reconciler::decide::status::{self, Reconciled};
-use kubevirt_operator::reconciler::store::last_write::LastWrite;
 use support::ControlPlane;
 
 struct Args {
@@ -262,156 +265,6 @@ async fn create_admitted_machines(
     }
     eprintln!("  created {n} Machines through the mutating webhook in {took:.2?}");
     Ok(())
-}
-
-/// The floor: the operator's writes for each Machine, made directly by an identical client.
-async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
-    let (cp, admin, ns) = fresh(n).await?;
-    let client = kubevirt_operator::client::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
-    let machines: Vec<Machine> = Api::<Machine>::namespaced(admin.clone(), &ns)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let catalog = Catalog::default();
-    let started = Instant::now();
-    stream::iter(machines)
-        .map(|m| {
-            let client = client.clone();
-            let ns = ns.clone();
-            let catalog = catalog.clone();
-            async move {
-                let spec = resolve(&m.spec, None, &catalog).spec;
-                let d = desired::derive(&Inputs {
-                    machine: &m,
-                    spec: &spec,
-                    network_configurations: &BTreeMap::new(),
-                    storage_classes: &Default::default(),
-                    cloud_init_secret: None,
-                    network_policy: catalog.networks(),
-                    eviction_strategy: catalog.eviction_strategy(),
-                    label_prefixes: catalog.label_prefixes(),
-                    copy_user_data: false,
-                });
-                // PVC and VM concurrently, then the status: as few round trips as the operator's.
-                let pvcs = Api::namespaced(client.clone(), &ns);
-                let vms = Api::<VirtualMachine>::namespaced(client.clone(), &ns);
-                let claims_written = futures::future::try_join_all(d.pvcs.into_iter().map(|p| {
-                    let pvcs = pvcs.clone();
-                    async move {
-                        let name = p.name_any();
-                        let applied = apply::ensure(&pvcs, p, None, &LastWrite::default()).await?;
-                        anyhow::Ok((name, Some(applied)))
-                    }
-                }));
-                let vm_written = async {
-                    match d.vm {
-                        Some(vm) => anyhow::Ok(Some(
-                            apply::ensure(&vms, vm, None, &LastWrite::default()).await?,
-                        )),
-                        None => Ok(None),
-                    }
-                };
-                let (claims, vm) = futures::try_join!(claims_written, vm_written)?;
-                let obs = Reconciled {
-                    running: true,
-                    problems: &[],
-                    vm: vm.as_ref(),
-                    vmi: None,
-                    claims: claims
-                        .iter()
-                        .map(|(n, p)| (n.clone(), p.as_ref()))
-                        .collect(),
-                    networks: 0,
-                    provisioning: None,
-                    disks: Vec::new(),
-                    retain: false,
-                    last_restart: None,
-                    last_restart_generation: None,
-                    restoring: None,
-                    snapshots: None,
-                    cluster: None,
-                    cluster_identity: None,
-                    eviction: None,
-                };
-                let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
-                apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)
-                    .await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(5)
-        .try_collect::<Vec<()>>()
-        .await?;
-    let took = started.elapsed();
-    drop(cp);
-    Ok(took)
-}
-
-fn proc_status(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(field))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// Write requests the API server served, by verb and resource, from its own metrics.
-async fn writes(client: &Client) -> Result<BTreeMap<String, u64>> {
-    let text = client
-        .request_text(http::Request::get("/metrics").body(Vec::new())?)
-        .await?;
-    let mut out = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let label = |k: &str| {
-            line.split(&format!("{k}=\""))
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-                .unwrap_or("")
-                .to_owned()
-        };
-        let verb = label("verb");
-        if !matches!(verb.as_str(), "POST" | "PATCH" | "PUT" | "DELETE" | "APPLY") {
-            continue;
-        }
-        let resource = match label("subresource").as_str() {
-            "" => label("resource"),
-            sub => format!("{}/{sub}", label("resource")),
-        };
-        let count: f64 = line
-            .rsplit(' ')
-            .next()
-            .unwrap_or("0")
-            .parse()
-            .unwrap_or(0.0);
-        *out.entry(format!("{verb} {resource}")).or_insert(0) += count as u64;
-    }
-    Ok(out)
-}
-
-/// Writes to what each Machine gets (the Machine, its status, claims and VM), per Machine;
-/// the floor makes three (claim, VM, status).
-fn writes_per_machine(writes: &BTreeMap<String, u64>, n: usize) -> f64 {
-    let per_machine = [
-        "machines",
-        "machines/status",
-        "persistentvolumeclaims",
-        "virtualmachines",
-    ];
-    let total: u64 = writes
-        .iter()
-        .filter(|(k, _)| {
-            k.split_once(' ')
-                .is_some_and(|(_, resource)| per_machine.contains(&resource))
-        })
-        .map(|(_, v)| v)
-        .sum();
-    total as f64 / n.max(1) as f64
 }
 
 struct Run {

@@ -1,0 +1,104 @@
+//! The floor of the reconciler benchmark: the operator's writes for each Machine, made directly
+//! by a client built like the operator's, so the operator's time can be read against it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use kubevirt_operator::api::Machine;
+use kubevirt_operator::machine::{Catalog, resolve};
+use kubevirt_operator::reconciler::act::apply;
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
+use kubevirt_operator::reconciler::decide::status::{self, Reconciled};
+use kubevirt_operator::reconciler::store::last_write::LastWrite;
+
+use super::fresh;
+
+/// The floor: the operator's writes for each Machine, made directly by an identical client.
+pub async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
+    let (cp, admin, ns) = fresh(n).await?;
+    let client = kubevirt_operator::client::client(Some(cp.admin_kubeconfig()), qps, burst).await?;
+    let machines: Vec<Machine> = Api::<Machine>::namespaced(admin.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let catalog = Catalog::default();
+    let started = Instant::now();
+    stream::iter(machines)
+        .map(|m| {
+            let client = client.clone();
+            let ns = ns.clone();
+            let catalog = catalog.clone();
+            async move {
+                let spec = resolve(&m.spec, None, &catalog).spec;
+                let d = desired::derive(&Inputs {
+                    machine: &m,
+                    spec: &spec,
+                    network_configurations: &BTreeMap::new(),
+                    storage_classes: &Default::default(),
+                    cloud_init_secret: None,
+                    network_policy: catalog.networks(),
+                    eviction_strategy: catalog.eviction_strategy(),
+                    label_prefixes: catalog.label_prefixes(),
+                    copy_user_data: false,
+                });
+                // PVC and VM concurrently, then the status: as few round trips as the operator's.
+                let pvcs = Api::namespaced(client.clone(), &ns);
+                let vms = Api::<VirtualMachine>::namespaced(client.clone(), &ns);
+                let claims_written = futures::future::try_join_all(d.pvcs.into_iter().map(|p| {
+                    let pvcs = pvcs.clone();
+                    async move {
+                        let name = p.name_any();
+                        let applied = apply::ensure(&pvcs, p, None, &LastWrite::default()).await?;
+                        anyhow::Ok((name, Some(applied)))
+                    }
+                }));
+                let vm_written = async {
+                    match d.vm {
+                        Some(vm) => anyhow::Ok(Some(
+                            apply::ensure(&vms, vm, None, &LastWrite::default()).await?,
+                        )),
+                        None => Ok(None),
+                    }
+                };
+                let (claims, vm) = futures::try_join!(claims_written, vm_written)?;
+                let obs = Reconciled {
+                    running: true,
+                    problems: &[],
+                    vm: vm.as_ref(),
+                    vmi: None,
+                    claims: claims
+                        .iter()
+                        .map(|(n, p)| (n.clone(), p.as_ref()))
+                        .collect(),
+                    networks: 0,
+                    provisioning: None,
+                    disks: Vec::new(),
+                    retain: false,
+                    last_restart: None,
+                    last_restart_generation: None,
+                    restoring: None,
+                    snapshots: None,
+                    cluster: None,
+                    cluster_identity: None,
+                    eviction: None,
+                };
+                let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
+                apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)
+                    .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(5)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let took = started.elapsed();
+    drop(cp);
+    Ok(took)
+}
