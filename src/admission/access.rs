@@ -3,22 +3,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
 use crate::access::data_sources::Ref;
 use crate::access::data_sources::pins;
 use crate::access::needs::{claim_candidates, data_source_refs, unresolved_data_sources};
 use crate::access::placement::{placement_need, remote_needs};
 use crate::access::{
-    AccessError, AccessReviewer, Change, Denial, MAX_ACCESS_CHECKS, Permission, machine_needs,
-    over_limit,
+    AccessReviewer, Change, MAX_ACCESS_CHECKS, Permission, machine_needs, over_limit,
 };
 use crate::api::MachineSpec;
 use crate::api::clone_sources::{self, CloneSources};
 use crate::api::names::{CLONE_SOURCES_ANNOTATION, KUBEVIRT_CONFIG_ANNOTATION};
 use crate::machine::FieldError;
-use crate::machine::field_error::{ErrorType, join};
+use crate::machine::field_error::ErrorType;
 
+use super::refusals::{forbidden, forbidden_on, forbidden_status, machine_forbidden, unchecked};
 use super::review::{Request, Verdict};
 
 /// Multus' NetworkAttachmentDefinition, as RBAC names it.
@@ -259,89 +259,6 @@ pub async fn check_network(
             &denied,
         )),
         Err(e) => unchecked(req, &["spec"], &e),
-    }
-}
-
-/// 500 InternalError: the check could not be made, so the Machine is refused until it can.
-pub(super) fn unchecked(req: &Request, fields: &[&str], e: &AccessError) -> Verdict {
-    tracing::warn!(uid = %req.uid, error = %e, "access check failed; denying");
-    let mut fields = fields.to_vec();
-    fields.dedup();
-    Verdict::deny(Status {
-        code: Some(500),
-        reason: Some("InternalError".to_owned()),
-        status: Some("Failure".to_owned()),
-        message: Some(format!(
-            "cannot check whether the author may use {} ({e}); \
-             refused until the check can be made",
-            fields.join(", ")
-        )),
-        ..Default::default()
-    })
-}
-
-/// 403 Forbidden, one cause per refused permission, worded like the API server's field errors.
-pub(super) fn forbidden(kind: &str, name: &str, user: &str, denied: &[Permission]) -> Status {
-    forbidden_on(kind, name, user, denied, None)
-}
-
-/// [`forbidden`], for a Machine on remote `cluster` when set.
-fn forbidden_on(
-    kind: &str,
-    name: &str,
-    user: &str,
-    denied: &[Permission],
-    cluster: Option<&str>,
-) -> Status {
-    let errors: Vec<FieldError> = denied
-        .iter()
-        .map(|p| FieldError {
-            kind: ErrorType::Forbidden,
-            field: p.field.clone(),
-            value: serde_json::Value::Null,
-            detail: Denial {
-                user,
-                permission: p,
-                cluster,
-            }
-            .to_string(),
-        })
-        .collect();
-    forbidden_status(kind, name, join(&errors), &errors)
-}
-
-/// 403 Forbidden for Machine `name`: the message joins `errors`, one cause each, worded like
-/// the API server's field errors.
-pub(super) fn machine_forbidden(name: &str, errors: &[FieldError]) -> Status {
-    forbidden_status("Machine", name, join(errors), errors)
-}
-
-/// 403 Forbidden for the `kind` (Machine, NetworkConfiguration) named `name`, saying `reason`,
-/// with a cause per error.
-fn forbidden_status(kind: &str, name: &str, reason: String, errors: &[FieldError]) -> Status {
-    let causes: Vec<StatusCause> = errors
-        .iter()
-        .map(|e| StatusCause {
-            field: Some(e.field.clone()),
-            message: Some(e.body()),
-            reason: Some(e.kind.cause_reason().to_owned()),
-        })
-        .collect();
-    Status {
-        code: Some(403),
-        reason: Some("Forbidden".to_owned()),
-        status: Some("Failure".to_owned()),
-        message: Some(format!(
-            "{kind}.vitistack.io {name:?} is forbidden: {reason}"
-        )),
-        details: Some(StatusDetails {
-            name: (!name.is_empty()).then(|| name.to_owned()),
-            group: Some("vitistack.io".to_owned()),
-            kind: Some(kind.to_owned()),
-            causes: (!causes.is_empty()).then_some(causes),
-            ..Default::default()
-        }),
-        ..Default::default()
     }
 }
 

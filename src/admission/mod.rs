@@ -12,6 +12,7 @@ pub mod macs;
 pub mod network;
 pub mod patch_ops;
 pub mod pins;
+pub mod refusals;
 pub mod remote;
 pub mod review;
 pub mod routes;

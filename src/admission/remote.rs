@@ -12,7 +12,7 @@ use crate::machine::FieldError;
 use crate::machine::field_error::ErrorType;
 use crate::machine::namespace_selector::selects;
 
-use super::access::{machine_forbidden, unchecked};
+use super::refusals::{machine_forbidden, unchecked};
 use super::review::{Request, Verdict};
 
 /// A denial of the placement of `change` on `cluster`, or `None` when nothing here refuses it.

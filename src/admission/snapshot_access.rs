@@ -12,7 +12,7 @@ use crate::api::snapshots::{MachineSnapshot, MachineSnapshotSpec};
 use crate::api::{Machine, MachineRestoreSpec};
 use crate::machine::{FieldError, FieldPath};
 
-use super::access::{forbidden, unchecked};
+use super::refusals::{forbidden, unchecked};
 use super::review::{Request, Verdict};
 use super::snapshots::{RESTORE_KIND, SNAPSHOT_KIND};
 use super::status::invalid_kind;

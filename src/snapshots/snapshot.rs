@@ -21,7 +21,9 @@ use super::error::Error;
 use super::mirror;
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
-use crate::api::snapshots::{MachineSnapshot, MachineSnapshotStatus, snapshot_phase};
+use crate::api::snapshots::{
+    MachineSnapshot, MachineSnapshotStatus, SCHEDULED_PROOF_KIND, snapshot_phase,
+};
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference, VirtualMachineSnapshot, VirtualMachineSnapshotSpec,
@@ -70,7 +72,7 @@ pub fn taken_of(
     vms: Option<&VirtualMachineSnapshot>,
 ) -> Option<String> {
     let machine = s.spec.machine_name.as_str();
-    if let Some(uid) = key.made_for(super::scheduler::KIND, s.meta(), machine) {
+    if let Some(uid) = key.made_for(SCHEDULED_PROOF_KIND, s.meta(), machine) {
         return Some(uid.to_owned());
     }
     let vms =
