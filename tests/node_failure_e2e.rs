@@ -224,3 +224,86 @@ async fn the_condition_clears_when_the_node_is_ready_again() {
         "{s:?}"
     );
 }
+
+/// Nodes are optional: an operator that may not list them warns once, becomes ready and
+/// reconciles Machines as before, and never says NodeUnreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_right_to_list_nodes_the_operator_warns_and_is_ready() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let env = Fixture::new().with_all_crds().start().await;
+    let admin = env.admin_client().await;
+    let ns = env.namespace("blind").await.expect("namespace");
+    let user = support::operator::operator_user(&env.cp, &admin, "no-nodes").await;
+    // manifests/rbac/ without its Node rule.
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let mut role = roles.get("kubevirt-operator").await.expect("ClusterRole");
+    let rules = role.rules.get_or_insert_with(Vec::new);
+    let before = rules.len();
+    rules.retain(|r| !r.resources.iter().flatten().any(|x| x == "nodes"));
+    assert_eq!(
+        rules.len(),
+        before - 1,
+        "manifests/rbac/ grants nodes in one rule"
+    );
+    roles
+        .replace("kubevirt-operator", &PostParams::default(), &role)
+        .await
+        .expect("ClusterRole without nodes");
+    let long_ago = Timestamp::from_second(now().as_second() - 3600).expect("time");
+    node_ready(&admin, "n1", "Unknown", long_ago).await;
+    let op = support::operator::Operator::start(
+        &env.cp,
+        &user,
+        "no-nodes",
+        &["--node-unreachable-grace", "0s"],
+    );
+    support::eventually_with(
+        WAIT,
+        "ready",
+        || op.log_tail(),
+        || async { (op.readyz().await == Some(200)).then_some(()) },
+    )
+    .await;
+    support::eventually_with(
+        WAIT,
+        "the warning",
+        || op.log_tail(),
+        || async { op.log_tail().contains("cannot list Nodes").then_some(()) },
+    )
+    .await;
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "vm3"}, "spec": {"template": "small"}
+    }))
+    .expect("machine");
+    Api::<DynamicObject>::namespaced_with(admin.clone(), &ns, &ApiResource::erase::<Machine>(&()))
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create Machine");
+    let api: Api<Machine> = Api::namespaced(admin.clone(), &ns);
+    let status = |what: &'static str, pred: fn(&MachineStatus) -> bool| {
+        let (api, op) = (api.clone(), &op);
+        support::eventually_with(
+            WAIT,
+            what,
+            move || op.log_tail(),
+            move || {
+                let api = api.clone();
+                async move {
+                    let s = api.get_opt("vm3").await.ok().flatten()?.status?;
+                    pred(&s).then_some(s)
+                }
+            },
+        )
+    };
+    status("the VM made", |s| s.vm_name.is_some()).await;
+    kubevirt::vmi(
+        &admin,
+        &ns,
+        "vm3",
+        json!({"phase": "Running", "nodeName": "n1"}),
+    )
+    .await;
+    let s = status("running on n1", |s| s.node_name.as_deref() == Some("n1")).await;
+    assert_ne!(ready(&s).1, "NodeUnreachable", "{s:?}");
+}
