@@ -60,6 +60,7 @@ fn forbidden(e: &Result<watcher::Event<Node>, watcher::Error>, cluster: Option<&
     let refused = match e {
         Err(
             watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
             | watcher::Error::WatchFailed(kube::Error::Api(s)),
         ) => s.code == 403,
         Err(watcher::Error::WatchError(s)) => s.code == 403,
