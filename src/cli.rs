@@ -193,6 +193,10 @@ pub struct RunArgs {
     /// schedule firing more often is clamped to it (0s: no minimum).
     #[arg(long, env = "MIN_SNAPSHOT_INTERVAL", value_name = "MIN_SNAPSHOT_INTERVAL", default_value = "15m", value_parser = parse_duration_or_zero)]
     pub min_snapshot_interval: Duration,
+    /// How long the node of a Machine's VM may be NotReady or unreachable before the Machine
+    /// shows Ready=False, reason NodeUnreachable, e.g. 60s, 5m (0s: at once).
+    #[arg(long, env = "NODE_UNREACHABLE_GRACE", value_name = "NODE_UNREACHABLE_GRACE", default_value = "60s", value_parser = parse_duration_or_zero)]
+    pub node_unreachable_grace: Duration,
     /// Scheduled snapshots being taken at once at most, across every Machine; more due ones
     /// wait for one to finish.
     #[arg(long, env = "MAX_SNAPSHOTS_IN_FLIGHT", value_name = "MAX_SNAPSHOTS_IN_FLIGHT", default_value_t = 10,

@@ -31,6 +31,7 @@ const BAD: &[(&[&str], &str)] = &[
         "at '/leaderElection/enabled': got string, want boolean",
     ),
     (&["reconcileInterval=soon"], "at '/reconcileInterval'"),
+    (&["nodeUnreachableGrace=soon"], "at '/nodeUnreachableGrace'"),
     (
         &["serviceMonitor.interval=30 seconds"],
         "at '/serviceMonitor/interval'",

@@ -43,6 +43,22 @@ fn the_admins_allow_lists_reach_the_operator() {
     );
 }
 
+/// Issue 33: `nodeUnreachableGrace` reaches the operator as NODE_UNREACHABLE_GRACE; at its
+/// default the operator's own default (60s) stands (tests/chart_schema.rs refuses a non-duration).
+#[test]
+fn the_node_unreachable_grace_reaches_the_operator_only_when_changed() {
+    let plain = docs(&helm_template(&[], &[]));
+    assert_eq!(
+        env(one(&plain, "Deployment"), "NODE_UNREACHABLE_GRACE"),
+        None
+    );
+    let set = docs(&helm_template(&[], &["--set", "nodeUnreachableGrace=5m"]));
+    assert_eq!(
+        env(one(&set, "Deployment"), "NODE_UNREACHABLE_GRACE").as_deref(),
+        Some("5m")
+    );
+}
+
 /// Issue 32: `snapshots.restorePauseImage` (a mirror, for air-gapped clusters) reaches the
 /// operator as RESTORE_PAUSE_IMAGE; at its default the operator's own default stands.
 #[test]

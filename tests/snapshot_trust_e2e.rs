@@ -12,6 +12,7 @@
 mod scheduling;
 mod support;
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,8 +28,8 @@ use kubevirt_operator::api::snapshots::{
 use kubevirt_operator::snapshots::context::Context;
 use kubevirt_operator::snapshots::scheduler::{Report, Retries, tick_with};
 use scheduling::{Hands, context, first_hour, machine, names, stamp};
-use support::Fixture;
 use support::rbac::rule;
+use support::{ControlPlane, Fixture};
 
 const WAIT: Duration = Duration::from_secs(60);
 

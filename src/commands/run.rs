@@ -100,6 +100,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         machines_per_cluster: Default::default(),
         default_kubevirt_config: args.clusters.default_kubevirt_config.clone(),
         new_ownership_key: args.new_ownership_key,
+        node_unreachable_grace: args.node_unreachable_grace,
     };
 
     let slot = CertSlot::new();

@@ -109,6 +109,8 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         ),
         ("storage.k8s.io", "storageclasses", read.to_vec(), None),
         ("cdi.kubevirt.io", "storageprofiles", read.to_vec(), None),
+        // Issue 33: Nodes' Ready condition, for NodeUnreachable.
+        ("", "nodes", vec!["list", "watch"], None),
         ("events.k8s.io", "events", vec!["create"], Some("team-a")),
     ];
     for (group, resource, verbs, ns) in allowed {
@@ -121,6 +123,8 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
     }
     let refused = [
         ("", "nodes", "delete", None),
+        ("", "nodes", "patch", None),
+        ("", "nodes", "get", None),
         ("", "namespaces", "delete", None),
         ("", "secrets", "list", Some("team-a")),
         (

@@ -314,6 +314,11 @@ async fn the_operator_role_is_least_privilege() {
         ("create", "kubevirt.io", "virtualmachineinstances"),
         ("patch", "coordination.k8s.io", "leases"),
         ("create", "storage.k8s.io", "storageclasses"),
+        // Nodes are only listed and watched, for their Ready condition (issue 33).
+        ("get", "", "nodes"),
+        ("patch", "", "nodes"),
+        ("update", "", "nodes"),
+        ("delete", "", "nodes"),
         // A KubevirtConfig's namespaceSelector reads a Namespace by name (`get`), no more.
         ("list", "", "namespaces"),
         ("watch", "", "namespaces"),

@@ -141,6 +141,11 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["cdi.kubevirt.io"]
   resources: ["storageprofiles"]
   verbs: ["list", "watch"]
+# Nodes, watched for their Ready condition only: a VM on a node NotReady past the grace is
+# reported (NodeUnreachable); never written.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list", "watch"]
 # DataSources, read by name by the validating webhook in whatever namespace a Machine names, to
 # ask its author about the PVC or snapshot a dataSource clone points to.
 - apiGroups: ["cdi.kubevirt.io"]

@@ -2,6 +2,7 @@
 //! the VM being created, and the Machine starting to run or stopping.
 
 use crate::reconciler::decide::eviction::EVICTION_REQUESTED;
+use crate::reconciler::decide::node::NODE_UNREACHABLE;
 use crate::reconciler::decide::{guest, migration};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
@@ -23,11 +24,19 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
     let old_conditions = old.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
     let mut out = Vec::new();
     for c in &new.conditions {
-        if c.type_ == condition::READY {
-            continue; // It mirrors the others.
-        }
         let before = old_conditions.iter().find(|o| o.type_ == c.type_);
         let unchanged = before.is_some_and(|o| o.status == c.status && o.reason == c.reason);
+        if c.type_ == condition::READY {
+            // It mirrors the others, but for a dead node, which only it says.
+            if c.reason == NODE_UNREACHABLE && c.status == "False" && !unchanged {
+                out.push(Notice {
+                    type_: EventType::Warning,
+                    reason: c.reason.clone(),
+                    note: c.message.clone(),
+                });
+            }
+            continue;
+        }
         if unchanged {
             continue;
         }

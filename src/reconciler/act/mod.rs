@@ -240,6 +240,7 @@ pub async fn act(
         cluster: cluster.name.as_deref(),
         cluster_identity: cluster.identity.as_deref(),
         eviction: decision.eviction.as_ref(),
+        node: decision.node.unreachable(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
@@ -259,7 +260,11 @@ pub async fn act(
     Ok(Acted {
         status: outcome.status,
         blocked: !problems.is_empty(),
-        write_status_in: outcome.write_in,
+        // A node within its grace: run again when it ends.
+        write_status_in: [outcome.write_in, decision.node.recheck_in()]
+            .into_iter()
+            .flatten()
+            .min(),
     })
 }
 

@@ -24,6 +24,7 @@ pub mod guest;
 pub mod held;
 pub mod key_start;
 pub mod migration;
+pub mod node;
 pub mod ownership;
 pub mod placement;
 pub mod problem;
@@ -93,6 +94,8 @@ pub struct Decision {
     pub vm_ours: bool,
     /// A node drain that reached the VM: `EvictionRequested`, and maybe a restart off the node.
     pub eviction: Option<eviction::Eviction>,
+    /// The VM's node, not Ready: `NodeUnreachable` past the grace, a rerun when it ends.
+    pub node: node::Verdict,
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
@@ -254,6 +257,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     let vmi = own_vmi(o.vm.as_ref().filter(|_| out.vm_ours), o.vmi.as_ref());
     let strategy = eviction::strategy(&o.spec, catalog.eviction_strategy());
     out.eviction = eviction::decide(vmi, strategy, catalog.external_eviction());
+    let vmi_node = vmi.and_then(|v| v.status.as_ref()?.node_name.as_deref());
+    out.node = node::decide(vmi_node, o.node.as_ref(), o.node_grace, o.now);
     let evacuate = (out.eviction.as_ref())
         .filter(|e| e.restart)
         .map(|e| e.node.as_str());

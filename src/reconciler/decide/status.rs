@@ -13,6 +13,7 @@ use crate::api::MachineStatus;
 use crate::api::source::DiskStatus;
 
 use super::eviction::EVICTION_REQUESTED;
+use super::node::NODE_UNREACHABLE;
 use super::problem::Problem;
 use super::provisioning::{self, Verdict};
 use super::{guest, migration};
@@ -56,6 +57,8 @@ pub struct Reconciled<'a> {
     pub cluster_identity: Option<&'a str>,
     /// A node drain that reached the VM: `EvictionRequested` is shown.
     pub eviction: Option<&'a super::eviction::Eviction>,
+    /// The VM's node, not Ready past the grace: `Ready=False`, `NodeUnreachable`.
+    pub node: Option<&'a super::node::Unreachable>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -89,7 +92,16 @@ pub fn compute(
         let network = network_condition(r);
         let vm = vm_condition(r);
         let phase = machine_phase(r);
-        let ready = ready_condition(phase, [&vm, &storage, &network]);
+        // A dead node outranks the rest: the VM cannot be reached, whatever else holds.
+        let ready = match r.node {
+            Some(u) => Cond::new(
+                condition::READY,
+                "False",
+                NODE_UNREACHABLE,
+                u.message.clone(),
+            ),
+            None => ready_condition(phase, [&vm, &storage, &network]),
+        };
         let mut conds = vec![ready, vm, storage, network];
         conds.extend(mirrored::conditions(r));
         if r.retain {

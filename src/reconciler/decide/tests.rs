@@ -75,6 +75,9 @@ fn observed(m: Machine) -> Observed {
         restoring: None,
         snapshots: Default::default(),
         remote: false,
+        node: None,
+        node_grace: std::time::Duration::from_secs(60),
+        now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
     }
 }
 

@@ -26,6 +26,7 @@ use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::cloud_init::secret_source;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
+use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
 use crate::reconciler::run::cluster::Cluster;
@@ -75,6 +76,12 @@ pub struct Observed {
     pub snapshots: crate::reconciler::decide::status::snapshots::Seen,
     /// Its VM lives on a remote cluster: owner references cannot reach the Machine there.
     pub remote: bool,
+    /// The `Ready` condition of the Node the VMI runs on, when that Node is cached.
+    pub node: Option<NodeReady>,
+    /// `--node-unreachable-grace`.
+    pub node_grace: std::time::Duration,
+    /// When this was observed.
+    pub now: k8s_openapi::jiff::Timestamp,
 }
 
 /// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
@@ -324,7 +331,6 @@ pub async fn observe(
         source_secret,
         claims,
         vm,
-        vmi,
         attachments,
         derived_secret,
         multus_installed,
@@ -335,6 +341,12 @@ pub async fn observe(
         restoring: snapshots::holding(ctx, machine),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
+        node: (vmi.as_ref())
+            .and_then(|v| v.status.as_ref()?.node_name.as_deref())
+            .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),
+        node_grace: ctx.settings.node_unreachable_grace,
+        now: k8s_openapi::jiff::Timestamp::now(),
+        vmi,
     })
 }
 
@@ -357,6 +369,7 @@ async fn derived_secret(
 
 pub mod cleanup;
 mod networks;
+pub mod nodes;
 pub mod snapshots;
 mod storage;
 

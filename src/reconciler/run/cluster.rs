@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -81,6 +81,8 @@ pub struct ClusterStores {
     pub dv_names: Presence,
     /// CDI's StorageProfiles (one per StorageClass); empty when CDI is not installed.
     pub storage_profiles: Store<StorageProfile>,
+    /// Each Node's name and `Ready` condition only; empty where Nodes cannot be listed.
+    pub nodes: Store<Node>,
 }
 
 /// The writing halves of [`ClusterStores`] (the [`Presence`] sets are filled through
@@ -93,6 +95,7 @@ pub struct ClusterWriters {
     pub storage_classes: Writer<StorageClass>,
     pub data_volumes: Writer<Packed<DataVolume>>,
     pub storage_profiles: Writer<StorageProfile>,
+    pub nodes: Writer<Node>,
 }
 
 impl ClusterStores {
@@ -105,6 +108,7 @@ impl ClusterStores {
         let (storage_classes, scs_w) = reflector::store();
         let (data_volumes, dvs_w) = reflector::store();
         let (storage_profiles, sps_w) = reflector::store();
+        let (nodes, nodes_w) = reflector::store();
         let stores = ClusterStores {
             vms,
             vmis,
@@ -117,6 +121,7 @@ impl ClusterStores {
             data_volumes,
             dv_names: Presence::default(),
             storage_profiles,
+            nodes,
         };
         let writers = ClusterWriters {
             vms: vms_w,
@@ -126,6 +131,7 @@ impl ClusterStores {
             storage_classes: scs_w,
             data_volumes: dvs_w,
             storage_profiles: sps_w,
+            nodes: nodes_w,
         };
         (stores, writers)
     }

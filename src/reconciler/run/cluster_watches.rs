@@ -32,13 +32,16 @@ pub struct Streams {
     pub data_volumes: Option<Changes<Packed<DataVolume>>>,
     pub storage_classes: Changes<StorageClass>,
     pub storage_profiles: Option<Changes<StorageProfile>>,
+    /// The Machines on a Node whose `Ready` changed (see [`nodes`](super::nodes)).
+    pub nodes: BoxStream<'static, super::nodes::Trigger>,
     /// The names caches: they only fill sets, nothing is triggered by them.
     pub names: BoxFuture<'static, ()>,
 }
 
-/// The watches of the cluster `client` reaches, over `scope`.
+/// The watches of the cluster `client` reaches (the KubevirtConfig `name`, `None` for the
+/// local one), over `scope`.
 pub fn streams(
-    client: &Client,
+    (client, name): (&Client, Option<&str>),
     scope: &Scope,
     (stores, writers): (&ClusterStores, ClusterWriters),
     written: &ClusterWritten,
@@ -83,6 +86,12 @@ pub fn streams(
         let profiles = writers.storage_profiles;
         watches::watch(client, scope, Default::default(), profiles, ignore).boxed()
     });
+    let nodes = super::nodes::watch(
+        client,
+        writers.nodes,
+        stores.vmis.clone(),
+        name.map(str::to_owned),
+    );
     let names = {
         let s = stores;
         let vm = watches::names::<VirtualMachine>(client, scope, s.vm_names.clone());
@@ -118,6 +127,7 @@ pub fn streams(
         data_volumes,
         storage_classes: storage_classes.boxed(),
         storage_profiles,
+        nodes,
         names,
     }
 }

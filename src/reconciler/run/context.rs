@@ -55,6 +55,9 @@ pub struct Settings {
     /// `--new-ownership-key`: a missing key Secret is replaced even though objects made under
     /// the lost key exist (see `decide::key_start`).
     pub new_ownership_key: bool,
+    /// How long a VM's node may be not Ready before the Machine says `NodeUnreachable`
+    /// (`--node-unreachable-grace`).
+    pub node_unreachable_grace: Duration,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own

@@ -3,7 +3,8 @@
 //! `reconcile` (observe -> decide -> act).
 //!
 //! Triggers: a Machine's own VMs and PVCs (by owner), VMIs (by the `vitistack.io/machine` label
-//! KubeVirt copies from the VM template), and NetworkConfigurations,
+//! KubeVirt copies from the VM template), the Machines on a Node whose `Ready` changed (see
+//! `nodes`), and NetworkConfigurations,
 //! NetworkAttachmentDefinitions and StorageClasses (by the Machines that name them), CDI
 //! DataVolumes (by that label, when CDI is installed); every
 //! Machine also every `RECONCILE_INTERVAL`. Watch restarts, expired resource versions (410) and
@@ -37,6 +38,7 @@ use crate::discovery;
 use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::act::events::Publisher;
 use crate::reconciler::apis::cdi::StorageProfile;
+use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::last_write::LastWrite;
@@ -112,7 +114,7 @@ pub async fn run_scope(
             }
         });
     let local_streams = cluster_watches::streams(
-        &client,
+        (&client, None),
         &scope,
         (&local_stores, local_writers),
         &written,
@@ -223,7 +225,7 @@ pub async fn run_scope(
     let mut controller = Controller::for_stream(machine_stream, machines)
         .owns_stream(local_streams.vms)
         .owns_stream(local_streams.pvcs)
-        .watches_stream(local_streams.vmis, labelled_machine)
+        .watches_stream(local_streams.vmis, vmi_machine)
         .watches_stream(nc_stream, by_network)
         .watches_stream(local_streams.storage_classes, by_storage_class);
     if let Some(nad_stream) = local_streams.nads {
@@ -255,6 +257,7 @@ pub async fn run_scope(
     let remote_triggers = futures::stream::poll_fn(move |cx| remote_rx.poll_recv(cx));
     controller
         .reconcile_on(remote_triggers)
+        .reconcile_on(local_streams.nodes)
         .trigger_backoff(EachWatchBacksOff)
         .with_config(controller::Config::default().concurrency(settings.max_concurrent_reconciles))
         .graceful_shutdown_on(shutdown)
@@ -294,6 +297,11 @@ where
     K: Resource<DynamicType = ()> + Brief<Brief = Option<Box<str>>>,
 {
     Some(ObjectRef::new(o.brief().as_deref()?).within(&o.namespace()?))
+}
+
+/// The Machine a VMI's `vitistack.io/machine` label names (kept in its brief).
+fn vmi_machine(o: Packed<VirtualMachineInstance>) -> Option<ObjectRef<Packed<Machine>>> {
+    Some(ObjectRef::new(o.brief().machine.as_deref()?).within(&o.namespace()?))
 }
 
 /// The Machine a MachineRestore names.

@@ -10,6 +10,7 @@ pub mod context;
 pub mod controller;
 pub mod key_evidence;
 pub mod metrics;
+pub mod nodes;
 pub mod ownership_key;
 pub mod placement;
 pub mod readiness;

@@ -149,7 +149,7 @@ impl Remotes {
             namespaces: Default::default(),
         });
         let mut streams = cluster_watches::streams(
-            &client,
+            (&client, Some(name)),
             &self.scope,
             (&stores, writers),
             &cluster.written,
@@ -289,7 +289,13 @@ fn changed_machines(
             stream::iter(list)
         })
         .boxed();
-    let mut all = vec![by_label(s.vms), by_label(s.pvcs), by_label(s.vmis), classes];
+    let mut all = vec![
+        by_label(s.vms),
+        by_label(s.pvcs),
+        by_label(s.vmis),
+        classes,
+        s.nodes,
+    ];
     all.extend(s.data_volumes.map(by_label));
     all.extend(nads);
     if let Some(profiles) = s.storage_profiles {

@@ -238,12 +238,26 @@ impl Brief for VirtualMachine {
     }
 }
 
-/// The Machine the VMI's labels name (KubeVirt copies them from the VM's template), for the
-/// trigger.
+/// What a VMI's cache entry keeps decoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmiBrief {
+    /// The Machine its labels name (KubeVirt copies them from the VM's template), for the
+    /// trigger.
+    pub machine: Option<Box<str>>,
+    /// The node it runs on: a Node's change wakes the Machines on it.
+    pub node: Option<Box<str>>,
+}
+
 impl Brief for VirtualMachineInstance {
-    type Brief = Option<Box<str>>;
-    fn brief(&self) -> Option<Box<str>> {
-        machine_label(&self.metadata)
+    type Brief = VmiBrief;
+    fn brief(&self) -> VmiBrief {
+        VmiBrief {
+            machine: machine_label(&self.metadata),
+            node: (self.status.as_ref())
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty())
+                .map(Into::into),
+        }
     }
 }
 
@@ -383,7 +397,10 @@ mod tests {
             assert_eq!(Packed::pack(&dv).unwrap().brief().as_deref(), machine);
             let mut vmi = VirtualMachineInstance::new("m", VirtualMachineInstanceSpec {});
             *vmi.labels_mut() = labels(machine);
-            assert_eq!(Packed::pack(&vmi).unwrap().brief().as_deref(), machine);
+            assert_eq!(
+                Packed::pack(&vmi).unwrap().brief().machine.as_deref(),
+                machine
+            );
         }
     }
 }

@@ -53,6 +53,7 @@ struct Case<'a> {
     retain: bool,
     restoring: Option<(&'a str, &'a str)>,
     eviction: Option<Eviction>,
+    node: Option<crate::reconciler::decide::node::Unreachable>,
 }
 
 impl<'a> Case<'a> {
@@ -69,6 +70,7 @@ impl<'a> Case<'a> {
             retain: false,
             restoring: None,
             eviction: None,
+            node: None,
         }
     }
 
@@ -90,6 +92,7 @@ impl<'a> Case<'a> {
             cluster: None,
             cluster_identity: None,
             eviction: self.eviction.as_ref(),
+            node: self.node.as_ref(),
         };
         compute(previous, Some(3), &obs, now)
     }
@@ -205,6 +208,7 @@ fn missing_secret_and_key() {
 }
 
 mod lifecycle;
+mod node;
 mod provisioning;
 
 #[test]
