@@ -12,7 +12,6 @@
 mod scheduling;
 mod support;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,7 +28,7 @@ use kubevirt_operator::snapshots::context::Context;
 use kubevirt_operator::snapshots::scheduler::{Report, Retries, tick_with};
 use scheduling::{Hands, context, first_hour, machine, names, stamp};
 use support::rbac::rule;
-use support::{ControlPlane, Fixture};
+use support::Fixture;
 
 const WAIT: Duration = Duration::from_secs(60);
 
