@@ -11,16 +11,9 @@ mod support;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 
+use access::machine_object as machine;
 use access::{denial, first_denial, fixture, machines, rule};
 use kubevirt_operator::api::names::CLONE_SOURCES_ANNOTATION as CLONE_SOURCES;
-
-fn machine(name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("machine")
-}
 
 /// The SubjectAccessReviews the API server has completed so far.
 fn reviews(cp: &support::ControlPlane) -> usize {

@@ -10,23 +10,16 @@ mod access;
 mod kubevirt;
 mod support;
 
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use access::machine_object as machine;
 use access::{create_admitted, fixture, machines, wait_status};
 use kubevirt_operator::api::MachineStatus;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachineInstance;
 
 const NS: &str = "team-a";
-
-fn machine(name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("machine")
-}
 
 fn eviction(s: &MachineStatus) -> Option<(&str, &str, &str)> {
     let c = s

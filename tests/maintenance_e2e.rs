@@ -16,19 +16,12 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
+use access::machine_object as machine;
 use access::{WAIT, first_denial, fixture, machines};
 use kubevirt_operator::api::MachineStatus;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
 const NS: &str = "team-a";
-
-fn machine(name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("machine")
-}
 
 /// The webhook's refusal message, whatever its code.
 fn refusal<T: std::fmt::Debug>(result: Result<T, Error>) -> String {

@@ -15,20 +15,13 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
+use access::machine_object as machine;
 use access::{WAIT, first_denial, fixture, machines};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION;
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 
 const NS: &str = "team-a";
-
-fn machine(name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("machine")
-}
 
 async fn patch(admin: &Client, name: &str, patch: Value) -> Result<Machine, Error> {
     let api: Api<Machine> = Api::namespaced(admin.clone(), NS);

@@ -11,15 +11,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
+use access::machine_object as machine;
 use access::{WAIT, create_admitted, first_denial, fixture, machines};
-
-fn machine(name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("machine")
-}
 
 fn vms(client: &kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource {

@@ -136,35 +136,7 @@ async fn grant_use(admin: &Client, user: &str, config: &str) {
 
 /// Role `role` in `team-a` with `rules`, bound to `user` (one Role per right granted).
 async fn grant_more(admin: &Client, role: &str, user: &str, rules: Vec<PolicyRule>) {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    let mut r = Role {
-        rules: Some(rules),
-        ..Default::default()
-    };
-    r.metadata.name = Some(role.into());
-    Api::<Role>::namespaced(admin.clone(), NS)
-        .create(&PostParams::default(), &r)
-        .await
-        .expect("role");
-    let mut rb = RoleBinding {
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: role.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            namespace: None,
-        }]),
-        ..Default::default()
-    };
-    rb.metadata.name = Some(format!("{role}-{user}"));
-    Api::<RoleBinding>::namespaced(admin.clone(), NS)
-        .create(&PostParams::default(), &rb)
-        .await
-        .expect("role binding");
+    support::rbac::grant_role(admin, NS, role, user, rules).await;
 }
 
 /// Creates `obj` as soon as the webhook admits it: a grant made just before reaches the

@@ -114,3 +114,12 @@ pub async fn wait_status(
     )
     .await
 }
+
+/// A Machine named `name` with `spec`, as a user would write it.
+pub fn machine_object(name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .expect("machine")
+}

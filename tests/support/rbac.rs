@@ -6,27 +6,36 @@ use k8s_openapi::api::rbac::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-/// A Role in `ns` with `rules`, bound to `user`.
+/// A Role in `ns` with `rules`, bound to `user`, both named after the user.
 pub async fn grant(admin: &Client, ns: &str, user: &str, rules: Vec<PolicyRule>) {
-    let mut role = Role {
+    grant_role(admin, ns, user, user, rules).await;
+}
+
+/// A Role `role` in `ns` with `rules`, bound to `user` (a user may hold several).
+pub async fn grant_role(admin: &Client, ns: &str, role: &str, user: &str, rules: Vec<PolicyRule>) {
+    let mut r = Role {
         rules: Some(rules),
         ..Default::default()
     };
-    role.metadata.name = Some(user.into());
+    r.metadata.name = Some(role.into());
     Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &role)
+        .create(&PostParams::default(), &r)
         .await
         .expect("role");
     let mut rb = RoleBinding {
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".into(),
             kind: "Role".into(),
-            name: user.into(),
+            name: role.into(),
         },
         subjects: Some(vec![user_subject(user)]),
         ..Default::default()
     };
-    rb.metadata.name = Some(user.into());
+    rb.metadata.name = Some(if role == user {
+        user.to_owned()
+    } else {
+        format!("{role}-{user}")
+    });
     Api::<RoleBinding>::namespaced(admin.clone(), ns)
         .create(&PostParams::default(), &rb)
         .await
