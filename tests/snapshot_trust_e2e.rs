@@ -27,8 +27,8 @@ use kubevirt_operator::api::snapshots::{
 use kubevirt_operator::snapshots::context::Context;
 use kubevirt_operator::snapshots::scheduler::{Report, Retries, tick_with};
 use scheduling::{Hands, context, first_hour, machine, names, stamp};
-use support::rbac::rule;
 use support::Fixture;
+use support::rbac::rule;
 
 const WAIT: Duration = Duration::from_secs(60);
 
