@@ -21,7 +21,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::{Client, Error};
 use serde_json::{Value, json};
@@ -97,41 +97,15 @@ fn machine(name: &str, config: Option<&str>, spec: Value) -> DynamicObject {
 /// `use` on KubevirtConfig `config`, granted by name to `user` cluster-wide (the resource is
 /// cluster-scoped), as docs/user/remote-clusters.md tells an admin to.
 async fn grant_use(admin: &Client, user: &str, config: &str) {
-    let name = format!("{user}-uses-{config}");
-    let mut role = ClusterRole {
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["vitistack.io".into()]),
-            resources: Some(vec!["kubevirtconfigs".into()]),
-            resource_names: Some(vec![config.into()]),
-            verbs: vec!["use".into()],
-            ..Default::default()
-        }]),
+    let rule = PolicyRule {
+        api_groups: Some(vec!["vitistack.io".into()]),
+        resources: Some(vec!["kubevirtconfigs".into()]),
+        resource_names: Some(vec![config.into()]),
+        verbs: vec!["use".into()],
         ..Default::default()
     };
-    role.metadata.name = Some(name.clone());
-    Api::<ClusterRole>::all(admin.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("cluster role");
-    let mut binding = ClusterRoleBinding {
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            namespace: None,
-        }]),
-        ..Default::default()
-    };
-    binding.metadata.name = Some(name);
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("cluster role binding");
+    let role = format!("{user}-uses-{config}");
+    support::rbac::grant_cluster_role(admin, &role, user, vec![rule]).await;
 }
 
 /// Role `role` in `team-a` with `rules`, bound to `user` (one Role per right granted).

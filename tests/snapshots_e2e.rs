@@ -26,7 +26,9 @@ use access::{create_admitted, first_denial, fixture, machines, rule, wait_status
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::{MachineRestore, MachineSnapshot};
 use kubevirt_operator::reconciler::apis::snapshot::VirtualMachineSnapshot;
-use snapshots::{NS, dynamic, eventually, kubevirt_took, object, running_web, scheduled};
+use snapshots::{
+    NS, dynamic, eventually, kubevirt_failed, kubevirt_took, object, running_web, scheduled,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
@@ -178,15 +180,8 @@ async fn snapshots_of_a_machine_and_who_may_take_and_restore_them() {
         vmsnaps.get_opt("web-202611250200").await.ok().flatten()
     })
     .await;
-    vmsnaps
-        .patch_status(
-            "web-202611250200",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Failed", "readyToUse": false,
-                "error": {"message": "no VolumeSnapshotClass for StorageClass standard"}}})),
-        )
-        .await
-        .expect("KubeVirt's failure");
+    let why = "no VolumeSnapshotClass for StorageClass standard";
+    kubevirt_failed(&admin, "web-202611250200", why).await;
     let failed = wait_status(&admin, NS, "web", &op, "SnapshotsReady False", |s| {
         condition(s).is_some_and(|(status, _, _)| status == "False")
     })

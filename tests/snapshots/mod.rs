@@ -109,6 +109,19 @@ pub async fn kubevirt_took(admin: &Client, name: &str, vm: &VirtualMachine) {
         .expect("VirtualMachineSnapshot status");
 }
 
+/// Plays KubeVirt's snapshot controller: the VirtualMachineSnapshot `name` failed, saying `why`.
+pub async fn kubevirt_failed(admin: &Client, name: &str, why: &str) {
+    Api::<VirtualMachineSnapshot>::namespaced(admin.clone(), NS)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed", "readyToUse": false,
+                "error": {"message": why}}})),
+        )
+        .await
+        .expect("KubeVirt's failure");
+}
+
 /// MachineSnapshot `name` of `web`, once KubeVirt took it and it is ready.
 pub async fn snapshot_of_web(admin: &Client, op: &support::Proc, name: &str, vm: &VirtualMachine) {
     dynamic::<MachineSnapshot>(admin)

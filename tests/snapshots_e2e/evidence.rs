@@ -4,7 +4,9 @@
 //! Machine's name, with its labels copied, is never snapshotted for the Machine.
 
 use crate::access::{create_admitted, fixture, machines, rule, wait_status};
-use crate::snapshots::{NS, dynamic, eventually, kubevirt_took, object, running_web, scheduled};
+use crate::snapshots::{
+    NS, dynamic, eventually, kubevirt_failed, kubevirt_took, object, running_web, scheduled,
+};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::snapshots::MachineSnapshot;
@@ -114,15 +116,7 @@ async fn a_forged_scheduled_snapshot_moves_nothing() {
         vmsnaps.get_opt("web-202611260200").await.ok().flatten()
     })
     .await;
-    vmsnaps
-        .patch_status(
-            "web-202611260200",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Failed", "readyToUse": false,
-                "error": {"message": "forged"}}})),
-        )
-        .await
-        .expect("KubeVirt's failure");
+    kubevirt_failed(&admin, "web-202611260200", "forged").await;
     eventually("the forgery failed", &op, || async {
         let s = msnaps.get("web-202611260200").await.ok()?.status?;
         (s.phase.as_deref() == Some("Failed")).then_some(())

@@ -53,25 +53,30 @@ pub fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
 
 /// A ClusterRole `user` with `rules`, bound to `user`.
 pub async fn grant_cluster(admin: &Client, user: &str, rules: Vec<PolicyRule>) {
-    let mut role = ClusterRole {
+    grant_cluster_role(admin, user, user, rules).await;
+}
+
+/// A ClusterRole `role` with `rules`, bound to `user` by a binding of the same name.
+pub async fn grant_cluster_role(admin: &Client, role: &str, user: &str, rules: Vec<PolicyRule>) {
+    let mut r = ClusterRole {
         rules: Some(rules),
         ..Default::default()
     };
-    role.metadata.name = Some(user.into());
+    r.metadata.name = Some(role.into());
     Api::<ClusterRole>::all(admin.clone())
-        .create(&PostParams::default(), &role)
+        .create(&PostParams::default(), &r)
         .await
         .expect("cluster role");
     let mut binding = ClusterRoleBinding {
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".into(),
             kind: "ClusterRole".into(),
-            name: user.into(),
+            name: role.into(),
         },
         subjects: Some(vec![user_subject(user)]),
         ..Default::default()
     };
-    binding.metadata.name = Some(user.into());
+    binding.metadata.name = Some(role.into());
     Api::<ClusterRoleBinding>::all(admin.clone())
         .create(&PostParams::default(), &binding)
         .await
