@@ -25,6 +25,8 @@ pub struct AuditedRequest {
     pub namespace: String,
     pub name: String,
     pub code: i64,
+    /// When the API server received it.
+    pub received: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl ControlPlane {
@@ -56,6 +58,12 @@ impl ControlPlane {
                     .pointer("/responseStatus/code")
                     .and_then(|c| c.as_i64())
                     .unwrap_or_default(),
+                received: chrono::DateTime::parse_from_rfc3339(&field(
+                    &e,
+                    "/requestReceivedTimestamp",
+                ))
+                .ok()
+                .map(|t| t.to_utc()),
             })
             .collect())
     }
