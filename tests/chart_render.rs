@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use chart::{
     ALL_TOGGLES, COMPONENTS, NAMESPACE, chart_dir, docs, env, helm_template, kustomize,
-    kustomize_for_1_28, kustomize_with_components, one, overlay, repo, run, text, tool, values_file,
+    kustomize_for_1_28, kustomize_with_components, one, overlay, repo, run, text, tool,
+    values_file,
 };
 use serde_json::{Value, json};
 

@@ -45,7 +45,8 @@ fn edited(mut review: Value, edit: impl FnOnce(&mut Value)) -> Value {
     review
 }
 
-const FINALIZER_REMOVED: &str = "111-validate-update-retain-disks-stored-value-kept-finalizer-removed";
+const FINALIZER_REMOVED: &str =
+    "111-validate-update-retain-disks-stored-value-kept-finalizer-removed";
 
 #[test]
 fn a_finalizer_only_update_skips_the_webhook() {
@@ -116,7 +117,10 @@ fn any_other_change_calls_the_webhook() {
             "nothing changed",
             review("23-mutate-idempotent-update-of-stored-object"),
         ),
-        ("CREATE (oldObject null)", review("01-mutate-template-small")),
+        (
+            "CREATE (oldObject null)",
+            review("01-mutate-template-small"),
+        ),
         ("DELETE (object null)", review("34-mutate-delete-denied")),
     ];
     for (what, review) in cases {
@@ -174,6 +178,9 @@ fn no_webhook_matches_status_writes_or_deletes() {
         for res in r.resources.iter().flatten() {
             assert!(!res.contains('/') && !res.contains('*'), "{res}");
         }
-        assert_eq!(r.operations.as_deref(), Some(&["CREATE".into(), "UPDATE".into()][..]));
+        assert_eq!(
+            r.operations.as_deref(),
+            Some(&["CREATE".into(), "UPDATE".into()][..])
+        );
     }
 }
