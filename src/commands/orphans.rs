@@ -47,9 +47,11 @@ pub fn report(
         let Verdict::Orphan { machine, why } = &f.verdict else {
             continue;
         };
-        let on = (f.cluster != LOCAL)
-            .then(|| format!(" (on the cluster of KubevirtConfig {})", f.cluster))
-            .unwrap_or_default();
+        let on = if f.cluster == LOCAL {
+            String::new()
+        } else {
+            format!(" (on the cluster of KubevirtConfig {})", f.cluster)
+        };
         let _ = writeln!(
             out,
             "{} {} {}/{} Machine={machine} {}\n    {}{on}",

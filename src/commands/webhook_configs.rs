@@ -100,7 +100,8 @@ mod tests {
         let cmd = Cmd::try_parse_from(["x", "--match-conditions"]).unwrap();
         let yaml = render(&cmd.args).unwrap();
         assert_eq!(
-            yaml.matches(webhook_config::FINALIZER_ONLY_CONDITION).count(),
+            yaml.matches(webhook_config::FINALIZER_ONLY_CONDITION)
+                .count(),
             6,
             "every webhook: {yaml}"
         );
