@@ -180,6 +180,18 @@ async fn check_orphans_lists_exactly_the_planted_leftovers() {
     // Every replica stopped: what follows is what the operator left, not what it is doing.
     op.kill();
 
+    // A KubevirtConfig whose cluster cannot be looked at: said, not skipped silently.
+    let dc2: KubevirtConfig = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": {"name": "dc2"},
+        "spec": {"kubeconfigSecretRef": "dc2-kubeconfig", "secretNamespace": OP_NS}
+    }))
+    .expect("config");
+    Api::<KubevirtConfig>::all(admin.clone())
+        .create(&PostParams::default(), &dc2)
+        .await
+        .expect("KubevirtConfig dc2");
+
     let key = ownership_key::read(&admin, OP_NS)
         .await
         .expect("read the key")
@@ -259,6 +271,10 @@ async fn check_orphans_lists_exactly_the_planted_leftovers() {
     assert!(out.contains("kubectl delete vm lost -n team-a; a VM is never adopted (on the cluster of KubevirtConfig dc1)"), "{out}");
     assert!(
         out.contains("kubectl delete pvc old-root -n team-a"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nNOT CHECKED: the cluster of KubevirtConfig dc2: no Secret access-operator/dc2-kubeconfig\n"),
         "{out}"
     );
     assert!(

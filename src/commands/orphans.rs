@@ -94,12 +94,23 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .context("cannot reach the cluster (KUBECONFIG or in-cluster configuration)")?;
     let key = scan::key(&client, &args.namespace).await?;
     let live = scan::live_machines(&client).await?;
-    let (targets, unreachable) = scan::targets(&client, &key).await?;
+    let (targets, mut unreachable) = scan::targets(&client, &key).await?;
     let mut found = Vec::new();
+    let mut checked = 0;
     for target in &targets {
-        found.extend(scan::scan(target, &live).await?);
+        match scan::scan(target, &live).await {
+            Ok(f) => {
+                found.extend(f);
+                checked += 1;
+            }
+            // A remote cluster that fails mid-way is reported, the others still listed.
+            Err(e) if target.name != LOCAL => {
+                unreachable.push((target.name.clone(), e.to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    let (text, listed) = report(&found, &unreachable, targets.len());
+    let (text, listed) = report(&found, &unreachable, checked);
     print!("{text}");
     Ok(if listed {
         ExitCode::FAILURE
