@@ -30,6 +30,7 @@ pub mod leader;
 pub mod listen;
 pub mod machine;
 pub mod macs;
+pub mod orphans;
 pub mod reconciler;
 pub mod snapshots;
 pub mod telemetry;

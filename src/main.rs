@@ -61,6 +61,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             .map(|()| ExitCode::SUCCESS),
         Command::Certs(args) => commands::certs::run(args).await,
         Command::CheckAdmission(args) => commands::check::run(args).await,
+        Command::Check(args) => commands::orphans::run(args).await,
         Command::WebhookConfigurations(args) => {
             print!("{}", commands::webhook_configs::render(&args)?);
             Ok(ExitCode::SUCCESS)

@@ -80,22 +80,35 @@ fn webhook_configurations_match_the_operators_shape_in_both_modes() {
         "all-toggles-self-managed",
         &format!("{ALL_TOGGLES}\ncertificates: {{mode: self-managed}}\n"),
     );
-    for (values, injected) in [(&all, true), (&self_managed, false)] {
-        let objs = docs(&helm_template(&[values], &[]));
+    use kubevirt_operator::certs::webhook_config::{
+        mutating, skipping_finalizer_updates, validating,
+    };
+    // `helm template` renders for a Kubernetes 1.28+ by default: the finalizer-only
+    // matchCondition on every webhook; for a 1.27 or older server, none (the field is not served).
+    let cases = [
+        (&all, true, None),
+        (&self_managed, false, None),
+        (&all, true, Some("1.27.9")),
+        (&self_managed, false, Some("1.20.2")),
+    ];
+    for (values, injected, kube_version) in cases {
+        let extra: Vec<&str> = kube_version
+            .map(|v| vec!["--kube-version", v])
+            .unwrap_or_default();
+        let objs = docs(&helm_template(&[values], &extra));
+        let (m, v) = (mutating(&settings, b""), validating(&settings, b""));
+        let (m, v) = match kube_version {
+            None => (skipping_finalizer_updates(m), skipping_finalizer_updates(v)),
+            Some(_) => (m, v),
+        };
         let ours = [
             (
                 "MutatingWebhookConfiguration",
-                serde_json::to_value(kubevirt_operator::certs::webhook_config::mutating(
-                    &settings, b"",
-                ))
-                .expect("json"),
+                serde_json::to_value(m).expect("json"),
             ),
             (
                 "ValidatingWebhookConfiguration",
-                serde_json::to_value(kubevirt_operator::certs::webhook_config::validating(
-                    &settings, b"",
-                ))
-                .expect("json"),
+                serde_json::to_value(v).expect("json"),
             ),
         ];
         for (kind, desired) in ours {

@@ -6,8 +6,8 @@
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
@@ -56,6 +56,44 @@ fn client_config(settings: &Settings, path: &str, ca_bundle: &[u8]) -> WebhookCl
             ca_bundle,
         },
     }
+}
+
+/// The name of the one matchCondition (Kubernetes 1.28+; the chart renders it there only).
+pub const FINALIZER_ONLY_CONDITION: &str = "not-a-finalizer-only-update";
+
+/// Its CEL: true (call the webhook) unless the request is an UPDATE that changes
+/// `metadata.finalizers` and nothing else but what the API server itself changes
+/// (`managedFields`, `resourceVersion`, `generation`). Removing a finalizer then never waits for
+/// a webhook that is down: no webhook checks finalizers. `oldObject` is null unless UPDATE, so
+/// the first test guards every use of it; `has()` because `finalizers` may be absent.
+/// The chart holds the same text (tests/chart_render.rs compares).
+pub const FINALIZER_ONLY_EXPRESSION: &str = "\
+request.operation != 'UPDATE' || !(
+  (has(object.metadata.finalizers) ? object.metadata.finalizers : []) !=
+    (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) &&
+  object.all(k, k == 'metadata' || (k in oldObject && object[k] == oldObject[k])) &&
+  oldObject.all(k, k in object) &&
+  object.metadata.all(k, k in ['finalizers', 'managedFields', 'resourceVersion', 'generation'] ||
+    (k in oldObject.metadata && object.metadata[k] == oldObject.metadata[k])) &&
+  oldObject.metadata.all(k, k in ['finalizers', 'managedFields', 'resourceVersion', 'generation'] ||
+    k in object.metadata))";
+
+fn match_conditions() -> Vec<MatchCondition> {
+    vec![MatchCondition {
+        name: FINALIZER_ONLY_CONDITION.to_owned(),
+        expression: FINALIZER_ONLY_EXPRESSION.to_owned(),
+    }]
+}
+
+/// `config` with the finalizer-only matchCondition on every webhook: the shape the chart renders
+/// for Kubernetes 1.28+ (where `matchConditions` is served). Older servers drop the field, so
+/// the plain shape is what they install; `manifests/` ships it, and its `match-conditions/`
+/// component adds this one.
+pub fn skipping_finalizer_updates<T: WebhookConfiguration>(mut config: T) -> T {
+    for c in config.match_conditions_mut() {
+        *c = Some(match_conditions());
+    }
+    config
 }
 
 fn rules(resource: &str, scope: &str) -> Vec<RuleWithOperations> {
@@ -192,9 +230,11 @@ pub fn validating(settings: &Settings, ca_bundle: &[u8]) -> ValidatingWebhookCon
 pub trait WebhookConfiguration: kube::Resource<DynamicType = ()> + Clone {
     fn client_configs(&self) -> Vec<&WebhookClientConfig>;
     fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig>;
+    fn match_conditions_mut(&mut self) -> Vec<&mut Option<Vec<MatchCondition>>>;
 }
 
-/// Both kinds hold their webhooks' clientConfigs the same way; only the webhook type differs.
+/// Both kinds hold their webhooks' clientConfigs and matchConditions the same way; only the
+/// webhook type differs.
 macro_rules! webhook_configuration {
     ($($kind:ty),*) => {$(
         impl WebhookConfiguration for $kind {
@@ -208,6 +248,10 @@ macro_rules! webhook_configuration {
             fn client_configs_mut(&mut self) -> Vec<&mut WebhookClientConfig> {
                 let hooks = self.webhooks.iter_mut().flatten();
                 hooks.map(|h| &mut h.client_config).collect()
+            }
+            fn match_conditions_mut(&mut self) -> Vec<&mut Option<Vec<MatchCondition>>> {
+                let hooks = self.webhooks.iter_mut().flatten();
+                hooks.map(|h| &mut h.match_conditions).collect()
             }
         }
     )*};
@@ -271,5 +315,7 @@ pub fn trusts<T: WebhookConfiguration>(live: &T, settings: &Settings, ca: &Cert)
         .all(|b| bundle_has(b, ca))
 }
 
+#[cfg(test)]
+mod match_condition_tests;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ use crate::telemetry::logging::LogFormat;
 
 pub mod certs;
 pub mod check;
+pub mod orphans;
 pub mod run;
 pub mod validate;
 pub mod webhook;
@@ -58,4 +59,8 @@ pub enum Command {
     /// Check through the API server that the webhooks admit Machines (dry-run creates); the
     /// chart's `helm test` runs it.
     CheckAdmission(check::CheckArgs),
+    /// `--orphans`: list VMs, claims and DataVolumes on every configured cluster that carry the
+    /// operator's labels or proofs but belong to no live Machine, with how to adopt or delete
+    /// them; nothing is deleted. Exit 1 when anything is listed.
+    Check(orphans::CheckArgs),
 }

@@ -26,6 +26,10 @@ pub struct WebhookConfigsArgs {
     /// Namespaces the webhooks are called for, comma-separated; empty: all.
     #[arg(long, env = "WATCH_NAMESPACES", default_value = "", value_parser = parse_watch_namespaces)]
     pub watch_namespaces: WatchScope,
+    /// For Kubernetes 1.28+ (which serves `matchConditions`): give every webhook the condition
+    /// that skips updates changing only finalizers, as the chart does there.
+    #[arg(long, env = "MATCH_CONDITIONS")]
+    pub match_conditions: bool,
 }
 
 /// The two configurations as YAML documents.
@@ -35,8 +39,12 @@ pub fn render(args: &WebhookConfigsArgs) -> anyhow::Result<String> {
         .with_service(&args.webhook_service_name)?
         .with_webhook_configuration(&args.webhook_configuration_name)?
         .with_watch_scope(&args.watch_namespaces);
-    let mutating = webhook_config::mutating(&settings, b"");
-    let validating = webhook_config::validating(&settings, b"");
+    let mut mutating = webhook_config::mutating(&settings, b"");
+    let mut validating = webhook_config::validating(&settings, b"");
+    if args.match_conditions {
+        mutating = webhook_config::skipping_finalizer_updates(mutating);
+        validating = webhook_config::skipping_finalizer_updates(validating);
+    }
     Ok(format!(
         "---\n{}---\n{}",
         serde_yaml::to_string(&with_kind(&mutating)?)?,
@@ -88,5 +96,14 @@ mod tests {
             "{yaml}"
         );
         assert!(!yaml.contains("caBundle"), "{yaml}");
+        assert!(!yaml.contains("matchConditions"), "{yaml}");
+        let cmd = Cmd::try_parse_from(["x", "--match-conditions"]).unwrap();
+        let yaml = render(&cmd.args).unwrap();
+        assert_eq!(
+            yaml.matches(webhook_config::FINALIZER_ONLY_CONDITION)
+                .count(),
+            6,
+            "every webhook: {yaml}"
+        );
     }
 }

@@ -169,11 +169,20 @@ pub fn overlay(name: &str, body: &str) -> PathBuf {
     dir
 }
 
-/// The base with both components, as an admin's overlay would include them.
+/// The base with every component, as an admin's overlay would include them (match-conditions:
+/// for Kubernetes 1.28+, the version `helm template` renders for by default).
 pub fn kustomize_with_components() -> String {
     kustomize(&overlay(
         "components",
-        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy, ../../../manifests/grafana]\n",
+        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy, ../../../manifests/grafana, ../../../manifests/match-conditions]\n",
+    ))
+}
+
+/// The base with the match-conditions component only (a Kubernetes 1.28+ install).
+pub fn kustomize_for_1_28() -> String {
+    kustomize(&overlay(
+        "match-conditions",
+        "resources: [../../../manifests]\ncomponents: [../../../manifests/match-conditions]\n",
     ))
 }
 
