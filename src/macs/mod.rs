@@ -8,6 +8,7 @@
 //! on Machines: [`index`] is the pure core (what is used by whom, how a free one is picked),
 //! [`live`] shares it between the watch and the webhooks.
 
+pub mod held;
 pub mod index;
 pub mod live;
 pub mod watch;
