@@ -103,8 +103,7 @@ async fn refused(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pre_rule_machines_reported_address_cannot_be_taken_and_stays_through_its_next_updates()
-{
+async fn a_pre_rule_machines_reported_address_cannot_be_taken_and_stays_through_its_next_updates() {
     let extra = ["--allowed-bridges", "br0"];
     let env = Fixture::new()
         .with_all_crds()

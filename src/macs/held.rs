@@ -108,7 +108,11 @@ mod tests {
             (None, Some("garbage"), None),
         ];
         for (spec, reported, want) in cases {
-            assert_eq!(held(spec, reported), want, "spec {spec:?}, reported {reported:?}");
+            assert_eq!(
+                held(spec, reported),
+                want,
+                "spec {spec:?}, reported {reported:?}"
+            );
         }
     }
 
@@ -126,19 +130,26 @@ mod tests {
         );
         assert_eq!(
             got,
-            [
-                Held::spec(n("02:00:00:00:00:01")),
-                Held::reported(n(B))
-            ]
+            [Held::spec(n("02:00:00:00:00:01")), Held::reported(n(B))]
         );
-        assert!(held_by([], reported).is_empty(), "the pod network holds none");
+        assert!(
+            held_by([], reported).is_empty(),
+            "the pod network holds none"
+        );
     }
 
     #[test]
     fn the_compact_form_keeps_address_and_origin() {
-        for h in [Held::spec(0xffff_ffff_ffff), Held::reported(0x0200_0000_0001)] {
+        for h in [
+            Held::spec(0xffff_ffff_ffff),
+            Held::reported(0x0200_0000_0001),
+        ] {
             assert_eq!(Held::unpacked(h.packed()), h);
         }
-        assert_eq!(Held::spec(5).packed(), 5, "a spec address is stored as before");
+        assert_eq!(
+            Held::spec(5).packed(),
+            5,
+            "a spec address is stored as before"
+        );
     }
 }

@@ -109,7 +109,11 @@ impl MacIndex {
             self.remove(&key);
         }
         for (key, packed) in listed {
-            self.set(source, key, packed.into_iter().map(Held::unpacked).collect());
+            self.set(
+                source,
+                key,
+                packed.into_iter().map(Held::unpacked).collect(),
+            );
         }
         self.listed.insert(source);
     }

@@ -122,7 +122,11 @@ mod tests {
         let mut index = MacIndex::new(1);
         apply(&mut index, 0, Event::Apply(m.clone()));
         assert_eq!(index.owner(n("52:54:00:00:00:02")), Some("team-a/old"));
-        assert_eq!(index.owner(n("52:54:00:00:00:01")), None, "the spec decides");
+        assert_eq!(
+            index.owner(n("52:54:00:00:00:01")),
+            None,
+            "the spec decides"
+        );
         apply(&mut index, 0, Event::Delete(m));
         assert_eq!(index.owner(n("52:54:00:00:00:02")), None);
     }

@@ -72,7 +72,11 @@ fn an_interface_keeps_what_it_holds_unless_another_machine_holds_it() {
         (true, Some("ns/other"), Choice::Taken("ns/other")),
     ];
     for (stored, holder, want) in cases {
-        assert_eq!(choose(stored, holder, "ns/web"), want, "{stored} {holder:?}");
+        assert_eq!(
+            choose(stored, holder, "ns/web"),
+            want,
+            "{stored} {holder:?}"
+        );
     }
 }
 

@@ -131,7 +131,11 @@ fn who_holds_an_address_many_machines_hold() {
     const X: u64 = 0x0200_0000_00aa;
     let (s, r) = (Held::spec(X), Held::reported(X));
     let cases: [(&str, Vec<Ev>, Option<(&str, Origin)>); 11] = [
-        ("reported only", vec![Set("p", r)], Some(("ns/p", Origin::Reported))),
+        (
+            "reported only",
+            vec![Set("p", r)],
+            Some(("ns/p", Origin::Reported)),
+        ),
         (
             "a spec takes it from a VM that only reports it",
             vec![Set("p", r), Set("s", s)],
