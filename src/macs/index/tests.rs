@@ -119,6 +119,9 @@ fn a_reservation_ends_when_a_machine_shows_the_address() {
     );
 }
 
+/// Who holds the address in the end, and how.
+type Holder = Option<(&'static str, Origin)>;
+
 /// A Machine that holds an address, or one deleted.
 enum Ev {
     Set(&'static str, Held),
@@ -130,7 +133,7 @@ fn who_holds_an_address_many_machines_hold() {
     use Ev::{Remove, Set};
     const X: u64 = 0x0200_0000_00aa;
     let (s, r) = (Held::spec(X), Held::reported(X));
-    let cases: [(&str, Vec<Ev>, Option<(&str, Origin)>); 11] = [
+    let cases: [(&str, Vec<Ev>, Holder); 11] = [
         (
             "reported only",
             vec![Set("p", r)],
