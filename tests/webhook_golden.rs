@@ -23,6 +23,7 @@ use kubevirt_operator::admission::{
 use kubevirt_operator::api::MachineClass;
 use kubevirt_operator::machine::Catalog;
 use kubevirt_operator::macs::LiveMacs;
+use kubevirt_operator::macs::held::Held;
 use serde_json::{Value, json};
 
 struct Case {
@@ -102,7 +103,7 @@ fn with_macs(case: &Case) -> bool {
 fn mac_index() -> LiveMacs {
     let macs = LiveMacs::seeded(20);
     let used = kubevirt_operator::macs::index::mac_number("52:54:00:aa:bb:cc").expect("mac");
-    macs.with_index(|i| i.set(0, "default/db".to_owned(), vec![used]));
+    macs.with_index(|i| i.set(0, "default/db".to_owned(), vec![Held::spec(used)]));
     macs
 }
 

@@ -124,11 +124,13 @@ impl Admission {
             &class.name,
             Some(class),
         );
+        let mut warnings = Vec::new();
         if let Some(macs) = &self.macs {
             let key = macs::machine_key(req, &parsed.name);
             let old = req.old_object.as_ref();
-            if let Err(e) = macs::fill(&mut resolved.spec.networks, old, &key, macs) {
-                return Verdict::deny(internal(&e));
+            match macs::fill(&mut resolved.spec.networks, old, &key, macs) {
+                Ok(given_up) => warnings = given_up,
+                Err(e) => return Verdict::deny(internal(&e)),
             }
         }
         let (spec, record) = match (
@@ -179,6 +181,7 @@ impl Admission {
             patch: Some(patch),
             ..Verdict::allow()
         }
+        .with_warnings(warnings)
     }
 
     /// Every rule, all errors at once; warnings for what is accepted but ignored.

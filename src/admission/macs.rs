@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::api::machine::Network;
 use crate::machine::{FieldError, FieldPath};
 use crate::macs::LiveMacs;
+use crate::macs::held::{Held, Origin, held};
 use crate::macs::index::mac_number;
 
 use super::review::Request;
@@ -20,44 +21,88 @@ pub fn machine_key(req: &Request, name: &str) -> String {
     format!("{}/{name}", req.namespace.as_deref().unwrap_or_default())
 }
 
-/// The address the stored Machine had for interface `name`: in its spec, else the one the VMI
-/// reported (KubeVirt's random one, kept so adopting it changes nothing in the guest).
-fn stored_address<'a>(old: Option<&'a Value>, name: &str) -> Option<&'a str> {
+/// The address the stored Machine holds on interface `name`, as [`held`] decides (its spec's,
+/// else the one its VM reports: KubeVirt's random one, kept so adopting it changes nothing in
+/// the guest), with the text it is written as.
+fn stored_address<'a>(old: Option<&'a Value>, name: &str) -> Option<(&'a str, Held)> {
     let named = |list: Option<&'a Value>| {
         list?
             .as_array()?
             .iter()
-            .find(|n| n.get("name").and_then(Value::as_str) == Some(name))?
-            .get("macAddress")?
-            .as_str()
+            .find(|n| n.get("name").and_then(Value::as_str) == Some(name))
     };
+    let mac = |v: &'a Value| v.get("macAddress").and_then(Value::as_str);
     let old = old?;
-    named(old.pointer("/spec/networks")).or_else(|| named(old.pointer("/status/interfaces")))
+    // Only an interface the spec lists holds an address (as in the index).
+    let spec = mac(named(old.pointer("/spec/networks"))?);
+    let reported = named(old.pointer("/status/interfaces")).and_then(mac);
+    let held = held(spec, reported)?;
+    let text = match held.origin {
+        Origin::Spec => spec?,
+        Origin::Reported => reported?,
+    };
+    Some((text, held))
 }
 
-/// Fills `macAddress` of every network without one; `Err` only when no free address could be
-/// drawn. `key` is the Machine's `namespace/name` (an address it holds is its own).
+/// What an interface without an address gets (pure).
+#[derive(Debug, PartialEq, Eq)]
+enum Choice<'a> {
+    /// What the stored Machine holds on it: the guest's address stays.
+    Keep,
+    /// A free address: it held none.
+    Draw,
+    /// A free address: Machine `.0` holds the one it had (two Machines stored with one
+    /// address, past the webhook); said in a warning.
+    Taken(&'a str),
+}
+
+/// `stored`: whether the stored Machine holds an address on the interface; `holder`: which
+/// Machine the index says holds that address; `key`: this Machine.
+fn choose<'a>(stored: bool, holder: Option<&'a str>, key: &str) -> Choice<'a> {
+    match holder {
+        _ if !stored => Choice::Draw,
+        Some(other) if other != key => Choice::Taken(other),
+        _ => Choice::Keep,
+    }
+}
+
+/// Fills `macAddress` of every network without one, and says in warnings each address given
+/// up; `Err` only when no free address could be drawn. `key` is the Machine's `namespace/name`
+/// (an address it holds is its own).
 pub fn fill(
     networks: &mut [Network],
     old: Option<&Value>,
     key: &str,
     macs: &LiveMacs,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
     for n in networks.iter_mut().filter(|n| n.mac_address.is_none()) {
-        let kept = stored_address(old, &n.name)
-            .filter(|m| mac_number(m).is_some())
-            .filter(|m| macs.owner(m).is_none_or(|o| o == key));
-        n.mac_address = match kept {
-            Some(m) => Some(m.to_owned()),
-            None => Some(macs.allocate().ok_or_else(|| {
-                format!(
-                    "no free MAC address could be drawn for spec.networks[{:?}]",
-                    n.name
-                )
-            })?),
-        };
+        let stored = stored_address(old, &n.name);
+        let holder = stored.and_then(|(text, _)| macs.owner(text));
+        let choice = choose(stored.is_some(), holder.as_deref(), key);
+        if let (Choice::Keep, Some((text, _))) = (&choice, stored) {
+            n.mac_address = Some(text.to_owned());
+            continue;
+        }
+        let fresh = macs.allocate().ok_or_else(|| {
+            format!(
+                "no free MAC address could be drawn for spec.networks[{:?}]",
+                n.name
+            )
+        })?;
+        if let (Choice::Taken(other), Some((text, held))) = (choice, stored) {
+            let whose = match held.origin {
+                Origin::Spec => "its spec had",
+                Origin::Reported => "its VM reports",
+            };
+            warnings.push(format!(
+                "spec.networks[{:?}].macAddress: {text}, which {whose}, is held by Machine {other}; given {fresh} instead (the guest gets it at its next restart)",
+                n.name
+            ));
+        }
+        n.mac_address = Some(fresh);
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// Errors for each address `networks` sets that the stored spec did not and another Machine
@@ -91,9 +136,15 @@ pub fn duplicate_errors(
     Ok(new
         .into_iter()
         .filter_map(|(i, mac)| {
-            let owner = macs.owner(mac).filter(|o| o != key)?;
+            let (owner, origin) = macs.holder(mac).filter(|(o, _)| o != key)?;
             let mut e = FieldError::duplicate(&path.index(i).child("macAddress"), mac);
-            e.detail = format!("already used by Machine {owner}");
+            e.detail = match origin {
+                Origin::Spec => format!("already used by Machine {owner}"),
+                // Its spec shows none yet: say where the address is seen.
+                Origin::Reported => {
+                    format!("already used by Machine {owner} (its VM reports it in status)")
+                }
+            };
             Some(e)
         })
         .collect())

@@ -4,6 +4,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::machine::names::parse_mac;
 
+use super::held::{Held, Origin};
+
 /// `namespace/name` of a Machine.
 pub type MachineKey = String;
 
@@ -20,8 +22,14 @@ pub type Source = usize;
 
 #[derive(Debug, Default)]
 pub struct MacIndex {
+    /// Each address and the Machine that holds it: a spec address before a reported one, else
+    /// the first seen.
     by_mac: HashMap<u64, MachineKey>,
+    /// Each Machine's addresses in [`Held::packed`] form (one `u64` each, origin included).
     by_machine: HashMap<MachineKey, (Source, Vec<u64>)>,
+    /// The other Machines that hold an address (stored past the webhook, or reported by a VM
+    /// from before the MAC rule): one takes it over when its holder lets it go. Empty normally.
+    contested: HashMap<u64, Vec<MachineKey>>,
     /// Relists in progress, each put in force whole when it ends.
     pending: HashMap<Source, HashMap<MachineKey, Vec<u64>>>,
     reserved: VecDeque<u64>,
@@ -70,14 +78,22 @@ impl MacIndex {
         self.by_mac.get(&mac).map(String::as_str)
     }
 
+    /// The Machine that holds `mac`, and whether its spec sets it or its VM reports it.
+    pub fn holder(&self, mac: u64) -> Option<(&str, Origin)> {
+        let key = self.by_mac.get(&mac)?;
+        let origin = origin_in(&self.by_machine, key, mac).unwrap_or(Origin::Spec);
+        Some((key, origin))
+    }
+
     /// A relist of `source` begins: what it lists replaces that source's Machines when it ends.
     pub fn begin_list(&mut self, source: Source) {
         self.pending.insert(source, HashMap::new());
     }
 
     /// One Machine of a relist.
-    pub fn listed(&mut self, source: Source, key: MachineKey, macs: Vec<u64>) {
-        self.pending.entry(source).or_default().insert(key, macs);
+    pub fn listed(&mut self, source: Source, key: MachineKey, macs: Vec<Held>) {
+        let packed = macs.into_iter().map(Held::packed).collect();
+        self.pending.entry(source).or_default().insert(key, packed);
     }
 
     /// The relist of `source` is complete.
@@ -92,30 +108,102 @@ impl MacIndex {
         for key in gone {
             self.remove(&key);
         }
-        for (key, macs) in listed {
-            self.set(source, key, macs);
+        for (key, packed) in listed {
+            self.set(
+                source,
+                key,
+                packed.into_iter().map(Held::unpacked).collect(),
+            );
         }
         self.listed.insert(source);
     }
 
-    /// A Machine was created or changed.
-    pub fn set(&mut self, source: Source, key: MachineKey, macs: Vec<u64>) {
-        self.remove(&key);
-        for mac in &macs {
-            // Two Machines stored with one address (past the webhook): the first keeps it.
-            self.by_mac.entry(*mac).or_insert_with(|| key.clone());
+    /// A Machine was created or changed. What it keeps it keeps: its addresses are never
+    /// handed to another Machine and back on the way.
+    pub fn set(&mut self, source: Source, key: MachineKey, macs: Vec<Held>) {
+        let packed = macs.iter().map(|h| h.packed()).collect();
+        let before = self
+            .by_machine
+            .insert(key.clone(), (source, packed))
+            .map(|(_, m)| m)
+            .unwrap_or_default();
+        for mac in before.into_iter().map(|p| Held::unpacked(p).mac) {
+            if !macs.iter().any(|h| h.mac == mac) {
+                self.release(&key, mac);
+            }
         }
-        self.reserved.retain(|r| !macs.contains(r));
-        self.by_machine.insert(key, (source, macs));
+        for held in &macs {
+            self.claim(&key, *held);
+        }
+        self.reserved.retain(|r| !macs.iter().any(|h| h.mac == *r));
     }
 
     /// A Machine was deleted.
     pub fn remove(&mut self, key: &str) {
         let (_, macs) = self.by_machine.remove(key).unwrap_or_default();
-        for mac in macs {
-            if self.by_mac.get(&mac).is_some_and(|k| k == key) {
-                self.by_mac.remove(&mac);
+        for mac in macs.into_iter().map(|p| Held::unpacked(p).mac) {
+            self.release(key, mac);
+        }
+    }
+
+    /// `key` (already in `by_machine`) holds `held`: it becomes the holder when the address is
+    /// free; a spec holder comes before one whose VM only reports the address (the spec was
+    /// admitted; the reported address is given up at that Machine's next write); otherwise
+    /// first come. The others wait in `contested`.
+    fn claim(&mut self, key: &str, held: Held) {
+        let mac = held.mac;
+        let Some(holder) = self.by_mac.get(&mac) else {
+            self.by_mac.insert(mac, key.to_owned());
+            return;
+        };
+        let (mine, theirs) = (holder == key, origin_in(&self.by_machine, holder, mac));
+        if mine {
+            if held.origin == Origin::Reported {
+                self.hand_on(mac, true);
             }
+            return;
+        }
+        let waiting = self.contested.entry(mac).or_default();
+        if !waiting.iter().any(|k| k == key) {
+            waiting.push(key.to_owned());
+        }
+        if held.origin == Origin::Spec && theirs == Some(Origin::Reported) {
+            self.hand_on(mac, true);
+        }
+    }
+
+    /// `key` no longer holds `mac`: if it was the holder, a waiting Machine takes it.
+    fn release(&mut self, key: &str, mac: u64) {
+        if let Some(waiting) = self.contested.get_mut(&mac) {
+            waiting.retain(|k| k != key);
+        }
+        if self.by_mac.get(&mac).is_some_and(|k| k == key) {
+            self.by_mac.remove(&mac);
+            self.hand_on(mac, false);
+        }
+        if self.contested.get(&mac).is_some_and(Vec::is_empty) {
+            self.contested.remove(&mac);
+        }
+    }
+
+    /// The first spec holder waiting for `mac` (else, unless `spec_only`, the first waiting)
+    /// becomes its holder; the holder it replaces waits.
+    fn hand_on(&mut self, mac: u64, spec_only: bool) {
+        let Some(waiting) = self.contested.get_mut(&mac) else {
+            return;
+        };
+        let spec = waiting
+            .iter()
+            .position(|k| origin_in(&self.by_machine, k, mac) == Some(Origin::Spec));
+        let Some(next) = spec.or((!spec_only && !waiting.is_empty()).then_some(0)) else {
+            return;
+        };
+        let next = waiting.remove(next);
+        if let Some(replaced) = self.by_mac.insert(mac, next) {
+            waiting.push(replaced);
+        }
+        if waiting.is_empty() {
+            self.contested.remove(&mac);
         }
     }
 
@@ -138,6 +226,19 @@ impl MacIndex {
         }
         None
     }
+}
+
+/// How `key` holds `mac`, per its entry in `by_machine`.
+fn origin_in(
+    by_machine: &HashMap<MachineKey, (Source, Vec<u64>)>,
+    key: &str,
+    mac: u64,
+) -> Option<Origin> {
+    let (_, macs) = by_machine.get(key)?;
+    macs.iter()
+        .map(|p| Held::unpacked(*p))
+        .find(|h| h.mac == mac)
+        .map(|h| h.origin)
 }
 
 #[cfg(test)]

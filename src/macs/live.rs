@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
+use super::held::Origin;
 use super::index::{MacIndex, format_mac, mac_number};
 
 /// Where new addresses come from.
@@ -89,7 +90,12 @@ impl LiveMacs {
 
     /// The Machine (`namespace/name`) that uses `mac`, if any.
     pub fn owner(&self, mac: &str) -> Option<String> {
+        self.holder(mac).map(|(key, _)| key)
+    }
+
+    /// The Machine that holds `mac`, and whether its spec sets it or its VM reports it.
+    pub fn holder(&self, mac: &str) -> Option<(String, Origin)> {
         let mac = mac_number(mac)?;
-        self.with_index(|i| i.owner(mac).map(str::to_owned))
+        self.with_index(|i| i.holder(mac).map(|(k, o)| (k.to_owned(), o)))
     }
 }

@@ -5,9 +5,12 @@
 //! The mutating webhook writes the address into the Machine (`spec.networks[].macAddress`), so it
 //! lives as long as the Machine and is visible on it; the validating webhook refuses a new MAC
 //! another Machine already uses. Every replica keeps the index of addresses in use from a watch
-//! on Machines: [`index`] is the pure core (what is used by whom, how a free one is picked),
-//! [`live`] shares it between the watch and the webhooks.
+//! on Machines: [`held`] says which address a Machine holds on an interface (its spec's, else
+//! what its VM reports: Machines from before this rule), [`index`] is the pure core (what is
+//! held by whom, how a free one is picked), [`live`] shares it between the watch and the
+//! webhooks.
 
+pub mod held;
 pub mod index;
 pub mod live;
 pub mod watch;

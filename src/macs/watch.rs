@@ -11,18 +11,28 @@ use crate::api::Machine;
 use crate::config::WatchScope;
 
 use super::LiveMacs;
-use super::index::{MacIndex, MachineKey, Source, mac_number};
+use super::held::{Held, held_by};
+use super::index::{MacIndex, MachineKey, Source};
 
-/// The Machine's key and the addresses its spec sets.
-pub fn addresses(m: &Machine) -> (MachineKey, Vec<u64>) {
+/// The Machine's key and the addresses it holds: each spec network's, else the one its VM
+/// reports for that interface (a Machine from before the MAC rule).
+pub fn addresses(m: &Machine) -> (MachineKey, Vec<Held>) {
     let key = format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any());
-    let macs = m
+    let reported = |name: &str| {
+        m.status
+            .as_ref()?
+            .interfaces
+            .iter()
+            .find(|i| i.name.as_deref() == Some(name))?
+            .mac_address
+            .as_deref()
+    };
+    let networks = m
         .spec
         .networks
         .iter()
-        .filter_map(|n| n.mac_address.as_deref().and_then(mac_number))
-        .collect();
-    (key, macs)
+        .map(|n| (n.name.as_str(), n.mac_address.as_deref()));
+    (key, held_by(networks, reported))
 }
 
 /// Applies one event of watch `source`.
@@ -73,5 +83,51 @@ pub async fn follow(client: Client, scope: WatchScope, live: LiveMacs) {
                 tracing::warn!(error = %e, "watching Machines for their MAC addresses failed; retrying")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::macs::held::Held;
+    use crate::macs::index::mac_number;
+
+    #[test]
+    fn a_machine_holds_its_spec_addresses_and_what_its_vm_reports_where_the_spec_has_none() {
+        let m: Machine = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "old", "namespace": "team-a"},
+            "spec": {"networks": [
+                {"name": "eth0", "networkName": "a", "macAddress": "02:00:00:00:00:01"},
+                {"name": "eth1", "networkName": "b"},
+                {"name": "eth2", "networkName": "c"}
+            ]},
+            "status": {"interfaces": [
+                {"name": "eth0", "macAddress": "52:54:00:00:00:01"},
+                {"name": "eth1", "macAddress": "52:54:00:00:00:02"}
+            ]}
+        }))
+        .expect("machine");
+        let n = |s| mac_number(s).expect("mac");
+        assert_eq!(
+            addresses(&m),
+            (
+                "team-a/old".to_owned(),
+                vec![
+                    Held::spec(n("02:00:00:00:00:01")),
+                    Held::reported(n("52:54:00:00:00:02"))
+                ]
+            )
+        );
+        let mut index = MacIndex::new(1);
+        apply(&mut index, 0, Event::Apply(m.clone()));
+        assert_eq!(index.owner(n("52:54:00:00:00:02")), Some("team-a/old"));
+        assert_eq!(
+            index.owner(n("52:54:00:00:00:01")),
+            None,
+            "the spec decides"
+        );
+        apply(&mut index, 0, Event::Delete(m));
+        assert_eq!(index.owner(n("52:54:00:00:00:02")), None);
     }
 }
