@@ -15,6 +15,9 @@
 //! - A NetworkConfiguration replaced with `--force` (deleted and re-created: a new uid) leaves its
 //!   remote Machine Ready, its attachment there re-proven for the new uid; and
 //!   `vitistack.io/abandon-remote` takes "true" or "false" only (`networks`).
+//! - A remote namespace that exists without the operator's proof is left untouched and its
+//!   Machines say NamespaceConflict; one being deleted is waited for; once gone it is made,
+//!   with its proof (`namespaces`).
 
 mod access;
 mod support;
@@ -205,5 +208,6 @@ async fn config_status(admin: &Client) -> Option<Value> {
 mod remote_trust_e2e {
     mod identity;
     mod key;
+    mod namespaces;
     mod networks;
 }

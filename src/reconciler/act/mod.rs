@@ -78,7 +78,6 @@ pub async fn act(
         machine_uid: &machine_uid,
     };
     let prover = &prover;
-    remote::ensure_namespace(cluster, &ns).await?;
     // retain-disks first, and on its own: a spec write that fails below must not keep a
     // reference the garbage collector acts on.
     let mut problems = decision.problems;

@@ -30,6 +30,7 @@ pub mod placement;
 pub mod problem;
 pub mod provisioning;
 pub mod remote;
+pub mod remote_namespace;
 pub mod reprove;
 pub mod restart;
 pub mod spec;
