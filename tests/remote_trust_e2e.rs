@@ -5,8 +5,8 @@
 //! `team-a` only, and what a remote Machine's author is asked: `use` on dc1, `update` and
 //! `delete` on claims in `team-a`.
 //!
-//! - A KubevirtConfig re-pointed at another cluster (here: the management cluster itself, whose
-//!   kube-system uid differs) makes nothing there and says ClusterChanged, on itself and on its
+//! - A KubevirtConfig re-pointed at another cluster (a third control plane, whose kube-system
+//!   uid differs) makes nothing there and says ClusterChanged, on itself and on its
 //!   Machines, until an admin acknowledges the new identity (`identity`).
 //! - The ownership key Secret deleted and the operator restarted: the leader refuses to
 //!   reconcile and names the Secret and the way out; a Machine deleted meanwhile keeps its
