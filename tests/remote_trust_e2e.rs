@@ -18,6 +18,9 @@
 //! - A remote namespace that exists without the operator's proof is left untouched and its
 //!   Machines say NamespaceConflict; one being deleted is waited for; once gone it is made,
 //!   with its proof (`namespaces`).
+//! - The credentials a disk source names are copied to the remote namespace with a proof, the
+//!   DataVolume there names the copies, a copy follows its source and goes with its Machine, and
+//!   a foreign object of a copy's name is never overwritten (`credentials`).
 
 mod access;
 mod support;
@@ -206,6 +209,7 @@ async fn config_status(admin: &Client) -> Option<Value> {
 
 /// The tests, by subject, in tests/remote_trust_e2e/ (still one test binary).
 mod remote_trust_e2e {
+    mod credentials;
     mod identity;
     mod key;
     mod namespaces;
