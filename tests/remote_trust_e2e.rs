@@ -17,7 +17,7 @@
 //!   `vitistack.io/abandon-remote` takes "true" or "false" only (`networks`).
 //! - A remote namespace that exists without the operator's proof is left untouched and its
 //!   Machines say NamespaceConflict; one being deleted is waited for; once gone it is made,
-//!   with its proof (`namespaces`).
+//!   with its proof; one left without it by an earlier operator is adopted (`namespaces`).
 //! - The credentials a disk source names are copied to the remote namespace with a proof, the
 //!   DataVolume there names the copies, a copy follows its source and goes with its Machine, and
 //!   a foreign object of a copy's name is never overwritten (`credentials`).

@@ -48,7 +48,10 @@ async fn a_remote_machines_credentials_are_copied_with_a_proof_and_go_with_it() 
         .create(&PostParams::default(), &ca)
         .await
         .expect("ca");
-    let reads = vec![rule("", "secrets", &["get"]), rule("", "configmaps", &["get"])];
+    let reads = vec![
+        rule("", "secrets", &["get"]),
+        rule("", "configmaps", &["get"]),
+    ];
     crate::support::rbac::grant_role(&w.admin, NS, "alice-reads-credentials", USER, reads).await;
     let op = start(&w.mgmt, &[]).await;
     create_admitted(&machines(&w.alice, NS), &importing("one"), &op).await;
@@ -67,11 +70,18 @@ async fn a_remote_machines_credentials_are_copied_with_a_proof_and_go_with_it() 
     let far_cms = Api::<ConfigMap>::namespaced(w.far_admin.clone(), NS);
     let copy = far_secrets.get("one-root-credentials").await.expect("copy");
     assert_eq!(key_of(&copy), Some(b"AKIA-1".to_vec()));
-    assert!(copy.annotations().contains_key(PROOF_ANNOTATION), "{copy:?}");
+    assert!(
+        copy.annotations().contains_key(PROOF_ANNOTATION),
+        "{copy:?}"
+    );
     assert!(copy.owner_references().is_empty());
     let ca_copy = far_cms.get("one-root-ca").await.expect("ca copy");
     assert_eq!(
-        ca_copy.data.as_ref().and_then(|d| d.get("ca.pem")).map(String::as_str),
+        ca_copy
+            .data
+            .as_ref()
+            .and_then(|d| d.get("ca.pem"))
+            .map(String::as_str),
         Some("-----BEGIN CERTIFICATE-----")
     );
     assert!(ca_copy.annotations().contains_key(PROOF_ANNOTATION));
@@ -90,9 +100,10 @@ async fn a_remote_machines_credentials_are_copied_with_a_proof_and_go_with_it() 
 
     // Someone else's Secret of the copy's name for a second Machine: never overwritten, and no
     // DataVolume made to read it.
-    let planted: Secret = serde_json::from_value(json!({"metadata": {"name": "two-root-credentials"},
+    let planted: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "two-root-credentials"},
         "stringData": {"accessKeyId": "theirs"}}))
-    .expect("secret");
+        .expect("secret");
     let planted = far_secrets
         .create(&PostParams::default(), &planted)
         .await
@@ -107,7 +118,10 @@ async fn a_remote_machines_credentials_are_copied_with_a_proof_and_go_with_it() 
         c.is_some_and(|c| c.message.contains("two-root-credentials")),
         "{c:?}"
     );
-    let now = far_secrets.get("two-root-credentials").await.expect("planted");
+    let now = far_secrets
+        .get("two-root-credentials")
+        .await
+        .expect("planted");
     assert_eq!(now.resource_version(), planted.resource_version());
     assert_eq!(key_of(&now), Some(b"theirs".to_vec()));
     assert!(far_dvs.get_opt("two-root").await.expect("read").is_none());
@@ -120,11 +134,21 @@ async fn a_remote_machines_credentials_are_copied_with_a_proof_and_go_with_it() 
         .expect("delete one");
     until(&op, "one gone with its copies", || async {
         let gone = api.get_opt("one").await.ok()?.is_none()
-            && far_secrets.get_opt("one-root-credentials").await.ok()?.is_none()
+            && far_secrets
+                .get_opt("one-root-credentials")
+                .await
+                .ok()?
+                .is_none()
             && far_cms.get_opt("one-root-ca").await.ok()?.is_none();
         gone.then_some(())
     })
     .await;
-    assert!(far_secrets.get_opt("two-root-credentials").await.expect("read").is_some());
+    assert!(
+        far_secrets
+            .get_opt("two-root-credentials")
+            .await
+            .expect("read")
+            .is_some()
+    );
     drop(w.remote);
 }

@@ -1,13 +1,15 @@
 //! A remote namespace is used only if the operator made it: one that already exists there
 //! without the operator's proof (our labels copied onto it included) is left untouched and the
 //! Machine says `NamespaceConflict`; one being deleted is waited for (`NamespaceTerminating`);
-//! once it is gone the operator makes it, with its proof, and the Machine is Ready.
+//! once it is gone the operator makes it, with its proof, and the Machine is Ready. A namespace
+//! as an operator from before namespace proofs left it (labelled, holding a proven VM) is
+//! adopted after a restart.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubevirt_operator::api::names::{MANAGED_BY, MANAGED_BY_LABEL, PROOF_ANNOTATION};
 use kubevirt_operator::reconciler::apis::cdi::DataVolume;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
@@ -25,8 +27,12 @@ async fn written_into(client: &kube::Client, ns: &str) -> usize {
         Api::<DataVolume>::namespaced(client.clone(), ns),
         Api::<Secret>::namespaced(client.clone(), ns),
     );
-    let (vms, claims, dvs, secrets) =
-        tokio::join!(vms.list(&lp), claims.list(&lp), dvs.list(&lp), secrets.list(&lp));
+    let (vms, claims, dvs, secrets) = tokio::join!(
+        vms.list(&lp),
+        claims.list(&lp),
+        dvs.list(&lp),
+        secrets.list(&lp)
+    );
     vms.expect("vms").items.len()
         + claims.expect("claims").items.len()
         + dvs.expect("dvs").items.len()
@@ -89,20 +95,53 @@ async fn a_foreign_remote_namespace_is_left_untouched_with_namespace_conflict() 
         .expect("finalize");
 
     // Gone: the operator makes it, with its proof, and the Machine is made there.
-    until(&op, "one's VM on dc1", || async { vm(&w.far_admin, "one").await }).await;
+    until(&op, "one's VM on dc1", || async {
+        vm(&w.far_admin, "one").await
+    })
+    .await;
     let made = far_ns.get(NS).await.expect("namespace");
     assert_ne!(made.uid(), planted.uid());
     let labels: &BTreeMap<String, String> = made.labels();
-    assert_eq!(labels.get(MANAGED_BY_LABEL).map(String::as_str), Some(MANAGED_BY));
+    assert_eq!(
+        labels.get(MANAGED_BY_LABEL).map(String::as_str),
+        Some(MANAGED_BY)
+    );
     let proof = made.annotations().get(PROOF_ANNOTATION).cloned();
     let identity = crate::kube_system_uid(&w.far_admin).await;
     assert!(
-        proof.as_deref().is_some_and(|p| p.starts_with(&format!("{identity}."))),
+        proof
+            .as_deref()
+            .is_some_and(|p| p.starts_with(&format!("{identity}."))),
         "{proof:?}"
     );
     status_when(&w.admin, &op, "one", "ClusterReady", |s| {
         condition(s, "ClusterReady").is_some_and(|c| c.0 == "True")
     })
     .await;
+
+    // As an operator from before namespace proofs left it: labelled, holding one's proven VM,
+    // no proof. After a restart it is adopted (its proof written once), and one stays Ready.
+    let mut op = op;
+    op.kill();
+    let strip = json!({"metadata": {"annotations": {PROOF_ANNOTATION: null}}});
+    far_ns
+        .patch(NS, &PatchParams::default(), &Patch::Merge(strip))
+        .await
+        .expect("strip the proof");
+    let op = start(&w.mgmt, &[]).await;
+    until(&op, "the namespace proven again", || async {
+        let ns = far_ns.get(NS).await.ok()?;
+        (ns.annotations().get(PROOF_ANNOTATION) == proof.as_ref()).then_some(())
+    })
+    .await;
+    let s = status_when(&w.admin, &op, "one", "one ClusterReady", |s| {
+        condition(s, "ClusterReady").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&s, "ClusterReady").map(|c| c.1),
+        Some("Ready"),
+        "{s:?}"
+    );
     drop(w.remote);
 }

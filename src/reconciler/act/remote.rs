@@ -38,24 +38,34 @@ pub async fn namespace(cluster: &Cluster, ns: &str) -> Result<Option<Unready>, k
     // Twice at most: one made by someone else between our read and our create is judged again.
     for _ in 0..2 {
         let found = api.get_metadata_opt(ns).await?.map(|n| n.metadata);
-        let holds = found.as_ref().is_some_and(|m| {
-            !decide::proven(&w, m, &cluster.key) && holds_ours(cluster, ns)
-        });
+        let holds = found
+            .as_ref()
+            .is_some_and(|m| !decide::proven(&w, m, &cluster.key) && holds_ours(cluster, ns));
         match decide::judge(&w, found.as_ref(), holds, &cluster.key) {
             Verdict::Use => {}
-            Verdict::Make(namespace) => match api.create(&PostParams::default(), &namespace).await
-            {
-                Ok(_) => {
-                    tracing::info!(namespace = ns, cluster = name, "made the Machine's namespace on its cluster")
+            Verdict::Make(namespace) => {
+                match api.create(&PostParams::default(), &namespace).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            namespace = ns,
+                            cluster = name,
+                            "made the Machine's namespace on its cluster"
+                        )
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                    Err(e) => return Err(e),
                 }
-                Err(kube::Error::Api(e)) if e.code == 409 => continue,
-                Err(e) => return Err(e),
-            },
+            }
             Verdict::Adopt(proof) => {
-                let patch = serde_json::json!({"metadata": {"annotations": {PROOF_ANNOTATION: proof}}});
+                let patch =
+                    serde_json::json!({"metadata": {"annotations": {PROOF_ANNOTATION: proof}}});
                 api.patch(ns, &PatchParams::default(), &Patch::Merge(patch))
                     .await?;
-                tracing::info!(namespace = ns, cluster = name, "proved the Machine's namespace on its cluster, made before namespaces carried proofs");
+                tracing::info!(
+                    namespace = ns,
+                    cluster = name,
+                    "proved the Machine's namespace on its cluster, made before namespaces carried proofs"
+                );
             }
             Verdict::Unready(reason, message) => {
                 let reason = reason.to_owned();

@@ -11,8 +11,8 @@ use super::apply::{self, Prover};
 use super::failed;
 use crate::api::{Machine, MachineSpec};
 use crate::reconciler::apis::cdi::DataVolume;
-use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::disks::conflict;
+use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::problem::Problem;
 use crate::reconciler::decide::remote_secrets::{self as decide, Credential, Step, Wanted};
 use crate::reconciler::error::Error;
@@ -51,7 +51,8 @@ pub async fn ensure_all(
 }
 
 /// The two kinds copied, and how each is decided.
-trait Copied: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+trait Copied:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
     + serde::Serialize
     + serde::de::DeserializeOwned
     + Clone
@@ -101,7 +102,8 @@ async fn copy<K: Copied>(
     let kind = w.what.kind();
     let sources: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     let copies: Api<K> = Api::namespaced(cluster.client.clone(), &ns);
-    let source = (sources.get_opt(&w.source).await).map_err(|e| failed(kind, w.copy.clone(), &e))?;
+    let source =
+        (sources.get_opt(&w.source).await).map_err(|e| failed(kind, w.copy.clone(), &e))?;
     let live = (copies.get_opt(&w.copy).await).map_err(|e| failed(kind, w.copy.clone(), &e))?;
     let at = (MachineRef::of(machine), ns.as_str());
     match K::decide(w, at, source.as_ref(), live.as_ref(), &cluster.key) {
@@ -144,7 +146,9 @@ async fn remove<K: Copied>(cluster: &Cluster, machine: &Machine, w: &Wanted) -> 
         return Ok(());
     };
     let kind = K::kind(&());
-    if let Some(uid) = decide::removable(&live.metadata, &kind, MachineRef::of(machine), &cluster.key) {
+    if let Some(uid) =
+        decide::removable(&live.metadata, &kind, MachineRef::of(machine), &cluster.key)
+    {
         super::delete_exact(&copies, &w.copy, uid.to_owned()).await?;
         tracing::info!(object = %w.copy, kind = %kind, "deleted a credential's copy with its Machine");
     }

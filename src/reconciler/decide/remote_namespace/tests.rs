@@ -62,20 +62,80 @@ fn namespace_evidence() {
     // (what, the namespace found, it holds an object proven for one of its Machines, verdict)
     let cases: [(&str, Option<ObjectMeta>, bool, &str); 13] = [
         ("missing", None, false, "make"),
-        ("ours", Some(namespace(true, ours.clone(), false)), false, "use"),
-        ("ours, labels removed", Some(namespace(false, ours.clone(), false)), false, "use"),
-        ("ours, being deleted", Some(namespace(true, ours, true)), true, NAMESPACE_TERMINATING),
-        ("foreign, being deleted", Some(namespace(false, None, true)), false, NAMESPACE_TERMINATING),
-        ("foreign", Some(namespace(false, None, false)), false, NAMESPACE_CONFLICT),
+        (
+            "ours",
+            Some(namespace(true, ours.clone(), false)),
+            false,
+            "use",
+        ),
+        (
+            "ours, labels removed",
+            Some(namespace(false, ours.clone(), false)),
+            false,
+            "use",
+        ),
+        (
+            "ours, being deleted",
+            Some(namespace(true, ours, true)),
+            true,
+            NAMESPACE_TERMINATING,
+        ),
+        (
+            "foreign, being deleted",
+            Some(namespace(false, None, true)),
+            false,
+            NAMESPACE_TERMINATING,
+        ),
+        (
+            "foreign",
+            Some(namespace(false, None, false)),
+            false,
+            NAMESPACE_CONFLICT,
+        ),
         // Labels are written by whoever may write the namespace: not evidence alone.
-        ("foreign with our labels", Some(namespace(true, None, false)), false, NAMESPACE_CONFLICT),
+        (
+            "foreign with our labels",
+            Some(namespace(true, None, false)),
+            false,
+            NAMESPACE_CONFLICT,
+        ),
         // Made before proofs: labelled, and holding what only we can have written.
-        ("ours by the earlier rule", Some(namespace(true, None, false)), true, "adopt"),
-        ("unlabelled, holding ours", Some(namespace(false, None, false)), true, NAMESPACE_CONFLICT),
-        ("proof for team-b", Some(namespace(true, for_b, false)), false, NAMESPACE_CONFLICT),
-        ("proof from another cluster", Some(namespace(true, elsewhere, false)), false, NAMESPACE_CONFLICT),
-        ("proof for another name", Some(namespace(true, renamed, false)), false, NAMESPACE_CONFLICT),
-        ("another key's proof", Some(namespace(true, theirs, false)), false, NAMESPACE_CONFLICT),
+        (
+            "ours by the earlier rule",
+            Some(namespace(true, None, false)),
+            true,
+            "adopt",
+        ),
+        (
+            "unlabelled, holding ours",
+            Some(namespace(false, None, false)),
+            true,
+            NAMESPACE_CONFLICT,
+        ),
+        (
+            "proof for team-b",
+            Some(namespace(true, for_b, false)),
+            false,
+            NAMESPACE_CONFLICT,
+        ),
+        (
+            "proof from another cluster",
+            Some(namespace(true, elsewhere, false)),
+            false,
+            NAMESPACE_CONFLICT,
+        ),
+        (
+            "proof for another name",
+            Some(namespace(true, renamed, false)),
+            false,
+            NAMESPACE_CONFLICT,
+        ),
+        (
+            "another key's proof",
+            Some(namespace(true, theirs, false)),
+            false,
+            NAMESPACE_CONFLICT,
+        ),
     ];
     for (what, found, holds, want) in cases {
         let v = judge(&WANT, found.as_ref(), holds, &key());
@@ -96,7 +156,10 @@ fn a_made_namespace_is_labelled_and_proven() {
     };
     assert_eq!(ns.metadata.name.as_deref(), Some("team-a"));
     let labels = ns.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels.get(MANAGED_BY_LABEL).map(String::as_str), Some(MANAGED_BY));
+    assert_eq!(
+        labels.get(MANAGED_BY_LABEL).map(String::as_str),
+        Some(MANAGED_BY)
+    );
     assert!(proven(&WANT, &ns.metadata, &key()));
 }
 
@@ -133,14 +196,25 @@ fn only_objects_proven_for_the_machine_they_are_labelled_for_count() {
     };
     let cases = [
         ("proven for its Machine", vm(Some("one"), "one", &k), true),
-        ("labelled for another Machine", vm(Some("two"), "one", &k), false),
+        (
+            "labelled for another Machine",
+            vm(Some("two"), "one", &k),
+            false,
+        ),
         ("no Machine label", vm(None, "one", &k), false),
-        ("another key's proof", vm(Some("one"), "one", &other_key()), false),
+        (
+            "another key's proof",
+            vm(Some("one"), "one", &other_key()),
+            false,
+        ),
     ];
     for (what, meta, want) in cases {
         assert_eq!(holds_ours([("VirtualMachine", &meta)], &k), want, "{what}");
         // Judged by its kind too.
-        assert!(!holds_ours([("PersistentVolumeClaim", &meta)], &k), "{what}");
+        assert!(
+            !holds_ours([("PersistentVolumeClaim", &meta)], &k),
+            "{what}"
+        );
     }
     assert!(!holds_ours([], &k), "empty");
 }
@@ -157,12 +231,37 @@ fn under_a_replaced_key_a_labelled_namespace_older_than_it_is_adopted() {
         ..namespace(labelled, None, false)
     };
     // The lost key's proof no longer verifies: labels and age decide, once.
-    let lost = Some(proof(&WANT, &OwnershipKey::new(&[1; 32], None).expect("key")));
+    let lost = Some(proof(
+        &WANT,
+        &OwnershipKey::new(&[1; 32], None).expect("key"),
+    ));
     let cases = [
-        ("labelled, older", created(true, "2026-05-01T00:00:00Z"), "adopt"),
-        ("labelled, older, lost key's proof", ObjectMeta { annotations: Some(BTreeMap::from([(PROOF_ANNOTATION.into(), lost.clone().unwrap_or_default())])), ..created(true, "2026-05-01T00:00:00Z") }, "adopt"),
-        ("unlabelled, older", created(false, "2026-05-01T00:00:00Z"), NAMESPACE_CONFLICT),
-        ("labelled, newer", created(true, "2026-07-01T00:00:00Z"), NAMESPACE_CONFLICT),
+        (
+            "labelled, older",
+            created(true, "2026-05-01T00:00:00Z"),
+            "adopt",
+        ),
+        (
+            "labelled, older, lost key's proof",
+            ObjectMeta {
+                annotations: Some(BTreeMap::from([(
+                    PROOF_ANNOTATION.into(),
+                    lost.clone().unwrap_or_default(),
+                )])),
+                ..created(true, "2026-05-01T00:00:00Z")
+            },
+            "adopt",
+        ),
+        (
+            "unlabelled, older",
+            created(false, "2026-05-01T00:00:00Z"),
+            NAMESPACE_CONFLICT,
+        ),
+        (
+            "labelled, newer",
+            created(true, "2026-07-01T00:00:00Z"),
+            NAMESPACE_CONFLICT,
+        ),
     ];
     for (what, meta, want) in cases {
         let v = judge(&WANT, Some(&meta), false, &new_key);
@@ -170,5 +269,8 @@ fn under_a_replaced_key_a_labelled_namespace_older_than_it_is_adopted() {
     }
     // Without a replacement, age says nothing.
     let old = created(true, "2026-05-01T00:00:00Z");
-    assert_eq!(reason(&judge(&WANT, Some(&old), false, &key())), NAMESPACE_CONFLICT);
+    assert_eq!(
+        reason(&judge(&WANT, Some(&old), false, &key())),
+        NAMESPACE_CONFLICT
+    );
 }

@@ -50,7 +50,12 @@ fn each_credential_a_source_names_is_copied_under_a_name_of_the_data_volume() {
     assert_eq!(
         got,
         [
-            w(Credential::Secret, "one-root", "creds", "one-root-credentials"),
+            w(
+                Credential::Secret,
+                "one-root",
+                "creds",
+                "one-root-credentials"
+            ),
             w(Credential::ConfigMap, "one-root", "ca", "one-root-ca"),
             w(Credential::Secret, "one-reg", "pull", "one-reg-credentials"),
             w(Credential::ConfigMap, "one-iso", "ca", "one-iso-ca"),
@@ -70,12 +75,19 @@ fn dv(name: &str, source: serde_json::Value) -> DataVolume {
 fn a_new_data_volume_names_the_copies_and_one_made_keeps_its_source() {
     let (d, c) = machine_disks();
     let w = wanted("one", &d, &c);
-    let http = json!({"http": {"url": "https://x/a.qcow2", "secretRef": "creds", "certConfigMap": "ca"}});
+    let http =
+        json!({"http": {"url": "https://x/a.qcow2", "secretRef": "creds", "certConfigMap": "ca"}});
     let mut dvs = vec![
         dv("one-root", http.clone()),
-        dv("one-reg", json!({"registry": {"url": "docker://x/y", "secretRef": "pull"}})),
+        dv(
+            "one-reg",
+            json!({"registry": {"url": "docker://x/y", "secretRef": "pull"}}),
+        ),
         dv("one-plain", json!({"http": {"url": "https://x/b.qcow2"}})),
-        dv("one-iso", json!({"http": {"url": "https://x/c.iso", "certConfigMap": "ca"}})),
+        dv(
+            "one-iso",
+            json!({"http": {"url": "https://x/c.iso", "certConfigMap": "ca"}}),
+        ),
     ];
     let mut made = vec![dv("one-root", http)];
     point_at_copies(&mut dvs, &w, |_| false);
@@ -89,7 +101,10 @@ fn a_new_data_volume_names_the_copies_and_one_made_keeps_its_source() {
         source(&dvs[1]),
         json!({"registry": {"url": "docker://x/y", "secretRef": "one-reg-credentials"}})
     );
-    assert_eq!(source(&dvs[2]), json!({"http": {"url": "https://x/b.qcow2"}}));
+    assert_eq!(
+        source(&dvs[2]),
+        json!({"http": {"url": "https://x/b.qcow2"}})
+    );
     assert_eq!(
         source(&dvs[3]),
         json!({"http": {"url": "https://x/c.iso", "certConfigMap": "one-iso-ca"}})
@@ -170,13 +185,43 @@ fn a_copy_is_written_only_over_nothing_or_our_own_for_this_machine() {
     // (what, the source, what is there, want)
     let cases: [(&str, Option<&Secret>, Option<Secret>, &str); 8] = [
         ("nothing there", Some(&src), None, "write"),
-        ("our copy", Some(&src), Some(live(Some((&key(), ONE)), true)), "write"),
-        ("ours, labels stripped", Some(&src), Some(live(Some((&key(), ONE)), false)), "write"),
-        ("someone else's", Some(&src), Some(live(None, false)), "conflict"),
-        ("our labels without the proof", Some(&src), Some(live(None, true)), "conflict"),
-        ("another key's proof", Some(&src), Some(live(Some((&other_key, ONE)), true)), "conflict"),
+        (
+            "our copy",
+            Some(&src),
+            Some(live(Some((&key(), ONE)), true)),
+            "write",
+        ),
+        (
+            "ours, labels stripped",
+            Some(&src),
+            Some(live(Some((&key(), ONE)), false)),
+            "write",
+        ),
+        (
+            "someone else's",
+            Some(&src),
+            Some(live(None, false)),
+            "conflict",
+        ),
+        (
+            "our labels without the proof",
+            Some(&src),
+            Some(live(None, true)),
+            "conflict",
+        ),
+        (
+            "another key's proof",
+            Some(&src),
+            Some(live(Some((&other_key, ONE)), true)),
+            "conflict",
+        ),
         // Made for an earlier Machine of the same name: not this one's.
-        ("an earlier Machine's", Some(&src), Some(live(Some((&key(), two)), true)), "conflict"),
+        (
+            "an earlier Machine's",
+            Some(&src),
+            Some(live(Some((&key(), two)), true)),
+            "conflict",
+        ),
         ("the source gone", None, None, "source missing"),
     ];
     for (what, source, there, want) in cases {
@@ -218,9 +263,17 @@ fn only_a_copy_proven_for_the_machine_goes_with_it() {
     let cases = [
         ("ours", live(Some((&key(), ONE)), true), Some("uid-copy")),
         ("someone else's", live(None, true), None),
-        ("an earlier Machine's", live(Some((&key(), other)), true), None),
+        (
+            "an earlier Machine's",
+            live(Some((&key(), other)), true),
+            None,
+        ),
     ];
     for (what, there, want) in cases {
-        assert_eq!(removable(&there.metadata, "Secret", ONE, &key()), want, "{what}");
+        assert_eq!(
+            removable(&there.metadata, "Secret", ONE, &key()),
+            want,
+            "{what}"
+        );
     }
 }
