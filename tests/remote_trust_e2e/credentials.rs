@@ -1,6 +1,7 @@
 //! The credentials a remote Machine's disk source names (`http.secretRef`, `certConfigMap`)
 //! are copied to its cluster by the operator, under names of its own, with the proof; the
-//! DataVolume there names the copies; a copy follows its source, goes with the Machine, and an
+//! DataVolume there names the copies; a copy follows its source, goes with its DataVolume (a
+//! removed CD-ROM) or with the Machine, and an
 //! object of that name the operator did not make is never overwritten (`SecretConflict`, no
 //! DataVolume made to read it).
 
@@ -21,7 +22,9 @@ fn importing(name: &str) -> kube::api::DynamicObject {
         name,
         json!({"template": "small", "disks": [{"name": "root", "size": "1Gi", "source": {"http": {
             "url": "https://images.example/a.qcow2",
-            "secretRef": {"name": "creds"}, "certConfigMap": "ca"}}}]}),
+            "secretRef": {"name": "creds"}, "certConfigMap": "ca"}}}],
+            "cdroms": [{"name": "iso", "source": {"http": {
+                "url": "https://images.example/tools.iso", "certConfigMap": "ca"}}}]}),
     )
 }
 
@@ -97,6 +100,31 @@ async fn a_remote_machines_credentials_are_copied_with_a_proof_and_go_with_it() 
         (key_of(&s) == Some(b"AKIA-2".to_vec())).then_some(())
     })
     .await;
+
+    // The CD-ROM removed: its copy goes with its DataVolume; the disk's stay.
+    until(&op, "one-iso's copy on dc1", || async {
+        far_cms.get_opt("one-iso-ca").await.ok().flatten()
+    })
+    .await;
+    let machines_api: Api<Machine> = Api::namespaced(w.alice.clone(), NS);
+    let no_cdrom = json!({"spec": {"cdroms": null}});
+    machines_api
+        .patch("one", &PatchParams::default(), &Patch::Merge(no_cdrom))
+        .await
+        .expect("remove the CD-ROM");
+    until(&op, "one-iso's DataVolume and copy gone", || async {
+        let gone = far_dvs.get_opt("one-iso").await.ok()?.is_none()
+            && far_cms.get_opt("one-iso-ca").await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
+    assert!(
+        far_cms
+            .get_opt("one-root-ca")
+            .await
+            .expect("read")
+            .is_some()
+    );
 
     // Someone else's Secret of the copy's name for a second Machine: never overwritten, and no
     // DataVolume made to read it.

@@ -192,6 +192,7 @@ pub async fn act(
                 for (name, uid) in decision.delete_data_volumes {
                     delete_exact(&dvs, &name, uid).await?;
                     tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
+                    remote_secrets::remove_for(cluster, machine, &name).await?;
                 }
             }
             Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),

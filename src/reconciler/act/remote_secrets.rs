@@ -14,7 +14,9 @@ use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::decide::disks::conflict;
 use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::problem::Problem;
-use crate::reconciler::decide::remote_secrets::{self as decide, Credential, Step, Wanted};
+use crate::reconciler::decide::remote_secrets::{
+    self as decide, Credential, Step, Wanted, copy_name,
+};
 use crate::reconciler::error::Error;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
@@ -126,31 +128,52 @@ async fn copy<K: Copied>(
 
 /// Deletes the copies proven for `machine` on its cluster (with the Machine).
 pub async fn remove_all(cluster: &Cluster, machine: &Machine) -> Result<(), Error> {
-    if cluster.is_local() {
-        return Ok(());
-    }
     let name = machine.name_any();
-    for w in decide::wanted(&name, &machine.spec.disks, &machine.spec.cdroms) {
-        match w.what {
-            Credential::Secret => remove::<Secret>(cluster, machine, &w).await?,
-            Credential::ConfigMap => remove::<ConfigMap>(cluster, machine, &w).await?,
-        }
+    let wanted = decide::wanted(&name, &machine.spec.disks, &machine.spec.cdroms);
+    let data_volumes: std::collections::BTreeSet<String> =
+        wanted.into_iter().map(|w| w.data_volume).collect();
+    for dv in data_volumes {
+        remove_for(cluster, machine, &dv).await?;
     }
     Ok(())
 }
 
-async fn remove<K: Copied>(cluster: &Cluster, machine: &Machine, w: &Wanted) -> Result<(), Error> {
+/// Deletes the copies proven for `machine` that DataVolume `data_volume` would read (with a
+/// removed CD-ROM's DataVolume, or with the Machine).
+pub async fn remove_for(
+    cluster: &Cluster,
+    machine: &Machine,
+    data_volume: &str,
+) -> Result<(), Error> {
+    if cluster.is_local() {
+        return Ok(());
+    }
+    remove::<Secret>(
+        cluster,
+        machine,
+        &copy_name(data_volume, Credential::Secret),
+    )
+    .await?;
+    remove::<ConfigMap>(
+        cluster,
+        machine,
+        &copy_name(data_volume, Credential::ConfigMap),
+    )
+    .await
+}
+
+async fn remove<K: Copied>(cluster: &Cluster, machine: &Machine, copy: &str) -> Result<(), Error> {
     let ns = machine.namespace().ok_or(Error::NoNamespace)?;
     let copies: Api<K> = Api::namespaced(cluster.client.clone(), &ns);
-    let Some(live) = copies.get_metadata_opt(&w.copy).await? else {
+    let Some(live) = copies.get_metadata_opt(copy).await? else {
         return Ok(());
     };
     let kind = K::kind(&());
     if let Some(uid) =
         decide::removable(&live.metadata, &kind, MachineRef::of(machine), &cluster.key)
     {
-        super::delete_exact(&copies, &w.copy, uid.to_owned()).await?;
-        tracing::info!(object = %w.copy, kind = %kind, "deleted a credential's copy with its Machine");
+        super::delete_exact(&copies, copy, uid.to_owned()).await?;
+        tracing::info!(object = %copy, kind = %kind, "deleted a credential's copy");
     }
     Ok(())
 }
