@@ -3,7 +3,7 @@
 //! Machine says `NamespaceConflict`; one being deleted is waited for (`NamespaceTerminating`);
 //! once it is gone the operator makes it, with its proof, and the Machine is Ready. A namespace
 //! as an operator from before namespace proofs left it (labelled, holding a proven VM) is
-//! adopted after a restart.
+//! adopted after a restart. One of ours deleted while in use is found again within a minute.
 
 use std::collections::BTreeMap;
 
@@ -143,5 +143,15 @@ async fn a_foreign_remote_namespace_is_left_untouched_with_namespace_conflict() 
         Some("Ready"),
         "{s:?}"
     );
+
+    // Ours, then deleted while in use: found again within the operator's minute, a wait.
+    far_ns
+        .delete(NS, &DeleteParams::default())
+        .await
+        .expect("delete");
+    status_when(&w.admin, &op, "one", "NamespaceTerminating again", |s| {
+        condition(s, "ClusterReady").is_some_and(|c| c.1 == "NamespaceTerminating")
+    })
+    .await;
     drop(w.remote);
 }

@@ -1,6 +1,8 @@
 //! What only a Machine on a remote cluster needs: its namespace there, used only if the operator
 //! made it (see [`crate::reconciler::decide::remote_namespace`]).
 
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -13,13 +15,17 @@ use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::remotes::Unready;
 use crate::reconciler::store::packed::{Brief, Packed};
 
+/// How long a namespace found ours is not asked for again: one deleted and made again by someone
+/// else is found within this time.
+const RECHECK: Duration = Duration::from_secs(60);
+
 /// Why the Machine's namespace `ns` on a remote cluster cannot be used, or `None` once it is
 /// ours (made now, proven, or adopted by the earlier rule). Remembered once ours, so asked for
-/// once per cluster; nothing is written into a namespace found otherwise.
+/// once a minute per cluster; nothing is written into a namespace found otherwise.
 pub async fn namespace(cluster: &Cluster, ns: &str) -> Result<Option<Unready>, kube::Error> {
     let known = |c: &Cluster| {
-        let set = c.namespaces.lock().unwrap_or_else(|p| p.into_inner());
-        set.contains(ns)
+        let seen = c.namespaces.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(ns).is_some_and(|at| at.elapsed() < RECHECK)
     };
     let (Some(name), Some(identity)) = (cluster.name.as_deref(), cluster.identity.as_deref())
     else {
@@ -72,8 +78,8 @@ pub async fn namespace(cluster: &Cluster, ns: &str) -> Result<Option<Unready>, k
                 return Ok(Some(Unready { reason, message }));
             }
         }
-        let mut set = cluster.namespaces.lock().unwrap_or_else(|p| p.into_inner());
-        set.insert(ns.to_owned());
+        let mut seen = cluster.namespaces.lock().unwrap_or_else(|p| p.into_inner());
+        seen.insert(ns.to_owned(), Instant::now());
         return Ok(None);
     }
     Ok(Some(Unready {
