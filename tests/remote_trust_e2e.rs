@@ -5,8 +5,8 @@
 //! `team-a` only, and what a remote Machine's author is asked: `use` on dc1, `update` and
 //! `delete` on claims in `team-a`.
 //!
-//! - A KubevirtConfig re-pointed at another cluster (here: the management cluster itself, whose
-//!   kube-system uid differs) makes nothing there and says ClusterChanged, on itself and on its
+//! - A KubevirtConfig re-pointed at another cluster (a third control plane, whose kube-system
+//!   uid differs) makes nothing there and says ClusterChanged, on itself and on its
 //!   Machines, until an admin acknowledges the new identity (`identity`).
 //! - The ownership key Secret deleted and the operator restarted: the leader refuses to
 //!   reconcile and names the Secret and the way out; a Machine deleted meanwhile keeps its
@@ -15,6 +15,12 @@
 //! - A NetworkConfiguration replaced with `--force` (deleted and re-created: a new uid) leaves its
 //!   remote Machine Ready, its attachment there re-proven for the new uid; and
 //!   `vitistack.io/abandon-remote` takes "true" or "false" only (`networks`).
+//! - A remote namespace that exists without the operator's proof is left untouched and its
+//!   Machines say NamespaceConflict; one being deleted is waited for; once gone it is made,
+//!   with its proof; one left without it by an earlier operator is adopted (`namespaces`).
+//! - The credentials a disk source names are copied to the remote namespace with a proof, the
+//!   DataVolume there names the copies, a copy follows its source and goes with its Machine, and
+//!   a foreign object of a copy's name is never overwritten (`credentials`).
 
 mod access;
 mod support;
@@ -203,7 +209,9 @@ async fn config_status(admin: &Client) -> Option<Value> {
 
 /// The tests, by subject, in tests/remote_trust_e2e/ (still one test binary).
 mod remote_trust_e2e {
+    mod credentials;
     mod identity;
     mod key;
+    mod namespaces;
     mod networks;
 }

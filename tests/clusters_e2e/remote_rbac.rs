@@ -101,6 +101,13 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             vec!["get", "create", "patch", "delete"],
             Some("team-a"),
         ),
+        // Issue 31: the copies of disk sources' CA ConfigMaps.
+        (
+            "",
+            "configmaps",
+            vec!["get", "create", "patch", "delete"],
+            Some("team-a"),
+        ),
         (
             "",
             "namespaces",
@@ -127,6 +134,7 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         ("", "nodes", "get", None),
         ("", "namespaces", "delete", None),
         ("", "secrets", "list", Some("team-a")),
+        ("", "configmaps", "list", Some("team-a")),
         (
             "kubevirt.io",
             "virtualmachineinstances",

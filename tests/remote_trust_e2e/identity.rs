@@ -1,10 +1,13 @@
-//! A KubevirtConfig re-pointed at another cluster makes nothing there until acknowledged.
+//! A KubevirtConfig re-pointed at another cluster makes nothing there until acknowledged. The
+//! other cluster is a third control plane: the management cluster's own `team-a` was not made by
+//! the operator, so a Machine moved there would only say `NamespaceConflict` (see `namespaces`).
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kubevirt_operator::api::{KubevirtConfig, Machine};
 use serde_json::json;
 
 use crate::access::{create_admitted, machines};
+use crate::support::Fixture;
 use crate::{
     NS, condition, config_status, kube_system_uid, on_dc1, put_kubeconfig, start, status_when,
     until, vm, world,
@@ -12,11 +15,12 @@ use crate::{
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_re_pointed_at_another_cluster_makes_nothing_there_until_acknowledged() {
-    let w = world().await;
+    let (w, other) = tokio::join!(world(), Fixture::new().with_fixture_crds().start());
     let op = start(&w.mgmt, &[]).await;
+    let other_admin = other.admin_client().await;
     let remote_uid = kube_system_uid(&w.far_admin).await;
-    let mgmt_uid = kube_system_uid(&w.admin).await;
-    assert_ne!(remote_uid, mgmt_uid);
+    let other_uid = kube_system_uid(&other_admin).await;
+    assert_ne!(remote_uid, other_uid);
 
     create_admitted(
         &machines(&w.alice, NS),
@@ -36,11 +40,10 @@ async fn a_config_re_pointed_at_another_cluster_makes_nothing_there_until_acknow
     })
     .await;
 
-    // A kubeconfig of another cluster pasted into dc1's Secret (here the management cluster's).
-    let wrong = w
-        .mgmt
-        .kubeconfig_yaml(w.mgmt.admin(), None)
-        .expect("management kubeconfig");
+    // A kubeconfig of another cluster pasted into dc1's Secret.
+    let wrong = other
+        .kubeconfig_yaml(other.admin(), None)
+        .expect("other kubeconfig");
     put_kubeconfig(&w.admin, &wrong, false).await;
     let s = until(&op, "dc1 says ClusterChanged", || async {
         let s = config_status(&w.admin).await?;
@@ -49,8 +52,8 @@ async fn a_config_re_pointed_at_another_cluster_makes_nothing_there_until_acknow
     .await;
     let message = s["message"].as_str().unwrap_or_default().to_owned();
     assert!(
-        message.contains(&mgmt_uid)
-            && message.contains(&format!("vitistack.io/acknowledge-cluster={mgmt_uid}")),
+        message.contains(&other_uid)
+            && message.contains(&format!("vitistack.io/acknowledge-cluster={other_uid}")),
         "{message}"
     );
     assert_eq!(
@@ -93,7 +96,7 @@ async fn a_config_re_pointed_at_another_cluster_makes_nothing_there_until_acknow
     );
     for name in ["far", "later"] {
         assert!(
-            vm(&w.admin, name).await.is_none(),
+            vm(&other_admin, name).await.is_none(),
             "{name} made on the wrong cluster"
         );
     }
@@ -107,13 +110,13 @@ async fn a_config_re_pointed_at_another_cluster_makes_nothing_there_until_acknow
     );
 
     // The admin acknowledges the move: work goes on there, and dc1 records the new identity.
-    let ack = json!({"metadata": {"annotations": {"vitistack.io/acknowledge-cluster": mgmt_uid}}});
+    let ack = json!({"metadata": {"annotations": {"vitistack.io/acknowledge-cluster": other_uid}}});
     Api::<KubevirtConfig>::all(w.admin.clone())
         .patch("dc1", &PatchParams::default(), &Patch::Merge(ack))
         .await
         .expect("acknowledge");
     until(&op, "later's VM on the cluster now reached", || {
-        vm(&w.admin, "later")
+        vm(&other_admin, "later")
     })
     .await;
     let s = until(&op, "dc1 Ready again", || async {
@@ -121,13 +124,13 @@ async fn a_config_re_pointed_at_another_cluster_makes_nothing_there_until_acknow
         (s["reason"] == json!("Ready")).then_some(s)
     })
     .await;
-    assert_eq!(s["clusterIdentity"], json!(mgmt_uid));
+    assert_eq!(s["clusterIdentity"], json!(other_uid));
     status_when(
         &w.admin,
         &op,
         "later",
         "later records the new cluster",
-        |s| s.cluster_identity.as_deref() == Some(mgmt_uid.as_str()),
+        |s| s.cluster_identity.as_deref() == Some(other_uid.as_str()),
     )
     .await;
 }

@@ -93,9 +93,13 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
   resources: ["pods"]
   verbs: ["get", "create", "delete"]
 # Cloud-init Secrets are read one by one (never listed); the derived Secret is applied and deleted.
+# A remote Machine's disk-source credentials are read by name too, and copied to its cluster.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get"]
 - apiGroups: ["k8s.cni.cncf.io"]
   resources: ["network-attachment-definitions"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

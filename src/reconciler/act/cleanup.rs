@@ -6,7 +6,7 @@
 //! Nothing is judged here: each deletion names the exact uid it was decided for, so a namesake
 //! made since is never touched.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -56,6 +56,10 @@ pub async fn execute(
             }
         }
     }
+    // A remote Machine's credential copies go last, once nothing there reads them.
+    if let Some(cluster) = cluster.filter(|_| plan.remove_finalizer) {
+        super::remote_secrets::remove_all(cluster, machine).await?;
+    }
     if cluster.is_none() && plan.remove_finalizer {
         tracing::warn!(
             "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"
@@ -101,6 +105,7 @@ async fn delete(
         Kind::Claim => delete_exact(&api::<PersistentVolumeClaim>(client, ns), name, uid).await,
         Kind::DataVolume => delete_exact(&api::<DataVolume>(client, ns), name, uid).await,
         Kind::Secret => delete_exact(&api::<Secret>(client, ns), name, uid).await,
+        Kind::ConfigMap => delete_exact(&api::<ConfigMap>(client, ns), name, uid).await,
         Kind::Attachment => {
             delete_exact(&api::<NetworkAttachmentDefinition>(client, ns), name, uid).await
         }

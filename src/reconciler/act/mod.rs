@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod disks;
 pub mod events;
 pub mod remote;
+pub mod remote_secrets;
 mod restart;
 pub mod secret;
 pub mod status;
@@ -60,7 +61,7 @@ pub async fn act(
     ctx: &Context,
     cluster: &Cluster,
     o: &Observed,
-    decision: Decision,
+    mut decision: Decision,
 ) -> Result<Acted, Error> {
     let machine = &o.machine;
     let ns = machine.namespace().unwrap_or_default();
@@ -78,13 +79,23 @@ pub async fn act(
         machine_uid: &machine_uid,
     };
     let prover = &prover;
-    remote::ensure_namespace(cluster, &ns).await?;
     // retain-disks first, and on its own: a spec write that fails below must not keep a
     // reference the garbage collector acts on.
     let mut problems = decision.problems;
     problems.extend(disks::release_all(client, &ns, &decision.release).await);
     problems.extend(disks::grow_all(client, &ns, &decision.grow_claims).await);
 
+    // A remote Machine's credential copies first: a DataVolume naming one not in place waits.
+    let (copy_problems, held_dvs) = remote_secrets::ensure_all(
+        ctx,
+        cluster,
+        (machine, &o.spec),
+        &decision.data_volumes,
+        prover,
+    )
+    .await;
+    problems.extend(copy_problems);
+    (decision.data_volumes).retain(|dv| !held_dvs.contains(&dv.name_any()));
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let claim_writes = decision.claims.into_iter().map(|claim| {
         let pvcs = pvcs.clone();
@@ -181,6 +192,7 @@ pub async fn act(
                 for (name, uid) in decision.delete_data_volumes {
                     delete_exact(&dvs, &name, uid).await?;
                     tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
+                    remote_secrets::remove_for(cluster, machine, &name).await?;
                 }
             }
             Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),

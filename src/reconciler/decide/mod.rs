@@ -30,6 +30,8 @@ pub mod placement;
 pub mod problem;
 pub mod provisioning;
 pub mod remote;
+pub mod remote_namespace;
+pub mod remote_secrets;
 pub mod reprove;
 pub mod restart;
 pub mod spec;
@@ -102,6 +104,9 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let mut d = decide_objects(o, catalog, key);
     if o.remote {
         remote::without_owner_references(&mut d, key);
+        let wanted = remote_secrets::wanted(&o.machine.name_any(), &o.spec.disks, &o.spec.cdroms);
+        let made = |dv: &str| o.data_volumes.contains_key(dv);
+        remote_secrets::point_at_copies(&mut d.data_volumes, &wanted, made);
     }
     d
 }

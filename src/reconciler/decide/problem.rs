@@ -71,6 +71,8 @@ pub enum Kind {
     Secret,
     /// A CDI DataVolume (a disk with a source, or a CD-ROM).
     DataVolume,
+    /// The copy of a disk source's CA ConfigMap on a remote cluster.
+    ConfigMap,
 }
 
 impl Kind {
@@ -81,6 +83,7 @@ impl Kind {
             Kind::Attachment => "NetworkAttachmentDefinition",
             Kind::Secret => "Secret",
             Kind::DataVolume => "DataVolume",
+            Kind::ConfigMap => "ConfigMap",
         }
     }
 }
@@ -171,6 +174,7 @@ impl Problem {
                 Kind::Attachment => "NetworkAttachmentConflict",
                 Kind::Secret => "SecretConflict",
                 Kind::DataVolume => "DataVolumeConflict",
+                Kind::ConfigMap => "ConfigMapConflict",
             },
             Problem::CloneUnauthorized { .. } => "CloneUnauthorized",
             Problem::CloneSourceNotPinned { .. } => "CloneSourceNotPinned",
@@ -181,6 +185,7 @@ impl Problem {
                 Kind::Attachment => "NetworkFailed",
                 Kind::Secret => "SecretFailed",
                 Kind::DataVolume => "DataVolumeFailed",
+                Kind::ConfigMap => "ConfigMapFailed",
             },
         }
     }
@@ -202,7 +207,7 @@ impl Problem {
             }
             Problem::ReleaseFailed { .. } => DISKS_RETAINED,
             Problem::Conflict { kind, .. } | Problem::WriteFailed { kind, .. } => match kind {
-                Kind::Claim | Kind::DataVolume => STORAGE_READY,
+                Kind::Claim | Kind::DataVolume | Kind::ConfigMap => STORAGE_READY,
                 Kind::Attachment => NETWORK_READY,
                 Kind::VirtualMachine | Kind::Secret => VIRTUAL_MACHINE_READY,
             },
@@ -252,6 +257,7 @@ impl Problem {
         "NetworkAttachmentConflict",
         "SecretConflict",
         "DataVolumeConflict",
+        "ConfigMapConflict",
         "CloneUnauthorized",
         "CloneSourceNotPinned",
         "ReleaseFailed",
@@ -260,6 +266,7 @@ impl Problem {
         "NetworkFailed",
         "SecretFailed",
         "DataVolumeFailed",
+        "ConfigMapFailed",
     ];
 }
 

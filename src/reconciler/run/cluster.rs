@@ -5,7 +5,7 @@
 //! in (the [`Context`](super::context::Context)); everything a Machine is turned into is read and
 //! written through its [`Cluster`].
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Secret};
@@ -51,8 +51,9 @@ pub struct Cluster {
     pub state: Arc<State>,
     /// The key objects there are judged with (see `OwnershipKey::without_history`).
     pub key: OwnershipKey,
-    /// Namespaces known to exist there (made by us, or found): not asked for again.
-    pub namespaces: Mutex<BTreeSet<String>>,
+    /// Namespaces found ours there, and when: not asked for again for a while
+    /// (`act::remote::namespace`).
+    pub namespaces: Mutex<BTreeMap<String, std::time::Instant>>,
 }
 
 impl Cluster {

@@ -171,6 +171,16 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
             });
         }
     };
+    // On a remote cluster, only in a namespace the operator made (`NamespaceConflict`).
+    let ns = machine.namespace().unwrap_or_default();
+    if let Some(why) = act::remote::namespace(&cluster, &ns).await? {
+        let name = cluster.name.as_deref().unwrap_or_default();
+        act::status::unready(ctx, machine, name, &why).await?;
+        return Ok(Reconciled {
+            blocked: true,
+            write_status_in: None,
+        });
+    }
     let observed = observe::observe(machine, ctx, &cluster).await?;
     let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
     let acted = act::act(ctx, &cluster, &observed, decision).await?;

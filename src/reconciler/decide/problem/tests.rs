@@ -7,6 +7,7 @@ fn all() -> Vec<Problem> {
         Kind::Attachment,
         Kind::Secret,
         Kind::DataVolume,
+        Kind::ConfigMap,
     ];
     let mut v = vec![
         Problem::InvalidSpec {
@@ -102,5 +103,10 @@ fn conflicts_follow_the_shared_vocabulary() {
     assert_eq!(
         (secret.reason(), secret.condition()),
         ("SecretConflict", condition::VIRTUAL_MACHINE_READY)
+    );
+    let ca = c(Kind::ConfigMap);
+    assert_eq!(
+        (ca.reason(), ca.condition()),
+        ("ConfigMapConflict", condition::STORAGE_READY)
     );
 }

@@ -1,0 +1,224 @@
+//! The credentials of a remote Machine's disk sources (pure): the Secret a CDI `http` or
+//! `registry` source names (`secretRef`) and the ConfigMap of an `http` source's CA
+//! (`certConfigMap`) live in the Machine's namespace on the management cluster, where the author
+//! was asked `get` on them. CDI reads them in the DataVolume's namespace on the remote cluster,
+//! so the operator copies each one there, under a name of its own made from the DataVolume's
+//! (`<machine>-<disk>-credentials`, `<machine>-<disk>-ca`), proven for the Machine like
+//! everything else it makes, and points the DataVolume it makes at the copy. A copy follows its
+//! source at each reconcile and goes with the Machine. An object of that name without the proof
+//! is never written (`SecretConflict`, `ConfigMapConflict`), and a DataVolume naming it is not
+//! made: CDI would send those credentials to the author's URL.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+
+use super::evidence::OwnershipKey;
+use super::ownership::{self, MachineRef, Ownership};
+use super::problem::Kind;
+use crate::api::machine::Disk;
+use crate::api::names::pvc_name;
+use crate::api::source::{Cdrom, DiskSource};
+use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+
+/// What a disk source names for CDI to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Credential {
+    /// `http.secretRef` or `registry.secretRef`.
+    Secret,
+    /// `http.certConfigMap`.
+    ConfigMap,
+}
+
+impl Credential {
+    /// The kind named in a conflict.
+    pub fn kind(self) -> Kind {
+        match self {
+            Credential::Secret => Kind::Secret,
+            Credential::ConfigMap => Kind::ConfigMap,
+        }
+    }
+}
+
+/// One copy a remote Machine needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub what: Credential,
+    /// The DataVolume that reads it.
+    pub data_volume: String,
+    /// The object's name in the Machine's namespace on the management cluster.
+    pub source: String,
+    /// The copy's name on the remote cluster.
+    pub copy: String,
+}
+
+/// The copy's name for the DataVolume `data_volume`.
+pub fn copy_name(data_volume: &str, what: Credential) -> String {
+    match what {
+        Credential::Secret => format!("{data_volume}-credentials"),
+        Credential::ConfigMap => format!("{data_volume}-ca"),
+    }
+}
+
+/// Every copy the sources of `machine`'s disks and CD-ROMs ask for.
+pub fn wanted(machine: &str, disks: &[Disk], cdroms: &[Cdrom]) -> Vec<Wanted> {
+    let sources = (disks.iter())
+        .filter_map(|d| d.source.as_ref().map(|s| (d.name.as_str(), s)))
+        .chain(cdroms.iter().map(|c| (c.name.as_str(), &c.source)));
+    let mut out = Vec::new();
+    for (disk, source) in sources {
+        let data_volume = pvc_name(machine, disk);
+        for (what, name) in credentials(source) {
+            out.push(Wanted {
+                what,
+                copy: copy_name(&data_volume, what),
+                data_volume: data_volume.clone(),
+                source: name.to_owned(),
+            });
+        }
+    }
+    out
+}
+
+fn credentials(source: &DiskSource) -> Vec<(Credential, &str)> {
+    let http = source.http.as_ref();
+    let secrets = (http.and_then(|h| h.secret_ref.as_ref()))
+        .into_iter()
+        .chain(source.registry.as_ref().and_then(|r| r.secret_ref.as_ref()))
+        .map(|r| (Credential::Secret, r.name.as_str()));
+    let ca = (http.and_then(|h| h.cert_config_map.as_deref())).map(|c| (Credential::ConfigMap, c));
+    secrets.chain(ca).collect()
+}
+
+/// Points each DataVolume of `dvs` that is not made yet (`made` says which are) at the copies
+/// `wanted` names for it. One already made keeps its source (CDI refuses a change).
+pub fn point_at_copies(dvs: &mut [DataVolume], wanted: &[Wanted], made: impl Fn(&str) -> bool) {
+    for dv in dvs {
+        let name = dv.metadata.name.clone().unwrap_or_default();
+        let Some(source) = dv.spec.source.as_mut().filter(|_| !made(&name)) else {
+            continue;
+        };
+        for w in wanted.iter().filter(|w| w.data_volume == name) {
+            let copy = Some(w.copy.clone());
+            match w.what {
+                Credential::Secret => {
+                    if let Some(h) = source.http.as_mut().filter(|h| h.secret_ref.is_some()) {
+                        h.secret_ref = copy.clone();
+                    }
+                    if let Some(r) = source.registry.as_mut().filter(|r| r.secret_ref.is_some()) {
+                        r.secret_ref = copy;
+                    }
+                }
+                Credential::ConfigMap => {
+                    if let Some(h) = source.http.as_mut() {
+                        h.cert_config_map = copy;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the DataVolume `dv` names the copy `w`.
+pub fn names_copy(dv: &DataVolume, w: &Wanted) -> bool {
+    let Some(source) = dv.spec.source.as_ref() else {
+        return false;
+    };
+    let copy = Some(&w.copy);
+    let http = source.http.as_ref();
+    match w.what {
+        Credential::Secret => {
+            http.is_some_and(|h| h.secret_ref.as_ref() == copy)
+                || (source.registry.as_ref()).is_some_and(|r| r.secret_ref.as_ref() == copy)
+        }
+        Credential::ConfigMap => http.is_some_and(|h| h.cert_config_map.as_ref() == copy),
+    }
+}
+
+/// What to do about one copy.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step<K> {
+    /// Make it, or make it what the source holds now.
+    Write(K),
+    /// Someone else's object of that name: not written, and its DataVolume not made.
+    Conflict,
+    /// The source is gone from the management cluster: nothing written (CDI waits).
+    SourceMissing,
+}
+
+/// The copy of `source` as `w` for `machine` (in `namespace`), given the object of that name
+/// found there (`live`).
+pub fn secret_copy(
+    w: &Wanted,
+    (machine, namespace): (MachineRef, &str),
+    source: Option<&Secret>,
+    live: Option<&Secret>,
+    key: &OwnershipKey,
+) -> Step<Secret> {
+    step(live, machine, key, source, |s| Secret {
+        metadata: meta(w, machine, namespace),
+        data: s.data.clone(),
+        type_: s.type_.clone(),
+        ..Secret::default()
+    })
+}
+
+/// [`secret_copy`] for a CA ConfigMap.
+pub fn config_map_copy(
+    w: &Wanted,
+    (machine, namespace): (MachineRef, &str),
+    source: Option<&ConfigMap>,
+    live: Option<&ConfigMap>,
+    key: &OwnershipKey,
+) -> Step<ConfigMap> {
+    step(live, machine, key, source, |s| ConfigMap {
+        metadata: meta(w, machine, namespace),
+        data: s.data.clone(),
+        binary_data: s.binary_data.clone(),
+        ..ConfigMap::default()
+    })
+}
+
+fn step<K: Resource<DynamicType = ()>>(
+    live: Option<&K>,
+    machine: MachineRef,
+    key: &OwnershipKey,
+    source: Option<&K>,
+    copy: impl FnOnce(&K) -> K,
+) -> Step<K> {
+    // A copy is never adopted: released or not, only one proven for this Machine is ours.
+    if !ownership::of(live, machine, key).writable(false) {
+        return Step::Conflict;
+    }
+    source.map_or(Step::SourceMissing, |s| Step::Write(copy(s)))
+}
+
+/// The uid of `live` (a copy's name, of `kind`) when it is ours to delete with the Machine.
+pub fn removable<'m>(
+    live: &'m ObjectMeta,
+    kind: &str,
+    machine: MachineRef,
+    key: &OwnershipKey,
+) -> Option<&'m str> {
+    let ours = ownership::of_meta(Some(live), kind, machine, key) == Ownership::Ours;
+    live.uid.as_deref().filter(|_| ours)
+}
+
+fn meta(w: &Wanted, machine: MachineRef, namespace: &str) -> ObjectMeta {
+    let labels = [
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+        (MACHINE_LABEL.to_owned(), machine.name.to_owned()),
+    ];
+    ObjectMeta {
+        name: Some(w.copy.clone()),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(BTreeMap::from(labels)),
+        ..ObjectMeta::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;
