@@ -19,6 +19,8 @@ use serde_json::json;
 use super::context::{Context, NO_KUBEVIRT_SNAPSHOTS};
 use super::error::Error;
 use super::mirror;
+use super::site::{self, Site};
+use super::workload::{self, Workload};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 use crate::api::snapshots::{
@@ -28,7 +30,7 @@ use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference, VirtualMachineSnapshot, VirtualMachineSnapshotSpec,
 };
-use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
+use crate::reconciler::decide::desired::meta::machine_labels;
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controller_uid};
 use crate::reconciler::run::watches::Scope;
@@ -71,12 +73,26 @@ pub fn taken_of(
     s: &MachineSnapshot,
     vms: Option<&VirtualMachineSnapshot>,
 ) -> Option<String> {
+    taken_of_on(key, s, vms, false)
+}
+
+/// [`taken_of`], for a VirtualMachineSnapshot on a `remote` cluster: there it has no owner
+/// reference at all (none can reach the MachineSnapshot), the proof alone binds it to `s`.
+pub fn taken_of_on(
+    key: &OwnershipKey,
+    s: &MachineSnapshot,
+    vms: Option<&VirtualMachineSnapshot>,
+    remote: bool,
+) -> Option<String> {
     let machine = s.spec.machine_name.as_str();
     if let Some(uid) = key.made_for(SCHEDULED_PROOF_KIND, s.meta(), machine) {
         return Some(uid.to_owned());
     }
-    let vms =
-        vms.filter(|v| s.uid().is_some() && controller_uid(v.meta()) == s.uid().as_deref())?;
+    let controller = |v: &VirtualMachineSnapshot| match remote {
+        true => v.owner_references().is_empty(),
+        false => controller_uid(v.meta()) == s.uid().as_deref(),
+    };
+    let vms = vms.filter(|v| s.uid().is_some() && controller(v))?;
     let value = vms.annotations().get(TAKEN_OF_ANNOTATION)?;
     let ns = s.namespace().unwrap_or_default();
     let name_uid = format!("{}/{}", s.name_any(), s.uid().unwrap_or_default());
@@ -130,41 +146,112 @@ enum Found {
     Foreign,
 }
 
+/// Whether `v` is the VirtualMachineSnapshot the operator made for `s`: controlled by it on the
+/// operator's cluster; on a remote one, no owner reference and the proof bound to `s`'s uid.
+pub fn made_for(key: &OwnershipKey, s: &MachineSnapshot, v: &VirtualMachineSnapshot, remote: bool) -> bool {
+    match remote {
+        false => controller_uid(v.meta()).is_some() && controller_uid(v.meta()) == s.uid().as_deref(),
+        true => {
+            let proven = |machine_uid: &str| {
+                let value = v.annotations().get(TAKEN_OF_ANNOTATION);
+                value.is_some_and(|p| *p == taken_proof(key, s, machine_uid))
+            };
+            let recorded = v.annotations().get(MACHINE_UID_ANNOTATION);
+            s.uid().is_some() && v.owner_references().is_empty() && recorded.is_some_and(|u| proven(u))
+        }
+    }
+}
+
 async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action, Error> {
     if s.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+        return remote::on_delete(&s, &ctx).await;
     }
     let ns = s
         .namespace()
         .ok_or_else(|| Error::NoNamespace(s.name_any()))?;
     let name = s.name_any();
-    let client = &ctx.client;
-    if !ctx.kubevirt {
-        let status = mirror::status(None, None, None, Some(NO_KUBEVIRT_SNAPSHOTS.to_owned()));
-        if s.status.as_ref() != Some(&status) {
-            write_status(client, &ns, &name, &status).await?;
+    let previous = s.status.clone().unwrap_or_default();
+    // Where: the cluster it was taken on once recorded, else its Machine's.
+    let (site, machine) = match (&previous.cluster, &previous.virtual_machine_snapshot_name) {
+        (Some(cluster), _) => {
+            let pinned = previous.cluster_identity.as_deref();
+            (workload::site_at(&ctx, cluster, pinned), None)
         }
+        (None, Some(_)) => (Site::Local, None),
+        (None, None) => {
+            let machine = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&s.spec.machine_name)
+                .await?;
+            match &machine {
+                Some(m) => (workload::site_of(&ctx, m, None).await?, machine),
+                None => (Site::Local, None),
+            }
+        }
+    };
+    let remote = site.is_remote();
+    let status = match (Workload::of(&ctx, &site), site) {
+        (_, Site::Wait(why)) if previous.virtual_machine_snapshot_name.is_some() => {
+            // Taken: what KubeVirt said last stands; the reason says why it is not read now.
+            tracing::debug!(snapshot = %name, reason = %why.reason, "cluster of a snapshot not reachable");
+            return Ok(Action::requeue(ctx.settings.tick));
+        }
+        (_, Site::Wait(why)) => mirror::cluster_waits(
+            &why.reason,
+            &why.message,
+            machine.as_ref().and_then(|m| m.uid()).as_deref(),
+            (age(&s, &ctx), ctx.settings.limits.pending_limit, site::refused(&why.reason)),
+        ),
+        (_, Site::Local) if !ctx.kubevirt => {
+            mirror::status(None, None, None, Some(NO_KUBEVIRT_SNAPSHOTS.to_owned()))
+        }
+        (None, _) => return Ok(Action::requeue(ctx.settings.tick)),
+        (Some(w), _) => observe_and_take(&s, &ns, &ctx, &w, machine, &previous).await?,
+    };
+    let done = matches!(
+        status.phase.as_deref(),
+        Some(snapshot_phase::SUCCEEDED | snapshot_phase::FAILED)
+    );
+    if s.status.as_ref() != Some(&status) {
+        write_status(&ctx.client, &ns, &name, &status).await?;
+    }
+    if done {
         return Ok(Action::await_change());
     }
-    let vm_snapshots: Api<VirtualMachineSnapshot> = Api::namespaced(client.clone(), &ns);
+    // Not done: looked at again with backoff (KubeVirt's status changes also wake it on this
+    // cluster); one waiting for a VM or a cluster no later than when it gives up.
+    let age = age(&s, &ctx);
+    let mut next = mirror::next_look(age, remote, ctx.settings.tick);
+    if status.virtual_machine_snapshot_name.is_none() {
+        let left = ctx.settings.limits.pending_limit.saturating_sub(age);
+        next = next.min(left.max(Duration::from_secs(1)));
+    }
+    Ok(Action::requeue(next))
+}
+
+/// The status from the VirtualMachineSnapshot on the workload cluster `w`, made if it is not
+/// there yet; a remote cluster's name and identity recorded in it.
+async fn observe_and_take(
+    s: &MachineSnapshot,
+    ns: &str,
+    ctx: &Context,
+    w: &Workload,
+    machine: Option<Machine>,
+    previous: &MachineSnapshotStatus,
+) -> Result<MachineSnapshotStatus, Error> {
+    let name = s.name_any();
+    let vm_snapshots: Api<VirtualMachineSnapshot> = Api::namespaced(w.client.clone(), ns);
     let found = match vm_snapshots.get_opt(&name).await? {
         None => Found::Absent,
-        Some(v)
-            if controller_uid(v.meta()).is_some()
-                && controller_uid(v.meta()) == s.uid().as_deref() =>
-        {
-            Found::Ours(Box::new(v))
-        }
+        Some(v) if made_for(&w.key, s, &v, w.is_remote()) => Found::Ours(Box::new(v)),
         Some(_) => Found::Foreign,
     };
-    let previous = s.status.clone().unwrap_or_default();
-    let status = match found {
+    let mut status = match found {
         Found::Ours(v) => {
             // Recorded on it when made: a status written from a stale copy cannot lose it.
             let uid = v.annotations().get(MACHINE_UID_ANNOTATION).cloned();
             mirror::status(
                 Some(&v),
-                previous.machine_uid.or(uid).as_deref(),
+                previous.machine_uid.clone().or(uid).as_deref(),
                 None,
                 None,
             )
@@ -184,27 +271,13 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
             None,
             Some(format!("VirtualMachineSnapshot {name} was deleted")),
         ),
-        Found::Absent => take(&s, &ns, &ctx).await?,
+        Found::Absent => take(s, ns, ctx, w, machine).await?,
     };
-    let done = matches!(
-        status.phase.as_deref(),
-        Some(snapshot_phase::SUCCEEDED | snapshot_phase::FAILED)
-    );
-    if s.status.as_ref() != Some(&status) {
-        write_status(client, &ns, &name, &status).await?;
+    if let Some((cluster, identity)) = &w.remote {
+        status.cluster = Some(cluster.clone());
+        status.cluster_identity = Some(identity.clone());
     }
-    if done {
-        return Ok(Action::await_change());
-    }
-    // Not done: looked at again with backoff (KubeVirt's status changes also wake it); one
-    // waiting for a VM no later than when it gives up.
-    let age = age(&s, &ctx);
-    let mut next = mirror::look_again(age);
-    if status.virtual_machine_snapshot_name.is_none() {
-        let left = ctx.settings.limits.pending_limit.saturating_sub(age);
-        next = next.min(left.max(Duration::from_secs(1)));
-    }
-    Ok(Action::requeue(next))
+    Ok(status)
 }
 
 /// How long the MachineSnapshot has existed, by the controllers' clock.
@@ -218,26 +291,35 @@ fn age(s: &MachineSnapshot, ctx: &Context) -> Duration {
     Duration::from_secs(created.map_or(0, |c| u64::try_from(now - c).unwrap_or(0)))
 }
 
-/// Makes the VirtualMachineSnapshot of the Machine's VM, if the VM is the Machine's own.
+/// Makes the VirtualMachineSnapshot of the Machine's VM on the workload cluster `w`, if the VM
+/// is the Machine's own. On a remote cluster the MachineSnapshot first gets its finalizer and
+/// the cluster recorded in its status (then it is deleted there with it), and the snapshot is
+/// made at the next look.
 async fn take(
     s: &MachineSnapshot,
     ns: &str,
     ctx: &Context,
+    w: &Workload,
+    machine: Option<Machine>,
 ) -> Result<MachineSnapshotStatus, Error> {
     let machine_name = s.spec.machine_name.as_str();
-    let client = &ctx.client;
-    let Some(machine) = Api::<Machine>::namespaced(client.clone(), ns)
-        .get_opt(machine_name)
-        .await?
-    else {
+    let machine = match machine {
+        Some(m) => Some(m),
+        None => {
+            Api::<Machine>::namespaced(ctx.client.clone(), ns)
+                .get_opt(machine_name)
+                .await?
+        }
+    };
+    let Some(machine) = machine else {
         let why = format!("Machine {machine_name} not found");
         return Ok(mirror::status(None, None, None, Some(why)));
     };
     let machine_uid = machine.uid();
-    let vm = Api::<VirtualMachine>::namespaced(client.clone(), ns)
+    let vm = Api::<VirtualMachine>::namespaced(w.client.clone(), ns)
         .get_opt(machine_name)
         .await?;
-    match ownership::of(vm.as_ref(), MachineRef::of(&machine), &ctx.key) {
+    match ownership::of(vm.as_ref(), MachineRef::of(&machine), &w.key) {
         Ownership::Ours => {}
         Ownership::Absent => {
             let limit = ctx.settings.limits.pending_limit;
@@ -262,6 +344,13 @@ async fn take(
             ));
         }
     }
+    let recorded = s.status.as_ref().and_then(|st| st.cluster.as_ref());
+    if w.is_remote() && (!remote::held(s) || recorded.is_none()) {
+        remote::hold(ctx, s).await?;
+        let why = "recording the cluster it is taken on".to_owned();
+        return Ok(mirror::status(None, machine_uid.as_deref(), Some(why), None));
+    }
+    let (owner_references, _) = w.owned_by(s, "MachineSnapshot");
     let snapshot = VirtualMachineSnapshot {
         metadata: ObjectMeta {
             name: Some(s.name_any()),
@@ -275,7 +364,7 @@ async fn take(
                 ]
                 .into()
             }),
-            owner_references: controller_ref(s).map(|r| vec![r]),
+            owner_references,
             ..ObjectMeta::default()
         },
         spec: VirtualMachineSnapshotSpec {
@@ -288,10 +377,20 @@ async fn take(
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
-    let made = Api::<VirtualMachineSnapshot>::namespaced(client.clone(), ns)
+    let made = match Api::<VirtualMachineSnapshot>::namespaced(w.client.clone(), ns)
         .create(&params, &snapshot)
-        .await?;
-    tracing::info!(snapshot = %s.name_any(), namespace = %ns, machine = %machine_name, "VirtualMachineSnapshot created");
+        .await
+    {
+        Ok(made) => made,
+        // KubeVirt's snapshot API not served there.
+        Err(kube::Error::Api(e)) if e.code == 404 && w.is_remote() => {
+            let why = format!("{NO_KUBEVIRT_SNAPSHOTS} (on the Machine's cluster)");
+            return Ok(mirror::status(None, machine_uid.as_deref(), None, Some(why)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let cluster = w.remote.as_ref().map(|(c, _)| c.as_str());
+    tracing::info!(snapshot = %s.name_any(), namespace = %ns, machine = %machine_name, ?cluster, "VirtualMachineSnapshot created");
     Ok(mirror::status(
         Some(&made),
         machine_uid.as_deref(),
@@ -300,7 +399,7 @@ async fn take(
     ))
 }
 
-async fn write_status(
+pub(super) async fn write_status(
     client: &kube::Client,
     ns: &str,
     name: &str,
@@ -322,6 +421,8 @@ async fn write_status(
             "virtualMachineSnapshotName",
             "machineUid",
             "reason",
+            "cluster",
+            "clusterIdentity",
         ] {
             obj.entry(f).or_insert(serde_json::Value::Null);
         }
@@ -332,5 +433,6 @@ async fn write_status(
     Ok(())
 }
 
+pub mod remote;
 #[cfg(test)]
 mod tests;
