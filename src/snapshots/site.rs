@@ -84,6 +84,28 @@ pub fn refused(reason: &str) -> bool {
     reason == crate::reconciler::decide::placement::PLACEMENT_FORBIDDEN
 }
 
+/// Why a snapshot taken on cluster `taken_on` (KubevirtConfig and identity; `None`: the
+/// operator's own) cannot be restored into a Machine whose disks are on `machine_on`: a restore
+/// reads the snapshot where the Machine is, and one taken elsewhere is not there.
+pub fn elsewhere(taken_on: Option<(&str, &str)>, machine_on: Option<(&str, &str)>) -> Option<String> {
+    let name = |c: Option<(&str, &str)>| match c {
+        None => "the operator's own cluster".to_owned(),
+        Some((config, identity)) => format!("cluster {config} (kube-system uid {identity})"),
+    };
+    let same = match (taken_on, machine_on) {
+        (None, None) => true,
+        (Some((_, a)), Some((_, b))) => a == b,
+        _ => false,
+    };
+    (!same).then(|| {
+        format!(
+            "the snapshot was taken on {}, the Machine's disks are on {}",
+            name(taken_on),
+            name(machine_on)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +139,25 @@ mod tests {
             Site::Remote(c) => format!("Remote {}", c.identity),
             Site::Wait(u) => u.reason.clone(),
         }
+    }
+
+    #[test]
+    fn a_snapshot_is_restored_only_on_the_cluster_it_was_taken_on() {
+        let (a, a2, b) = (Some(("dc1", "uid-a")), Some(("dc2", "uid-a")), Some(("dc1", "uid-b")));
+        // (taken on, Machine on, refused)
+        let cases = [
+            (None, None, false),
+            (a, a, false),
+            (a, a2, false), // two configs of one cluster
+            (a, b, true),   // the config re-pointed
+            (None, a, true),
+            (a, None, true),
+        ];
+        for (taken, on, refused) in cases {
+            assert_eq!(elsewhere(taken, on).is_some(), refused, "{taken:?} {on:?}");
+        }
+        let why = elsewhere(None, a).unwrap_or_default();
+        assert!(why.contains("the operator's own cluster") && why.contains("cluster dc1 (kube-system uid uid-a)"), "{why}");
     }
 
     #[tokio::test]

@@ -201,10 +201,14 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
             machine.as_ref().and_then(|m| m.uid()).as_deref(),
             (age(&s, &ctx), ctx.settings.limits.pending_limit, site::refused(&why.reason)),
         ),
-        (_, Site::Local) if !ctx.kubevirt => {
-            mirror::status(None, None, None, Some(NO_KUBEVIRT_SNAPSHOTS.to_owned()))
-        }
         (None, _) => return Ok(Action::requeue(ctx.settings.tick)),
+        (Some(w), _) if !w.snapshot_api => {
+            let why = match w.is_remote() {
+                true => format!("{NO_KUBEVIRT_SNAPSHOTS} (on the Machine's cluster)"),
+                false => NO_KUBEVIRT_SNAPSHOTS.to_owned(),
+            };
+            mirror::status(None, None, None, Some(why))
+        }
         (Some(w), _) => observe_and_take(&s, &ns, &ctx, &w, machine, &previous).await?,
     };
     let done = matches!(

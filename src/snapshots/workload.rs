@@ -27,6 +27,8 @@ pub struct Workload {
     pub key: OwnershipKey,
     /// The KubevirtConfig and cluster identity; `None` for the operator's own cluster.
     pub remote: Option<(String, String)>,
+    /// KubeVirt's snapshot API is served there.
+    pub snapshot_api: bool,
 }
 
 impl Workload {
@@ -37,11 +39,13 @@ impl Workload {
                 client: ctx.client.clone(),
                 key: ctx.key.clone(),
                 remote: None,
+                snapshot_api: ctx.kubevirt,
             }),
             Site::Remote(c) => Some(Workload {
                 client: c.client.clone(),
                 key: ctx.key.without_history(),
                 remote: Some((c.name.clone(), c.identity.clone())),
+                snapshot_api: c.apis.kubevirt_snapshots,
             }),
             Site::Wait(_) => None,
         }

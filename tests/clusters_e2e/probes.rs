@@ -178,7 +178,9 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
             cdi: true,
             // Only CDI's DataVolume CRD is installed there: StorageProfiles are told apart.
             storage_profiles: false,
-            multus: false
+            multus: false,
+            // KubeVirt's snapshot CRDs are installed there.
+            kubevirt_snapshots: true,
         }
     );
     assert!(!dc1.allow_cross_namespace_clones);
