@@ -51,8 +51,8 @@ async fn eventually<T, F: Future<Output = Option<T>>>(
 
 /// The rules of the ClusterRole `kubevirt-operator-remote` in manifests/remote-cluster-rbac.yaml.
 fn remote_rules() -> Vec<PolicyRule> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests/remote-cluster-rbac.yaml");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/remote-cluster-rbac.yaml");
     let text = std::fs::read_to_string(path).expect("remote-cluster-rbac.yaml");
     serde_yaml::Deserializer::from_str(&text)
         .filter_map(|doc| serde::Deserialize::deserialize(doc).ok())
@@ -147,7 +147,11 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     kubevirt::vmi(&far, NS, "web", json!({"phase": "Running"})).await;
 
     // bob's snapshot: the VirtualMachineSnapshot on dc1, none here.
-    let snap = object("MachineSnapshot", "web-before", json!({"machineName": "web"}));
+    let snap = object(
+        "MachineSnapshot",
+        "web-before",
+        json!({"machineName": "web"}),
+    );
     as_bob(&dynamic::<MachineSnapshot>(&bob), &snap, &op).await;
     let far_vmsnaps: Api<VirtualMachineSnapshot> = Api::namespaced(far.clone(), NS);
     let msnaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), NS);
@@ -167,7 +171,13 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     assert!(vmsnap.owner_references().is_empty(), "{vmsnap:?}");
     assert!(vmsnap.annotations().contains_key("vitistack.io/taken-of"));
     let near_vmsnaps: Api<VirtualMachineSnapshot> = Api::namespaced(admin.clone(), NS);
-    assert!(near_vmsnaps.get_opt("web-before").await.expect("get").is_none());
+    assert!(
+        near_vmsnaps
+            .get_opt("web-before")
+            .await
+            .expect("get")
+            .is_none()
+    );
     kubevirt_took(&far, "web-before", &vm).await;
     let taken = eventually("web-before ready", &op, || async {
         let s = msnaps.get("web-before").await.ok()?;
@@ -183,7 +193,12 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     })
     .await;
     assert_eq!(status.machine_uid.as_deref(), Some(machine_uid.as_str()));
-    assert!(taken.finalizers().iter().any(|f| f == REMOTE_SNAPSHOT_FINALIZER));
+    assert!(
+        taken
+            .finalizers()
+            .iter()
+            .any(|f| f == REMOTE_SNAPSHOT_FINALIZER)
+    );
 
     // bob's restore: the VM stopped on dc1, KubeVirt restores there, the disks made again there.
     let undo = object(
@@ -209,18 +224,29 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     assert!(vmrestore.owner_references().is_empty(), "{vmrestore:?}");
     assert!(vmrestore.annotations().contains_key(PROOF_ANNOTATION));
     let near_vmrestores: Api<VirtualMachineRestore> = Api::namespaced(admin.clone(), NS);
-    assert!(near_vmrestores.get_opt("undo").await.expect("get").is_none());
+    assert!(
+        near_vmrestores
+            .get_opt("undo")
+            .await
+            .expect("get")
+            .is_none()
+    );
     kubevirt_completes(&far, "undo", &restored).await;
     eventually("undo Succeeded", &op, || async {
         let r = mrestores.get("undo").await.ok()?;
         (restore_phase(&r) == Some("Succeeded")).then_some(())
     })
     .await;
-    let vm = eventually("web's VM on dc1 running on its disks again", &op, || async {
-        let vm = far_vms.get("web").await.ok()?;
-        (claims_of(&vm) == ["web-root", "web-data"] && vm.spec.run_strategy.as_deref() == Some("Always"))
+    let vm = eventually(
+        "web's VM on dc1 running on its disks again",
+        &op,
+        || async {
+            let vm = far_vms.get("web").await.ok()?;
+            (claims_of(&vm) == ["web-root", "web-data"]
+                && vm.spec.run_strategy.as_deref() == Some("Always"))
             .then_some(vm)
-    })
+        },
+    )
     .await;
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));
     let root = far_pvcs.get("web-root").await.expect("web-root");
@@ -228,11 +254,19 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     assert!(root.owner_references().is_empty(), "{root:?}");
     assert!(root.annotations().contains_key(PROOF_ANNOTATION));
     let source = root.spec.as_ref().and_then(|s| s.data_source.as_ref());
-    assert_eq!(source.map(|s| s.name.as_str()), Some(restored[0].1.as_str()));
+    assert_eq!(
+        source.map(|s| s.name.as_str()),
+        Some(restored[0].1.as_str())
+    );
     // Ended: its VirtualMachineRestore on dc1 goes (no garbage collector follows it there).
     eventually("the VirtualMachineRestore on dc1 deleted", &op, || async {
         let vmrestores: Api<VirtualMachineRestore> = Api::namespaced(far.clone(), NS);
-        vmrestores.get_opt("undo").await.ok()?.is_none().then_some(())
+        vmrestores
+            .get_opt("undo")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
 
@@ -242,11 +276,21 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
         .await
         .expect("delete the MachineSnapshot");
     eventually("the VirtualMachineSnapshot on dc1 deleted", &op, || async {
-        far_vmsnaps.get_opt("web-before").await.ok()?.is_none().then_some(())
+        far_vmsnaps
+            .get_opt("web-before")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     eventually("the MachineSnapshot gone", &op, || async {
-        msnaps.get_opt("web-before").await.ok()?.is_none().then_some(())
+        msnaps
+            .get_opt("web-before")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
 }

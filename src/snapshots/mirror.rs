@@ -277,7 +277,12 @@ mod tests {
             ("PlacementForbidden", s(0), true, "Failed"),
         ];
         for (reason, age, refused, phase) in cases {
-            let st = cluster_waits(reason, "cluster dc1: why", Some("uid-m"), (age, limit, refused));
+            let st = cluster_waits(
+                reason,
+                "cluster dc1: why",
+                Some("uid-m"),
+                (age, limit, refused),
+            );
             assert_eq!(st.phase.as_deref(), Some(phase), "{reason} {age:?}");
             assert_eq!(st.reason.as_deref(), Some(reason));
             assert_eq!(st.error.as_deref(), Some("cluster dc1: why"));

@@ -1,6 +1,10 @@
 //! The MachineRestore controller: observe ([`observe`]: the restore, the Machine, its VM, VMI and
 //! claims, the snapshot and the VirtualMachineRestore) → decide ([`restore::next`], pure) → act
-//! ([`act`]: one step per reconcile, then look again).
+//! ([`act`]: one step per reconcile, then look again). The VM, its disks, the
+//! VirtualMachineRestore and the binder Pod are read and written on the Machine's cluster
+//! ([`super::workload`]); on a remote one what the restore makes carries a proof bound to the
+//! MachineRestore instead of an owner reference, and its VirtualMachineRestore is deleted when
+//! the restore lets go.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -118,7 +122,9 @@ async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, 
         // says why, in the step it is in.
         Err(why) => {
             let mut status = r.status.clone().unwrap_or_default();
-            status.phase.get_or_insert_with(|| phase::PENDING.to_owned());
+            status
+                .phase
+                .get_or_insert_with(|| phase::PENDING.to_owned());
             status.error = Some(format!("{} ({})", why.message, why.reason));
             write_status(&ctx.client, &r, &status).await?;
             return Ok(Action::requeue(ctx.settings.tick));

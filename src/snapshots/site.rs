@@ -57,14 +57,20 @@ pub fn site(placement: &Placement, seen: Seen) -> Site {
         })
     };
     if let Some(why) = seen.forbidden {
-        return wait(crate::reconciler::decide::placement::PLACEMENT_FORBIDDEN, why);
+        return wait(
+            crate::reconciler::decide::placement::PLACEMENT_FORBIDDEN,
+            why,
+        );
     }
     let connection = match usable(seen.health, seen.exists) {
         Ok(c) => c,
         Err(Some(u)) => return wait(&u.reason, u.message),
         Err(None) => return wait(NOT_PROBED, "not probed yet".to_owned()),
     };
-    let (found, ack) = (connection.identity.as_str(), connection.acknowledged.as_deref());
+    let (found, ack) = (
+        connection.identity.as_str(),
+        connection.acknowledged.as_deref(),
+    );
     if let Some(pinned) = seen.pinned.filter(|p| *p != found) {
         let message = format!(
             "this was made on cluster {pinned} (its kube-system uid), but KubevirtConfig {name} \
@@ -87,7 +93,10 @@ pub fn refused(reason: &str) -> bool {
 /// Why a snapshot taken on cluster `taken_on` (KubevirtConfig and identity; `None`: the
 /// operator's own) cannot be restored into a Machine whose disks are on `machine_on`: a restore
 /// reads the snapshot where the Machine is, and one taken elsewhere is not there.
-pub fn elsewhere(taken_on: Option<(&str, &str)>, machine_on: Option<(&str, &str)>) -> Option<String> {
+pub fn elsewhere(
+    taken_on: Option<(&str, &str)>,
+    machine_on: Option<(&str, &str)>,
+) -> Option<String> {
     let name = |c: Option<(&str, &str)>| match c {
         None => "the operator's own cluster".to_owned(),
         Some((config, identity)) => format!("cluster {config} (kube-system uid {identity})"),
@@ -143,7 +152,11 @@ mod tests {
 
     #[test]
     fn a_snapshot_is_restored_only_on_the_cluster_it_was_taken_on() {
-        let (a, a2, b) = (Some(("dc1", "uid-a")), Some(("dc2", "uid-a")), Some(("dc1", "uid-b")));
+        let (a, a2, b) = (
+            Some(("dc1", "uid-a")),
+            Some(("dc2", "uid-a")),
+            Some(("dc1", "uid-b")),
+        );
         // (taken on, Machine on, refused)
         let cases = [
             (None, None, false),
@@ -157,7 +170,11 @@ mod tests {
             assert_eq!(elsewhere(taken, on).is_some(), refused, "{taken:?} {on:?}");
         }
         let why = elsewhere(None, a).unwrap_or_default();
-        assert!(why.contains("the operator's own cluster") && why.contains("cluster dc1 (kube-system uid uid-a)"), "{why}");
+        assert!(
+            why.contains("the operator's own cluster")
+                && why.contains("cluster dc1 (kube-system uid uid-a)"),
+            "{why}"
+        );
     }
 
     #[tokio::test]
@@ -193,7 +210,12 @@ mod tests {
                 },
                 "Local",
             ),
-            ("a ready cluster", remote.clone(), seen(ready("uid-a")), "Remote uid-a"),
+            (
+                "a ready cluster",
+                remote.clone(),
+                seen(ready("uid-a")),
+                "Remote uid-a",
+            ),
             (
                 "made there",
                 remote.clone(),
@@ -205,7 +227,12 @@ mod tests {
                 "Remote uid-a",
             ),
             ("unreachable", remote.clone(), seen(away), "Unreachable"),
-            ("a re-pointed config", remote.clone(), seen(changed), "ClusterChanged"),
+            (
+                "a re-pointed config",
+                remote.clone(),
+                seen(changed),
+                "ClusterChanged",
+            ),
             (
                 "no KubeVirt there",
                 remote.clone(),

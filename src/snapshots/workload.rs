@@ -95,10 +95,15 @@ fn owner_target<'a>(kind: &'a str, ns: &'a str, name_uid: &'a str) -> Target<'a>
 
 fn name_uid<K: Resource<DynamicType = ()>>(owner: &K) -> (String, String) {
     let ns = owner.namespace().unwrap_or_default();
-    (ns, format!("{}/{}", owner.name_any(), owner.uid().unwrap_or_default()))
+    (
+        ns,
+        format!("{}/{}", owner.name_any(), owner.uid().unwrap_or_default()),
+    )
 }
 
-/// The [`PROOF_ANNOTATION`] saying an object was made for `owner` (a MachineRestore, of `kind`).
+/// The [`PROOF_ANNOTATION`] saying an object was made for `owner` (a MachineRestore, of `kind`):
+/// a made-for proof whose target is the owner's `name/uid` and whose "Machine" is the owner
+/// itself (uid `-`: the target already binds its uid), so it verifies for this very owner only.
 pub fn owner_proof<K: Resource<DynamicType = ()>>(
     key: &OwnershipKey,
     owner: &K,

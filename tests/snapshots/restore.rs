@@ -107,7 +107,11 @@ async fn restore_of(admin: &Client, name: &str) -> String {
     // A remote workload cluster serves no MachineRestores: there the only VirtualMachineRestore.
     let Ok(list) = mrestores.list(&Default::default()).await else {
         let list = vmrestores.list(&Default::default()).await.expect("list");
-        assert_eq!(list.items.len(), 1, "one VirtualMachineRestore on the remote cluster");
+        assert_eq!(
+            list.items.len(),
+            1,
+            "one VirtualMachineRestore on the remote cluster"
+        );
         return list.items[0].name_any();
     };
     if let Some(r) =

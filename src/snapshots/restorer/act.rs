@@ -9,10 +9,10 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, P
 use serde_json::json;
 
 use super::super::context::Context;
+use super::super::context::NO_KUBEVIRT_SNAPSHOTS;
 use super::super::error::Error;
 use super::super::restore::binder as restore_binder;
 use super::super::restore::{Step, phase};
-use super::super::context::NO_KUBEVIRT_SNAPSHOTS;
 use super::{Observed, RESTORE_FIELD_MANAGER, RESTORE_KIND, again, binder, recorded, write_status};
 use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::snapshots::{MachineRestore, RESTORE_FINALIZER};

@@ -50,10 +50,12 @@ pub(super) async fn observe(
     let w = match (Workload::of(ctx, &site), site) {
         (_, Site::Wait(why)) => return Ok(Err(why)),
         (Some(w), _) => w,
-        (None, _) => return Ok(Err(Unready {
-            reason: NOT_PROBED.to_owned(),
-            message: "no cluster".to_owned(),
-        })),
+        (None, _) => {
+            return Ok(Err(Unready {
+                reason: NOT_PROBED.to_owned(),
+                message: "no cluster".to_owned(),
+            }));
+        }
     };
     let remote = w.is_remote();
     let client = &w.client;
@@ -98,8 +100,8 @@ pub(super) async fn observe(
         },
         true => None,
     };
-    let vm_restore_ours = (vm_restore.as_ref())
-        .is_some_and(|v| w.made_for(v.meta(), r, RESTORE_KIND));
+    let vm_restore_ours =
+        (vm_restore.as_ref()).is_some_and(|v| w.made_for(v.meta(), r, RESTORE_KIND));
     let vm_ours =
         (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &w.key) == Ownership::Ours);
     let view = machine

@@ -52,7 +52,9 @@ pub fn cleanup(cluster: Option<&str>, site: &Site, there: There) -> Cleanup {
 
 /// Whether `s` carries the finalizer.
 pub fn held(s: &MachineSnapshot) -> bool {
-    s.finalizers().iter().any(|f| f == REMOTE_SNAPSHOT_FINALIZER)
+    s.finalizers()
+        .iter()
+        .any(|f| f == REMOTE_SNAPSHOT_FINALIZER)
 }
 
 /// Puts the finalizer on (guarded by the version read: a concurrent change retries).
@@ -161,11 +163,35 @@ mod tests {
         let theirs = Some(("uid-x".to_owned(), false, false));
         // (case, cluster recorded, site, there, next)
         let cases = [
-            ("never taken remotely", None, Site::Local, None, Cleanup::Release),
-            ("ours there", Some("dc1"), Site::Local, ours(false), Cleanup::Delete("uid-v".into())),
-            ("ours, going", Some("dc1"), Site::Local, ours(true), Cleanup::Wait(None)),
+            (
+                "never taken remotely",
+                None,
+                Site::Local,
+                None,
+                Cleanup::Release,
+            ),
+            (
+                "ours there",
+                Some("dc1"),
+                Site::Local,
+                ours(false),
+                Cleanup::Delete("uid-v".into()),
+            ),
+            (
+                "ours, going",
+                Some("dc1"),
+                Site::Local,
+                ours(true),
+                Cleanup::Wait(None),
+            ),
             ("gone", Some("dc1"), Site::Local, None, Cleanup::Release),
-            ("a stranger's of that name", Some("dc1"), Site::Local, theirs, Cleanup::Release),
+            (
+                "a stranger's of that name",
+                Some("dc1"),
+                Site::Local,
+                theirs,
+                Cleanup::Release,
+            ),
         ];
         for (case, cluster, site, there, want) in cases {
             assert_eq!(cleanup(cluster, &site, there), want, "{case}");
