@@ -1,8 +1,8 @@
 //! Taking a snapshot on its workload cluster: the VirtualMachineSnapshot observed there, and
 //! made when it is not (only of a VM proven the Machine's).
 
-use kube::api::{Api, ObjectMeta, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::super::context::{Context, NO_KUBEVIRT_SNAPSHOTS};
 use super::super::error::Error;
