@@ -187,7 +187,7 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
         }
     };
     let remote = site.is_remote();
-    let status = match (Workload::of(&ctx, &site), site) {
+    let mut status = match (Workload::of(&ctx, &site), site) {
         (_, Site::Wait(why)) if previous.virtual_machine_snapshot_name.is_some() => {
             // Taken: what KubeVirt said last stands; the reason says why it is not read now.
             tracing::debug!(snapshot = %name, reason = %why.reason, "cluster of a snapshot not reachable");
@@ -196,7 +196,9 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
         (_, Site::Wait(why)) => mirror::cluster_waits(
             &why.reason,
             &why.message,
-            machine.as_ref().and_then(|m| m.uid()).as_deref(),
+            (machine.as_ref().and_then(|m| m.uid()))
+                .or_else(|| previous.machine_uid.clone())
+                .as_deref(),
             (
                 age(&s, &ctx),
                 ctx.settings.limits.pending_limit,
@@ -213,6 +215,11 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
         }
         (Some(w), _) => take::observe_and_take(&s, &ns, &ctx, &w, machine, &previous).await?,
     };
+    // Where it was taken is never forgotten (its deletion goes there).
+    if status.cluster.is_none() {
+        status.cluster.clone_from(&previous.cluster);
+        status.cluster_identity.clone_from(&previous.cluster_identity);
+    }
     let done = matches!(
         status.phase.as_deref(),
         Some(snapshot_phase::SUCCEEDED | snapshot_phase::FAILED)

@@ -151,9 +151,10 @@ pub async fn site_of(
         .ok_or_else(|| Error::NoNamespace(machine.name_any()))?;
     let selector =
         (health.as_ref().and_then(|h| h.ready())).and_then(|c| c.namespace_selector.clone());
+    // A deleting Machine's cleanup is not refused by the selector (as the reconciler's).
     let placed = Placed {
         namespace: &namespace,
-        deleting: false,
+        deleting: machine.meta().deletion_timestamp.is_some(),
         selector: selector.as_ref(),
     };
     let forbidden = match placed.asks_labels() {

@@ -179,8 +179,8 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
             // Only CDI's DataVolume CRD is installed there: StorageProfiles are told apart.
             storage_profiles: false,
             multus: false,
-            // KubeVirt's snapshot CRDs are installed there.
-            kubevirt_snapshots: true,
+            // Nor KubeVirt's snapshot CRDs: a remote Machine's snapshots fail saying so.
+            kubevirt_snapshots: false,
         }
     );
     assert!(!dc1.allow_cross_namespace_clones);
