@@ -11,7 +11,9 @@
 //! The VirtualMachineSnapshot and VirtualMachineRestore are made on the remote cluster (none on
 //! the management one), without owner references (none reaches across clusters), proven by the
 //! operator's key; the restore stops the remote VM, makes the disks again there from the restored
-//! claims and starts it; deleting the MachineSnapshot deletes its VirtualMachineSnapshot there.
+//! claims and starts it. With dc1's kubeconfig broken nothing is done there: a new snapshot waits
+//! in `Pending` with the KubevirtConfig's reason, and deleting the MachineSnapshot waits (saying
+//! how to let go); with dc1 back its VirtualMachineSnapshot there is deleted with it.
 
 mod access;
 mod kubevirt;
@@ -85,6 +87,18 @@ async fn register(admin: &Client, kubeconfig: String) {
         .expect("KubevirtConfig");
 }
 
+/// Replaces the kubeconfig in dc1's Secret.
+async fn kubeconfig_secret(admin: &Client, kubeconfig: &str) {
+    Api::<Secret>::namespaced(admin.clone(), OP_NS)
+        .patch(
+            "dc1-kubeconfig",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"stringData": {"kubeconfig": kubeconfig}})),
+        )
+        .await
+        .expect("kubeconfig Secret");
+}
+
 /// Creates `obj` as bob once the webhook admits it (a grant reaches the webhook once its
 /// remembered verdicts expire).
 async fn as_bob(api: &Api<DynamicObject>, obj: &DynamicObject, op: &Proc) -> DynamicObject {
@@ -119,7 +133,7 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     let kubeconfig = remote
         .kubeconfig_yaml(remote.user(REMOTE_OPERATOR), None)
         .expect("remote kubeconfig");
-    register(&admin, kubeconfig).await;
+    register(&admin, kubeconfig.clone()).await;
     let use_dc1 = PolicyRule {
         api_groups: Some(vec!["vitistack.io".into()]),
         resources: Some(vec!["kubevirtconfigs".into()]),
@@ -270,11 +284,56 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     })
     .await;
 
-    // The MachineSnapshot deleted: its VirtualMachineSnapshot on dc1 goes with it.
+    // dc1's kubeconfig broken: nothing is done there, and the snapshots say why.
+    kubeconfig_secret(&admin, "garbage").await;
+    let later = object(
+        "MachineSnapshot",
+        "web-later",
+        json!({"machineName": "web"}),
+    );
+    as_bob(&dynamic::<MachineSnapshot>(&bob), &later, &op).await;
+    let waiting = eventually("web-later waiting for dc1", &op, || async {
+        let st = msnaps.get("web-later").await.ok()?.status?;
+        (st.reason.as_deref() == Some("KubeconfigInvalid")).then_some(st)
+    })
+    .await;
+    assert_eq!(waiting.phase.as_deref(), Some("Pending"));
+    assert!(
+        waiting
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("cluster dc1: ")),
+        "{waiting:?}"
+    );
+    // The MachineSnapshot deleted meanwhile: its VirtualMachineSnapshot stays until dc1 is back.
     msnaps
         .delete("web-before", &DeleteParams::default())
         .await
         .expect("delete the MachineSnapshot");
+    let held = eventually("web-before's deletion waiting for dc1", &op, || async {
+        let st = msnaps.get("web-before").await.ok()?.status?;
+        let error = st.error?;
+        error.contains(REMOTE_SNAPSHOT_FINALIZER).then_some(error)
+    })
+    .await;
+    assert!(held.contains("KubeconfigInvalid"), "{held}");
+    assert!(
+        far_vmsnaps
+            .get_opt("web-before")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert!(
+        far_vmsnaps
+            .get_opt("web-later")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    // dc1 back: web-before's VirtualMachineSnapshot there goes with it, web-later is taken.
+    kubeconfig_secret(&admin, &kubeconfig).await;
     eventually("the VirtualMachineSnapshot on dc1 deleted", &op, || async {
         far_vmsnaps
             .get_opt("web-before")
@@ -282,6 +341,10 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
             .ok()?
             .is_none()
             .then_some(())
+    })
+    .await;
+    eventually("web-later taken on dc1", &op, || async {
+        far_vmsnaps.get_opt("web-later").await.ok().flatten()
     })
     .await;
     eventually("the MachineSnapshot gone", &op, || async {

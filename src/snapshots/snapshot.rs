@@ -218,7 +218,9 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
     // Where it was taken is never forgotten (its deletion goes there).
     if status.cluster.is_none() {
         status.cluster.clone_from(&previous.cluster);
-        status.cluster_identity.clone_from(&previous.cluster_identity);
+        status
+            .cluster_identity
+            .clone_from(&previous.cluster_identity);
     }
     let done = matches!(
         status.phase.as_deref(),
