@@ -1,5 +1,6 @@
-//! Issue 32, bounded work: a MachineSnapshot of a Machine without a VM in this cluster (a
-//! remote Machine's, or one made before its VM), created by a user who may only `get machines`
+//! Issue 32, bounded work: a MachineSnapshot of a Machine without a VM on its cluster (one made
+//! before its VM, or whose VM never comes; a remote Machine's is taken on its own cluster since
+//! issue 31, see tests/remote_snapshots_e2e.rs), created by a user who may only `get machines`
 //! and `create machinesnapshots`, is looked at again with exponential backoff (not every few
 //! seconds forever), then fails with reason `NoVM` after the pending limit. The MachineSnapshot
 //! controller runs for real on a real API server, judging age by a clock the test moves; its
@@ -59,7 +60,7 @@ async fn a_snapshot_of_a_machine_without_a_vm_backs_off_then_fails() {
         .start()
         .await;
     let admin = cp.admin_client().await;
-    // A Machine whose VM is not in this cluster (no reconciler runs here: none is made).
+    // A local Machine whose VM never comes (no reconciler runs here: none is made).
     machine(&admin, ns, "far", json!({"template": "small"})).await;
     let clock = Arc::new(Hands(Mutex::new(Utc::now())));
     let mut ctx = context(&cp.client_of("snapshots").await, clock.clone());

@@ -130,6 +130,8 @@ async fn the_schedule_costs_no_request_per_tick_until_due_and_one_create_per_due
                 ..Limits::default()
             },
             pause_image: kubevirt_operator::snapshots::context::DEFAULT_PAUSE_IMAGE.to_owned(),
+            clusters: Default::default(),
+            default_kubevirt_config: None,
         },
         key: OwnershipKey::new(&[7; 32], None).expect("key"),
         kubevirt: true,

@@ -163,9 +163,17 @@ pub struct MachineSnapshotStatus {
     /// The uid of the Machine it was taken of (a restore takes it only for that Machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_uid: Option<String>,
-    /// Why it failed, as a word, when the operator decided it (NoVM).
+    /// Why it failed or waits, as a word, when the operator decided it (NoVM, or why its
+    /// Machine's remote cluster cannot be worked on: Unreachable, ClusterChanged, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The KubevirtConfig of the remote cluster it is taken on (none: the operator's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// That cluster's identity (its kube-system namespace's uid) when it was taken: a
+    /// KubevirtConfig that reaches another cluster since does not hold it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_identity: Option<String>,
 }
 
 /// Puts a Machine's disks back to a MachineSnapshot of it.
@@ -208,6 +216,10 @@ pub struct MachineRestoreSpec {
 
 /// On a MachineRestore until it ended with every disk present (see `crate::snapshots::restore`).
 pub const RESTORE_FINALIZER: &str = "vitistack.io/restore";
+
+/// On a MachineSnapshot taken on a remote cluster: held until its VirtualMachineSnapshot there
+/// is deleted (no owner reference reaches across clusters, so no garbage collector does it).
+pub const REMOTE_SNAPSHOT_FINALIZER: &str = "vitistack.io/remote-snapshot";
 
 /// The restore's steps; written by the operator only.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

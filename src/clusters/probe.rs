@@ -21,6 +21,7 @@ const KUBEVIRT: (&str, &str) = ("kubevirt.io/v1", "virtualmachines");
 const CDI: (&str, &str) = ("cdi.kubevirt.io/v1beta1", "datavolumes");
 const STORAGE_PROFILES: (&str, &str) = ("cdi.kubevirt.io/v1beta1", "storageprofiles");
 const MULTUS: (&str, &str) = ("k8s.cni.cncf.io/v1", "network-attachment-definitions");
+const KUBEVIRT_SNAPSHOTS: (&str, &str) = ("snapshot.kubevirt.io/v1beta1", "virtualmachinerestores");
 
 /// A client of the cluster `kubeconfig` describes (its current context), with the settings'
 /// connect timeout, read timeout and rate limit, and the server's URL (for messages).
@@ -64,8 +65,10 @@ async fn ask(client: &Client) -> Result<Probe, Probe> {
         .uid
         .ok_or_else(|| Probe::Unreachable(format!("namespace {IDENTITY_NAMESPACE} has no uid")))?;
     let cdi = served(client, CDI).await?;
+    let kubevirt = served(client, KUBEVIRT).await?;
     let apis = Apis {
-        kubevirt: served(client, KUBEVIRT).await?,
+        kubevirt,
+        kubevirt_snapshots: kubevirt && served(client, KUBEVIRT_SNAPSHOTS).await?,
         cdi,
         storage_profiles: cdi && served(client, STORAGE_PROFILES).await?,
         multus: served(client, MULTUS).await?,

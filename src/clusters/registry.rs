@@ -20,6 +20,9 @@ pub struct Apis {
     pub storage_profiles: bool,
     /// `k8s.cni.cncf.io/v1` network-attachment-definitions.
     pub multus: bool,
+    /// `snapshot.kubevirt.io/v1beta1` virtualmachinerestores: a remote Machine's snapshots and
+    /// restores are taken there.
+    pub kubevirt_snapshots: bool,
 }
 
 /// A reachable remote cluster, as last probed.

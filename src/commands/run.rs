@@ -237,6 +237,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                         .max(Duration::from_secs(1)),
                     limits: snapshot_limits,
                     pause_image: pause_image.clone(),
+                    clusters: registry.clone(),
+                    default_kubevirt_config: cluster_settings.default_kubevirt_config.clone(),
                 },
                 stop.clone(),
             );

@@ -7,6 +7,7 @@ use std::time::Duration;
 use kube::Client;
 
 use super::clock::Clock;
+use crate::clusters::Registry;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::run::watches::Scope;
 
@@ -24,6 +25,11 @@ pub struct Settings {
     pub limits: Limits,
     /// The image of a restore's binder Pod (`--restore-pause-image`).
     pub pause_image: String,
+    /// The remote clusters, as the Machine reconciler reaches them: a remote Machine's
+    /// snapshots and restores run on its cluster.
+    pub clusters: Registry,
+    /// `--default-kubevirt-config` (the placement of a Machine never reconciled).
+    pub default_kubevirt_config: Option<String>,
 }
 
 /// Bounds on the work snapshots make.

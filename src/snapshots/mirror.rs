@@ -27,8 +27,8 @@ pub fn look_again(age: Duration) -> Duration {
     age.clamp(FIRST_LOOK, MAX_LOOK)
 }
 
-/// A snapshot whose Machine has no VM here after `age`: looked at again with backoff, failed
-/// once it has waited `limit` (a remote Machine's VM never appears here).
+/// A snapshot whose Machine has no VM (or whose cluster cannot be worked on) after `age`: looked
+/// at again with backoff, failed once it has waited `limit`.
 pub fn waiting(age: Duration, limit: Duration) -> Waiting {
     if age >= limit {
         return Waiting::GiveUp;
@@ -39,13 +39,43 @@ pub fn waiting(age: Duration, limit: Duration) -> Waiting {
 /// Failed for waiting `limit` for Machine `machine`'s VM.
 pub fn gave_up(machine: &str, machine_uid: Option<&str>, limit: Duration) -> MachineSnapshotStatus {
     let why = format!(
-        "Machine {machine} had no VM in this cluster for {}s; a Machine on a remote cluster \
-         cannot be snapshotted here",
+        "Machine {machine} had no VM on its cluster for {}s",
         limit.as_secs()
     );
     MachineSnapshotStatus {
         reason: Some(snapshot_reason::NO_VM.to_owned()),
         ..status(None, machine_uid, None, Some(why))
+    }
+}
+
+/// A snapshot not taken yet whose Machine's remote cluster cannot be worked on (`reason`,
+/// `why`): `Pending` saying so, or `Failed` once it waited `limit` or at once when `refused`.
+pub fn cluster_waits(
+    reason: &str,
+    why: &str,
+    machine_uid: Option<&str>,
+    (age, limit, refused): (Duration, Duration, bool),
+) -> MachineSnapshotStatus {
+    let gave_up = refused || waiting(age, limit) == Waiting::GiveUp;
+    let why = why.to_owned();
+    let (waits, fails) = if gave_up {
+        (None, Some(why))
+    } else {
+        (Some(why), None)
+    };
+    MachineSnapshotStatus {
+        reason: Some(reason.to_owned()),
+        ..status(None, machine_uid, waits, fails)
+    }
+}
+
+/// When a snapshot not done is looked at again: with backoff ([`look_again`]) when KubeVirt's
+/// changes wake it (its VirtualMachineSnapshot is watched on the operator's cluster), and at
+/// least every `tick` on a remote cluster (not watched: read at each look).
+pub fn next_look(age: Duration, remote: bool, tick: Duration) -> Duration {
+    match remote {
+        true => look_again(age).min(tick),
+        false => look_again(age),
     }
 }
 
@@ -96,8 +126,7 @@ pub fn status(
         disks,
         error: s.error.and_then(|e| e.message).map(cut),
         virtual_machine_snapshot_name: snap.metadata.name.clone(),
-        machine_uid: base.machine_uid,
-        reason: None,
+        ..base
     }
 }
 
@@ -234,6 +263,41 @@ mod tests {
         assert_eq!(failed.reason.as_deref(), Some("NoVM"));
         assert_eq!(failed.machine_uid.as_deref(), Some("uid-m"));
         assert!(failed.error.is_some_and(|e| e.contains("for 1800s")));
+    }
+
+    #[test]
+    fn a_snapshot_waits_for_its_cluster_then_fails_with_its_reason() {
+        let s = Duration::from_secs;
+        let limit = s(1800);
+        // (reason, age, refused, phase)
+        let cases = [
+            ("Unreachable", s(0), false, "Pending"),
+            ("ClusterChanged", s(1799), false, "Pending"),
+            ("Unreachable", s(1800), false, "Failed"),
+            ("PlacementForbidden", s(0), true, "Failed"),
+        ];
+        for (reason, age, refused, phase) in cases {
+            let st = cluster_waits(
+                reason,
+                "cluster dc1: why",
+                Some("uid-m"),
+                (age, limit, refused),
+            );
+            assert_eq!(st.phase.as_deref(), Some(phase), "{reason} {age:?}");
+            assert_eq!(st.reason.as_deref(), Some(reason));
+            assert_eq!(st.error.as_deref(), Some("cluster dc1: why"));
+            assert_eq!(st.machine_uid.as_deref(), Some("uid-m"));
+        }
+        // (age, remote, next): a remote snapshot is read at least every tick.
+        let tick = s(5);
+        for (age, remote, next) in [
+            (s(0), false, s(10)),
+            (s(1000), false, s(300)),
+            (s(0), true, s(5)),
+            (s(1000), true, s(5)),
+        ] {
+            assert_eq!(next_look(age, remote, tick), next, "{age:?} {remote}");
+        }
     }
 
     #[test]

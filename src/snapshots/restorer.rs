@@ -1,6 +1,10 @@
 //! The MachineRestore controller: observe ([`observe`]: the restore, the Machine, its VM, VMI and
 //! claims, the snapshot and the VirtualMachineRestore) → decide ([`restore::next`], pure) → act
-//! ([`act`]: one step per reconcile, then look again).
+//! ([`act`]: one step per reconcile, then look again). The VM, its disks, the
+//! VirtualMachineRestore and the binder Pod are read and written on the Machine's cluster
+//! ([`super::workload`]); on a remote one what the restore makes carries a proof bound to the
+//! MachineRestore instead of an owner reference, and its VirtualMachineRestore is deleted when
+//! the restore lets go.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +21,7 @@ use super::context::Context;
 use super::error::Error;
 use super::restore::{self, ClaimView, MachineView, Seen, Step, VmView, phase};
 use super::snapshot::scoped;
+use super::workload::Workload;
 use crate::api::Machine;
 use crate::api::names::pvc_name;
 use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
@@ -38,6 +43,10 @@ use observe::observe;
 /// claims it makes again): the reconciler's later applies never remove what only this one set
 /// (a claim's `dataSource`).
 pub const RESTORE_FIELD_MANAGER: &str = "kubevirt-operator-restore";
+
+/// The owner kind of what a restore makes on a remote cluster (its proof, see
+/// [`Workload::owned_by`]).
+pub const RESTORE_KIND: &str = "MachineRestore";
 
 pub async fn run(
     ctx: Arc<Context>,
@@ -86,6 +95,11 @@ pub struct Observed {
     pub another: Option<String>,
     pub no_snapshot_api: bool,
     pub binder: Option<restore::Binder>,
+    /// Where the Machine's VM and disks are: everything but the Machine, its snapshot and its
+    /// restores is read and written there.
+    pub workload: Workload,
+    /// Why the snapshot is not on that cluster ([`super::site::elsewhere`]).
+    pub elsewhere: Option<String>,
 }
 
 async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -102,7 +116,20 @@ async fn reconcile(r: Arc<MachineRestore>, ctx: Arc<Context>) -> Result<Action, 
         act::hold(&ctx, &r).await?;
         return Ok(Action::requeue(ctx.settings.tick));
     }
-    let o = observe(&r, &ctx).await?;
+    let o = match observe(&r, &ctx).await? {
+        Ok(o) => o,
+        // Its Machine's cluster cannot be worked on: nothing is done anywhere, the status
+        // says why, in the step it is in.
+        Err(why) => {
+            let mut status = r.status.clone().unwrap_or_default();
+            status
+                .phase
+                .get_or_insert_with(|| phase::PENDING.to_owned());
+            status.error = Some(format!("{} ({})", why.message, why.reason));
+            write_status(&ctx.client, &r, &status).await?;
+            return Ok(Action::requeue(ctx.settings.tick));
+        }
+    };
     let step = decide(&o);
     tracing::debug!(restore = %r.name_any(), ?step, "restore step");
     act::act(&ctx, &o, step).await?;
@@ -119,6 +146,11 @@ pub fn decide(o: &Observed) -> Step {
         if let Some(step) = restore::refuse(current, why) {
             return step;
         }
+    }
+    if let Some(why) = &o.elsewhere
+        && let Some(step) = restore::refuse(current, why.clone())
+    {
+        return step;
     }
     if o.vm_restore.is_some() && !o.vm_restore_ours {
         let why = format!(

@@ -38,7 +38,9 @@ pub async fn run(
         () = shutdown.clone() => return,
     };
     if !kubevirt {
-        tracing::warn!("{NO_KUBEVIRT_SNAPSHOTS}: MachineSnapshots and MachineRestores fail");
+        tracing::warn!(
+            "{NO_KUBEVIRT_SNAPSHOTS}: MachineSnapshots and MachineRestores of Machines on this cluster fail"
+        );
     }
     let ctx = Arc::new(Context {
         client,

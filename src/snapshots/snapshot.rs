@@ -1,16 +1,17 @@
 //! The MachineSnapshot controller: observe (the snapshot, its VirtualMachineSnapshot, the
-//! Machine and its VM) → decide ([`super::mirror`], and whether to make the
-//! VirtualMachineSnapshot) → act (create it, write the status).
+//! Machine and its VM) → decide ([`super::mirror`], [`super::site`], and whether to make the
+//! VirtualMachineSnapshot) → act (create it, write the status), on the Machine's cluster.
 //!
-//! The VirtualMachineSnapshot is controlled by its MachineSnapshot (never by the Machine or the
-//! VM), so deleting the MachineSnapshot deletes it through the garbage collector, and deleting
-//! the Machine keeps both.
+//! On the operator's cluster the VirtualMachineSnapshot is controlled by its MachineSnapshot
+//! (never by the Machine or the VM), so deleting the MachineSnapshot deletes it through the
+//! garbage collector, and deleting the Machine keeps both. On a remote cluster it has no owner
+//! reference; the MachineSnapshot's finalizer deletes it there ([`remote`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -19,18 +20,16 @@ use serde_json::json;
 use super::context::{Context, NO_KUBEVIRT_SNAPSHOTS};
 use super::error::Error;
 use super::mirror;
+use super::site::{self, Site};
+use super::workload::{self, Workload};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 use crate::api::snapshots::{
     MachineSnapshot, MachineSnapshotStatus, SCHEDULED_PROOF_KIND, snapshot_phase,
 };
-use crate::reconciler::apis::kubevirt::VirtualMachine;
-use crate::reconciler::apis::snapshot::{
-    TypedLocalObjectReference, VirtualMachineSnapshot, VirtualMachineSnapshotSpec,
-};
-use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
+use crate::reconciler::apis::snapshot::VirtualMachineSnapshot;
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
-use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, controller_uid};
+use crate::reconciler::decide::ownership::controller_uid;
 use crate::reconciler::run::watches::Scope;
 
 /// On a VirtualMachineSnapshot: the uid of the Machine it was taken of.
@@ -71,12 +70,26 @@ pub fn taken_of(
     s: &MachineSnapshot,
     vms: Option<&VirtualMachineSnapshot>,
 ) -> Option<String> {
+    taken_of_on(key, s, vms, false)
+}
+
+/// [`taken_of`], for a VirtualMachineSnapshot on a `remote` cluster: there it has no owner
+/// reference at all (none can reach the MachineSnapshot), the proof alone binds it to `s`.
+pub fn taken_of_on(
+    key: &OwnershipKey,
+    s: &MachineSnapshot,
+    vms: Option<&VirtualMachineSnapshot>,
+    remote: bool,
+) -> Option<String> {
     let machine = s.spec.machine_name.as_str();
     if let Some(uid) = key.made_for(SCHEDULED_PROOF_KIND, s.meta(), machine) {
         return Some(uid.to_owned());
     }
-    let vms =
-        vms.filter(|v| s.uid().is_some() && controller_uid(v.meta()) == s.uid().as_deref())?;
+    let controller = |v: &VirtualMachineSnapshot| match remote {
+        true => v.owner_references().is_empty(),
+        false => controller_uid(v.meta()) == s.uid().as_deref(),
+    };
+    let vms = vms.filter(|v| s.uid().is_some() && controller(v))?;
     let value = vms.annotations().get(TAKEN_OF_ANNOTATION)?;
     let ns = s.namespace().unwrap_or_default();
     let name_uid = format!("{}/{}", s.name_any(), s.uid().unwrap_or_default());
@@ -122,84 +135,107 @@ fn error_policy(s: Arc<MachineSnapshot>, e: &Error, ctx: Arc<Context>) -> Action
     Action::requeue(ctx.settings.tick)
 }
 
-/// What the MachineSnapshot's VirtualMachineSnapshot is to it.
-enum Found {
-    Absent,
-    Ours(Box<VirtualMachineSnapshot>),
-    /// Someone else's object of that name: never touched.
-    Foreign,
+/// Whether `v` is the VirtualMachineSnapshot the operator made for `s`: controlled by it on the
+/// operator's cluster; on a remote one, no owner reference and the proof bound to `s`'s uid.
+pub fn made_for(
+    key: &OwnershipKey,
+    s: &MachineSnapshot,
+    v: &VirtualMachineSnapshot,
+    remote: bool,
+) -> bool {
+    match remote {
+        false => {
+            controller_uid(v.meta()).is_some() && controller_uid(v.meta()) == s.uid().as_deref()
+        }
+        true => {
+            let proven = |machine_uid: &str| {
+                let value = v.annotations().get(TAKEN_OF_ANNOTATION);
+                value.is_some_and(|p| *p == taken_proof(key, s, machine_uid))
+            };
+            let recorded = v.annotations().get(MACHINE_UID_ANNOTATION);
+            s.uid().is_some()
+                && v.owner_references().is_empty()
+                && recorded.is_some_and(|u| proven(u))
+        }
+    }
 }
 
 async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action, Error> {
     if s.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+        return remote::on_delete(&s, &ctx).await;
     }
     let ns = s
         .namespace()
         .ok_or_else(|| Error::NoNamespace(s.name_any()))?;
     let name = s.name_any();
-    let client = &ctx.client;
-    if !ctx.kubevirt {
-        let status = mirror::status(None, None, None, Some(NO_KUBEVIRT_SNAPSHOTS.to_owned()));
-        if s.status.as_ref() != Some(&status) {
-            write_status(client, &ns, &name, &status).await?;
-        }
-        return Ok(Action::await_change());
-    }
-    let vm_snapshots: Api<VirtualMachineSnapshot> = Api::namespaced(client.clone(), &ns);
-    let found = match vm_snapshots.get_opt(&name).await? {
-        None => Found::Absent,
-        Some(v)
-            if controller_uid(v.meta()).is_some()
-                && controller_uid(v.meta()) == s.uid().as_deref() =>
-        {
-            Found::Ours(Box::new(v))
-        }
-        Some(_) => Found::Foreign,
-    };
     let previous = s.status.clone().unwrap_or_default();
-    let status = match found {
-        Found::Ours(v) => {
-            // Recorded on it when made: a status written from a stale copy cannot lose it.
-            let uid = v.annotations().get(MACHINE_UID_ANNOTATION).cloned();
-            mirror::status(
-                Some(&v),
-                previous.machine_uid.or(uid).as_deref(),
-                None,
-                None,
-            )
+    // Where: the cluster it was taken on once recorded, else its Machine's.
+    let (site, machine) = match (&previous.cluster, &previous.virtual_machine_snapshot_name) {
+        (Some(cluster), _) => {
+            let pinned = previous.cluster_identity.as_deref();
+            (workload::site_at(&ctx, cluster, pinned), None)
         }
-        Found::Foreign => mirror::status(
-            None,
-            previous.machine_uid.as_deref(),
-            None,
-            Some(format!(
-                "VirtualMachineSnapshot {name} exists and is not this MachineSnapshot's"
-            )),
-        ),
-        // Never made again once it was: a snapshot deleted under us stays failed.
-        Found::Absent if previous.virtual_machine_snapshot_name.is_some() => mirror::status(
-            None,
-            previous.machine_uid.as_deref(),
-            None,
-            Some(format!("VirtualMachineSnapshot {name} was deleted")),
-        ),
-        Found::Absent => take(&s, &ns, &ctx).await?,
+        (None, Some(_)) => (Site::Local, None),
+        (None, None) => {
+            let machine = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&s.spec.machine_name)
+                .await?;
+            match &machine {
+                Some(m) => (workload::site_of(&ctx, m, None).await?, machine),
+                None => (Site::Local, None),
+            }
+        }
     };
+    let remote = site.is_remote();
+    let mut status = match (Workload::of(&ctx, &site), site) {
+        (_, Site::Wait(why)) if previous.virtual_machine_snapshot_name.is_some() => {
+            // Taken: what KubeVirt said last stands; the reason says why it is not read now.
+            tracing::debug!(snapshot = %name, reason = %why.reason, "cluster of a snapshot not reachable");
+            return Ok(Action::requeue(ctx.settings.tick));
+        }
+        (_, Site::Wait(why)) => mirror::cluster_waits(
+            &why.reason,
+            &why.message,
+            (machine.as_ref().and_then(|m| m.uid()))
+                .or_else(|| previous.machine_uid.clone())
+                .as_deref(),
+            (
+                age(&s, &ctx),
+                ctx.settings.limits.pending_limit,
+                site::refused(&why.reason),
+            ),
+        ),
+        (None, _) => return Ok(Action::requeue(ctx.settings.tick)),
+        (Some(w), _) if !w.snapshot_api => {
+            let why = match w.is_remote() {
+                true => format!("{NO_KUBEVIRT_SNAPSHOTS} (on the Machine's cluster)"),
+                false => NO_KUBEVIRT_SNAPSHOTS.to_owned(),
+            };
+            mirror::status(None, None, None, Some(why))
+        }
+        (Some(w), _) => take::observe_and_take(&s, &ns, &ctx, &w, machine, &previous).await?,
+    };
+    // Where it was taken is never forgotten (its deletion goes there).
+    if status.cluster.is_none() {
+        status.cluster.clone_from(&previous.cluster);
+        status
+            .cluster_identity
+            .clone_from(&previous.cluster_identity);
+    }
     let done = matches!(
         status.phase.as_deref(),
         Some(snapshot_phase::SUCCEEDED | snapshot_phase::FAILED)
     );
     if s.status.as_ref() != Some(&status) {
-        write_status(client, &ns, &name, &status).await?;
+        write_status(&ctx.client, &ns, &name, &status).await?;
     }
     if done {
         return Ok(Action::await_change());
     }
-    // Not done: looked at again with backoff (KubeVirt's status changes also wake it); one
-    // waiting for a VM no later than when it gives up.
+    // Not done: looked at again with backoff (KubeVirt's status changes also wake it on this
+    // cluster); one waiting for a VM or a cluster no later than when it gives up.
     let age = age(&s, &ctx);
-    let mut next = mirror::look_again(age);
+    let mut next = mirror::next_look(age, remote, ctx.settings.tick);
     if status.virtual_machine_snapshot_name.is_none() {
         let left = ctx.settings.limits.pending_limit.saturating_sub(age);
         next = next.min(left.max(Duration::from_secs(1)));
@@ -208,7 +244,7 @@ async fn reconcile(s: Arc<MachineSnapshot>, ctx: Arc<Context>) -> Result<Action,
 }
 
 /// How long the MachineSnapshot has existed, by the controllers' clock.
-fn age(s: &MachineSnapshot, ctx: &Context) -> Duration {
+pub(super) fn age(s: &MachineSnapshot, ctx: &Context) -> Duration {
     let created = s
         .metadata
         .creation_timestamp
@@ -218,89 +254,7 @@ fn age(s: &MachineSnapshot, ctx: &Context) -> Duration {
     Duration::from_secs(created.map_or(0, |c| u64::try_from(now - c).unwrap_or(0)))
 }
 
-/// Makes the VirtualMachineSnapshot of the Machine's VM, if the VM is the Machine's own.
-async fn take(
-    s: &MachineSnapshot,
-    ns: &str,
-    ctx: &Context,
-) -> Result<MachineSnapshotStatus, Error> {
-    let machine_name = s.spec.machine_name.as_str();
-    let client = &ctx.client;
-    let Some(machine) = Api::<Machine>::namespaced(client.clone(), ns)
-        .get_opt(machine_name)
-        .await?
-    else {
-        let why = format!("Machine {machine_name} not found");
-        return Ok(mirror::status(None, None, None, Some(why)));
-    };
-    let machine_uid = machine.uid();
-    let vm = Api::<VirtualMachine>::namespaced(client.clone(), ns)
-        .get_opt(machine_name)
-        .await?;
-    match ownership::of(vm.as_ref(), MachineRef::of(&machine), &ctx.key) {
-        Ownership::Ours => {}
-        Ownership::Absent => {
-            let limit = ctx.settings.limits.pending_limit;
-            if mirror::waiting(age(s, ctx), limit) == mirror::Waiting::GiveUp {
-                return Ok(mirror::gave_up(machine_name, machine_uid.as_deref(), limit));
-            }
-            let why = format!("Machine {machine_name} has no VM yet");
-            return Ok(mirror::status(
-                None,
-                machine_uid.as_deref(),
-                Some(why),
-                None,
-            ));
-        }
-        _ => {
-            let why = format!("VirtualMachine {machine_name} is not the Machine's");
-            return Ok(mirror::status(
-                None,
-                machine_uid.as_deref(),
-                None,
-                Some(why),
-            ));
-        }
-    }
-    let snapshot = VirtualMachineSnapshot {
-        metadata: ObjectMeta {
-            name: Some(s.name_any()),
-            namespace: Some(ns.to_owned()),
-            labels: Some(machine_labels(machine_name)),
-            annotations: machine_uid.clone().map(|uid| {
-                let proof = taken_proof(&ctx.key, s, &uid);
-                [
-                    (MACHINE_UID_ANNOTATION.to_owned(), uid),
-                    (TAKEN_OF_ANNOTATION.to_owned(), proof),
-                ]
-                .into()
-            }),
-            owner_references: controller_ref(s).map(|r| vec![r]),
-            ..ObjectMeta::default()
-        },
-        spec: VirtualMachineSnapshotSpec {
-            source: TypedLocalObjectReference::vm(machine_name),
-            deletion_policy: None,
-        },
-        status: None,
-    };
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let made = Api::<VirtualMachineSnapshot>::namespaced(client.clone(), ns)
-        .create(&params, &snapshot)
-        .await?;
-    tracing::info!(snapshot = %s.name_any(), namespace = %ns, machine = %machine_name, "VirtualMachineSnapshot created");
-    Ok(mirror::status(
-        Some(&made),
-        machine_uid.as_deref(),
-        None,
-        None,
-    ))
-}
-
-async fn write_status(
+pub(super) async fn write_status(
     client: &kube::Client,
     ns: &str,
     name: &str,
@@ -322,6 +276,8 @@ async fn write_status(
             "virtualMachineSnapshotName",
             "machineUid",
             "reason",
+            "cluster",
+            "clusterIdentity",
         ] {
             obj.entry(f).or_insert(serde_json::Value::Null);
         }
@@ -332,5 +288,7 @@ async fn write_status(
     Ok(())
 }
 
+pub mod remote;
+mod take;
 #[cfg(test)]
 mod tests;

@@ -178,7 +178,9 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
             cdi: true,
             // Only CDI's DataVolume CRD is installed there: StorageProfiles are told apart.
             storage_profiles: false,
-            multus: false
+            multus: false,
+            // Nor KubeVirt's snapshot CRDs: a remote Machine's snapshots fail saying so.
+            kubevirt_snapshots: false,
         }
     );
     assert!(!dc1.allow_cross_namespace_clones);

@@ -119,6 +119,20 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         // Issue 33: Nodes' Ready condition, for NodeUnreachable.
         ("", "nodes", vec!["list", "watch"], None),
         ("events.k8s.io", "events", vec!["create"], Some("team-a")),
+        // Issue 31: a remote Machine's snapshots and restores, and a restore's consumer Pod.
+        (
+            "snapshot.kubevirt.io",
+            "virtualmachinesnapshots",
+            vec!["get", "create", "delete"],
+            Some("team-a"),
+        ),
+        (
+            "snapshot.kubevirt.io",
+            "virtualmachinerestores",
+            vec!["get", "create", "delete"],
+            Some("team-a"),
+        ),
+        ("", "pods", vec!["get", "create", "delete"], Some("team-a")),
     ];
     for (group, resource, verbs, ns) in allowed {
         for verb in verbs {
@@ -135,6 +149,8 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         ("", "namespaces", "delete", None),
         ("", "secrets", "list", Some("team-a")),
         ("", "configmaps", "list", Some("team-a")),
+        ("", "pods", "list", Some("team-a")),
+        ("", "pods/exec", "create", Some("team-a")),
         (
             "kubevirt.io",
             "virtualmachineinstances",

@@ -78,6 +78,8 @@ pub fn context(client: &Client, clock: Arc<Hands>) -> Context {
             tick: Duration::from_secs(1),
             limits: Default::default(),
             pause_image: kubevirt_operator::snapshots::context::DEFAULT_PAUSE_IMAGE.to_owned(),
+            clusters: Default::default(),
+            default_kubevirt_config: None,
         },
         key: OwnershipKey::new(&[7; 32], None).expect("key"),
         kubevirt: true,

@@ -104,7 +104,16 @@ async fn restore_of(admin: &Client, name: &str) -> String {
     };
     let mrestores = Api::<MachineRestore>::namespaced(admin.clone(), NS);
     let vmrestores = Api::<VirtualMachineRestore>::namespaced(admin.clone(), NS);
-    let list = mrestores.list(&Default::default()).await.expect("list");
+    // A remote workload cluster serves no MachineRestores: there the only VirtualMachineRestore.
+    let Ok(list) = mrestores.list(&Default::default()).await else {
+        let list = vmrestores.list(&Default::default()).await.expect("list");
+        assert_eq!(
+            list.items.len(),
+            1,
+            "one VirtualMachineRestore on the remote cluster"
+        );
+        return list.items[0].name_any();
+    };
     if let Some(r) =
         (list.items.iter()).find(|r| name.ends_with(&short(&r.uid().unwrap_or_default())))
     {

@@ -108,12 +108,12 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["cdi.kubevirt.io"]
   resources: ["datavolumes"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# MachineSnapshots: watched, read by a restore, made by schedules and deleted beyond keep;
-# MachineRestores watched, read and patched (their finalizer); their status written
-# (src/snapshots/).
+# MachineSnapshots: watched, read by a restore, made by schedules and deleted beyond keep,
+# patched for the finalizer of one taken on a remote cluster; MachineRestores watched, read and
+# patched (their finalizer); their status written (src/snapshots/).
 - apiGroups: ["vitistack.io"]
   resources: ["machinesnapshots"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["vitistack.io"]
   resources: ["machinerestores"]
   verbs: ["get", "list", "watch", "patch"]

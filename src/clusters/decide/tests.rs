@@ -13,6 +13,7 @@ const ALL: Apis = Apis {
     cdi: true,
     storage_profiles: true,
     multus: true,
+    kubevirt_snapshots: true,
 };
 
 fn reached(apis: Apis) -> Observation {

@@ -126,7 +126,7 @@ impl Remotes {
             multus: connection.apis.multus,
             cdi: connection.apis.cdi,
             storage_profiles: connection.apis.storage_profiles,
-            kubevirt_snapshots: false,
+            kubevirt_snapshots: connection.apis.kubevirt_snapshots,
         };
         tracing::info!(cluster = name, revision = %connection.revision, "starting the watches of a remote cluster");
         let started = self.start(name, &connection, apis);
@@ -381,6 +381,7 @@ mod tests {
                 cdi: true,
                 storage_profiles: true,
                 multus: false,
+                kubevirt_snapshots: true,
             },
             identity: "uid-ks".into(),
             acknowledged: None,

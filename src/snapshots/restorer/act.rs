@@ -9,10 +9,11 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, P
 use serde_json::json;
 
 use super::super::context::Context;
+use super::super::context::NO_KUBEVIRT_SNAPSHOTS;
 use super::super::error::Error;
 use super::super::restore::binder as restore_binder;
 use super::super::restore::{Step, phase};
-use super::{Observed, RESTORE_FIELD_MANAGER, again, binder, recorded, write_status};
+use super::{Observed, RESTORE_FIELD_MANAGER, RESTORE_KIND, again, binder, recorded, write_status};
 use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::snapshots::{MachineRestore, RESTORE_FINALIZER};
 use crate::reconciler::apis::cdi::DataVolume;
@@ -21,7 +22,7 @@ use crate::reconciler::apis::snapshot::{
     TypedLocalObjectReference as Target, VirtualMachineRestore, VirtualMachineRestoreSpec,
     VolumeRestoreOverride,
 };
-use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
+use crate::reconciler::decide::desired::meta::machine_labels;
 
 fn created() -> PostParams {
     PostParams {
@@ -51,7 +52,9 @@ fn fresh<T>(r: Result<T, kube::Error>) -> Result<Option<T>, Error> {
 pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
     let r = &o.restore;
     let ns = r.namespace().unwrap_or_default();
-    let client = &ctx.client;
+    // The Machine's cluster: the VM, its disks, the VirtualMachineRestore, the binder Pod.
+    let w = &o.workload;
+    let client = &w.client;
     let mut status = r.status.clone().unwrap_or_default();
     let machine_name = r.spec.machine_name.as_str();
     match step {
@@ -95,12 +98,14 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             let snapshot = (o.snapshot.as_ref())
                 .and_then(|s| s.status.as_ref()?.virtual_machine_snapshot_name.clone())
                 .unwrap_or_else(|| r.spec.snapshot_name.clone());
+            let (owner_references, proof) = w.owned_by(r, RESTORE_KIND);
             let vm_restore = VirtualMachineRestore {
                 metadata: ObjectMeta {
                     name: Some(r.name_any()),
                     namespace: Some(ns.clone()),
                     labels: Some(machine_labels(machine_name)),
-                    owner_references: controller_ref(r).map(|c| vec![c]),
+                    owner_references,
+                    annotations: proof.map(|p| [p].into()),
                     ..ObjectMeta::default()
                 },
                 spec: VirtualMachineRestoreSpec {
@@ -117,7 +122,17 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
                 status: None,
             };
             let api: Api<VirtualMachineRestore> = Api::namespaced(client.clone(), &ns);
-            made(api.create(&created(), &vm_restore).await)?;
+            match api.create(&created(), &vm_restore).await {
+                // KubeVirt's snapshot API not served on the Machine's cluster.
+                Err(kube::Error::Api(e)) if e.code == 404 && w.is_remote() => {
+                    let why = format!("{NO_KUBEVIRT_SNAPSHOTS} (on the Machine's cluster)");
+                    status.phase = Some(phase::FAILED.to_owned());
+                    status.completed_at = Some(Time(Timestamp::now()));
+                    status.error = Some(why);
+                    return write_status(&ctx.client, r, &status).await;
+                }
+                other => made(other)?,
+            }
             tracing::info!(restore = %r.name_any(), machine = %machine_name, "VirtualMachineRestore created");
             status.phase = Some(phase::RESTORING.to_owned());
             status.error = Some("KubeVirt is restoring the disks".to_owned());
@@ -142,7 +157,10 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             }
         }
         Step::CreateClaim { name, from } => {
-            let claim = again::claim(ctx, o, &name, &from)?;
+            let mut claim = again::claim(ctx, o, &name, &from)?;
+            if w.is_remote() {
+                claim.metadata.owner_references = None; // the Machine is not on that cluster
+            }
             let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
             // Taken meanwhile: not recorded, seen as a stranger's next time.
             let Some(claim) = fresh(pvcs.create(&created(), &claim).await)? else {
@@ -167,7 +185,10 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             }
         }
         Step::CreateDataVolume { name, from } => {
-            let dv = again::data_volume(ctx, o, &name, &from)?;
+            let mut dv = again::data_volume(ctx, o, &name, &from)?;
+            if w.is_remote() {
+                dv.metadata.owner_references = None;
+            }
             let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
             let Some(dv) = fresh(dvs.create(&created(), &dv).await)? else {
                 return Ok(());
@@ -177,13 +198,11 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
         }
         Step::Bind(claims) => {
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-            made(
-                pods.create(
-                    &created(),
-                    &binder::pod(r, &claims, &ctx.settings.pause_image),
-                )
-                .await,
-            )?;
+            let mut pod = binder::pod(r, &claims, &ctx.settings.pause_image);
+            let (owner_references, proof) = w.owned_by(r, RESTORE_KIND);
+            pod.metadata.owner_references = owner_references;
+            pod.metadata.annotations = proof.map(|p| [p].into());
+            made(pods.create(&created(), &pod).await)?;
             tracing::info!(restore = %r.name_any(), ?claims, "consumer Pod made to bind the claims");
         }
         Step::Unbind(uid) => {
@@ -202,7 +221,24 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             }
         }
         Step::Release => {
-            let api: Api<MachineRestore> = Api::namespaced(client.clone(), &ns);
+            // On a remote cluster no garbage collector follows the MachineRestore: its
+            // VirtualMachineRestore goes now (the binder Pod went before it ended).
+            if w.is_remote()
+                && o.vm_restore_ours
+                && let Some(uid) = o.vm_restore.as_ref().and_then(|v| v.uid())
+            {
+                let api: Api<VirtualMachineRestore> = Api::namespaced(client.clone(), &ns);
+                let dp = DeleteParams::default().preconditions(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                });
+                match api.delete(&r.name_any(), &dp).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let api: Api<MachineRestore> = Api::namespaced(ctx.client.clone(), &ns);
             let kept: Vec<String> = (r.finalizers().iter())
                 .filter(|f| *f != RESTORE_FINALIZER)
                 .cloned()
@@ -227,7 +263,7 @@ pub async fn act(ctx: &Context, o: &Observed, step: Step) -> Result<(), Error> {
             status.error = Some(why);
         }
     }
-    write_status(client, r, &status).await
+    write_status(&ctx.client, r, &status).await
 }
 
 /// Puts the restore's finalizer on (guarded by the version read: a concurrent change retries).

@@ -12,7 +12,10 @@ use super::super::context::Context;
 use super::super::error::Error;
 use super::super::restore::proof::KUBEVIRT_RESTORE_ANNOTATION;
 use super::super::restore::{self, ClaimView, Provenance, phase};
-use super::super::snapshot::taken_of;
+use super::super::site::{NOT_PROBED, Site, elsewhere};
+use super::super::snapshot::taken_of_on;
+use super::super::workload::{self, Workload};
+use super::RESTORE_KIND;
 use super::{Observed, machine_view, of};
 use crate::api::Machine;
 use crate::api::names::pvc_name;
@@ -20,31 +23,61 @@ use crate::api::snapshots::{MachineRestore, MachineRestoreStatus, MachineSnapsho
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::snapshot::{VirtualMachineRestore, VirtualMachineSnapshot};
-use crate::reconciler::decide::ownership::{Ownership, controlled_by};
+use crate::reconciler::decide::ownership::Ownership;
+use crate::reconciler::run::remotes::Unready;
 
-pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observed, Error> {
+/// What the next step is decided from, or why the Machine's cluster cannot be worked on now.
+pub(super) async fn observe(
+    r: &MachineRestore,
+    ctx: &Context,
+) -> Result<Result<Observed, Unready>, Error> {
     let ns = r
         .namespace()
         .ok_or_else(|| Error::NoNamespace(r.name_any()))?;
-    let client = &ctx.client;
     let name = r.spec.machine_name.as_str();
     let status = r.status.clone().unwrap_or_default();
-    let machine = Api::<Machine>::namespaced(client.clone(), &ns)
+    let machine = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .get_opt(name)
         .await?;
-    let snapshot = Api::<MachineSnapshot>::namespaced(client.clone(), &ns)
+    let snapshot = Api::<MachineSnapshot>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&r.spec.snapshot_name)
         .await?;
+    // The Machine's cluster (without the Machine, the operator's own: nothing is its there).
+    let site = match &machine {
+        Some(m) => workload::site_of(ctx, m, None).await?,
+        None => Site::Local,
+    };
+    let w = match (Workload::of(ctx, &site), site) {
+        (_, Site::Wait(why)) => return Ok(Err(why)),
+        (Some(w), _) => w,
+        (None, _) => {
+            return Ok(Err(Unready {
+                reason: NOT_PROBED.to_owned(),
+                message: "no cluster".to_owned(),
+            }));
+        }
+    };
+    let remote = w.is_remote();
+    let client = &w.client;
+    let elsewhere = (snapshot.as_ref().filter(|_| pending(&status))).and_then(|s| {
+        let st = s.status.as_ref()?;
+        let taken_on = (st.cluster.as_deref()).zip(st.cluster_identity.as_deref());
+        let on = w.remote.as_ref().map(|(c, i)| (c.as_str(), i.as_str()));
+        // A snapshot not taken yet is waited for, wherever.
+        st.virtual_machine_snapshot_name.as_ref()?;
+        elsewhere(taken_on, on)
+    });
+    let no_snapshot_api = !w.snapshot_api;
     let snapshot_proven_of = match &snapshot {
         // Asked for only where it decides anything: a snapshot of an earlier Machine, allowed.
-        Some(s) if r.spec.allow_earlier_machine && ctx.kubevirt && pending(&status) => {
+        Some(s) if r.spec.allow_earlier_machine && !no_snapshot_api && pending(&status) => {
             let vms_name = (s.status.as_ref())
                 .and_then(|st| st.virtual_machine_snapshot_name.clone())
                 .unwrap_or_else(|| s.name_any());
             let vms = Api::<VirtualMachineSnapshot>::namespaced(client.clone(), &ns)
                 .get_opt(&vms_name)
                 .await?;
-            taken_of(&ctx.key, s, vms.as_ref())
+            taken_of_on(&w.key, s, vms.as_ref(), remote)
         }
         _ => None,
     };
@@ -55,18 +88,22 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
         .get_opt(name)
         .await?
         .is_some();
-    let vm_restore = if ctx.kubevirt {
-        Api::<VirtualMachineRestore>::namespaced(client.clone(), &ns)
+    let vm_restore = match no_snapshot_api {
+        false => match Api::<VirtualMachineRestore>::namespaced(client.clone(), &ns)
             .get_opt(&r.name_any())
-            .await?
-    } else {
-        None
+            .await
+        {
+            Ok(found) => found,
+            // KubeVirt's snapshot API not served on the remote cluster: nothing to find.
+            Err(kube::Error::Api(e)) if e.code == 404 && remote => None,
+            Err(e) => return Err(e.into()),
+        },
+        true => None,
     };
-    let vm_restore_ours = vm_restore
-        .as_ref()
-        .is_some_and(|v| controlled_by(v.meta(), r.uid().as_deref()));
+    let vm_restore_ours =
+        (vm_restore.as_ref()).is_some_and(|v| w.made_for(v.meta(), r, RESTORE_KIND));
     let vm_ours =
-        (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &ctx.key) == Ownership::Ours);
+        (vm.as_ref()).is_some_and(|vm| of(vm, machine.as_ref(), &w.key) == Ownership::Ours);
     let view = machine
         .as_ref()
         .map(|m| machine_view(m, vm.as_ref(), &status));
@@ -92,7 +129,7 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
             }
             let view = ClaimView {
                 uid: c.uid().unwrap_or_default(),
-                ours: of(&c, machine.as_ref(), &ctx.key) == Ownership::Ours,
+                ours: of(&c, machine.as_ref(), &w.key) == Ownership::Ours,
                 bound: c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
                 provenance: provenance(&c),
             };
@@ -113,7 +150,7 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
             }
             let view = ClaimView {
                 uid: dv.uid().unwrap_or_default(),
-                ours: of(&dv, machine.as_ref(), &ctx.key) == Ownership::Ours,
+                ours: of(&dv, machine.as_ref(), &w.key) == Ownership::Ours,
                 bound: dv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"),
                 provenance: Provenance::default(),
             };
@@ -127,11 +164,11 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
         .map(|p| restore::Binder {
             name: binder_name,
             uid: p.uid().unwrap_or_default(),
-            ours: controlled_by(&p.metadata, r.uid().as_deref()),
+            ours: w.made_for(&p.metadata, r, RESTORE_KIND),
             deleting: p.metadata.deletion_timestamp.is_some(),
         });
     // Restores are few: listed, not cached.
-    let another = Api::<MachineRestore>::namespaced(client.clone(), &ns)
+    let another = Api::<MachineRestore>::namespaced(ctx.client.clone(), &ns)
         .list(&ListParams::default())
         .await?
         .items
@@ -147,7 +184,7 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
                 && (older || !matches!(p, None | Some(phase::PENDING)))
         })
         .map(|o| o.name_any());
-    Ok(Observed {
+    Ok(Ok(Observed {
         restore: r.clone(),
         another,
         machine,
@@ -162,9 +199,11 @@ pub(super) async fn observe(r: &MachineRestore, ctx: &Context) -> Result<Observe
         claims,
         claim_views,
         data_volume_views,
-        no_snapshot_api: !ctx.kubevirt,
+        no_snapshot_api,
         binder,
-    })
+        workload: w,
+        elsewhere,
+    }))
 }
 
 fn pending(status: &MachineRestoreStatus) -> bool {
