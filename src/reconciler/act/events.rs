@@ -8,6 +8,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
+use crate::reconciler::run::context::Context;
+use crate::telemetry::metrics::Eviction;
 
 use crate::reconciler::decide::status::{condition, phase, reason};
 
@@ -128,6 +130,48 @@ pub async fn publish(publisher: &Publisher, machine: &Machine, notices: Vec<Noti
                 "could not publish event"
             );
         }
+    }
+}
+
+/// Announces a status write: counts the drains it shows, and publishes `notices`.
+pub fn announce_status(
+    ctx: &Context,
+    machine: &Machine,
+    new: &MachineStatus,
+    notices: Vec<Notice>,
+) {
+    record_evictions(ctx, new, &notices);
+    announce(ctx, machine, notices);
+}
+
+/// Publishes `notices` on the Machine in the background: an Event never holds up the next
+/// Machine.
+pub fn announce(ctx: &Context, machine: &Machine, notices: Vec<Notice>) {
+    if notices.is_empty() {
+        return;
+    }
+    let (publisher, machine) = (ctx.events.clone(), machine.clone());
+    let span = tracing::Span::current();
+    tokio::spawn(tracing::Instrument::instrument(
+        async move { publish(&publisher, &machine, notices).await },
+        span,
+    ));
+}
+
+/// Counts a drain reaching the VM once, when `EvictionRequested` appears (its Warning Event).
+fn record_evictions(ctx: &Context, new: &MachineStatus, notices: &[Notice]) {
+    let drained = (new.conditions.iter())
+        .filter(|c| c.type_ == EVICTION_REQUESTED && c.status == "True")
+        .filter(|c| notices.iter().any(|n| n.reason == c.reason));
+    for c in drained {
+        let label = Eviction {
+            reason: c.reason.clone(),
+        };
+        ctx.settings
+            .metrics
+            .eviction_requests
+            .get_or_create(&label)
+            .inc();
     }
 }
 

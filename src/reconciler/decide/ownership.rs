@@ -98,6 +98,8 @@ pub fn of_meta(
     let Some(meta) = meta else {
         return Ownership::Absent;
     };
+    // The second edition's verdict is cheap and pure; judged first, it is used only below.
+    let old_rules = second_edition(meta, machine);
     let made = key.made_for(kind, meta, machine.name);
     if made.is_some() && made == machine.uid {
         return Ownership::Ours;
@@ -115,7 +117,7 @@ pub fn of_meta(
         };
     }
     if made.is_none() && key.predates(meta) {
-        return second_edition(meta, machine);
+        return old_rules;
     }
     Ownership::Foreign
 }

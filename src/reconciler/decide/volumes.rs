@@ -1,6 +1,6 @@
 //! The disks and CD-ROMs as provisioning sees them: which are DataVolumes, what CDI and the
 //! claims say about each (`status.disks[]`, the `StorageReady` verdict), and the Events for
-//! their steps. Pure: `act` feeds it the observed and just-written objects.
+//! their steps. Pure: `run::status` feeds it the observed and just-written objects.
 
 use std::collections::BTreeMap;
 
@@ -88,7 +88,7 @@ pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
             None => {
                 let claim_name = pvc_name(machine, &d.name);
                 let claim = seen.claims.get(&claim_name).copied();
-                disks.push(provisioning::blank_status(&d.name, &claim_name, claim));
+                disks.push(blank_status(&d.name, &claim_name, claim));
             }
         }
     }
@@ -97,6 +97,25 @@ pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
     Provisioning {
         disks,
         verdict: provisioning::verdict(&list, seen.cdi_installed),
+    }
+}
+
+/// A `status.disks[]` entry for a blank disk: its claim's phase.
+pub fn blank_status(
+    name: &str,
+    claim_name: &str,
+    claim: Option<&PersistentVolumeClaim>,
+) -> DiskStatus {
+    let spec = claim.and_then(|c| c.spec.as_ref());
+    DiskStatus {
+        name: name.to_owned(),
+        claim_name: claim_name.to_owned(),
+        phase: claim
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.clone()),
+        progress: None,
+        access_mode: spec.and_then(|s| s.access_modes.as_ref()?.first().cloned()),
+        volume_mode: spec.and_then(|s| s.volume_mode.clone()),
     }
 }
 

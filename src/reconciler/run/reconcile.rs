@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -17,7 +18,9 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
-use super::remotes::Unready;
+use super::remotes::CACHES_FILLING;
+use super::status;
+use super::watches::key_of;
 use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::Packed;
@@ -163,8 +166,24 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         Ok(cluster) => cluster,
         Err((name, why)) => {
             let message = cluster_message.unwrap_or(why.message);
-            let why = Unready { message, ..why };
-            act::status::unready(ctx, machine, &name, &why).await?;
+            // The previous status with `ClusterReady` and `Ready` False, written when that changes
+            // anything (not while the cluster's caches fill: that is brief, and its Machines run
+            // again once they are filled).
+            if why.reason != CACHES_FILLING {
+                let stored = (ctx.statuses)
+                    .newer_than(&key_of(machine), machine.resource_version().as_deref());
+                let old = stored.as_ref().or(machine.status.as_ref());
+                let reason = (name.as_str(), why.reason.as_str(), message.as_str());
+                let generation = machine.metadata.generation;
+                let new =
+                    decide::status::cluster::unready(old, generation, reason, Timestamp::now());
+                if decide::status_write::differs(old, &new) {
+                    let ns = machine.namespace().unwrap_or_default();
+                    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+                    let now = std::time::Instant::now();
+                    act::status::write(ctx, machine, &api, old, new, now, |_, _| {}).await?;
+                }
+            }
             return Ok(Reconciled {
                 blocked: true,
                 write_status_in: None,
@@ -174,13 +193,14 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let observed = observe::observe(machine, ctx, &cluster).await?;
     let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
     let acted = act::act(ctx, &cluster, &observed, decision).await?;
-    if let Some(phase) = acted.status.phase.as_deref() {
+    let settled = status::settle(ctx, &cluster, &observed, acted).await?;
+    if let Some(phase) = settled.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);
     }
-    tracing::debug!(blocked = acted.blocked, "reconciled");
+    tracing::debug!(blocked = settled.blocked, "reconciled");
     Ok(Reconciled {
-        blocked: acted.blocked,
-        write_status_in: acted.write_status_in,
+        blocked: settled.blocked,
+        write_status_in: settled.write_status_in,
     })
 }
 
