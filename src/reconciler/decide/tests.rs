@@ -15,8 +15,9 @@ use crate::machine::Catalog;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::decide::evidence::Target;
+use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::spec::sized;
-use crate::reconciler::observe::Derived;
+use crate::reconciler::observe::{Derived, judged};
 use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION};
 
@@ -79,7 +80,34 @@ fn observed(m: Machine) -> Observed {
         node: None,
         node_grace: std::time::Duration::from_secs(60),
         now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        spec_errors: Vec::new(),
+        verdicts: Default::default(),
     }
+}
+
+/// `decide` as the reconciler runs it: on `o` as observe hands it over, its objects' ownership
+/// and its spec's errors judged (as observe judges them when it reads them).
+fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
+    let found = judged::Found {
+        remote: o.remote,
+        vm: o.vm.as_ref(),
+        derived_secret: o.derived_secret.meta(),
+        claims: &o.claims,
+        data_volumes: &o.data_volumes,
+        unwanted_data_volumes: &o.unwanted_data_volumes,
+        attachments: &o.attachments,
+        unused_attachments: &o.unused_attachments,
+        network_configurations: &o.network_configurations,
+    };
+    let verdicts = judged::verdicts(&found, MachineRef::of(&o.machine), key);
+    let name = o.machine.name_any();
+    let spec_errors = judged::spec_errors(&name, &o.spec, o.class.as_ref(), catalog);
+    let o = Observed {
+        verdicts,
+        spec_errors,
+        ..o.clone()
+    };
+    super::decide(&o, catalog, key)
 }
 
 /// The key the tests' objects are proven with.

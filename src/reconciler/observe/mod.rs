@@ -10,10 +10,9 @@ use std::fmt::Debug;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
@@ -27,15 +26,14 @@ use crate::reconciler::decide::desired::cloud_init::secret_source;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::node::NodeReady;
+use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
 use crate::reconciler::store::derived_secrets::Known;
-use crate::reconciler::store::last_write::LastWrite;
-use crate::reconciler::store::packed::{Brief, Packed};
-use crate::reconciler::store::presence::Presence;
+use lookup::lookup;
 
 /// What was observed of one Machine and its surroundings.
 #[derive(Clone, Debug)]
@@ -45,6 +43,10 @@ pub struct Observed {
     pub spec: MachineSpec,
     /// The class that sizes it: as recorded in it, else as it is now; or why there is none.
     pub class: Result<Class, FieldError>,
+    /// What is wrong with the spec (it bypassed admission): nothing is made then.
+    pub spec_errors: Vec<FieldError>,
+    /// The ownership of every object below, judged once, when read.
+    pub verdicts: Verdicts,
     /// NetworkConfigurations in the Machine's namespace that exist, by name: those the Machine
     /// names, and those of [`Observed::unused_attachments`].
     pub network_configurations: BTreeMap<String, NetworkConfiguration>,
@@ -104,70 +106,6 @@ impl Derived {
             Derived::Remembered(k) => k.meta(),
             Derived::Read(s) => s.as_deref().map(|s| &s.metadata),
         }
-    }
-}
-
-/// Where [`lookup`] finds an object.
-#[derive(Debug, PartialEq)]
-enum Found<K> {
-    Here(K),
-    /// Read it from the API server.
-    AskApi,
-    Absent,
-}
-
-/// Our own newer write, else the cached copy, else, when the names cache knows an object of that
-/// name (someone else's, or ours without our labels) or is not filled yet, the API's. A cached
-/// copy that does not decode is never taken as absent: the API's copy is read instead.
-fn find<K: Resource<DynamicType = ()> + DeserializeOwned + Brief>(
-    ours: Option<K>,
-    cached: Option<&Packed<K>>,
-    named: bool,
-    synced: bool,
-) -> Found<K> {
-    if let Some(k) = ours {
-        return Found::Here(k);
-    }
-    if let Some(c) = cached {
-        return match c.unpack() {
-            Ok(k) => Found::Here(k),
-            Err(e) => {
-                tracing::warn!(object = %c.name_any(), error = %e, "cached copy does not decode; reading it from the API server");
-                Found::AskApi
-            }
-        };
-    }
-    if named || !synced {
-        Found::AskApi
-    } else {
-        Found::Absent
-    }
-}
-
-/// The object `name` in `ns`, as [`find`] says where to read it.
-async fn lookup<K>(
-    cluster: &Cluster,
-    (store, names, written): (&Store<Packed<K>>, &Presence, &LastWrite<K>),
-    api: &Api<K>,
-    ns: &str,
-    name: &str,
-) -> Result<Option<K>, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Brief,
-{
-    let cached = store.get(&ObjectRef::new(name).within(ns));
-    let cached_version = cached.as_ref().and_then(|c| c.resource_version());
-    let ours = written.newer_than(&format!("{ns}/{name}"), cached_version.as_deref());
-    let named = names.contains(ns, name);
-    match find(
-        ours,
-        cached.as_deref(),
-        named,
-        cluster.state.caches_synced(),
-    ) {
-        Found::Here(k) => Ok(Some(k)),
-        Found::AskApi => api.get_opt(name).await,
-        Found::Absent => Ok(None),
     }
 }
 
@@ -259,7 +197,7 @@ pub async fn observe(
     .await?;
     // A removed CD-ROM's DataVolume, from our cache; one that does not decode is left alone
     // (only ever a reason not to delete).
-    let unwanted_data_volumes = removed_cdroms(vm.as_ref(), &sourced)
+    let unwanted_data_volumes: Vec<DataVolume> = removed_cdroms(vm.as_ref(), &sourced)
         .into_iter()
         .filter_map(|dv| stores.data_volumes.get(&ObjectRef::new(dv).within(&ns)))
         .filter(|dv| dv.brief().as_deref() == Some(name.as_str()))
@@ -321,11 +259,32 @@ pub async fn observe(
         }
     }
 
+    // Judged once, here, on what was just read, for the Machine's name and uid.
+    let found = judged::Found {
+        remote: !cluster.is_local(),
+        vm: vm.as_ref(),
+        derived_secret: derived_secret.meta(),
+        claims: &claims,
+        data_volumes: &data_volumes,
+        unwanted_data_volumes: &unwanted_data_volumes,
+        attachments: &attachments,
+        unused_attachments: &unused_attachments,
+        network_configurations: &network_configurations,
+    };
+    let uid = machine.uid();
+    let me = MachineRef {
+        name: &name,
+        uid: uid.as_deref(),
+    };
+    let verdicts = judged::verdicts(&found, me, &cluster.key);
+    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), &catalog);
     let spec_has_schedule = spec.snapshots.is_some();
     Ok(Observed {
         machine: machine.clone(),
         spec,
         class,
+        spec_errors,
+        verdicts,
         network_configurations,
         storage_classes,
         source_secret,
@@ -368,6 +327,8 @@ async fn derived_secret(
 }
 
 pub mod cleanup;
+pub mod judged;
+mod lookup;
 mod networks;
 pub mod nodes;
 pub mod snapshots;
