@@ -16,6 +16,7 @@ use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
+use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
@@ -87,9 +88,16 @@ pub async fn remains(
     ctx: &Context,
     cluster: Result<&Cluster, &Unready>,
 ) -> Result<Remains, kube::Error> {
+    let ns = machine.namespace().unwrap_or_default();
+    let name = machine.name_any();
+    let uid = machine.uid();
+    let me = MachineRef {
+        name: &name,
+        uid: uid.as_deref(),
+    };
     let mut o = Remains {
         machine: machine.clone(),
-        restoring: snapshots::holding(ctx, machine).map(|(name, _)| name),
+        restoring: snapshots::holding(ctx, &ns, me).map(|(name, _)| name),
         away: None,
         remote: cluster.is_err() || cluster.is_ok_and(|c| !c.is_local()),
         vm: None,
@@ -111,8 +119,6 @@ pub async fn remains(
     if !has_finalizer(machine) || o.restoring.is_some() {
         return Ok(o);
     }
-    let ns = machine.namespace().unwrap_or_default();
-    let name = machine.name_any();
     let client = &cluster.client;
     let spec = resolved_spec(machine, &ctx.settings.catalog.load());
 

@@ -116,6 +116,7 @@ pub async fn observe(
 ) -> Result<Observed, kube::Error> {
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
+    let uid = machine.uid();
     let catalog = ctx.settings.catalog.load_full();
     let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &cluster.stores;
@@ -216,7 +217,8 @@ pub async fn observe(
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))
     {
-        derived_secret(ctx, machine, &secrets, &derived).await?
+        let key = key_of(machine);
+        derived_secret(ctx, (&key, uid.as_deref()), &secrets, &derived).await?
     } else {
         Derived::NotLooked
     };
@@ -271,7 +273,6 @@ pub async fn observe(
         unused_attachments: &unused_attachments,
         network_configurations: &network_configurations,
     };
-    let uid = machine.uid();
     let me = MachineRef {
         name: &name,
         uid: uid.as_deref(),
@@ -297,7 +298,7 @@ pub async fn observe(
         cdi_installed: cluster.apis.cdi,
         unwanted_data_volumes,
         unused_attachments,
-        restoring: snapshots::holding(ctx, machine),
+        restoring: snapshots::holding(ctx, &ns, me),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
         node: (vmi.as_ref())
@@ -309,20 +310,21 @@ pub async fn observe(
     })
 }
 
-/// The derived Secret as remembered while that is fresh, else read (and remembered).
+/// The derived Secret as remembered while that is fresh, else read (and remembered), for the
+/// Machine with `key` and `uid`.
 async fn derived_secret(
     ctx: &Context,
-    machine: &Machine,
+    (key, uid): (&str, Option<&str>),
     secrets: &Api<Secret>,
     name: &str,
 ) -> Result<Derived, kube::Error> {
-    let (key, uid) = (key_of(machine), machine.uid().unwrap_or_default());
+    let uid = uid.unwrap_or_default();
     let memory = &ctx.per_machine.derived_secrets;
-    if let Some(known) = memory.recall(&key, &uid) {
+    if let Some(known) = memory.recall(key, uid) {
         return Ok(Derived::Remembered(known));
     }
     let live = secrets.get_opt(name).await?;
-    memory.remember(&key, &uid, Known::of(live.as_ref().map(|s| &s.metadata)));
+    memory.remember(key, uid, Known::of(live.as_ref().map(|s| &s.metadata)));
     Ok(Derived::Read(live.map(Box::new)))
 }
 

@@ -133,23 +133,24 @@ fn requeue_after(base: Duration, write_status_in: Option<Duration>) -> Duration 
 }
 
 async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconciled, Error> {
-    if machine.namespace().is_none() {
-        return Err(Error::NoNamespace);
-    }
+    let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+    let deleting = machine.meta().deletion_timestamp.is_some();
     let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
     let cluster = match placement {
         Placement::Local => Ok(ctx.local.clone()),
         // Its KubevirtConfig's namespaceSelector first: the webhook may have been bypassed.
-        Placement::Remote(name) => match super::placement::forbidden(machine, ctx, &name).await? {
-            Some(why) => Err((name, why)),
-            None => (ctx.remotes)
-                .cluster(&name, made_on(machine))
-                .map_err(|why| (name, why)),
-        },
+        Placement::Remote(name) => {
+            match super::placement::forbidden(ctx, &ns, deleting, &name).await? {
+                Some(why) => Err((name, why)),
+                None => (ctx.remotes)
+                    .cluster(&name, made_on(machine))
+                    .map_err(|why| (name, why)),
+            }
+        }
     };
     // A deleting Machine: what remains of it observed, its cleanup decided and carried out.
     let mut cluster_message = None;
-    if machine.meta().deletion_timestamp.is_some() {
+    if deleting {
         let reach = cluster.as_deref().map_err(|(_, why)| why);
         let remains = observe::cleanup::remains(machine, ctx, reach).await?;
         let key = cluster.as_ref().map_or(&ctx.local.key, |c| &c.key);
