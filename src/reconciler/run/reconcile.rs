@@ -153,8 +153,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     if deleting {
         let reach = cluster.as_deref().map_err(|(_, why)| why);
         let remains = observe::cleanup::remains(machine, ctx, reach).await?;
-        let key = cluster.as_ref().map_or(&ctx.local.key, |c| &c.key);
-        let plan = decide::cleanup::planned(&remains, key);
+        let plan = decide::cleanup::planned(&remains);
         act::cleanup::execute(ctx, cluster.as_deref().ok(), machine, &plan).await?;
         if plan.wait != Some(Wait::Cluster) {
             return Ok(Reconciled::default());
