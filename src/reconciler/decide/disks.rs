@@ -23,7 +23,7 @@ use crate::reconciler::apis::cdi::{DataVolume, filled_for};
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::volumes::SourcedVolume;
+use crate::reconciler::decide::volumes::Wanted;
 use crate::reconciler::observe::Observed;
 
 /// Whether the Machine's disks stay when it goes (`vitistack.io/retain-disks: "true"`).
@@ -155,7 +155,7 @@ fn larger(want: &str, have: &str) -> bool {
 /// DataVolumes (disks with a source, CD-ROMs).
 pub fn decide(
     o: &Observed,
-    sourced: &[SourcedVolume],
+    sourced: &[Wanted],
     claims: Vec<PersistentVolumeClaim>,
     data_volumes: Vec<DataVolume>,
 ) -> Disks {

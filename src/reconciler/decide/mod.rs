@@ -57,7 +57,6 @@ use crate::reconciler::decide::disks::{Release, conflict};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::Ownership;
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::observe::Observed;
 
 #[derive(Debug, Default)]
@@ -161,7 +160,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         label_prefixes: catalog.label_prefixes(),
         copy_user_data: o.remote,
     });
-    let sourced = sourced_volumes(&name, &o.spec);
+    let sourced = &o.sourced;
     if !o.cdi_installed && !sourced.is_empty() {
         // Nothing can import or clone: no DataVolume, and no VM mounting one.
         out.problems.push(Problem::CdiNotInstalled {
@@ -179,7 +178,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     }
     out.problems.append(&mut desired.problems);
 
-    let disks = disks::decide(o, &sourced, desired.pvcs, desired.data_volumes);
+    let disks = disks::decide(o, sourced, desired.pvcs, desired.data_volumes);
     out.retain = disks.retain;
     out.claims = disks.claims;
     out.data_volumes = disks.data_volumes;

@@ -82,11 +82,12 @@ fn observed(m: Machine) -> Observed {
         now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         spec_errors: Vec::new(),
         verdicts: Default::default(),
+        sourced: Vec::new(),
     }
 }
 
 /// `decide` as the reconciler runs it: on `o` as observe hands it over, its objects' ownership
-/// and its spec's errors judged (as observe judges them when it reads them).
+/// and its spec's errors judged, and the DataVolumes it wants named, as observe does.
 fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let found = judged::Found {
         remote: o.remote,
@@ -105,6 +106,7 @@ fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let o = Observed {
         verdicts,
         spec_errors,
+        sourced: crate::reconciler::decide::volumes::wanted(&name, &o.spec),
         ..o.clone()
     };
     super::decide(&o, catalog, key)

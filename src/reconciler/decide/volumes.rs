@@ -49,6 +49,28 @@ pub fn sourced_volumes<'a>(machine: &str, spec: &'a MachineSpec) -> Vec<SourcedV
     disks.chain(cdroms).collect()
 }
 
+/// A DataVolume the spec wants (a disk with a source, or a CD-ROM), by the names it is read,
+/// written and reported under; observed once (`Observed::sourced`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub claim_name: String,
+    /// `disk root` or `cdrom installer`, as messages name it.
+    pub label: String,
+    /// A disk (retain-disks covers it), not a CD-ROM.
+    pub disk: bool,
+}
+
+/// [`sourced_volumes`], by name.
+pub fn wanted(machine: &str, spec: &MachineSpec) -> Vec<Wanted> {
+    (sourced_volumes(machine, spec).into_iter())
+        .map(|v| Wanted {
+            claim_name: v.claim_name,
+            label: v.label,
+            disk: v.disk,
+        })
+        .collect()
+}
+
 /// What provisioning shows for one Machine.
 pub struct Provisioning {
     /// `status.disks[]`: every disk, then every CD-ROM.

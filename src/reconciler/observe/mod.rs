@@ -28,7 +28,7 @@ use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::spec::sized;
-use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
+use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
@@ -47,6 +47,8 @@ pub struct Observed {
     pub spec_errors: Vec<FieldError>,
     /// The ownership of every object below, judged once, when read.
     pub verdicts: Verdicts,
+    /// The DataVolumes its spec wants (disks with a source, then CD-ROMs), in spec order.
+    pub sourced: Vec<Wanted>,
     /// NetworkConfigurations in the Machine's namespace that exist, by name: those the Machine
     /// names, and those of [`Observed::unused_attachments`].
     pub network_configurations: BTreeMap<String, NetworkConfiguration>,
@@ -170,10 +172,8 @@ pub async fn observe(
         }
     }
     let mut data_volumes = BTreeMap::new();
-    let sourced: Vec<String> = sourced_volumes(&name, &spec)
-        .into_iter()
-        .map(|v| v.claim_name)
-        .collect();
+    let wanted = wanted(&name, &spec);
+    let sourced: Vec<String> = wanted.iter().map(|v| v.claim_name.clone()).collect();
     if cluster.apis.cdi && !sourced.is_empty() {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
         for dv_name in sourced.iter().cloned() {
@@ -286,6 +286,7 @@ pub async fn observe(
         class,
         spec_errors,
         verdicts,
+        sourced: wanted,
         network_configurations,
         storage_classes,
         source_secret,

@@ -55,11 +55,8 @@ pub async fn settle(
         })
         .collect();
     // CDI's claims (of the DataVolumes) as observed; the blank disks' as just written.
-    let sourced: Vec<String> = volumes::sourced_volumes(&machine_name, &o.spec)
-        .into_iter()
-        .map(|v| v.claim_name)
-        .collect();
-    let cdi_claims = (o.claims.values()).filter(|c| sourced.contains(&c.name_any()));
+    let cdi_claims =
+        (o.claims.values()).filter(|c| o.sourced.iter().any(|v| v.claim_name == c.name_any()));
     let seen = Seen {
         data_volumes: volumes::by_name(&acted.data_volumes, o.data_volumes.values()),
         claims: volumes::by_name(&acted.claims, cdi_claims),
