@@ -8,8 +8,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
-use crate::reconciler::run::context::Context;
-use crate::telemetry::metrics::Eviction;
+use crate::telemetry::metrics::{Eviction, Metrics};
 
 use crate::reconciler::decide::status::{condition, phase, reason};
 
@@ -133,24 +132,25 @@ pub async fn publish(publisher: &Publisher, machine: &Machine, notices: Vec<Noti
     }
 }
 
-/// Announces a status write: counts the drains it shows, and publishes `notices`.
+/// Announces a status write: counts the drains it shows (in `metrics`), and publishes
+/// `notices`.
 pub fn announce_status(
-    ctx: &Context,
+    (publisher, metrics): (&Publisher, &Metrics),
     machine: &Machine,
     new: &MachineStatus,
     notices: Vec<Notice>,
 ) {
-    record_evictions(ctx, new, &notices);
-    announce(ctx, machine, notices);
+    record_evictions(metrics, new, &notices);
+    announce(publisher, machine, notices);
 }
 
 /// Publishes `notices` on the Machine in the background: an Event never holds up the next
 /// Machine.
-pub fn announce(ctx: &Context, machine: &Machine, notices: Vec<Notice>) {
+pub fn announce(publisher: &Publisher, machine: &Machine, notices: Vec<Notice>) {
     if notices.is_empty() {
         return;
     }
-    let (publisher, machine) = (ctx.events.clone(), machine.clone());
+    let (publisher, machine) = (publisher.clone(), machine.clone());
     let span = tracing::Span::current();
     tokio::spawn(tracing::Instrument::instrument(
         async move { publish(&publisher, &machine, notices).await },
@@ -159,7 +159,7 @@ pub fn announce(ctx: &Context, machine: &Machine, notices: Vec<Notice>) {
 }
 
 /// Counts a drain reaching the VM once, when `EvictionRequested` appears (its Warning Event).
-fn record_evictions(ctx: &Context, new: &MachineStatus, notices: &[Notice]) {
+fn record_evictions(metrics: &Metrics, new: &MachineStatus, notices: &[Notice]) {
     let drained = (new.conditions.iter())
         .filter(|c| c.type_ == EVICTION_REQUESTED && c.status == "True")
         .filter(|c| notices.iter().any(|n| n.reason == c.reason));
@@ -167,11 +167,7 @@ fn record_evictions(ctx: &Context, new: &MachineStatus, notices: &[Notice]) {
         let label = Eviction {
             reason: c.reason.clone(),
         };
-        ctx.settings
-            .metrics
-            .eviction_requests
-            .get_or_create(&label)
-            .inc();
+        metrics.eviction_requests.get_or_create(&label).inc();
     }
 }
 

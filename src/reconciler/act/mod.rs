@@ -202,7 +202,7 @@ pub async fn act(
     let mut notices = adoption_notices(&decision.adopting, &problems);
     let restarted = restart::restart(cluster, &ns, &decision.restart).await;
     notices.extend(restarted.as_ref().ok().cloned().flatten());
-    events::announce(ctx, machine, notices);
+    events::announce(&ctx.events, machine, notices);
     restarted?;
 
     Ok(Acted {

@@ -52,6 +52,7 @@ pub async fn write(
     );
     let mut notices = events::notices(old, &new);
     adjust(&mut notices, &new);
-    events::announce_status(ctx, machine, &new, notices);
+    let to = (&ctx.events, ctx.settings.metrics.as_ref());
+    events::announce_status(to, machine, &new, notices);
     Ok(new)
 }
