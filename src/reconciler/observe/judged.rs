@@ -76,3 +76,66 @@ pub fn spec_errors(
     errors.extend(validate_name(name));
     errors
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::machine::FieldPath;
+    use crate::reconciler::decide::ownership::Ownership;
+
+    /// The order admission reports in: the class's refusal first, the name's errors last.
+    #[test]
+    fn a_refused_class_comes_first_and_a_bad_name_last() {
+        let spec: MachineSpec = serde_json::from_value(json!({"template": "nope"})).expect("spec");
+        let spec_path = FieldPath::new("spec");
+        let template = spec_path.child("template");
+        let refused = FieldError::invalid(&template, "nope", "no such class");
+        let catalog = Catalog::default();
+        let errors = spec_errors("Bad_Name", &spec, Err(&refused), &catalog);
+        assert_eq!(errors.first(), Some(&refused));
+        assert!(errors.last().is_some_and(|e| e.field == "metadata.name"));
+        assert_eq!(spec_errors("m", &spec, Err(&refused), &catalog), [refused]);
+    }
+
+    /// Nothing found: every verdict is `Absent`; a VM without a proof is someone else's.
+    #[test]
+    fn what_is_not_found_is_absent_and_an_unproven_vm_is_foreign() {
+        let key = OwnershipKey::new(&[7; 32], None).expect("key");
+        let me = MachineRef {
+            name: "m",
+            uid: Some("uid-m"),
+        };
+        let (none, no_dvs, no_nads, no_ncs) = (
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        );
+        let mut found = Found {
+            remote: false,
+            vm: None,
+            derived_secret: None,
+            claims: &none,
+            data_volumes: &no_dvs,
+            unwanted_data_volumes: &[],
+            attachments: &no_nads,
+            unused_attachments: &[],
+            network_configurations: &no_ncs,
+        };
+        assert_eq!(verdicts(&found, me, &key), Verdicts::default());
+        let vm: VirtualMachine = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "m", "namespace": "ns", "uid": "uid-vm"},
+            "spec": {"template": {"spec": {"domain": {"devices": {}}}}}
+        }))
+        .expect("vm");
+        found.vm = Some(&vm);
+        let v = verdicts(&found, me, &key);
+        assert_eq!(v.vm, Ownership::Foreign);
+        assert_eq!(v.claim("m-root"), Ownership::Absent);
+    }
+}
