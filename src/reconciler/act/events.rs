@@ -8,6 +8,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
+use crate::telemetry::metrics::{Eviction, Metrics};
 
 use crate::reconciler::decide::status::{condition, phase, reason};
 
@@ -128,6 +129,45 @@ pub async fn publish(publisher: &Publisher, machine: &Machine, notices: Vec<Noti
                 "could not publish event"
             );
         }
+    }
+}
+
+/// Announces a status write: counts the drains it shows (in `metrics`), and publishes
+/// `notices`.
+pub fn announce_status(
+    (publisher, metrics): (&Publisher, &Metrics),
+    machine: &Machine,
+    new: &MachineStatus,
+    notices: Vec<Notice>,
+) {
+    record_evictions(metrics, new, &notices);
+    announce(publisher, machine, notices);
+}
+
+/// Publishes `notices` on the Machine in the background: an Event never holds up the next
+/// Machine.
+pub fn announce(publisher: &Publisher, machine: &Machine, notices: Vec<Notice>) {
+    if notices.is_empty() {
+        return;
+    }
+    let (publisher, machine) = (publisher.clone(), machine.clone());
+    let span = tracing::Span::current();
+    tokio::spawn(tracing::Instrument::instrument(
+        async move { publish(&publisher, &machine, notices).await },
+        span,
+    ));
+}
+
+/// Counts a drain reaching the VM once, when `EvictionRequested` appears (its Warning Event).
+fn record_evictions(metrics: &Metrics, new: &MachineStatus, notices: &[Notice]) {
+    let drained = (new.conditions.iter())
+        .filter(|c| c.type_ == EVICTION_REQUESTED && c.status == "True")
+        .filter(|c| notices.iter().any(|n| n.reason == c.reason));
+    for c in drained {
+        let label = Eviction {
+            reason: c.reason.clone(),
+        };
+        metrics.eviction_requests.get_or_create(&label).inc();
     }
 }
 

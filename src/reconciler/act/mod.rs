@@ -1,5 +1,6 @@
 //! Act: carry out a [`Decision`]: the claims, attachments and derived Secret at once, then the
-//! VM only if all of those were written, then the deletions; then the status and its Events.
+//! VM only if all of those were written, then the deletions, the restart and their Events. What
+//! was written is handed back: `run::status` computes the status from it, [`status`] writes it.
 //! DataVolumes are written with the claims, and feed `status.disks[]` and `StorageReady`.
 //!
 //! This folder does I/O: it writes to the API server ([`apply`]), carries out the [`cleanup`]
@@ -15,8 +16,7 @@ mod restart;
 pub mod secret;
 pub mod status;
 
-use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
-use crate::api::{Machine, MachineStatus};
+use crate::api::Machine;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions};
@@ -26,11 +26,10 @@ use crate::reconciler::act::apply::Prover;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::Decision;
 use crate::reconciler::decide::held;
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::status::{Reconciled, reason};
-use crate::reconciler::decide::volumes::{self, Seen};
-use crate::reconciler::decide::{Decision, own_vmi};
+use crate::reconciler::decide::status::reason;
 use crate::reconciler::error::{Error, api_message, is_not_found};
 use crate::reconciler::observe::Observed;
 use crate::reconciler::run::cluster::Cluster;
@@ -46,14 +45,20 @@ fn failed(kind: Kind, name: String, e: &kube::Error) -> Problem {
     }
 }
 
-/// What carrying out a decision came to.
+/// What carrying out a decision came to: what the status is computed from (`run::status`).
 pub struct Acted {
-    /// The status written (or kept).
-    pub status: MachineStatus,
-    /// Something blocks the Machine: retry with backoff.
-    pub blocked: bool,
-    /// An import's progress is held back: run again then to write it.
-    pub write_status_in: Option<std::time::Duration>,
+    /// Everything that blocks the Machine, the refused writes included.
+    pub problems: Vec<Problem>,
+    /// The VM as written, or as observed when it is ours.
+    pub vm: Option<VirtualMachine>,
+    /// The blank disks' claims and the DataVolumes, as written.
+    pub claims: Vec<PersistentVolumeClaim>,
+    pub data_volumes: Vec<DataVolume>,
+    /// What of the decision the status shows.
+    pub retain: bool,
+    pub restart: crate::reconciler::decide::restart::Restart,
+    pub eviction: Option<crate::reconciler::decide::eviction::Eviction>,
+    pub node: crate::reconciler::decide::node::Verdict,
 }
 
 /// Carries out `decision`.
@@ -96,6 +101,14 @@ pub async fn act(
     .await;
     problems.extend(copy_problems);
     (decision.data_volumes).retain(|dv| !held_dvs.contains(&dv.name_any()));
+    // The derived Secret's write first, beside the claims'.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret_write = async {
+        match decision.secret {
+            None => Ok(()),
+            Some(desired) => secret::ensure(ctx, cluster, o, desired, prover).await,
+        }
+    };
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let claim_writes = decision.claims.into_iter().map(|claim| {
         let pvcs = pvcs.clone();
@@ -131,13 +144,6 @@ pub async fn act(
                 .map_err(|e| failed(Kind::Attachment, nad_name, &e))
         }
     });
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let secret_write = async {
-        match decision.secret {
-            None => Ok(()),
-            Some(desired) => secret::ensure(ctx, cluster, o, desired, prover).await,
-        }
-    };
     let (claims, data_volumes, attachments, secret) = futures::join!(
         futures::future::join_all(claim_writes),
         futures::future::join_all(dv_writes),
@@ -198,85 +204,28 @@ pub async fn act(
             Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
         }
     }
-    publish_adoptions(ctx, machine, &decision.adopting, &problems);
-    restart::restart(ctx, cluster, machine, &ns, &decision.restart).await?;
     for nad in decision.delete_attachments {
         if let Some(uid) = nad.uid() {
             delete_exact(&nads, &nad.name_any(), uid).await?;
             tracing::info!(attachment = %nad.name_any(), "deleted an attachment no Machine uses");
         }
     }
+    // The adoptions and the restart announced at once (the adoptions even if the restart fails).
+    let mut notices = adoption_notices(&decision.adopting, &problems);
+    let restarted = restart::restart(cluster, &ns, &decision.restart).await;
+    notices.extend(restarted.as_ref().ok().cloned().flatten());
+    events::announce(&ctx.events, machine, notices);
+    restarted?;
 
-    let claim_view: Vec<(String, Option<&PersistentVolumeClaim>)> = o
-        .spec
-        .disks
-        .iter()
-        .filter(|d| d.source.is_none())
-        .map(|d| {
-            let n =
-                crate::reconciler::decide::desired::meta::pvc_name(&machine.name_any(), &d.name);
-            let p = written_claims.iter().find(|p| p.name_any() == n);
-            (n, p)
-        })
-        .collect();
-    // CDI's claims (of the DataVolumes) as observed; the blank disks' as just written.
-    let sourced: Vec<String> = volumes::sourced_volumes(&machine_name, &o.spec)
-        .into_iter()
-        .map(|v| v.claim_name)
-        .collect();
-    let cdi_claims = o
-        .claims
-        .values()
-        .filter(|c| sourced.contains(&c.name_any()));
-    let seen = Seen {
-        data_volumes: volumes::by_name(&written_dvs, o.data_volumes.values()),
-        claims: volumes::by_name(&written_claims, cdi_claims),
-        cdi_installed: o.cdi_installed,
-    };
-    let provisioning = volumes::view(&machine_name, &o.spec, &seen);
-    let reconciled = Reconciled {
-        running: run_strategy(o.spec.run_strategy.as_deref(), o.spec.running)
-            != RUN_STRATEGY_HALTED,
-        problems: &problems,
-        vm: vm.as_ref(),
-        vmi: own_vmi(vm.as_ref(), o.vmi.as_ref()),
-        claims: claim_view,
-        networks: o.spec.networks.len(),
-        provisioning: provisioning.verdict.as_ref(),
-        disks: provisioning.disks.clone(),
-        retain: decision.retain,
-        last_restart: decision.restart.last_restart.clone(),
-        last_restart_generation: decision.restart.last_restart_generation,
-        restoring: (o.restoring.as_ref()).map(|(name, step)| (name.as_str(), step.as_str())),
-        snapshots: Some(&o.snapshots),
-        cluster: cluster.name.as_deref(),
-        cluster_identity: cluster.identity.as_deref(),
-        eviction: decision.eviction.as_ref(),
-        node: decision.node.unreachable(),
-    };
-    let verdict = provisioning.verdict.as_ref();
-    let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
-        volumes::notices(&machine_name, &o.spec, &seen, old, new, verdict)
-    };
-    let outcome =
-        status::update(machine, &machines, &reconciled, ctx, provisioning_notices).await?;
-    crate::reconciler::run::metrics::record_problems(&ctx.settings.metrics, &problems);
-    // A DataVolume failure is counted by its reason too (a fixed word, never CDI's phase), once:
-    // CDINotInstalled is a problem as well.
-    if let Some(v) = (provisioning.verdict.as_ref())
-        .filter(|v| !v.ready && !v.waiting)
-        .filter(|v| !problems.iter().any(|p| p.reason() == v.reason))
-    {
-        crate::reconciler::run::metrics::record_error(&ctx.settings.metrics, &v.reason);
-    }
     Ok(Acted {
-        status: outcome.status,
-        blocked: !problems.is_empty(),
-        // A node within its grace: run again when it ends.
-        write_status_in: [outcome.write_in, decision.node.recheck_in()]
-            .into_iter()
-            .flatten()
-            .min(),
+        problems,
+        vm,
+        claims: written_claims,
+        data_volumes: written_dvs,
+        retain: decision.retain,
+        restart: decision.restart,
+        eviction: decision.eviction,
+        node: decision.node,
     })
 }
 
@@ -303,12 +252,7 @@ fn data_volume_write_problem(name: String, clone: bool, e: &kube::Error) -> Prob
 }
 
 /// A Normal Event for each released claim or DataVolume adopted (its write did not fail).
-fn publish_adoptions(
-    ctx: &Context,
-    machine: &Machine,
-    adopting: &[(Kind, String)],
-    problems: &[Problem],
-) {
+fn adoption_notices(adopting: &[(Kind, String)], problems: &[Problem]) -> Vec<events::Notice> {
     let notices: Vec<events::Notice> = adopting
         .iter()
         .filter(|(_, name)| !problems.iter().any(|p| p.failed_volume() == Some(name)))
@@ -321,12 +265,10 @@ fn publish_adoptions(
             ),
         })
         .collect();
-    if notices.is_empty() {
-        return;
+    if !notices.is_empty() {
+        tracing::info!(objects = ?adopting, "adopted retained disks");
     }
-    tracing::info!(objects = ?adopting, "adopted retained disks");
-    let (recorder, machine) = (ctx.events.clone(), machine.clone());
-    tokio::spawn(async move { events::publish(&recorder, &machine, notices).await });
+    notices
 }
 
 /// Deletes `name` if it is still the object with `uid` (never a namesake made since).

@@ -5,29 +5,26 @@
 use kube::api::Api;
 use kube::runtime::events::EventType;
 
-use crate::api::Machine;
 use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::reconciler::Error;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::decide::restart::{Cause, Restart};
 use crate::reconciler::run::cluster::Cluster;
-use crate::reconciler::run::context::Context;
 
 use super::delete_exact;
-use super::events::{self, Notice};
+use super::events::Notice;
 
 /// The Event reason of a restart.
 pub const RESTARTED: &str = "Restarted";
 
+/// Carries out `restart`; returns the Event announcing it, if a VMI was deleted.
 pub async fn restart(
-    ctx: &Context,
     cluster: &Cluster,
-    machine: &Machine,
     ns: &str,
     restart: &Restart,
-) -> Result<(), Error> {
+) -> Result<Option<Notice>, Error> {
     let Some((vmi, uid, cause)) = &restart.delete_vmi else {
-        return Ok(());
+        return Ok(None);
     };
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(cluster.client.clone(), ns);
     delete_exact(&vmis, vmi, uid.clone()).await?;
@@ -46,7 +43,5 @@ pub async fn restart(
         reason: RESTARTED.to_owned(),
         note,
     };
-    let (recorder, machine) = (ctx.events.clone(), machine.clone());
-    tokio::spawn(async move { events::publish(&recorder, &machine, vec![notice]).await });
-    Ok(())
+    Ok(Some(notice))
 }

@@ -4,23 +4,21 @@
 //!
 //! Cleanup deletes explicitly rather than relying on owner-reference garbage collection, so it
 //! also works where no garbage collector runs (a remote cluster), and under orphan deletion. It
-//! touches only what is the Machine's on the evidence of [`ownership`]: never a released object,
-//! a conflicting one, or one whose adoption failed. Under `retain-disks` or an orphan deletion
-//! the disks stay, released: their proof then names a Machine that is gone, so a Machine of this
-//! name may adopt them. A CD-ROM's DataVolume is installer media, not a disk: it goes.
+//! touches only what is the Machine's on the evidence of `decide::ownership` (judged when read,
+//! in `observe::cleanup`): never a released object, a conflicting one, or one whose adoption
+//! failed (nor one left unjudged). Under `retain-disks` or an orphan deletion the disks stay,
+//! released: their proof then names a Machine that is gone, so a Machine of this name may adopt
+//! them. A CD-ROM's DataVolume is installer media, not a disk: it goes.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use crate::api::Machine;
 use crate::api::names::ABANDON_REMOTE_ANNOTATION;
-use crate::reconciler::decide::disks::{Release, keep, release_of, retains_disks};
-use crate::reconciler::decide::evidence::OwnershipKey;
-use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
+use crate::reconciler::decide::disks::retains_disks;
 use crate::reconciler::decide::problem::Kind;
-use crate::reconciler::decide::remote;
 pub use crate::reconciler::observe::cleanup::has_finalizer;
-use crate::reconciler::observe::cleanup::{Away, Remains, Volume};
+use crate::reconciler::observe::cleanup::{Away, Judged, Remains, Volume};
 
 mod plan;
 pub use plan::{Action, Plan, Reason, Wait};
@@ -75,10 +73,10 @@ fn without_cluster(machine: &Machine, away: &Away) -> Plan {
     }
 }
 
-/// The plan for what remains of a Machine, `o`, judged with `key`: the VM first, then (once no
-/// VMI of it holds the deletion) its disks, DataVolumes, derived Secret and attachments; then
-/// the finalizer.
-pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
+/// The plan for what remains of a Machine, `o` (whose each object is, judged when read): the VM
+/// first, then (once no VMI of it holds the deletion) its disks, DataVolumes, derived Secret and
+/// attachments; then the finalizer.
+pub fn planned(o: &Remains) -> Plan {
     let mut plan = Plan::default();
     if !has_finalizer(&o.machine) {
         return plan;
@@ -90,31 +88,19 @@ pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
     if let Some(away) = &o.away {
         return without_cluster(&o.machine, away);
     }
-    let me = MachineRef::of(&o.machine);
+    let judged = &o.verdicts;
+    let name = o.machine.metadata.name.as_deref().unwrap_or_default();
     let vm_uid = o.vm.as_ref().and_then(|v| v.uid.as_deref());
-    let vmi_held = (o.vmi.as_ref()).is_some_and(|i| held_by_vm(i, me.name, vm_uid));
+    let vmi_held = (o.vmi.as_ref()).is_some_and(|i| held_by_vm(i, name, vm_uid));
     let retain = keeps_disks(&o.machine);
-
-    // The evidence first: whose each object is, and what keeping a disk of ours would take.
-    let ours = |kind: Kind, meta: &ObjectMeta| {
-        ownership::of_meta(Some(meta), kind.as_str(), me, key) == Ownership::Ours
-    };
-    let vm = (o.vm.as_ref()).map(|vm| (vm, ours(Kind::VirtualMachine, vm)));
-    let volumes: Vec<Judged> = (o.volumes.iter())
-        .map(|v| Judged {
-            ours: ours(v.kind, &v.meta),
-            // On a remote cluster no owner reference is ever written: the proof alone binds.
-            references: o.remote || release_of(v.kind, &v.meta, me.uid).is_some(),
-            keep: keep(v.kind, &v.meta, me, key),
-        })
-        .collect();
-    let removed = (o.removed_data_volumes.iter()).map(|dv| (dv, ours(Kind::DataVolume, dv)));
-    let secret = (o.derived_secret.as_ref()).map(|s| (s, ours(Kind::Secret, s)));
-    let attachments = o.attachments.iter().map(|a| {
-        let nc = a.network_configuration.as_deref();
-        let owner = remote::attachment(o.remote, Some(&a.meta), nc, key);
-        (&a.meta, owner == Ownership::Ours)
-    });
+    let vm = (o.vm.as_ref()).map(|vm| (vm, judged.vm));
+    // Anything left unjudged is not ours.
+    let ours = |verdicts: &[bool], i: usize| verdicts.get(i).copied().unwrap_or(false);
+    let removed = (o.removed_data_volumes.iter().enumerate())
+        .map(|(i, dv)| (dv, ours(&judged.removed_data_volumes, i)));
+    let secret = (o.derived_secret.as_ref()).map(|s| (s, judged.derived_secret));
+    let attachments =
+        (o.attachments.iter().enumerate()).map(|(i, a)| (&a.meta, ours(&judged.attachments, i)));
 
     // 1. The VM; a VM of that name that is not ours (a conflict) is left alone, and so is its VMI.
     if let Some((meta, ours)) = vm {
@@ -122,7 +108,7 @@ pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
             .extend(fate_of(Kind::VirtualMachine, meta, ours));
         // On a remote cluster, one labelled for the Machine may be its own made under a lost
         // key: the Machine stays while it runs, unless abandoned (then everything stays).
-        if o.remote && !ours && ownership::labelled_for(meta, me.name) {
+        if o.remote && !ours && judged.vm_labelled {
             match abandoned(&o.machine) {
                 true => plan.remove_finalizer = true,
                 false => plan.wait = Some(Wait::UnprovenVm),
@@ -135,7 +121,13 @@ pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
         return plan;
     }
     // 2. The disks' claims and the DataVolumes: deleted, or kept and released.
-    for (v, judged) in o.volumes.iter().zip(volumes) {
+    for (i, v) in o.volumes.iter().enumerate() {
+        let unjudged = Judged {
+            ours: false,
+            references: false,
+            keep: None,
+        };
+        let judged = judged.volumes.get(i).unwrap_or(&unjudged);
         plan.actions.extend(settle(v, judged, retain));
     }
     for (dv, ours) in removed {
@@ -152,15 +144,6 @@ pub fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
     // 5. Everything made for it is gone or kept: the Machine goes.
     plan.remove_finalizer = true;
     plan
-}
-
-/// The evidence on one of the Machine's claims or DataVolumes.
-struct Judged {
-    ours: bool,
-    /// It references the Machine (always, on a remote cluster).
-    references: bool,
-    /// What keeping it takes (`None`: nothing, it is released already).
-    keep: Option<Release>,
 }
 
 /// An object of `kind` deleted if ours and not already going; left alone otherwise.
@@ -192,14 +175,14 @@ fn left(kind: Kind, meta: &ObjectMeta, reason: Reason) -> Action {
 
 /// One of the Machine's claims or DataVolumes: left alone unless ours and not already going;
 /// then kept and released, or deleted, as [`fate`] says.
-fn settle(v: &Volume, judged: Judged, retain: Option<Reason>) -> Option<Action> {
+fn settle(v: &Volume, judged: &Judged, retain: Option<Reason>) -> Option<Action> {
     let (kind, meta) = (v.kind, &v.meta);
     if !judged.ours || meta.deletion_timestamp.is_some() {
         return fate_of(kind, meta, judged.ours);
     }
     match fate(retain.is_some(), v.disk, judged.references) {
         Fate::Delete => delete_if(kind, meta, true, Reason::Ours),
-        Fate::Keep => Some(match judged.keep {
+        Fate::Keep => Some(match judged.keep.clone() {
             Some(release) => Action::Release {
                 release,
                 reason: retain.unwrap_or(Reason::Unreferenced),

@@ -21,9 +21,9 @@ use crate::api::Quantity;
 use crate::reconciler::RETAIN_DISKS_ANNOTATION;
 use crate::reconciler::apis::cdi::{DataVolume, filled_for};
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
-use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
+use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::volumes::SourcedVolume;
+use crate::reconciler::decide::volumes::Wanted;
 use crate::reconciler::observe::Observed;
 
 /// Whether the Machine's disks stay when it goes (`vitistack.io/retain-disks: "true"`).
@@ -155,8 +155,7 @@ fn larger(want: &str, have: &str) -> bool {
 /// DataVolumes (disks with a source, CD-ROMs).
 pub fn decide(
     o: &Observed,
-    key: &OwnershipKey,
-    sourced: &[SourcedVolume],
+    sourced: &[Wanted],
     claims: Vec<PersistentVolumeClaim>,
     data_volumes: Vec<DataVolume>,
 ) -> Disks {
@@ -169,7 +168,7 @@ pub fn decide(
     for mut claim in claims {
         let name = claim.name_any();
         let live = o.claims.get(&name);
-        let owner = ownership::of(live, machine, key);
+        let owner = o.verdicts.claim(&name);
         if !owner.writable(true) {
             out.problems.push(conflict(Kind::Claim, name));
             continue;
@@ -197,7 +196,7 @@ pub fn decide(
     for mut dv in data_volumes {
         let name = dv.name_any();
         let live = o.data_volumes.get(&name);
-        let owner = ownership::of(live, machine, key);
+        let owner = o.verdicts.data_volume(&name);
         if !owner.writable(true) {
             out.problems.push(conflict(Kind::DataVolume, name));
             continue;

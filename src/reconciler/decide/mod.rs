@@ -1,8 +1,8 @@
 //! Decide: a pure function of what was observed. It says what to write and delete, and which
 //! problems block what; nothing here talks to the API (table tests in `decide/tests.rs`).
 //!
-//! Ownership gates every write (see [`ownership`]): an object with a name we
-//! want that is not ours (and, for a claim, not a released one of this Machine) is a conflict,
+//! Ownership gates every write (see [`ownership`]; judged once, when observed): an object with a
+//! name we want that is not ours (and, for a claim, not a released one of this Machine) is a conflict,
 //! never written. The VM is decided only when every claim it mounts, every attachment and the
 //! derived Secret it names may be written by us; `act` then writes it only after those writes
 //! succeeded, so it never mounts a claim another Machine controls. DataVolumes (disks with a
@@ -44,10 +44,9 @@ pub use restart::own_vmi;
 
 use crate::api::MachineStatus;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::machine::Catalog;
-use crate::machine::validation::{validate_in, validate_name};
 
 use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
@@ -58,9 +57,8 @@ use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::desired::{Inputs, SecretData};
 use crate::reconciler::decide::disks::{Release, conflict};
 use crate::reconciler::decide::evidence::OwnershipKey;
-use crate::reconciler::decide::ownership::{MachineRef, Ownership};
+use crate::reconciler::decide::ownership::Ownership;
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::observe::Observed;
 
 #[derive(Debug, Default)]
@@ -101,7 +99,7 @@ pub struct Decision {
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
-    let mut d = decide_objects(o, catalog, key);
+    let mut d = decide_objects(o, catalog);
     if o.remote {
         remote::without_owner_references(&mut d, key);
         let wanted = remote_secrets::wanted(&o.machine.name_any(), &o.spec.disks, &o.spec.cdroms);
@@ -111,11 +109,10 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     d
 }
 
-fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
+fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     let machine = &o.machine;
     let name = machine.name_any();
-    let me = MachineRef::of(machine);
-    let vm_ownership = ownership::of(o.vm.as_ref(), me, key);
+    let vm_ownership = o.verdicts.vm;
     let mut out = Decision {
         add_finalizer: machine.status.is_none()
             && !machine.finalizers().iter().any(|f| f == FINALIZER),
@@ -123,18 +120,13 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         ..Decision::default()
     };
 
-    let mut outcome = validate_in(&o.spec, o.class.as_ref().ok(), catalog);
-    if let Err(refused) = &o.class {
-        outcome.errors.insert(0, refused.clone());
-    }
-    outcome.errors.extend(validate_name(&name));
-    if !outcome.errors.is_empty() {
+    let errors = &o.spec_errors;
+    if !errors.is_empty() {
         // It bypassed admission: report, make nothing, and wait for the user to fix it.
         out.add_finalizer = false;
         out.problems.push(Problem::InvalidSpec {
-            template_not_found: outcome.errors.iter().any(|e| e.field == "spec.template"),
-            message: outcome
-                .errors
+            template_not_found: errors.iter().any(|e| e.field == "spec.template"),
+            message: errors
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
@@ -173,7 +165,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
         label_prefixes: catalog.label_prefixes(),
         copy_user_data: o.remote,
     });
-    let sourced = sourced_volumes(&name, &o.spec);
+    let sourced = &o.sourced;
     if !o.cdi_installed && !sourced.is_empty() {
         // Nothing can import or clone: no DataVolume, and no VM mounting one.
         out.problems.push(Problem::CdiNotInstalled {
@@ -191,7 +183,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     }
     out.problems.append(&mut desired.problems);
 
-    let disks = disks::decide(o, key, &sourced, desired.pvcs, desired.data_volumes);
+    let disks = disks::decide(o, sourced, desired.pvcs, desired.data_volumes);
     out.retain = disks.retain;
     out.claims = disks.claims;
     out.data_volumes = disks.data_volumes;
@@ -201,12 +193,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     out.problems.extend(disks.problems);
     for nad in desired.attachments {
         let nad_name = nad.name_any();
-        let nc_uid = o
-            .network_configurations
-            .get(&nad_name)
-            .and_then(|nc| nc.uid());
-        let live = o.attachments.get(&nad_name).map(|n| n.meta());
-        if remote::attachment(o.remote, live, nc_uid.as_deref(), key).writable(false) {
+        if o.verdicts.attachment(&nad_name).writable(false) {
             out.attachments.push(nad);
         } else {
             out.problems.push(conflict(Kind::Attachment, nad_name));
@@ -216,18 +203,11 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
     out.delete_attachments = o
         .unused_attachments
         .iter()
-        .filter(|nad| {
-            let nc_uid = o
-                .network_configurations
-                .get(&nad.name_any())
-                .and_then(|nc| nc.uid());
-            remote::attachment(o.remote, Some(nad.meta()), nc_uid.as_deref(), key)
-                == Ownership::Ours
-        })
+        .filter(|nad| o.verdicts.attachment(&nad.name_any()) == Ownership::Ours)
         .cloned()
         .collect();
     let derived = derived_secret_name(&name);
-    let secret_ownership = ownership::of_meta(o.derived_secret.meta(), "Secret", me, key);
+    let secret_ownership = o.verdicts.derived_secret;
     if let Some(secret) = desired.secret {
         if secret_ownership.writable(false) {
             out.secret = Some(secret);
@@ -252,7 +232,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decisi
             out.delete_data_volumes = o
                 .unwanted_data_volumes
                 .iter()
-                .filter(|dv| ownership::of(Some(*dv), me, key) == Ownership::Ours)
+                .filter(|dv| o.verdicts.data_volume(&dv.name_any()) == Ownership::Ours)
                 .filter_map(|dv| Some((dv.name_any(), dv.uid()?)))
                 .collect();
             out.vm = Some(vm);

@@ -14,14 +14,17 @@
 //! edition's rules (controller uid, or our labels without a controller), and get their proof with
 //! the next write.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::evidence::OwnershipKey;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Ownership {
+    #[default]
     Absent,
     Ours,
     Released,
@@ -36,6 +39,32 @@ impl Ownership {
             Ownership::Released => adoptable,
             Ownership::Foreign => false,
         }
+    }
+}
+
+/// The ownership of each object found under a name a Machine wants, judged once, when observed
+/// (`observe::judged`); an object not found is [`Ownership::Absent`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdicts {
+    pub vm: Ownership,
+    pub derived_secret: Ownership,
+    /// By name.
+    pub claims: BTreeMap<String, Ownership>,
+    pub data_volumes: BTreeMap<String, Ownership>,
+    pub attachments: BTreeMap<String, Ownership>,
+}
+
+impl Verdicts {
+    pub fn claim(&self, name: &str) -> Ownership {
+        self.claims.get(name).copied().unwrap_or_default()
+    }
+
+    pub fn data_volume(&self, name: &str) -> Ownership {
+        self.data_volumes.get(name).copied().unwrap_or_default()
+    }
+
+    pub fn attachment(&self, name: &str) -> Ownership {
+        self.attachments.get(name).copied().unwrap_or_default()
     }
 }
 
@@ -98,6 +127,8 @@ pub fn of_meta(
     let Some(meta) = meta else {
         return Ownership::Absent;
     };
+    // The second edition's verdict is cheap and pure; judged first, it is used only below.
+    let old_rules = second_edition(meta, machine);
     let made = key.made_for(kind, meta, machine.name);
     if made.is_some() && made == machine.uid {
         return Ownership::Ours;
@@ -115,7 +146,7 @@ pub fn of_meta(
         };
     }
     if made.is_none() && key.predates(meta) {
-        return second_edition(meta, machine);
+        return old_rules;
     }
     Ownership::Foreign
 }

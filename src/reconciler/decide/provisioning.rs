@@ -274,25 +274,6 @@ pub fn sourced_status(v: &Sourced) -> DiskStatus {
     }
 }
 
-/// A `status.disks[]` entry for a blank disk: its claim's phase.
-pub fn blank_status(
-    name: &str,
-    claim_name: &str,
-    claim: Option<&PersistentVolumeClaim>,
-) -> DiskStatus {
-    let spec = claim.and_then(|c| c.spec.as_ref());
-    DiskStatus {
-        name: name.to_owned(),
-        claim_name: claim_name.to_owned(),
-        phase: claim
-            .and_then(|c| c.status.as_ref())
-            .and_then(|s| s.phase.clone()),
-        progress: None,
-        access_mode: spec.and_then(|s| s.access_modes.as_ref()?.first().cloned()),
-        volume_mode: spec.and_then(|s| s.volume_mode.clone()),
-    }
-}
-
 /// `status.vmStatus`: the VM's printableStatus (Provisioning, Starting, Running, …).
 pub fn vm_status(vm: Option<&VirtualMachine>) -> Option<String> {
     vm.and_then(|v| v.status.as_ref())

@@ -155,15 +155,6 @@ pub fn compute(
     status
 }
 
-/// Whether `new` must be written over `old` (never for `lastUpdated` alone).
-pub fn differs(old: Option<&MachineStatus>, new: &MachineStatus) -> bool {
-    let strip = |s: &MachineStatus| MachineStatus {
-        last_updated: None,
-        ..s.clone()
-    };
-    old.map(strip) != Some(strip(new))
-}
-
 /// A condition before its timestamps and generation are filled in.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Cond {

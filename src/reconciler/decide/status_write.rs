@@ -17,10 +17,17 @@ use serde_json::Value;
 
 use crate::api::MachineStatus;
 
-use super::status::differs;
-
 /// Progress-only status changes are written at most this often per Machine.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Whether `new` must be written over `old` (never for `lastUpdated` alone).
+pub fn differs(old: Option<&MachineStatus>, new: &MachineStatus) -> bool {
+    let strip = |s: &MachineStatus| MachineStatus {
+        last_updated: None,
+        ..s.clone()
+    };
+    old.map(strip) != Some(strip(new))
+}
 
 /// What to do with a computed status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

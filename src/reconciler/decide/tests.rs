@@ -15,11 +15,13 @@ use crate::machine::Catalog;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinitionSpec;
 use crate::reconciler::decide::evidence::Target;
+use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::spec::sized;
-use crate::reconciler::observe::Derived;
+use crate::reconciler::observe::{Derived, judged};
 use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION};
 
+mod attachments;
 mod data_volumes;
 mod restoring;
 mod retain;
@@ -78,7 +80,36 @@ fn observed(m: Machine) -> Observed {
         node: None,
         node_grace: std::time::Duration::from_secs(60),
         now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        spec_errors: Vec::new(),
+        verdicts: Default::default(),
+        sourced: Vec::new(),
     }
+}
+
+/// `decide` as the reconciler runs it: on `o` as observe hands it over, its objects' ownership
+/// and its spec's errors judged, and the DataVolumes it wants named, as observe does.
+fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
+    let found = judged::Found {
+        remote: o.remote,
+        vm: o.vm.as_ref(),
+        derived_secret: o.derived_secret.meta(),
+        claims: &o.claims,
+        data_volumes: &o.data_volumes,
+        unwanted_data_volumes: &o.unwanted_data_volumes,
+        attachments: &o.attachments,
+        unused_attachments: &o.unused_attachments,
+        network_configurations: &o.network_configurations,
+    };
+    let verdicts = judged::verdicts(&found, MachineRef::of(&o.machine), key);
+    let name = o.machine.name_any();
+    let spec_errors = judged::spec_errors(&name, &o.spec, o.class.as_ref(), catalog);
+    let o = Observed {
+        verdicts,
+        spec_errors,
+        sourced: crate::reconciler::decide::volumes::wanted(&name, &o.spec),
+        ..o.clone()
+    };
+    super::decide(&o, catalog, key)
 }
 
 /// The key the tests' objects are proven with.
@@ -265,85 +296,6 @@ fn virtual_machines() {
         // The claims are still ours to write.
         assert_eq!(d.claims.len(), 1, "{e:?}");
     }
-}
-
-#[test]
-fn attachments() {
-    // (existing attachment: (controller uid, labelled managed-by), writable)
-    type Live = Option<(Option<&'static str>, bool)>;
-    let cases: [(Live, bool); 5] = [
-        (None, true),
-        (Some((Some("uid-nc"), true)), true),
-        (Some((Some("uid-nc"), false)), false), // controlled by the NC, not labelled ours
-        (Some((Some("uid-other"), true)), false),
-        (Some((None, false)), false), // made by someone else
-    ];
-    for (i, (live, writable)) in cases.into_iter().enumerate() {
-        let mut o = observed(machine(
-            "m",
-            json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lan"}]}),
-        ));
-        if let Some((controller, managed)) = live {
-            let mut m = meta("", "lan", controller, None);
-            if managed {
-                m.labels = Some(BTreeMap::from([(
-                    MANAGED_BY_LABEL.to_owned(),
-                    MANAGED_BY.to_owned(),
-                )]));
-            }
-            o.attachments.insert(
-                "lan".into(),
-                NetworkAttachmentDefinition {
-                    metadata: m,
-                    spec: NetworkAttachmentDefinitionSpec::default(),
-                },
-            );
-        }
-        let d = decide(&o, &lan_catalog(), &key());
-        assert_eq!(d.attachments.len(), usize::from(writable), "case {i}");
-        assert_eq!(d.vm.is_some(), writable, "case {i}");
-        if !writable {
-            assert_eq!(reasons(&d), ["NetworkAttachmentConflict"], "case {i}");
-        }
-    }
-}
-
-#[test]
-fn without_multus_only_machines_with_networks_wait() {
-    let mut o = observed(machine(
-        "m",
-        json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lan"}]}),
-    ));
-    o.multus_installed = false;
-    let d = decide(&o, &Catalog::default(), &key());
-    assert_eq!(reasons(&d), ["MultusNotInstalled"]);
-    assert!(d.vm.is_none() && d.attachments.is_empty());
-
-    let mut plain = observed(machine("p", json!({"template": "small"})));
-    plain.multus_installed = false;
-    let d = decide(&plain, &Catalog::default(), &key());
-    assert!(d.problems.is_empty() && d.vm.is_some());
-}
-
-#[test]
-fn only_our_unused_attachments_are_deleted() {
-    let mut o = observed(machine("m", json!({"template": "small"})));
-    let nad = |name: &str, controller: Option<&str>| {
-        let mut m = meta("", name, controller, None);
-        m.labels = Some(BTreeMap::from([(
-            MANAGED_BY_LABEL.to_owned(),
-            MANAGED_BY.to_owned(),
-        )]));
-        NetworkAttachmentDefinition {
-            metadata: m,
-            spec: NetworkAttachmentDefinitionSpec::default(),
-        }
-    };
-    // `lan` is controlled by its NetworkConfiguration; `other` by something else.
-    o.unused_attachments = vec![nad("lan", Some("uid-nc")), nad("other", Some("uid-x"))];
-    let d = decide(&o, &Catalog::default(), &key());
-    let deleted: Vec<String> = d.delete_attachments.iter().map(|n| n.name_any()).collect();
-    assert_eq!(deleted, ["lan"]);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The disks and CD-ROMs as provisioning sees them: which are DataVolumes, what CDI and the
 //! claims say about each (`status.disks[]`, the `StorageReady` verdict), and the Events for
-//! their steps. Pure: `act` feeds it the observed and just-written objects.
+//! their steps. Pure: `run::status` feeds it the observed and just-written objects.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +49,28 @@ pub fn sourced_volumes<'a>(machine: &str, spec: &'a MachineSpec) -> Vec<SourcedV
     disks.chain(cdroms).collect()
 }
 
+/// A DataVolume the spec wants (a disk with a source, or a CD-ROM), by the names it is read,
+/// written and reported under; observed once (`Observed::sourced`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub claim_name: String,
+    /// `disk root` or `cdrom installer`, as messages name it.
+    pub label: String,
+    /// A disk (retain-disks covers it), not a CD-ROM.
+    pub disk: bool,
+}
+
+/// [`sourced_volumes`], by name.
+pub fn wanted(machine: &str, spec: &MachineSpec) -> Vec<Wanted> {
+    (sourced_volumes(machine, spec).into_iter())
+        .map(|v| Wanted {
+            claim_name: v.claim_name,
+            label: v.label,
+            disk: v.disk,
+        })
+        .collect()
+}
+
 /// What provisioning shows for one Machine.
 pub struct Provisioning {
     /// `status.disks[]`: every disk, then every CD-ROM.
@@ -88,7 +110,7 @@ pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
             None => {
                 let claim_name = pvc_name(machine, &d.name);
                 let claim = seen.claims.get(&claim_name).copied();
-                disks.push(provisioning::blank_status(&d.name, &claim_name, claim));
+                disks.push(blank_status(&d.name, &claim_name, claim));
             }
         }
     }
@@ -97,6 +119,25 @@ pub fn view(machine: &str, spec: &MachineSpec, seen: &Seen) -> Provisioning {
     Provisioning {
         disks,
         verdict: provisioning::verdict(&list, seen.cdi_installed),
+    }
+}
+
+/// A `status.disks[]` entry for a blank disk: its claim's phase.
+pub fn blank_status(
+    name: &str,
+    claim_name: &str,
+    claim: Option<&PersistentVolumeClaim>,
+) -> DiskStatus {
+    let spec = claim.and_then(|c| c.spec.as_ref());
+    DiskStatus {
+        name: name.to_owned(),
+        claim_name: claim_name.to_owned(),
+        phase: claim
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.clone()),
+        progress: None,
+        access_mode: spec.and_then(|s| s.access_modes.as_ref()?.first().cloned()),
+        volume_mode: spec.and_then(|s| s.volume_mode.clone()),
     }
 }
 

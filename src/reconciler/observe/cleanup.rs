@@ -1,6 +1,7 @@
 //! What cleanup reads of a deleting Machine: every object made for it, by name from its cluster
-//! (the caches may not hold one yet), metadata only. Nothing is judged here: whose each object is
-//! is `decide::cleanup`'s.
+//! (the caches may not hold one yet), metadata only; and whose each object is, judged once, as it
+//! is read ([`judge`], pure, on the proofs of `decide::ownership`). What to do with them is
+//! `decide::cleanup`'s.
 
 use std::collections::BTreeSet;
 
@@ -16,7 +17,11 @@ use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
+use crate::reconciler::decide::disks::{Release, keep, release_of};
+use crate::reconciler::decide::evidence::OwnershipKey;
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::remote;
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::run::cluster::Cluster;
@@ -53,6 +58,86 @@ pub struct Remains {
     /// Attachments of its networks that no other live Machine there names (where Multus is
     /// served).
     pub attachments: Vec<Attachment>,
+    /// Whose each of the objects above is.
+    pub verdicts: Verdicts,
+}
+
+/// Whose each object read is, judged when it was read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdicts {
+    /// The VM is ours.
+    pub vm: bool,
+    /// The VM carries the operator's labels for the Machine (on a remote cluster, one made under
+    /// a lost key may be its own).
+    pub vm_labelled: bool,
+    /// In the order of [`Remains::volumes`].
+    pub volumes: Vec<Judged>,
+    /// In the order of [`Remains::removed_data_volumes`]: ours.
+    pub removed_data_volumes: Vec<bool>,
+    pub derived_secret: bool,
+    /// In the order of [`Remains::attachments`]: ours.
+    pub attachments: Vec<bool>,
+}
+
+/// The evidence on one of the Machine's claims or DataVolumes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judged {
+    pub ours: bool,
+    /// It references the Machine (always, on a remote cluster).
+    pub references: bool,
+    /// What keeping it takes (`None`: nothing, it is released already).
+    pub keep: Option<Release>,
+}
+
+/// What cleanup read, before it is judged.
+pub struct Read<'a> {
+    pub remote: bool,
+    pub vm: Option<&'a ObjectMeta>,
+    pub volumes: &'a [Volume],
+    pub removed_data_volumes: &'a [ObjectMeta],
+    pub derived_secret: Option<&'a ObjectMeta>,
+    pub attachments: &'a [Attachment],
+}
+
+impl Remains {
+    /// What was read of it.
+    pub fn read(&self) -> Read<'_> {
+        Read {
+            remote: self.remote,
+            vm: self.vm.as_ref(),
+            volumes: &self.volumes,
+            removed_data_volumes: &self.removed_data_volumes,
+            derived_secret: self.derived_secret.as_ref(),
+            attachments: &self.attachments,
+        }
+    }
+}
+
+/// Whose each object `read` holds is, for Machine `me`, on the proofs `key` verifies.
+pub fn judge(read: &Read, me: MachineRef, key: &OwnershipKey) -> Verdicts {
+    let ours = |kind: Kind, meta: &ObjectMeta| {
+        ownership::of_meta(Some(meta), kind.as_str(), me, key) == Ownership::Ours
+    };
+    let volumes = (read.volumes.iter()).map(|v| Judged {
+        ours: ours(v.kind, &v.meta),
+        // On a remote cluster no owner reference is ever written: the proof alone binds.
+        references: read.remote || release_of(v.kind, &v.meta, me.uid).is_some(),
+        keep: keep(v.kind, &v.meta, me, key),
+    });
+    let attachments = read.attachments.iter().map(|a| {
+        let nc = a.network_configuration.as_deref();
+        remote::attachment(read.remote, Some(&a.meta), nc, key) == Ownership::Ours
+    });
+    Verdicts {
+        vm: read.vm.is_some_and(|vm| ours(Kind::VirtualMachine, vm)),
+        vm_labelled: (read.vm).is_some_and(|vm| ownership::labelled_for(vm, me.name)),
+        volumes: volumes.collect(),
+        removed_data_volumes: (read.removed_data_volumes.iter())
+            .map(|dv| ours(Kind::DataVolume, dv))
+            .collect(),
+        derived_secret: (read.derived_secret).is_some_and(|s| ours(Kind::Secret, s)),
+        attachments: attachments.collect(),
+    }
 }
 
 /// Why the Machine's remote cluster cannot be worked on.
@@ -87,17 +172,26 @@ pub async fn remains(
     ctx: &Context,
     cluster: Result<&Cluster, &Unready>,
 ) -> Result<Remains, kube::Error> {
+    let ns = machine.namespace().unwrap_or_default();
+    let name = machine.name_any();
+    let uid = machine.uid();
+    let me = MachineRef {
+        name: &name,
+        uid: uid.as_deref(),
+    };
+    let remote = cluster.is_err() || cluster.is_ok_and(|c| !c.is_local());
     let mut o = Remains {
         machine: machine.clone(),
-        restoring: snapshots::holding(ctx, machine).map(|(name, _)| name),
+        restoring: snapshots::holding(ctx, &ns, me).map(|(name, _)| name),
         away: None,
-        remote: cluster.is_err() || cluster.is_ok_and(|c| !c.is_local()),
+        remote,
         vm: None,
         vmi: None,
         volumes: Vec::new(),
         removed_data_volumes: Vec::new(),
         derived_secret: None,
         attachments: Vec::new(),
+        verdicts: Verdicts::default(),
     };
     let cluster = match cluster {
         Ok(cluster) => cluster,
@@ -111,38 +205,38 @@ pub async fn remains(
     if !has_finalizer(machine) || o.restoring.is_some() {
         return Ok(o);
     }
-    let ns = machine.namespace().unwrap_or_default();
-    let name = machine.name_any();
     let client = &cluster.client;
     let spec = resolved_spec(machine, &ctx.settings.catalog.load());
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
-    o.vm = vms.get_metadata_opt(&name).await?.map(|m| m.metadata);
+    let vm = vms.get_metadata_opt(&name).await?.map(|m| m.metadata);
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
     o.vmi = vmis.get_metadata_opt(&name).await?.map(|m| m.metadata);
 
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let mut volumes = Vec::new();
     for disk in &spec.disks {
         if let Some(found) = pvcs.get_metadata_opt(&pvc_name(&name, &disk.name)).await? {
             let (kind, disk, meta) = (Kind::Claim, true, found.metadata);
-            o.volumes.push(Volume { kind, disk, meta });
+            volumes.push(Volume { kind, disk, meta });
         }
     }
+    let mut removed_data_volumes = Vec::new();
     if cluster.apis.cdi {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-        let volumes = sourced_volumes(&name, &spec);
-        for v in &volumes {
+        let sourced = sourced_volumes(&name, &spec);
+        for v in &sourced {
             if let Some(found) = dvs.get_metadata_opt(&v.claim_name).await? {
                 let (kind, disk, meta) = (Kind::DataVolume, v.disk, found.metadata);
-                o.volumes.push(Volume { kind, disk, meta });
+                volumes.push(Volume { kind, disk, meta });
             }
         }
         let removed = cluster.stores.data_volumes.state_filter(|dv| {
             dv.namespace().as_deref() == Some(ns.as_str())
                 && dv.brief().as_deref() == Some(name.as_str())
-                && !volumes.iter().any(|v| v.claim_name == dv.name_any())
+                && !sourced.iter().any(|v| v.claim_name == dv.name_any())
         });
-        o.removed_data_volumes = (removed.iter())
+        removed_data_volumes = (removed.iter())
             .filter_map(|dv| dv.unpack().ok())
             .map(|dv| dv.metadata)
             .collect();
@@ -152,8 +246,9 @@ pub async fn remains(
     let derived = secrets
         .get_metadata_opt(&derived_secret_name(&name))
         .await?;
-    o.derived_secret = derived.map(|m| m.metadata);
+    let derived_secret = derived.map(|m| m.metadata);
 
+    let mut attachments = Vec::new();
     if cluster.apis.multus {
         let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(client.clone(), &ns);
         let unused: BTreeSet<String> = unused_networks(ctx, cluster, &ns, &name);
@@ -171,8 +266,23 @@ pub async fn remains(
                 meta: found.metadata,
                 network_configuration,
             };
-            o.attachments.push(attachment);
+            attachments.push(attachment);
         }
     }
+    // Judged once, here, on what was just read, for the Machine's name and uid.
+    let read = Read {
+        remote,
+        vm: vm.as_ref(),
+        volumes: &volumes,
+        removed_data_volumes: &removed_data_volumes,
+        derived_secret: derived_secret.as_ref(),
+        attachments: &attachments,
+    };
+    o.verdicts = judge(&read, me, &cluster.key);
+    o.vm = vm;
+    o.volumes = volumes;
+    o.removed_data_volumes = removed_data_volumes;
+    o.derived_secret = derived_secret;
+    o.attachments = attachments;
     Ok(o)
 }

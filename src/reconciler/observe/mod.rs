@@ -10,10 +10,9 @@ use std::fmt::Debug;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
@@ -27,15 +26,14 @@ use crate::reconciler::decide::desired::cloud_init::secret_source;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::node::NodeReady;
+use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::spec::sized;
-use crate::reconciler::decide::volumes::{removed_cdroms, sourced_volumes};
+use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
 use crate::reconciler::store::derived_secrets::Known;
-use crate::reconciler::store::last_write::LastWrite;
-use crate::reconciler::store::packed::{Brief, Packed};
-use crate::reconciler::store::presence::Presence;
+use lookup::lookup;
 
 /// What was observed of one Machine and its surroundings.
 #[derive(Clone, Debug)]
@@ -45,6 +43,12 @@ pub struct Observed {
     pub spec: MachineSpec,
     /// The class that sizes it: as recorded in it, else as it is now; or why there is none.
     pub class: Result<Class, FieldError>,
+    /// What is wrong with the spec (it bypassed admission): nothing is made then.
+    pub spec_errors: Vec<FieldError>,
+    /// The ownership of every object below, judged once, when read.
+    pub verdicts: Verdicts,
+    /// The DataVolumes its spec wants (disks with a source, then CD-ROMs), in spec order.
+    pub sourced: Vec<Wanted>,
     /// NetworkConfigurations in the Machine's namespace that exist, by name: those the Machine
     /// names, and those of [`Observed::unused_attachments`].
     pub network_configurations: BTreeMap<String, NetworkConfiguration>,
@@ -107,70 +111,6 @@ impl Derived {
     }
 }
 
-/// Where [`lookup`] finds an object.
-#[derive(Debug, PartialEq)]
-enum Found<K> {
-    Here(K),
-    /// Read it from the API server.
-    AskApi,
-    Absent,
-}
-
-/// Our own newer write, else the cached copy, else, when the names cache knows an object of that
-/// name (someone else's, or ours without our labels) or is not filled yet, the API's. A cached
-/// copy that does not decode is never taken as absent: the API's copy is read instead.
-fn find<K: Resource<DynamicType = ()> + DeserializeOwned + Brief>(
-    ours: Option<K>,
-    cached: Option<&Packed<K>>,
-    named: bool,
-    synced: bool,
-) -> Found<K> {
-    if let Some(k) = ours {
-        return Found::Here(k);
-    }
-    if let Some(c) = cached {
-        return match c.unpack() {
-            Ok(k) => Found::Here(k),
-            Err(e) => {
-                tracing::warn!(object = %c.name_any(), error = %e, "cached copy does not decode; reading it from the API server");
-                Found::AskApi
-            }
-        };
-    }
-    if named || !synced {
-        Found::AskApi
-    } else {
-        Found::Absent
-    }
-}
-
-/// The object `name` in `ns`, as [`find`] says where to read it.
-async fn lookup<K>(
-    cluster: &Cluster,
-    (store, names, written): (&Store<Packed<K>>, &Presence, &LastWrite<K>),
-    api: &Api<K>,
-    ns: &str,
-    name: &str,
-) -> Result<Option<K>, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Brief,
-{
-    let cached = store.get(&ObjectRef::new(name).within(ns));
-    let cached_version = cached.as_ref().and_then(|c| c.resource_version());
-    let ours = written.newer_than(&format!("{ns}/{name}"), cached_version.as_deref());
-    let named = names.contains(ns, name);
-    match find(
-        ours,
-        cached.as_deref(),
-        named,
-        cluster.state.caches_synced(),
-    ) {
-        Found::Here(k) => Ok(Some(k)),
-        Found::AskApi => api.get_opt(name).await,
-        Found::Absent => Ok(None),
-    }
-}
-
 pub async fn observe(
     machine: &Machine,
     ctx: &Context,
@@ -178,6 +118,7 @@ pub async fn observe(
 ) -> Result<Observed, kube::Error> {
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
+    let uid = machine.uid();
     let catalog = ctx.settings.catalog.load_full();
     let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &cluster.stores;
@@ -231,10 +172,8 @@ pub async fn observe(
         }
     }
     let mut data_volumes = BTreeMap::new();
-    let sourced: Vec<String> = sourced_volumes(&name, &spec)
-        .into_iter()
-        .map(|v| v.claim_name)
-        .collect();
+    let wanted = wanted(&name, &spec);
+    let sourced: Vec<String> = wanted.iter().map(|v| v.claim_name.clone()).collect();
     if cluster.apis.cdi && !sourced.is_empty() {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
         for dv_name in sourced.iter().cloned() {
@@ -259,7 +198,7 @@ pub async fn observe(
     .await?;
     // A removed CD-ROM's DataVolume, from our cache; one that does not decode is left alone
     // (only ever a reason not to delete).
-    let unwanted_data_volumes = removed_cdroms(vm.as_ref(), &sourced)
+    let unwanted_data_volumes: Vec<DataVolume> = removed_cdroms(vm.as_ref(), &sourced)
         .into_iter()
         .filter_map(|dv| stores.data_volumes.get(&ObjectRef::new(dv).within(&ns)))
         .filter(|dv| dv.brief().as_deref() == Some(name.as_str()))
@@ -278,7 +217,8 @@ pub async fn observe(
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))
     {
-        derived_secret(ctx, machine, &secrets, &derived).await?
+        let key = key_of(machine);
+        derived_secret(ctx, (&key, uid.as_deref()), &secrets, &derived).await?
     } else {
         Derived::NotLooked
     };
@@ -321,11 +261,32 @@ pub async fn observe(
         }
     }
 
+    // Judged once, here, on what was just read, for the Machine's name and uid.
+    let found = judged::Found {
+        remote: !cluster.is_local(),
+        vm: vm.as_ref(),
+        derived_secret: derived_secret.meta(),
+        claims: &claims,
+        data_volumes: &data_volumes,
+        unwanted_data_volumes: &unwanted_data_volumes,
+        attachments: &attachments,
+        unused_attachments: &unused_attachments,
+        network_configurations: &network_configurations,
+    };
+    let me = MachineRef {
+        name: &name,
+        uid: uid.as_deref(),
+    };
+    let verdicts = judged::verdicts(&found, me, &cluster.key);
+    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), &catalog);
     let spec_has_schedule = spec.snapshots.is_some();
     Ok(Observed {
         machine: machine.clone(),
         spec,
         class,
+        spec_errors,
+        verdicts,
+        sourced: wanted,
         network_configurations,
         storage_classes,
         source_secret,
@@ -338,7 +299,7 @@ pub async fn observe(
         cdi_installed: cluster.apis.cdi,
         unwanted_data_volumes,
         unused_attachments,
-        restoring: snapshots::holding(ctx, machine),
+        restoring: snapshots::holding(ctx, &ns, me),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
         node: (vmi.as_ref())
@@ -350,24 +311,27 @@ pub async fn observe(
     })
 }
 
-/// The derived Secret as remembered while that is fresh, else read (and remembered).
+/// The derived Secret as remembered while that is fresh, else read (and remembered), for the
+/// Machine with `key` and `uid`.
 async fn derived_secret(
     ctx: &Context,
-    machine: &Machine,
+    (key, uid): (&str, Option<&str>),
     secrets: &Api<Secret>,
     name: &str,
 ) -> Result<Derived, kube::Error> {
-    let (key, uid) = (key_of(machine), machine.uid().unwrap_or_default());
+    let uid = uid.unwrap_or_default();
     let memory = &ctx.per_machine.derived_secrets;
-    if let Some(known) = memory.recall(&key, &uid) {
+    if let Some(known) = memory.recall(key, uid) {
         return Ok(Derived::Remembered(known));
     }
     let live = secrets.get_opt(name).await?;
-    memory.remember(&key, &uid, Known::of(live.as_ref().map(|s| &s.metadata)));
+    memory.remember(key, uid, Known::of(live.as_ref().map(|s| &s.metadata)));
     Ok(Derived::Read(live.map(Box::new)))
 }
 
 pub mod cleanup;
+pub mod judged;
+mod lookup;
 mod networks;
 pub mod nodes;
 pub mod snapshots;

@@ -5,6 +5,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::snapshots::{SCHEDULED_PROOF_KIND, holds};
 use crate::api::{Machine, MachineRestore};
+use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::status::snapshots::Seen;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
@@ -13,8 +14,8 @@ use crate::reconciler::run::context::Context;
 /// its step with what it waits for (`Adopting: data lost: ...`), shown in `Restoring`. A restore
 /// holds only the Machine whose uid it recorded on leaving `Pending`: never a Machine made again
 /// under that name (one that recorded none, from before uids were recorded, holds by name).
-pub fn holding(ctx: &Context, machine: &Machine) -> Option<(String, String)> {
-    let mut holding = (ctx.stores.restores).state_filter(|r| holds_machine(r, machine));
+pub fn holding(ctx: &Context, ns: &str, machine: MachineRef) -> Option<(String, String)> {
+    let mut holding = (ctx.stores.restores).state_filter(|r| holds_machine(r, ns, machine));
     holding.sort_by_key(|r| r.creation_timestamp());
     let r = holding.first()?;
     let status = r.status.as_ref();
@@ -26,16 +27,16 @@ pub fn holding(ctx: &Context, machine: &Machine) -> Option<(String, String)> {
     Some((r.name_any(), step))
 }
 
-/// Whether `restore` holds `machine`: of its namespace and name, in a holding step, and pinned
-/// to its uid (or to none, from before restores recorded it).
-fn holds_machine(restore: &MachineRestore, machine: &Machine) -> bool {
+/// Whether `restore` holds `machine` (in `ns`): of its namespace and name, in a holding step,
+/// and pinned to its uid (or to none, from before restores recorded it).
+fn holds_machine(restore: &MachineRestore, ns: &str, machine: MachineRef) -> bool {
     let status = restore.status.as_ref();
-    restore.namespace() == machine.namespace()
-        && restore.spec.machine_name == machine.name_any()
+    restore.namespace().as_deref() == Some(ns)
+        && restore.spec.machine_name == machine.name
         && holds(status.and_then(|s| s.phase.as_deref()))
         && status
-            .and_then(|s| s.machine_uid.as_ref())
-            .is_none_or(|pinned| Some(pinned) == machine.uid().as_ref())
+            .and_then(|s| s.machine_uid.as_deref())
+            .is_none_or(|pinned| Some(pinned) == machine.uid)
 }
 
 /// The MachineSnapshots of `machine`, and apart those of an earlier Machine of its name.
@@ -129,7 +130,8 @@ mod tests {
             ),
         ];
         for (row, r, want) in rows {
-            assert_eq!(holds_machine(&r, &db), want, "{row}");
+            let ns = db.namespace().unwrap_or_default();
+            assert_eq!(holds_machine(&r, &ns, MachineRef::of(&db)), want, "{row}");
         }
     }
 }

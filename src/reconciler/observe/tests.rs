@@ -1,6 +1,8 @@
 //! Where an object is read from.
 
+use super::lookup::{Found, find};
 use super::*;
+use crate::reconciler::store::packed::Packed;
 use kube::api::ObjectMeta;
 
 fn claim(version: &str) -> PersistentVolumeClaim {

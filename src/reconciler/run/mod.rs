@@ -19,4 +19,5 @@ pub mod remotes;
 pub mod reprove;
 pub mod scopes;
 pub mod served_crd;
+pub mod status;
 pub mod watches;

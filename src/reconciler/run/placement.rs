@@ -5,35 +5,34 @@
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use kube::{Resource, ResourceExt};
 
 use super::context::Context;
 use super::remotes::Unready;
-use crate::api::Machine;
 use crate::reconciler::decide::placement::{self as decide, PLACEMENT_FORBIDDEN, Placed};
 use crate::reconciler::error::Error;
 
-/// Why `machine` must not be worked on on remote cluster `cluster` now, or `None`.
+/// Why a Machine in `namespace` (`deleting` or not) must not be worked on on remote cluster
+/// `cluster` now, or `None`.
 pub async fn forbidden(
-    machine: &Machine,
     ctx: &Context,
+    namespace: &str,
+    deleting: bool,
     cluster: &str,
 ) -> Result<Option<Unready>, Error> {
-    let namespace = machine.namespace().ok_or(Error::NoNamespace)?;
     // As the ready connection was made with: when not ready, nothing is worked on there anyway.
     let health = ctx.settings.clusters.get(cluster);
     let selector =
         (health.as_ref().and_then(|h| h.ready())).and_then(|c| c.namespace_selector.clone());
     let placed = Placed {
-        namespace: &namespace,
-        deleting: machine.meta().deletion_timestamp.is_some(),
+        namespace,
+        deleting,
         selector: selector.as_ref(),
     };
     if !placed.asks_labels() {
         return Ok(None);
     }
     let api: Api<Namespace> = Api::all(ctx.client.clone());
-    let labels = (api.get_metadata_opt(&namespace).await?)
+    let labels = (api.get_metadata_opt(namespace).await?)
         .and_then(|n| n.metadata.labels)
         .unwrap_or_default();
     Ok(decide::forbidden(&placed, &labels).map(|message| Unready {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -17,7 +18,9 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
-use super::remotes::Unready;
+use super::remotes::CACHES_FILLING;
+use super::status;
+use super::watches::key_of;
 use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::Packed;
@@ -130,27 +133,27 @@ fn requeue_after(base: Duration, write_status_in: Option<Duration>) -> Duration 
 }
 
 async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconciled, Error> {
-    if machine.namespace().is_none() {
-        return Err(Error::NoNamespace);
-    }
+    let ns = machine.namespace().ok_or(Error::NoNamespace)?;
+    let deleting = machine.meta().deletion_timestamp.is_some();
     let placement = placement::of(machine, ctx.settings.default_kubevirt_config.as_deref());
     let cluster = match placement {
         Placement::Local => Ok(ctx.local.clone()),
         // Its KubevirtConfig's namespaceSelector first: the webhook may have been bypassed.
-        Placement::Remote(name) => match super::placement::forbidden(machine, ctx, &name).await? {
-            Some(why) => Err((name, why)),
-            None => (ctx.remotes)
-                .cluster(&name, made_on(machine))
-                .map_err(|why| (name, why)),
-        },
+        Placement::Remote(name) => {
+            match super::placement::forbidden(ctx, &ns, deleting, &name).await? {
+                Some(why) => Err((name, why)),
+                None => (ctx.remotes)
+                    .cluster(&name, made_on(machine))
+                    .map_err(|why| (name, why)),
+            }
+        }
     };
     // A deleting Machine: what remains of it observed, its cleanup decided and carried out.
     let mut cluster_message = None;
-    if machine.meta().deletion_timestamp.is_some() {
+    if deleting {
         let reach = cluster.as_deref().map_err(|(_, why)| why);
         let remains = observe::cleanup::remains(machine, ctx, reach).await?;
-        let key = cluster.as_ref().map_or(&ctx.local.key, |c| &c.key);
-        let plan = decide::cleanup::planned(&remains, key);
+        let plan = decide::cleanup::planned(&remains);
         act::cleanup::execute(ctx, cluster.as_deref().ok(), machine, &plan).await?;
         if plan.wait != Some(Wait::Cluster) {
             return Ok(Reconciled::default());
@@ -163,8 +166,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         Ok(cluster) => cluster,
         Err((name, why)) => {
             let message = cluster_message.unwrap_or(why.message);
-            let why = Unready { message, ..why };
-            act::status::unready(ctx, machine, &name, &why).await?;
+            unready(ctx, machine, (name.as_str(), why.reason.as_str(), &message)).await?;
             return Ok(Reconciled {
                 blocked: true,
                 write_status_in: None,
@@ -175,7 +177,7 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let ns = machine.namespace().unwrap_or_default();
     if let Some(why) = act::remote::namespace(&cluster, &ns).await? {
         let name = cluster.name.as_deref().unwrap_or_default();
-        act::status::unready(ctx, machine, name, &why).await?;
+        unready(ctx, machine, (name, why.reason.as_str(), &why.message)).await?;
         return Ok(Reconciled {
             blocked: true,
             write_status_in: None,
@@ -184,14 +186,35 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let observed = observe::observe(machine, ctx, &cluster).await?;
     let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
     let acted = act::act(ctx, &cluster, &observed, decision).await?;
-    if let Some(phase) = acted.status.phase.as_deref() {
+    let settled = status::settle(ctx, &cluster, &observed, acted).await?;
+    if let Some(phase) = settled.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);
     }
-    tracing::debug!(blocked = acted.blocked, "reconciled");
+    tracing::debug!(blocked = settled.blocked, "reconciled");
     Ok(Reconciled {
-        blocked: acted.blocked,
-        write_status_in: acted.write_status_in,
+        blocked: settled.blocked,
+        write_status_in: settled.write_status_in,
     })
+}
+
+/// The previous status with `ClusterReady` and `Ready` False for `(cluster, reason, message)`,
+/// written when that changes anything (not while the cluster's caches fill: that is brief, and
+/// its Machines run again once they are filled).
+async fn unready(ctx: &Context, machine: &Machine, why: (&str, &str, &str)) -> Result<(), Error> {
+    if why.1 == CACHES_FILLING {
+        return Ok(());
+    }
+    let stored = (ctx.statuses).newer_than(&key_of(machine), machine.resource_version().as_deref());
+    let old = stored.as_ref().or(machine.status.as_ref());
+    let generation = machine.metadata.generation;
+    let new = decide::status::cluster::unready(old, generation, why, Timestamp::now());
+    if decide::status_write::differs(old, &new) {
+        let ns = machine.namespace().unwrap_or_default();
+        let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+        let now = std::time::Instant::now();
+        act::status::write(ctx, machine, &api, old, new, now, |_, _| {}).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

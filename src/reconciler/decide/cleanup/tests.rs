@@ -9,8 +9,10 @@ use serde_json::json;
 
 use super::*;
 use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION, RETAIN_DISKS_ANNOTATION};
+use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::evidence::Target;
-use crate::reconciler::observe::cleanup::Attachment;
+use crate::reconciler::decide::ownership::MachineRef;
+use crate::reconciler::observe::cleanup::{Attachment, Verdicts, judge};
 use crate::reconciler::{MANAGED_BY, MANAGED_BY_LABEL};
 
 mod rules;
@@ -106,7 +108,18 @@ fn remains(m: Machine) -> Remains {
         removed_data_volumes: vec![],
         derived_secret: None,
         attachments: vec![],
+        verdicts: Verdicts::default(),
     }
+}
+
+/// The plan for `o` as the reconciler makes it: its objects judged with `key` as
+/// `observe::cleanup` judges them when it reads them.
+fn planned(o: &Remains, key: &OwnershipKey) -> Plan {
+    let verdicts = judge(&o.read(), MachineRef::of(&o.machine), key);
+    super::planned(&Remains {
+        verdicts,
+        ..o.clone()
+    })
 }
 
 fn claim(proof: Proof, references: bool) -> Volume {

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::source::DiskSource;
+use crate::reconciler::decide::volumes::blank_status;
 
 fn source(v: Value) -> DiskSource {
     serde_json::from_value(v).unwrap()

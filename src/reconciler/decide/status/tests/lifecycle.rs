@@ -1,6 +1,7 @@
 //! The phase as the VM, its VMI and its claims move, and how times and generations are kept.
 
 use super::*;
+use crate::reconciler::decide::status_write::differs;
 
 #[test]
 fn vm_created_claims_pending_is_creating() {
