@@ -3,7 +3,7 @@
 //! or while no webhook ran), else none. The index, the draw of new addresses and the refusal of
 //! taken ones all go by this one rule.
 
-use super::index::mac_number;
+use super::number::mac_number;
 
 /// Where a held address comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::machine::names::parse_mac;
+pub use super::number::{format_mac, mac_number};
 
 use super::held::{Held, Origin};
 
@@ -36,20 +36,6 @@ pub struct MacIndex {
     /// Watches whose first list completed, and how many there are.
     listed: HashSet<Source>,
     sources: usize,
-}
-
-/// An address as a 48-bit number (either separator, either case).
-pub fn mac_number(s: &str) -> Option<u64> {
-    parse_mac(s).map(|b| b.iter().fold(0u64, |acc, o| (acc << 8) | u64::from(*o)))
-}
-
-/// `02:1a:2b:3c:4d:5e`: lower case, colons, as KubeVirt reports it.
-pub fn format_mac(mac: u64) -> String {
-    let b = mac.to_be_bytes();
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        b[2], b[3], b[4], b[5], b[6], b[7]
-    )
 }
 
 /// A locally administered unicast address from 64 random bits: the first octet's bit 1 set

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::held::Origin;
-use super::index::{MacIndex, format_mac, mac_number};
+use super::index::MacIndex;
+use super::number::{format_mac, mac_number};
 
 /// Where new addresses come from.
 enum Source {

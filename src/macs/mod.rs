@@ -13,6 +13,7 @@
 pub mod held;
 pub mod index;
 pub mod live;
+pub mod number;
 pub mod watch;
 
 pub use index::{MacIndex, MachineKey, format_mac};
