@@ -60,7 +60,7 @@ pub async fn act(
     ctx: &Context,
     cluster: &Cluster,
     o: &Observed,
-    decision: Decision,
+    mut decision: Decision,
 ) -> Result<Acted, Error> {
     let machine = &o.machine;
     let ns = machine.namespace().unwrap_or_default();
@@ -187,6 +187,8 @@ pub async fn act(
         }
     }
     publish_adoptions(ctx, machine, &decision.adopting, &problems);
+    let vmi = own_vmi(vm.as_ref(), o.vmi.as_ref());
+    let budget = restart::budget(ctx, machine, vmi, &mut decision.restart);
     restart::restart(ctx, cluster, machine, &ns, &decision.restart).await?;
     for nad in decision.delete_attachments {
         if let Some(uid) = nad.uid() {
@@ -241,6 +243,7 @@ pub async fn act(
         cluster_identity: cluster.identity.as_deref(),
         eviction: decision.eviction.as_ref(),
         node: decision.node.unreachable(),
+        restart_pending: budget.shown.as_ref(),
     };
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
@@ -261,7 +264,7 @@ pub async fn act(
         status: outcome.status,
         blocked: !problems.is_empty(),
         // A node within its grace: run again when it ends.
-        write_status_in: [outcome.write_in, decision.node.recheck_in()]
+        write_status_in: [outcome.write_in, decision.node.recheck_in(), budget.recheck_in]
             .into_iter()
             .flatten()
             .min(),

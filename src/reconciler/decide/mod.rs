@@ -32,6 +32,7 @@ pub mod provisioning;
 pub mod remote;
 pub mod reprove;
 pub mod restart;
+pub mod restart_budget;
 pub mod spec;
 pub mod status;
 pub mod status_write;
