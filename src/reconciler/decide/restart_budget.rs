@@ -9,7 +9,7 @@
 //! The state lives in the leader's memory (`run::restart_budget`); the condition makes it
 //! observable, so a new leader rebuilds it with [`rebuild`]: `RestartPending=True` is a place in
 //! the queue (since its `lastTransitionTime`), `RestartPending=False`, reason `Restarting`, a slot
-//! held (since its `lastTransitionTime`).
+//! held (since its `lastTransitionTime`, over once a VMI not being deleted runs).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -67,8 +67,9 @@ pub enum Verdict {
 /// The VMI as the budget sees it: whether a restart is over.
 pub struct Vmi<'a> {
     pub uid: &'a str,
-    pub created: Option<Timestamp>,
     pub running: bool,
+    /// Being deleted (KubeVirt keeps a VMI while its guest shuts down).
+    pub deleting: bool,
 }
 
 /// What `RestartPending` shows: (status, reason, message).
@@ -139,14 +140,12 @@ impl State {
     }
 }
 
-/// Whether the restart of `slot` is over: a VMI other than the one deleted runs.
+/// Whether the restart of `slot` is over: a VMI other than the one deleted runs. The slot is
+/// taken (and the condition written) only after the deletion was accepted, so a VMI not being
+/// deleted is the new one even where the deleted one's uid is unknown (a rebuilt slot).
 fn over(slot: &Slot, v: &Vmi) -> bool {
-    let new = match &slot.vmi_uid {
-        Some(deleted) => deleted != v.uid,
-        // Rebuilt: creation times have seconds only.
-        None => v.created.is_some_and(|c| c.as_second() >= slot.since.as_second()),
-    };
-    v.running && new
+    let other = slot.vmi_uid.as_deref() != Some(v.uid);
+    v.running && !v.deleting && other
 }
 
 fn elapsed(since: Timestamp, now: Timestamp) -> Option<Duration> {

@@ -93,8 +93,8 @@ impl RestartBudget {
         let seen = vmi.and_then(|v| {
             Some(Vmi {
                 uid: v.metadata.uid.as_deref()?,
-                created: v.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 running: (v.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running"),
+                deleting: v.metadata.deletion_timestamp.is_some(),
             })
         });
         state.finish(&key, seen.as_ref());

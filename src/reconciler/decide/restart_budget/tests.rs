@@ -160,28 +160,35 @@ fn a_machine_deleted_while_queued_gives_its_place_up() {
 #[test]
 fn a_restart_ends_when_a_new_vmi_runs() {
     let k = key("a", "m1");
-    let vmi = |uid, running| Vmi {
+    let vmi = |uid, running, deleting| Vmi {
         uid,
-        created: Some(at(10)),
         running,
+        deleting,
     };
-    // (row, the VMI now, over)
+    // (row, uid of the VMI deleted (None: rebuilt by a new leader), the VMI now, over)
+    let known = Some("old-m1");
     let rows = [
-        ("no VMI yet", None, false),
-        ("the deleted one still seen", Some(vmi("old-m1", true)), false),
-        ("a new one, not Running yet", Some(vmi("new", false)), false),
-        ("a new one Running", Some(vmi("new", true)), true),
+        ("no VMI yet", known, None, false),
+        ("the deleted one still seen", known, Some(vmi("old-m1", true, false)), false),
+        ("the deleted one shutting down", known, Some(vmi("old-m1", true, true)), false),
+        ("a new one, not Running yet", known, Some(vmi("new", false, false)), false),
+        ("a new one Running", known, Some(vmi("new", true, false)), true),
+        ("rebuilt: no VMI yet", None, None, false),
+        ("rebuilt: the old one shutting down", None, Some(vmi("old-m1", true, true)), false),
+        ("rebuilt: a new one, not Running yet", None, Some(vmi("new", false, false)), false),
+        ("rebuilt: a new one Running", None, Some(vmi("new", true, false)), true),
     ];
-    for (row, v, want) in rows {
-        let mut s = state(&[("a", "m1", 0)], &[]);
+    for (row, deleted, v, want) in rows {
+        let mut s = State::default();
+        let slot = Slot {
+            since: at(0),
+            vmi_uid: deleted.map(str::to_owned),
+        };
+        s.restarting.insert(k.clone(), slot);
         assert_eq!(s.finish(&k, v.as_ref()), want, "{row}");
         assert_eq!(s.restarting.is_empty(), want, "{row}");
+        assert!(!s.finish(&key("a", "other"), v.as_ref()), "{row}: not its slot");
     }
-    // Rebuilt (the deleted VMI's uid unknown): one created at or after the restart counts.
-    let mut s = State::default();
-    s.restarting.insert(k.clone(), Slot { since: at(10), vmi_uid: None });
-    assert!(!s.finish(&k, Some(&Vmi { uid: "x", created: Some(at(9)), running: true })));
-    assert!(s.finish(&k, Some(&Vmi { uid: "x", created: Some(at(10)), running: true })));
 }
 
 #[test]
