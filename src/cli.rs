@@ -200,10 +200,20 @@ pub struct RunArgs {
     /// Restarts the operator performs (restarted-at, updateStrategy: Restart, External
     /// eviction restarts) at once at most, cluster-wide; more wait in line with RestartPending.
     /// A restart counts until its new VMI is Running (0: no limit).
-    #[arg(long, env = "MAX_CONCURRENT_RESTARTS", value_name = "MAX_CONCURRENT_RESTARTS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "MAX_CONCURRENT_RESTARTS",
+        value_name = "MAX_CONCURRENT_RESTARTS",
+        default_value_t = 10
+    )]
     pub max_concurrent_restarts: u32,
     /// The same, in one namespace (0: no limit beyond --max-concurrent-restarts).
-    #[arg(long, env = "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE", value_name = "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE",
+        value_name = "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE",
+        default_value_t = 0
+    )]
     pub max_concurrent_restarts_per_namespace: u32,
     /// How long a restart holds its slot at most when its new VMI does not reach Running, e.g.
     /// 10m (0s: until it does).

@@ -127,7 +127,8 @@ async fn running(admin: &Client, op: &support::Proc, names: &[String]) -> Timest
 async fn change_all(admin: &Client, names: &[String], since: Timestamp) {
     let api: Api<Machine> = Api::namespaced(admin.clone(), NS);
     let vms: Api<VirtualMachine> = Api::namespaced(admin.clone(), NS);
-    let change = Patch::Merge(json!({"spec": {"domain": {"firmware": {"bootloader": {"efi": true}}}}}));
+    let change =
+        Patch::Merge(json!({"spec": {"domain": {"firmware": {"bootloader": {"efi": true}}}}}));
     let params = PatchParams::default();
     join_all((names.iter()).map(|n| api.patch(n, &params, &change)))
         .await
@@ -178,7 +179,13 @@ async fn twenty_machines_changed_at_once_restart_at_most_three_at_a_time() {
     support::eventually_with(
         WAIT,
         "every Machine restarted",
-        || format!("{:?}\n{}", seen.lock().map(|s| format!("{s:?}")), op.log_tail(30)),
+        || {
+            format!(
+                "{:?}\n{}",
+                seen.lock().map(|s| format!("{s:?}")),
+                op.log_tail(30)
+            )
+        },
         || async {
             let first = showing(&api, "True").await?.into_iter().next();
             if let (Ok(mut w), Some((_, message))) = (waiting.lock(), first) {
@@ -190,10 +197,13 @@ async fn twenty_machines_changed_at_once_restart_at_most_three_at_a_time() {
     )
     .await;
     kubevirt.abort();
-    let seen = seen.lock().expect("counts");
-    assert!(seen.most <= BUDGET, "restarting at once: {seen:?}");
-    assert_eq!(seen.most, BUDGET, "the budget was used: {seen:?}");
-    assert!(seen.deleted.values().all(|n| *n == 1), "once each: {seen:?}");
+    {
+        let seen = seen.lock().expect("counts");
+        assert!(seen.most <= BUDGET, "restarting at once: {seen:?}");
+        assert_eq!(seen.most, BUDGET, "the budget was used: {seen:?}");
+        let once = seen.deleted.values().all(|n| *n == 1);
+        assert!(once, "once each: {seen:?}");
+    }
     let waiting = waiting.into_inner().expect("lock");
     let message = waiting.expect("a Machine shown RestartPending=True while waiting");
     assert!(message.contains("in line"), "{message}");
@@ -205,14 +215,20 @@ async fn twenty_machines_changed_at_once_restart_at_most_three_at_a_time() {
         for n in &names {
             all.extend(support::events_about(&admin, NS, n).await);
         }
-        all.into_iter().find(|(_, reason, _)| reason == "RestartPending")
+        all.into_iter()
+            .find(|(_, reason, _)| reason == "RestartPending")
     })
     .await;
     support::eventually_with(
         WAIT,
         "RestartPending gone from every Machine",
         || op.log_tail(30),
-        || async { showing(&api, "True").await.zip(showing(&api, "False").await).filter(|(a, b)| a.is_empty() && b.is_empty()) },
+        || async {
+            showing(&api, "True")
+                .await
+                .zip(showing(&api, "False").await)
+                .filter(|(a, b)| a.is_empty() && b.is_empty())
+        },
     )
     .await;
 }
@@ -235,9 +251,16 @@ async fn a_new_leader_keeps_the_budget_of_the_last() {
     support::eventually_with(
         WAIT,
         "three restarting and six waiting, as the conditions say",
-        || format!("{:?}\n{}", seen.lock().map(|s| format!("{s:?}")), op.log_tail(30)),
+        || {
+            format!(
+                "{:?}\n{}",
+                seen.lock().map(|s| format!("{s:?}")),
+                op.log_tail(30)
+            )
+        },
         || async {
-            let (waiting, restarting) = (showing(&api, "True").await?, showing(&api, "False").await?);
+            let (waiting, restarting) =
+                (showing(&api, "True").await?, showing(&api, "False").await?);
             let counted = seen.lock().ok()?.restarting.len();
             (waiting.len() == 6 && restarting.len() == 3 && counted == 3).then_some(())
         },
@@ -248,20 +271,34 @@ async fn a_new_leader_keeps_the_budget_of_the_last() {
     let op = start_operator(&env, access::OP_NS, &extra).await;
     // The new leader works (a Machine created now gets its VM); the waiting ones were listed
     // before it, so they were looked at first.
-    let probe = vec!["probe".to_owned()];
     let spec = json!({"template": "small"});
     create_admitted(&machines(&admin, NS), &machine("probe", spec), &op).await;
-    wait_status(&admin, NS, &probe[0], &op, "the new leader at work", |s| s.vm_name.is_some()).await;
+    wait_status(&admin, NS, "probe", &op, "the new leader at work", |s| {
+        s.vm_name.is_some()
+    })
+    .await;
     hold.send_replace(false);
     support::eventually_with(
         WAIT,
         "every Machine restarted",
-        || format!("{:?}\n{}", seen.lock().map(|s| format!("{s:?}")), op.log_tail(30)),
+        || {
+            format!(
+                "{:?}\n{}",
+                seen.lock().map(|s| format!("{s:?}")),
+                op.log_tail(30)
+            )
+        },
         || async { (seen.lock().ok()?.done.len() == names.len()).then_some(()) },
     )
     .await;
     kubevirt.abort();
     let seen = seen.lock().expect("counts");
-    assert!(seen.most <= 3, "restarting at once across the leader change: {seen:?}");
-    assert!(seen.deleted.values().all(|n| *n == 1), "once each: {seen:?}");
+    assert!(
+        seen.most <= 3,
+        "restarting at once across the leader change: {seen:?}"
+    );
+    assert!(
+        seen.deleted.values().all(|n| *n == 1),
+        "once each: {seen:?}"
+    );
 }

@@ -103,8 +103,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         node_unreachable_grace: args.node_unreachable_grace,
         restart_budget: Arc::new(reconciler::run::restart_budget::RestartBudget::new(
             reconciler::decide::restart_budget::Limits {
-            global: args.max_concurrent_restarts,
-            per_namespace: args.max_concurrent_restarts_per_namespace,
+                global: args.max_concurrent_restarts,
+                per_namespace: args.max_concurrent_restarts_per_namespace,
                 timeout: args.restart_timeout,
             },
         )),

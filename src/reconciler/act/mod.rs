@@ -264,10 +264,14 @@ pub async fn act(
         status: outcome.status,
         blocked: !problems.is_empty(),
         // A node within its grace: run again when it ends.
-        write_status_in: [outcome.write_in, decision.node.recheck_in(), budget.recheck_in]
-            .into_iter()
-            .flatten()
-            .min(),
+        write_status_in: [
+            outcome.write_in,
+            decision.node.recheck_in(),
+            budget.recheck_in,
+        ]
+        .into_iter()
+        .flatten()
+        .min(),
     })
 }
 

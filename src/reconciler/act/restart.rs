@@ -11,8 +11,8 @@ use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::reconciler::Error;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::decide::restart::{Cause, Restart};
-use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::decide::restart_budget::RESTART_PENDING;
+use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::restart_budget::Gate;
 

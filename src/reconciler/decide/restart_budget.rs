@@ -87,7 +87,7 @@ impl State {
             return;
         }
         self.restarting
-            .retain(|_, s| !elapsed(s.since, now).is_some_and(|e| e >= limits.timeout));
+            .retain(|_, s| elapsed(s.since, now).is_none_or(|e| e < limits.timeout));
     }
 
     /// A Machine gone (deleted, or no longer watched): its slot and place are freed.
@@ -184,7 +184,11 @@ pub fn admit(state: &State, key: &Key, due: Timestamp, limits: &Limits) -> Verdi
             if fit {
                 return Verdict::Go;
             }
-            let in_ns = state.restarting.keys().filter(|(ns, _)| *ns == key.0).count();
+            let in_ns = state
+                .restarting
+                .keys()
+                .filter(|(ns, _)| *ns == key.0)
+                .count();
             return Verdict::Wait {
                 position: i + 1,
                 queued,

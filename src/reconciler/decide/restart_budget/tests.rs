@@ -30,7 +30,10 @@ fn state(restarting: &[(&str, &str, i64)], queue: &[(&str, &str, i64)]) -> State
                 (key(ns, n), slot)
             })
             .collect(),
-        queue: queue.iter().map(|(ns, n, d)| (key(ns, n), at(*d))).collect(),
+        queue: queue
+            .iter()
+            .map(|(ns, n, d)| (key(ns, n), at(*d)))
+            .collect(),
     }
 }
 
@@ -43,13 +46,29 @@ fn place(v: &Verdict) -> Option<(usize, usize)> {
     }
 }
 
+/// (row, state, limits, asking (ns, name, due), now, expected place: None = go)
+type Row = (
+    &'static str,
+    State,
+    Limits,
+    (&'static str, &'static str, i64),
+    i64,
+    Option<(usize, usize)>,
+);
+
 #[test]
 fn the_queue() {
     let a = "team-a";
     let b = "team-b";
-    // (row, state, limits, asking (ns, name, due), now, expected place: None = go)
-    let rows: Vec<(&str, State, Limits, (&str, &str, i64), i64, Option<(usize, usize)>)> = vec![
-        ("a free slot", state(&[], &[]), limits(3, 0), (a, "m1", 0), 0, None),
+    let rows: Vec<Row> = vec![
+        (
+            "a free slot",
+            state(&[], &[]),
+            limits(3, 0),
+            (a, "m1", 0),
+            0,
+            None,
+        ),
         (
             "the global cap reached: first in line",
             state(&[(a, "r1", 0), (a, "r2", 0), (b, "r3", 0)], &[]),
@@ -152,7 +171,11 @@ fn a_machine_deleted_while_queued_gives_its_place_up() {
     let mut s = state(&[("a", "r1", 0)], &[("a", "gone", 1), ("a", "next", 2)]);
     s.forget(&key("a", "r1"));
     let next = |s: &State| place(&admit(s, &key("a", "next"), at(2), &l));
-    assert_eq!(next(&s), Some((2, 2)), "the slot freed is kept for the first in line");
+    assert_eq!(
+        next(&s),
+        Some((2, 2)),
+        "the slot freed is kept for the first in line"
+    );
     s.forget(&key("a", "gone"));
     assert_eq!(next(&s), None, "the first in line deleted: the next goes");
 }
@@ -169,14 +192,49 @@ fn a_restart_ends_when_a_new_vmi_runs() {
     let known = Some("old-m1");
     let rows = [
         ("no VMI yet", known, None, false),
-        ("the deleted one still seen", known, Some(vmi("old-m1", true, false)), false),
-        ("the deleted one shutting down", known, Some(vmi("old-m1", true, true)), false),
-        ("a new one, not Running yet", known, Some(vmi("new", false, false)), false),
-        ("a new one Running", known, Some(vmi("new", true, false)), true),
+        (
+            "the deleted one still seen",
+            known,
+            Some(vmi("old-m1", true, false)),
+            false,
+        ),
+        (
+            "the deleted one shutting down",
+            known,
+            Some(vmi("old-m1", true, true)),
+            false,
+        ),
+        (
+            "a new one, not Running yet",
+            known,
+            Some(vmi("new", false, false)),
+            false,
+        ),
+        (
+            "a new one Running",
+            known,
+            Some(vmi("new", true, false)),
+            true,
+        ),
         ("rebuilt: no VMI yet", None, None, false),
-        ("rebuilt: the old one shutting down", None, Some(vmi("old-m1", true, true)), false),
-        ("rebuilt: a new one, not Running yet", None, Some(vmi("new", false, false)), false),
-        ("rebuilt: a new one Running", None, Some(vmi("new", true, false)), true),
+        (
+            "rebuilt: the old one shutting down",
+            None,
+            Some(vmi("old-m1", true, true)),
+            false,
+        ),
+        (
+            "rebuilt: a new one, not Running yet",
+            None,
+            Some(vmi("new", false, false)),
+            false,
+        ),
+        (
+            "rebuilt: a new one Running",
+            None,
+            Some(vmi("new", true, false)),
+            true,
+        ),
     ];
     for (row, deleted, v, want) in rows {
         let mut s = State::default();
@@ -187,7 +245,10 @@ fn a_restart_ends_when_a_new_vmi_runs() {
         s.restarting.insert(k.clone(), slot);
         assert_eq!(s.finish(&k, v.as_ref()), want, "{row}");
         assert_eq!(s.restarting.is_empty(), want, "{row}");
-        assert!(!s.finish(&key("a", "other"), v.as_ref()), "{row}: not its slot");
+        assert!(
+            !s.finish(&key("a", "other"), v.as_ref()),
+            "{row}: not its slot"
+        );
     }
 }
 
@@ -199,9 +260,21 @@ fn the_condition_says_the_place_and_the_budget_and_a_new_leader_reads_it_back() 
     let wait = admit(&s, &k, at(5), &l);
     let shown = s.shown(&k, Some(&wait), &l).expect("shown");
     assert_eq!((shown.status, shown.reason), ("True", RESTART_PENDING));
-    assert!(shown.message.contains("1 of 1 in line"), "{}", shown.message);
-    assert!(shown.message.contains("at most 3 at once"), "{}", shown.message);
-    assert!(shown.message.contains("namespace a of at most 1"), "{}", shown.message);
+    assert!(
+        shown.message.contains("1 of 1 in line"),
+        "{}",
+        shown.message
+    );
+    assert!(
+        shown.message.contains("at most 3 at once"),
+        "{}",
+        shown.message
+    );
+    assert!(
+        shown.message.contains("namespace a of at most 1"),
+        "{}",
+        shown.message
+    );
     let held = s.shown(&key("a", "r1"), None, &l).expect("shown");
     assert_eq!((held.status, held.reason), ("False", RESTARTING));
     assert_eq!(s.shown(&key("a", "other"), None, &l), None);
@@ -227,6 +300,9 @@ fn the_condition_says_the_place_and_the_budget_and_a_new_leader_reads_it_back() 
         (key("a", "other"), &other[..]),
     ]);
     assert_eq!(rebuilt.queue, s.queue);
-    assert_eq!(rebuilt.restarting.keys().collect::<Vec<_>>(), vec![&key("a", "r1")]);
+    assert_eq!(
+        rebuilt.restarting.keys().collect::<Vec<_>>(),
+        vec![&key("a", "r1")]
+    );
     assert_eq!(rebuilt.restarting[&key("a", "r1")].vmi_uid, None);
 }
