@@ -188,3 +188,107 @@ fn count(metrics: &Metrics, state: &State) {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconciler::decide::restart::Cause;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+
+    fn machine(name: &str) -> Machine {
+        let spec = serde_json::from_value(serde_json::json!({})).expect("spec");
+        let mut m = Machine::new(name, spec);
+        m.metadata.namespace = Some("ns".into());
+        m
+    }
+
+    fn wanted(vmi_uid: &str) -> Restart {
+        Restart {
+            delete_vmi: Some(("vmi".into(), vmi_uid.into(), Cause::PendingChange(2))),
+            last_restart: None,
+            last_restart_generation: Some(2),
+        }
+    }
+
+    fn vmi(uid: &str, phase: &str) -> VirtualMachineInstance {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "vmi", "uid": uid}, "spec": {}, "status": {"phase": phase}
+        }))
+        .expect("vmi")
+    }
+
+    fn gauges(metrics: &Metrics) -> (bool, bool) {
+        let text = metrics.encode();
+        (
+            text.contains("kubevirt_operator_restarts{reason=\"Restarting\"} 1"),
+            text.contains("kubevirt_operator_restarts{reason=\"RestartPending\"} 1"),
+        )
+    }
+
+    fn apply(w: &mut Writer<Packed<Machine>>, m: &Machine) {
+        let packed = Packed::pack(m).expect("pack");
+        w.apply_watcher_event(&watcher::Event::Apply(packed));
+    }
+
+    #[test]
+    fn a_held_restart_deletes_and_records_nothing_and_a_freed_slot_goes_to_the_next() {
+        let limits = Limits {
+            global: 1,
+            per_namespace: 0,
+            timeout: Duration::from_secs(600),
+        };
+        let budget = RestartBudget::new(limits);
+        let (store, mut writer) = reflector::store();
+        let (a, b) = (machine("a"), machine("b"));
+        apply(&mut writer, &a);
+        apply(&mut writer, &b);
+        budget.start_term(vec![store]);
+        let metrics = Metrics::new();
+        let now = Timestamp::now();
+
+        let mut first = wanted("a-old");
+        let gate = budget.gate(&metrics, &a, None, &mut first, now);
+        assert!(first.delete_vmi.is_some(), "a goes");
+        assert_eq!(gate.shown.map(|s| s.reason), Some(RESTARTING));
+
+        let mut second = wanted("b-old");
+        let gate = budget.gate(&metrics, &b, None, &mut second, now);
+        assert_eq!(
+            second,
+            Restart::default(),
+            "held: nothing deleted or recorded"
+        );
+        assert_eq!(gate.shown.map(|s| s.reason), Some(RESTART_PENDING));
+        assert!(gate.started_waiting.is_some(), "the Event, once");
+        assert_eq!(gate.recheck_in, Some(RECHECK));
+        assert_eq!(gauges(&metrics), (true, true));
+        let gate = budget.gate(&metrics, &b, None, &mut wanted("b-old"), now);
+        assert!(gate.started_waiting.is_none(), "no second Event");
+
+        // a's new VMI runs: its slot frees, and b takes it.
+        let gate = budget.gate(
+            &metrics,
+            &a,
+            Some(&vmi("a-new", "Running")),
+            &mut Restart::default(),
+            now,
+        );
+        assert_eq!(gate.shown, None);
+        let mut again = wanted("b-old");
+        budget.gate(&metrics, &b, None, &mut again, now);
+        assert!(again.delete_vmi.is_some(), "b goes");
+
+        // b deleted: its slot is freed for others.
+        writer.apply_watcher_event(&watcher::Event::Delete(Packed::pack(&b).expect("pack")));
+        let mut third = wanted("a-newer");
+        budget.gate(
+            &metrics,
+            &a,
+            Some(&vmi("a-new", "Running")),
+            &mut third,
+            now,
+        );
+        assert!(third.delete_vmi.is_some(), "b's slot freed");
+    }
+}
