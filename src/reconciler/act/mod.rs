@@ -263,7 +263,7 @@ pub async fn act(
     Ok(Acted {
         status: outcome.status,
         blocked: !problems.is_empty(),
-        // A node within its grace: run again when it ends.
+        // A node within its grace, a restart waiting or under way: run again then.
         write_status_in: [
             outcome.write_in,
             decision.node.recheck_in(),

@@ -119,7 +119,7 @@ pub fn compute(
             r.eviction
                 .map(|e| Cond::new(EVICTION_REQUESTED, "True", e.reason, e.message.clone())),
         );
-        conds.extend((r.restart_pending).map(|p| {
+        conds.extend(r.restart_pending.map(|p| {
             let type_ = super::restart_budget::RESTART_PENDING;
             Cond::new(type_, p.status, p.reason, p.message.clone())
         }));
