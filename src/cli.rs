@@ -197,6 +197,28 @@ pub struct RunArgs {
     /// shows Ready=False, reason NodeUnreachable, e.g. 60s, 5m (0s: at once).
     #[arg(long, env = "NODE_UNREACHABLE_GRACE", value_name = "NODE_UNREACHABLE_GRACE", default_value = "60s", value_parser = parse_duration_or_zero)]
     pub node_unreachable_grace: Duration,
+    /// Restarts the operator performs (restarted-at, updateStrategy: Restart, External
+    /// eviction restarts) at once at most, cluster-wide; more wait in line with RestartPending.
+    /// A restart counts until its new VMI is Running (0: no limit).
+    #[arg(
+        long,
+        env = "MAX_CONCURRENT_RESTARTS",
+        value_name = "MAX_CONCURRENT_RESTARTS",
+        default_value_t = 10
+    )]
+    pub max_concurrent_restarts: u32,
+    /// The same, in one namespace (0: no limit beyond --max-concurrent-restarts).
+    #[arg(
+        long,
+        env = "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE",
+        value_name = "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE",
+        default_value_t = 0
+    )]
+    pub max_concurrent_restarts_per_namespace: u32,
+    /// How long a restart holds its slot at most when its new VMI does not reach Running, e.g.
+    /// 10m (0s: until it does).
+    #[arg(long, env = "RESTART_TIMEOUT", value_name = "RESTART_TIMEOUT", default_value = "10m", value_parser = parse_duration_or_zero)]
+    pub restart_timeout: Duration,
     /// Scheduled snapshots being taken at once at most, across every Machine; more due ones
     /// wait for one to finish.
     #[arg(long, env = "MAX_SNAPSHOTS_IN_FLIGHT", value_name = "MAX_SNAPSHOTS_IN_FLIGHT", default_value_t = 10,

@@ -59,6 +59,29 @@ fn the_node_unreachable_grace_reaches_the_operator_only_when_changed() {
     );
 }
 
+/// Issue 33: the restart budget's values reach the operator (as the kustomize manifests set
+/// them: 10 at once, no per-namespace limit, 10m).
+#[test]
+fn the_restart_budget_reaches_the_operator() {
+    let names = [
+        "MAX_CONCURRENT_RESTARTS",
+        "MAX_CONCURRENT_RESTARTS_PER_NAMESPACE",
+        "RESTART_TIMEOUT",
+    ];
+    let plain = docs(&helm_template(&[], &[]));
+    let got = names.map(|n| env(one(&plain, "Deployment"), n));
+    assert_eq!(got, ["10", "0", "10m"].map(|v| Some(v.to_owned())));
+    let set = docs(&helm_template(
+        &[],
+        &[
+            "--set",
+            "restarts.maxConcurrent=3,restarts.maxConcurrentPerNamespace=1,restarts.timeout=5m",
+        ],
+    ));
+    let got = names.map(|n| env(one(&set, "Deployment"), n));
+    assert_eq!(got, ["3", "1", "5m"].map(|v| Some(v.to_owned())));
+}
+
 /// Issue 32: `snapshots.restorePauseImage` (a mirror, for air-gapped clusters) reaches the
 /// operator as RESTORE_PAUSE_IMAGE; at its default the operator's own default stands.
 #[test]

@@ -299,3 +299,17 @@ fn a_restore_pause_image_that_names_no_image() {
         assert_names(&line, setting, "is not an image reference");
     }
 }
+
+/// Issue 33: the restart budget's settings refuse what is no count or duration, naming them.
+#[test]
+fn restart_budget_settings_that_parse_not() {
+    for (setting, value) in [
+        ("MAX_CONCURRENT_RESTARTS", "-1"),
+        ("MAX_CONCURRENT_RESTARTS", "many"),
+        ("MAX_CONCURRENT_RESTARTS_PER_NAMESPACE", "two"),
+        ("RESTART_TIMEOUT", "soon"),
+    ] {
+        let line = start_up_error(&[(setting, value)], &["run"]);
+        assert_names(&line, setting, value);
+    }
+}

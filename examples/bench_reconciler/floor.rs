@@ -89,6 +89,7 @@ pub async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     cluster_identity: None,
                     eviction: None,
                     node: None,
+                    restart_pending: None,
                 };
                 let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
                 apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)

@@ -101,6 +101,13 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         default_kubevirt_config: args.clusters.default_kubevirt_config.clone(),
         new_ownership_key: args.new_ownership_key,
         node_unreachable_grace: args.node_unreachable_grace,
+        restart_budget: Arc::new(reconciler::run::restart_budget::RestartBudget::new(
+            reconciler::decide::restart_budget::Limits {
+                global: args.max_concurrent_restarts,
+                per_namespace: args.max_concurrent_restarts_per_namespace,
+                timeout: args.restart_timeout,
+            },
+        )),
     };
 
     let slot = CertSlot::new();

@@ -51,6 +51,13 @@ pub struct Eviction {
     pub reason: String,
 }
 
+/// Restarts the budget rations, by `RestartPending`'s reason: `Restarting` (holding a slot) or
+/// `RestartPending` (waiting in line).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestartBudget {
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookResult {
     pub webhook: &'static str,
@@ -105,6 +112,7 @@ pub struct Metrics {
     pub data_volume_progress: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub network_configuration_errors: Family<NetworkError, Counter>,
     pub eviction_requests: Family<Eviction, Counter>,
+    pub restarts: Family<RestartBudget, Gauge>,
     pub admission_requests: Family<WebhookResult, Counter>,
     pub admission_duration: Family<Webhook, Histogram, Buckets>,
     pub admission_denials: Family<WebhookReason, Counter>,
@@ -186,6 +194,12 @@ impl Metrics {
             "Node drains that reached a Machine's VM (EvictionRequested appearing), by reason",
             eviction_requests.clone(),
         );
+        let restarts = Family::default();
+        registry.register(
+            "kubevirt_operator_restarts",
+            "Restarts under the restart budget, by reason: Restarting (holding a slot until the new VMI runs) or RestartPending (waiting in line)",
+            restarts.clone(),
+        );
         let admission_requests = Family::default();
         registry.register(
             "kubevirt_operator_admission_requests",
@@ -221,6 +235,7 @@ impl Metrics {
             data_volume_progress,
             network_configuration_errors,
             eviction_requests,
+            restarts,
             admission_requests,
             admission_duration,
             admission_denials,

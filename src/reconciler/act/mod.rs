@@ -26,10 +26,10 @@ use crate::reconciler::act::apply::Prover;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
-use crate::reconciler::decide::Decision;
 use crate::reconciler::decide::held;
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::status::reason;
+use crate::reconciler::decide::{Decision, own_vmi};
 use crate::reconciler::error::{Error, api_message, is_not_found};
 use crate::reconciler::observe::Observed;
 use crate::reconciler::run::cluster::Cluster;
@@ -59,6 +59,9 @@ pub struct Acted {
     pub restart: crate::reconciler::decide::restart::Restart,
     pub eviction: Option<crate::reconciler::decide::eviction::Eviction>,
     pub node: crate::reconciler::decide::node::Verdict,
+    /// The restart budget's `RestartPending`, and when to look again (waiting, or restarting).
+    pub restart_pending: Option<crate::reconciler::decide::restart_budget::Shown>,
+    pub restart_recheck_in: Option<std::time::Duration>,
 }
 
 /// Carries out `decision`.
@@ -212,6 +215,9 @@ pub async fn act(
     }
     // The adoptions and the restart announced at once (the adoptions even if the restart fails).
     let mut notices = adoption_notices(&decision.adopting, &problems);
+    let vmi = own_vmi(vm.as_ref(), o.vmi.as_ref());
+    let budget = restart::budget(ctx, machine, vmi, &mut decision.restart);
+    notices.extend(restart::waiting_notice(&budget));
     let restarted = restart::restart(cluster, &ns, &decision.restart).await;
     notices.extend(restarted.as_ref().ok().cloned().flatten());
     events::announce(&ctx.events, machine, notices);
@@ -226,6 +232,8 @@ pub async fn act(
         restart: decision.restart,
         eviction: decision.eviction,
         node: decision.node,
+        restart_pending: budget.shown,
+        restart_recheck_in: budget.recheck_in,
     })
 }
 

@@ -34,6 +34,7 @@ pub mod remote_namespace;
 pub mod remote_secrets;
 pub mod reprove;
 pub mod restart;
+pub mod restart_budget;
 pub mod spec;
 pub mod status;
 pub mod status_write;

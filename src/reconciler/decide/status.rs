@@ -59,6 +59,8 @@ pub struct Reconciled<'a> {
     pub eviction: Option<&'a super::eviction::Eviction>,
     /// The VM's node, not Ready past the grace: `Ready=False`, `NodeUnreachable`.
     pub node: Option<&'a super::node::Unreachable>,
+    /// The restart budget's word on this Machine: `RestartPending`.
+    pub restart_pending: Option<&'a super::restart_budget::Shown>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.
@@ -117,6 +119,10 @@ pub fn compute(
             r.eviction
                 .map(|e| Cond::new(EVICTION_REQUESTED, "True", e.reason, e.message.clone())),
         );
+        conds.extend(r.restart_pending.map(|p| {
+            let type_ = super::restart_budget::RESTART_PENDING;
+            Cond::new(type_, p.status, p.reason, p.message.clone())
+        }));
         (phase, conds, r.vm.map(|vm| vm.name_any()), r.vmi)
     };
 

@@ -58,6 +58,9 @@ pub struct Settings {
     /// How long a VM's node may be not Ready before the Machine says `NodeUnreachable`
     /// (`--node-unreachable-grace`).
     pub node_unreachable_grace: Duration,
+    /// Restarts at once, cluster-wide and per namespace (`--max-concurrent-restarts`...), for
+    /// the whole process (every scope and leader term).
+    pub restart_budget: Arc<super::restart_budget::RestartBudget>,
 }
 
 /// The reconciler's API clients, each with its own rate limiter: Events go through their own

@@ -17,6 +17,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod remotes;
 pub mod reprove;
+pub mod restart_budget;
 pub mod scopes;
 pub mod served_crd;
 pub mod status;

@@ -60,6 +60,9 @@ pub async fn run(
     let all: Vec<(Stores, ClusterStores)> = (scopes.iter())
         .map(|(_, ((s, _), (c, _)), _)| (s.clone(), c.clone()))
         .collect();
+    // A new term's restart budget: rebuilt from every scope's Machines.
+    let budget_machines = all.iter().map(|(s, _)| s.machines.clone()).collect();
+    settings.restart_budget.start_term(budget_machines);
     let parts: Vec<Arc<State>> = scopes.iter().map(|(_, _, s)| s.clone()).collect();
     let synced = tokio::spawn(async move {
         join_all(parts.iter().map(|p| p.synced())).await;

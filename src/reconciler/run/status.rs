@@ -87,6 +87,7 @@ pub async fn settle(
         cluster_identity: cluster.identity.as_deref(),
         eviction: acted.eviction.as_ref(),
         node: acted.node.unreachable(),
+        restart_pending: acted.restart_pending.as_ref(),
     };
 
     let key = key_of(machine);
@@ -136,8 +137,8 @@ pub async fn settle(
     Ok(Settled {
         status,
         blocked: !problems.is_empty(),
-        // A node within its grace: run again when it ends.
-        write_status_in: [write_in, acted.node.recheck_in()]
+        // A node within its grace, a restart waiting or under way: run again then.
+        write_status_in: [write_in, acted.node.recheck_in(), acted.restart_recheck_in]
             .into_iter()
             .flatten()
             .min(),

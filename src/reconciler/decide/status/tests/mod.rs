@@ -93,6 +93,7 @@ impl<'a> Case<'a> {
             cluster_identity: None,
             eviction: self.eviction.as_ref(),
             node: self.node.as_ref(),
+            restart_pending: None,
         };
         compute(previous, Some(3), &obs, now)
     }

@@ -1,0 +1,294 @@
+//! The restart budget's state (see `decide::restart_budget` for the rule): one per process,
+//! shared by every watch scope, so the limits hold cluster-wide. Only the leader reconciles, so
+//! only the leader's copy counts; each leader term starts empty and is rebuilt, at its first use,
+//! from the `RestartPending` conditions the Machines show (see [`rebuild`]).
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::api::Machine;
+use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
+use crate::reconciler::decide::restart::Restart;
+use crate::reconciler::decide::restart_budget::{
+    self as rule, Key, Limits, RESTART_PENDING, RESTARTING, Shown, State, Verdict, Vmi, rebuild,
+};
+use crate::reconciler::store::packed::Packed;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::RestartBudget as Label;
+
+/// How soon a waiting or restarting Machine is looked at again (besides its watches): when a
+/// slot frees, the first in line takes it within this.
+pub const RECHECK: Duration = Duration::from_secs(3);
+
+pub struct RestartBudget {
+    pub limits: Limits,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    state: State,
+    /// The Machine caches of this leader term's scopes.
+    machines: Vec<Store<Packed<Machine>>>,
+    rebuilt: bool,
+}
+
+/// What the budget made of one reconcile's restart.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// `RestartPending` to show.
+    pub shown: Option<Shown>,
+    /// Run again then (waiting, or holding a slot).
+    pub recheck_in: Option<Duration>,
+    /// Set when the Machine has just started waiting: the Event's note.
+    pub started_waiting: Option<String>,
+}
+
+impl RestartBudget {
+    pub fn new(limits: Limits) -> Self {
+        RestartBudget {
+            limits,
+            inner: Mutex::default(),
+        }
+    }
+
+    /// A new leader term: what an earlier term held is forgotten, and rebuilt from these caches
+    /// at the first restart decision (when they are filled).
+    pub fn start_term(&self, machines: Vec<Store<Packed<Machine>>>) {
+        *self.lock() = Inner {
+            machines,
+            ..Inner::default()
+        };
+    }
+
+    /// A poisoned lock still holds a consistent map (every change is one call).
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets `restart` go ahead, or holds it back (nothing deleted, nothing recorded, so it is
+    /// asked again) while the budget is spent; frees the Machine's slot once its new VMI runs.
+    pub fn gate(
+        &self,
+        metrics: &Metrics,
+        machine: &Machine,
+        vmi: Option<&VirtualMachineInstance>,
+        restart: &mut Restart,
+        now: Timestamp,
+    ) -> Gate {
+        let key: Key = (machine.namespace().unwrap_or_default(), machine.name_any());
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        if !inner.rebuilt {
+            inner.state = rebuild_from(&inner.machines);
+            inner.rebuilt = true;
+        }
+        let state = &mut inner.state;
+        forget_gone(state, &inner.machines);
+        state.expire(&self.limits, now);
+        let seen = vmi.and_then(|v| {
+            Some(Vmi {
+                uid: v.metadata.uid.as_deref()?,
+                running: (v.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running"),
+                deleting: v.metadata.deletion_timestamp.is_some(),
+            })
+        });
+        state.finish(&key, seen.as_ref());
+        let mut gate = Gate::default();
+        let verdict = match &restart.delete_vmi {
+            Some((_, uid, _)) => {
+                let verdict = rule::admit(state, &key, now, &self.limits);
+                match &verdict {
+                    Verdict::Go => state.start(&key, Some(uid.clone()), now),
+                    Verdict::Wait { message, .. } => {
+                        if !state.queue.contains_key(&key) {
+                            gate.started_waiting = Some(message.clone());
+                        }
+                        state.queue.entry(key.clone()).or_insert(now);
+                        hold(restart, machine);
+                    }
+                }
+                Some(verdict)
+            }
+            // No longer wanted (done some other way, or the change undone): out of line.
+            None => {
+                state.queue.remove(&key);
+                None
+            }
+        };
+        gate.shown = state.shown(&key, verdict.as_ref(), &self.limits);
+        gate.recheck_in = gate.shown.as_ref().map(|_| RECHECK);
+        count(metrics, state);
+        gate
+    }
+}
+
+/// Nothing deleted, and what was last acted on stays recorded, so the restart is asked again.
+fn hold(restart: &mut Restart, machine: &Machine) {
+    let status = machine.status.as_ref();
+    restart.delete_vmi = None;
+    restart.last_restart = status.and_then(|s| s.last_restart.clone());
+    restart.last_restart_generation = status.and_then(|s| s.last_restart_generation);
+}
+
+fn rebuild_from(machines: &[Store<Packed<Machine>>]) -> State {
+    let all: Vec<Machine> = (machines.iter())
+        .flat_map(|s| s.state())
+        .filter_map(|p| p.unpack().ok())
+        .collect();
+    let state = rebuild(all.iter().map(|m| {
+        let key = (m.namespace().unwrap_or_default(), m.name_any());
+        let conditions = m.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
+        (key, conditions)
+    }));
+    if !state.queue.is_empty() || !state.restarting.is_empty() {
+        tracing::info!(
+            restarting = state.restarting.len(),
+            waiting = state.queue.len(),
+            "restart budget rebuilt from the Machines' {RESTART_PENDING} conditions"
+        );
+    }
+    state
+}
+
+/// Machines no longer in any cache (deleted) give up their slot and place.
+fn forget_gone(state: &mut State, machines: &[Store<Packed<Machine>>]) {
+    if machines.is_empty() {
+        return;
+    }
+    let present = |(ns, name): &Key| {
+        let r = ObjectRef::new(name).within(ns);
+        machines.iter().any(|s| s.get(&r).is_some())
+    };
+    let gone: Vec<Key> = (state.restarting.keys())
+        .chain(state.queue.keys())
+        .filter(|k| !present(k))
+        .cloned()
+        .collect();
+    for k in gone {
+        state.forget(&k);
+    }
+}
+
+fn count(metrics: &Metrics, state: &State) {
+    for (reason, n) in [
+        (RESTARTING, state.restarting.len()),
+        (RESTART_PENDING, state.queue.len()),
+    ] {
+        let label = Label {
+            reason: reason.to_owned(),
+        };
+        metrics
+            .restarts
+            .get_or_create(&label)
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconciler::decide::restart::Cause;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+
+    fn machine(name: &str) -> Machine {
+        let spec = serde_json::from_value(serde_json::json!({})).expect("spec");
+        let mut m = Machine::new(name, spec);
+        m.metadata.namespace = Some("ns".into());
+        m
+    }
+
+    fn wanted(vmi_uid: &str) -> Restart {
+        Restart {
+            delete_vmi: Some(("vmi".into(), vmi_uid.into(), Cause::PendingChange(2))),
+            last_restart: None,
+            last_restart_generation: Some(2),
+        }
+    }
+
+    fn vmi(uid: &str, phase: &str) -> VirtualMachineInstance {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "vmi", "uid": uid}, "spec": {}, "status": {"phase": phase}
+        }))
+        .expect("vmi")
+    }
+
+    fn gauges(metrics: &Metrics) -> (bool, bool) {
+        let text = metrics.encode();
+        (
+            text.contains("kubevirt_operator_restarts{reason=\"Restarting\"} 1"),
+            text.contains("kubevirt_operator_restarts{reason=\"RestartPending\"} 1"),
+        )
+    }
+
+    fn apply(w: &mut Writer<Packed<Machine>>, m: &Machine) {
+        let packed = Packed::pack(m).expect("pack");
+        w.apply_watcher_event(&watcher::Event::Apply(packed));
+    }
+
+    #[test]
+    fn a_held_restart_deletes_and_records_nothing_and_a_freed_slot_goes_to_the_next() {
+        let limits = Limits {
+            global: 1,
+            per_namespace: 0,
+            timeout: Duration::from_secs(600),
+        };
+        let budget = RestartBudget::new(limits);
+        let (store, mut writer) = reflector::store();
+        let (a, b) = (machine("a"), machine("b"));
+        apply(&mut writer, &a);
+        apply(&mut writer, &b);
+        budget.start_term(vec![store]);
+        let metrics = Metrics::new();
+        let now = Timestamp::now();
+
+        let mut first = wanted("a-old");
+        let gate = budget.gate(&metrics, &a, None, &mut first, now);
+        assert!(first.delete_vmi.is_some(), "a goes");
+        assert_eq!(gate.shown.map(|s| s.reason), Some(RESTARTING));
+
+        let mut second = wanted("b-old");
+        let gate = budget.gate(&metrics, &b, None, &mut second, now);
+        assert_eq!(
+            second,
+            Restart::default(),
+            "held: nothing deleted or recorded"
+        );
+        assert_eq!(gate.shown.map(|s| s.reason), Some(RESTART_PENDING));
+        assert!(gate.started_waiting.is_some(), "the Event, once");
+        assert_eq!(gate.recheck_in, Some(RECHECK));
+        assert_eq!(gauges(&metrics), (true, true));
+        let gate = budget.gate(&metrics, &b, None, &mut wanted("b-old"), now);
+        assert!(gate.started_waiting.is_none(), "no second Event");
+
+        // a's new VMI runs: its slot frees, and b takes it.
+        let gate = budget.gate(
+            &metrics,
+            &a,
+            Some(&vmi("a-new", "Running")),
+            &mut Restart::default(),
+            now,
+        );
+        assert_eq!(gate.shown, None);
+        let mut again = wanted("b-old");
+        budget.gate(&metrics, &b, None, &mut again, now);
+        assert!(again.delete_vmi.is_some(), "b goes");
+
+        // b deleted: its slot is freed for others.
+        writer.apply_watcher_event(&watcher::Event::Delete(Packed::pack(&b).expect("pack")));
+        let mut third = wanted("a-newer");
+        budget.gate(
+            &metrics,
+            &a,
+            Some(&vmi("a-new", "Running")),
+            &mut third,
+            now,
+        );
+        assert!(third.delete_vmi.is_some(), "b's slot freed");
+    }
+}
