@@ -10,13 +10,12 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use access::{WAIT, create_admitted, machines};
-use kubevirt_operator::api::KubevirtConfig;
 use kubevirt_operator::api::names::{
     MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PROOF_ANNOTATION,
 };
@@ -34,25 +33,7 @@ async fn dc1(admin: &Client, remote: &Started) {
     let kubeconfig = remote
         .kubeconfig_yaml(remote.admin(), None)
         .expect("remote kubeconfig");
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dc1-kubeconfig"},
-        "stringData": {"kubeconfig": kubeconfig}
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), OP_NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("kubeconfig Secret");
-    let config: KubevirtConfig = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": {"name": "dc1"},
-        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS}
-    }))
-    .expect("config");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("KubevirtConfig");
+    access::register_cluster(admin, "dc1", Some(kubeconfig)).await;
 }
 
 async fn vm_of(client: &Client, op: &Proc, name: &str) -> VirtualMachine {
@@ -181,16 +162,7 @@ async fn check_orphans_lists_exactly_the_planted_leftovers() {
     op.kill();
 
     // A KubevirtConfig whose cluster cannot be looked at: said, not skipped silently.
-    let dc2: KubevirtConfig = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": {"name": "dc2"},
-        "spec": {"kubeconfigSecretRef": "dc2-kubeconfig", "secretNamespace": OP_NS}
-    }))
-    .expect("config");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &dc2)
-        .await
-        .expect("KubevirtConfig dc2");
+    access::register_cluster(&admin, "dc2", None).await;
 
     let key = ownership_key::read(&admin, OP_NS)
         .await

@@ -27,7 +27,6 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use access::{OP_NS, WAIT, rule};
-use kubevirt_operator::api::KubevirtConfig;
 use kubevirt_operator::api::names::PROOF_ANNOTATION;
 use kubevirt_operator::api::snapshots::{
     MachineRestore, MachineSnapshot, REMOTE_SNAPSHOT_FINALIZER,
@@ -62,29 +61,6 @@ fn remote_rules() -> Vec<PolicyRule> {
         .find(|r| r.name_any() == "kubevirt-operator-remote" && r.rules.is_some())
         .and_then(|r| r.rules)
         .expect("the remote ClusterRole")
-}
-
-/// KubevirtConfig `dc1` for the remote plane, reached as `remote-operator`.
-async fn register(admin: &Client, kubeconfig: String) {
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dc1-kubeconfig"},
-        "stringData": {"kubeconfig": kubeconfig}
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), OP_NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("kubeconfig Secret");
-    let config: KubevirtConfig = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": {"name": "dc1"},
-        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS}
-    }))
-    .expect("config");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("KubevirtConfig");
 }
 
 /// Replaces the kubeconfig in dc1's Secret.
@@ -133,7 +109,8 @@ async fn a_snapshot_and_a_restore_of_a_remote_machine_run_on_its_cluster() {
     let kubeconfig = remote
         .kubeconfig_yaml(remote.user(REMOTE_OPERATOR), None)
         .expect("remote kubeconfig");
-    register(&admin, kubeconfig.clone()).await;
+    // KubevirtConfig `dc1` for the remote plane, reached as `remote-operator`.
+    access::register_cluster(&admin, "dc1", Some(kubeconfig.clone())).await;
     let use_dc1 = PolicyRule {
         api_groups: Some(vec!["vitistack.io".into()]),
         resources: Some(vec!["kubevirtconfigs".into()]),

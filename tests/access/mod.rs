@@ -123,3 +123,32 @@ pub fn machine_object(name: &str, spec: serde_json::Value) -> DynamicObject {
     }))
     .expect("machine")
 }
+
+/// KubevirtConfig `name` for the cluster `kubeconfig` reaches (`None`: its Secret is not made,
+/// so the config cannot be looked at), the Secret `<name>-kubeconfig` in [`OP_NS`].
+pub async fn register_cluster(admin: &Client, name: &str, kubeconfig: Option<String>) {
+    let secret_name = format!("{name}-kubeconfig");
+    if let Some(kubeconfig) = kubeconfig {
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name},
+                "stringData": {"kubeconfig": kubeconfig}
+            }))
+            .expect("secret");
+        Api::namespaced(admin.clone(), OP_NS)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("kubeconfig Secret");
+    }
+    let config: kubevirt_operator::api::KubevirtConfig =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+            "metadata": {"name": name},
+            "spec": {"kubeconfigSecretRef": secret_name, "secretNamespace": OP_NS}
+        }))
+        .expect("config");
+    Api::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("KubevirtConfig");
+}

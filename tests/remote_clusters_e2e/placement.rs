@@ -3,15 +3,15 @@
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::access::wait_status;
 use crate::support::{Proc, Started};
 use crate::{NS, OP_NS, claim, condition, create, kubevirt, until, vm};
+use kubevirt_operator::api::Machine;
 use kubevirt_operator::api::names::PROOF_ANNOTATION;
-use kubevirt_operator::api::{KubevirtConfig, Machine};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
 /// KubevirtConfig `dc1`: the remote cluster, through a kubeconfig Secret.
@@ -23,25 +23,7 @@ pub async fn dc1(admin: &Client, remote: &Started) {
         "apiVersion: v1\nkind: Config\nclusters: [{{name: r, cluster: {{server: '{}', certificate-authority-data: {ca}}}}}]\nusers: [{{name: u, user: {{token: not-a-token}}}}]\ncontexts: [{{name: r, context: {{cluster: r, user: u}}}}]\ncurrent-context: r\n",
         remote.server_url()
     );
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dc1-kubeconfig"},
-        "stringData": {"kubeconfig": kubeconfig}
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), OP_NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("kubeconfig Secret");
-    let config: KubevirtConfig = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": {"name": "dc1"},
-        "spec": {"kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OP_NS}
-    }))
-    .expect("config");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("KubevirtConfig");
+    crate::access::register_cluster(admin, "dc1", Some(kubeconfig)).await;
 }
 
 /// Machines far (on dc1) and near (local); far's VM once dc1's credentials are rotated.
