@@ -56,10 +56,6 @@ pub async fn execute(
             }
         }
     }
-    // A remote Machine's credential copies go last, once nothing there reads them.
-    if let Some(cluster) = cluster.filter(|_| plan.remove_finalizer) {
-        super::remote_secrets::remove_all(cluster, machine).await?;
-    }
     if cluster.is_none() && plan.remove_finalizer {
         tracing::warn!(
             "cluster unavailable and vitistack.io/abandon-remote is \"true\": the Machine goes, what it made there stays"

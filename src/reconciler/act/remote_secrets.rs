@@ -126,18 +126,6 @@ async fn copy<K: Copied>(
     }
 }
 
-/// Deletes the copies proven for `machine` on its cluster (with the Machine).
-pub async fn remove_all(cluster: &Cluster, machine: &Machine) -> Result<(), Error> {
-    let name = machine.name_any();
-    let wanted = decide::wanted(&name, &machine.spec.disks, &machine.spec.cdroms);
-    let data_volumes: std::collections::BTreeSet<String> =
-        wanted.into_iter().map(|w| w.data_volume).collect();
-    for dv in data_volumes {
-        remove_for(cluster, machine, &dv).await?;
-    }
-    Ok(())
-}
-
 /// Deletes the copies proven for `machine` that DataVolume `data_volume` would read (with a
 /// removed CD-ROM's DataVolume, or with the Machine).
 pub async fn remove_for(

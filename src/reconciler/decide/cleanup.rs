@@ -141,7 +141,12 @@ pub fn planned(o: &Remains) -> Plan {
     for (meta, ours) in attachments {
         (plan.actions).extend(delete_if(Kind::Attachment, meta, ours, Reason::Unused));
     }
-    // 5. Everything made for it is gone or kept: the Machine goes.
+    // 5. A remote Machine's credential copies that are ours, once nothing there reads them.
+    for (i, (kind, meta)) in o.credential_copies.iter().enumerate() {
+        let ours = ours(&judged.credential_copies, i);
+        (plan.actions).extend(delete_if(*kind, meta, ours, Reason::Ours));
+    }
+    // 6. Everything made for it is gone or kept: the Machine goes.
     plan.remove_finalizer = true;
     plan
 }

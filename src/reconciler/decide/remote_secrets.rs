@@ -83,6 +83,22 @@ pub fn wanted(machine: &str, disks: &[Disk], cdroms: &[Cdrom]) -> Vec<Wanted> {
     out
 }
 
+/// The names a remote Machine's credential copies may have, each DataVolume's Secret and
+/// ConfigMap (whether or not its source names one now): what its deletion looks for.
+pub fn copies(machine: &str, spec: &crate::api::MachineSpec) -> Vec<(Kind, String)> {
+    let data_volumes: std::collections::BTreeSet<String> =
+        wanted(machine, &spec.disks, &spec.cdroms)
+            .into_iter()
+            .map(|w| w.data_volume)
+            .collect();
+    (data_volumes.iter())
+        .flat_map(|dv| {
+            [Credential::Secret, Credential::ConfigMap]
+                .map(|what| (what.kind(), copy_name(dv, what)))
+        })
+        .collect()
+}
+
 fn credentials(source: &DiskSource) -> Vec<(Credential, &str)> {
     let http = source.http.as_ref();
     let secrets = (http.and_then(|h| h.secret_ref.as_ref()))

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -21,9 +21,9 @@ use crate::reconciler::decide::disks::{Release, keep, release_of};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
-use crate::reconciler::decide::remote;
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
+use crate::reconciler::decide::{remote, remote_secrets};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
@@ -58,6 +58,9 @@ pub struct Remains {
     /// Attachments of its networks that no other live Machine there names (where Multus is
     /// served).
     pub attachments: Vec<Attachment>,
+    /// On a remote cluster, the copies of its disk sources' credentials found there (Secrets
+    /// and ConfigMaps, see `decide::remote_secrets`).
+    pub credential_copies: Vec<(Kind, ObjectMeta)>,
     /// Whose each of the objects above is.
     pub verdicts: Verdicts,
 }
@@ -77,6 +80,8 @@ pub struct Verdicts {
     pub derived_secret: bool,
     /// In the order of [`Remains::attachments`]: ours.
     pub attachments: Vec<bool>,
+    /// In the order of [`Remains::credential_copies`]: ours.
+    pub credential_copies: Vec<bool>,
 }
 
 /// The evidence on one of the Machine's claims or DataVolumes.
@@ -97,6 +102,7 @@ pub struct Read<'a> {
     pub removed_data_volumes: &'a [ObjectMeta],
     pub derived_secret: Option<&'a ObjectMeta>,
     pub attachments: &'a [Attachment],
+    pub credential_copies: &'a [(Kind, ObjectMeta)],
 }
 
 impl Remains {
@@ -109,6 +115,7 @@ impl Remains {
             removed_data_volumes: &self.removed_data_volumes,
             derived_secret: self.derived_secret.as_ref(),
             attachments: &self.attachments,
+            credential_copies: &self.credential_copies,
         }
     }
 }
@@ -137,6 +144,9 @@ pub fn judge(read: &Read, me: MachineRef, key: &OwnershipKey) -> Verdicts {
             .collect(),
         derived_secret: (read.derived_secret).is_some_and(|s| ours(Kind::Secret, s)),
         attachments: attachments.collect(),
+        credential_copies: (read.credential_copies.iter())
+            .map(|(kind, meta)| ours(*kind, meta))
+            .collect(),
     }
 }
 
@@ -191,6 +201,7 @@ pub async fn remains(
         removed_data_volumes: Vec::new(),
         derived_secret: None,
         attachments: Vec::new(),
+        credential_copies: Vec::new(),
         verdicts: Verdicts::default(),
     };
     let cluster = match cluster {
@@ -269,6 +280,20 @@ pub async fn remains(
             attachments.push(attachment);
         }
     }
+    let mut credential_copies = Vec::new();
+    if remote {
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        for (kind, copy) in remote_secrets::copies(&name, &spec) {
+            let found = match kind {
+                Kind::ConfigMap => config_maps
+                    .get_metadata_opt(&copy)
+                    .await?
+                    .map(|m| m.metadata),
+                _ => secrets.get_metadata_opt(&copy).await?.map(|m| m.metadata),
+            };
+            credential_copies.extend(found.map(|meta| (kind, meta)));
+        }
+    }
     // Judged once, here, on what was just read, for the Machine's name and uid.
     let read = Read {
         remote,
@@ -277,6 +302,7 @@ pub async fn remains(
         removed_data_volumes: &removed_data_volumes,
         derived_secret: derived_secret.as_ref(),
         attachments: &attachments,
+        credential_copies: &credential_copies,
     };
     o.verdicts = judge(&read, me, &cluster.key);
     o.vm = vm;
@@ -284,5 +310,6 @@ pub async fn remains(
     o.removed_data_volumes = removed_data_volumes;
     o.derived_secret = derived_secret;
     o.attachments = attachments;
+    o.credential_copies = credential_copies;
     Ok(o)
 }

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -18,9 +17,7 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
-use super::remotes::CACHES_FILLING;
 use super::status;
-use super::watches::key_of;
 use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::Packed;
@@ -160,29 +157,28 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         }
         cluster_message = plan.cluster_message;
     }
-    // While its remote cluster cannot be worked on, nothing is made, changed or deleted
-    // anywhere, and the status says why (`ClusterReady=False`): the Machine is blocked.
-    let cluster = match cluster {
-        Ok(cluster) => cluster,
+    // While its remote cluster cannot be worked on, or (remote) its namespace there is not the
+    // operator's (`NamespaceConflict`), nothing is made, changed or deleted anywhere, and the
+    // status says why (`ClusterReady=False`): the Machine is blocked.
+    let refused = match &cluster {
         Err((name, why)) => {
-            let message = cluster_message.unwrap_or(why.message);
-            unready(ctx, machine, (name.as_str(), why.reason.as_str(), &message)).await?;
-            return Ok(Reconciled {
-                blocked: true,
-                write_status_in: None,
-            });
+            let message = cluster_message.unwrap_or_else(|| why.message.clone());
+            Some((name.clone(), why.reason.clone(), message))
         }
+        Ok(cluster) => act::remote::namespace(cluster, &ns).await?.map(|why| {
+            let name = cluster.name.clone().unwrap_or_default();
+            (name, why.reason, why.message)
+        }),
     };
-    // On a remote cluster, only in a namespace the operator made (`NamespaceConflict`).
-    let ns = machine.namespace().unwrap_or_default();
-    if let Some(why) = act::remote::namespace(&cluster, &ns).await? {
-        let name = cluster.name.as_deref().unwrap_or_default();
-        unready(ctx, machine, (name, why.reason.as_str(), &why.message)).await?;
+    let (Ok(cluster), None) = (cluster, &refused) else {
+        if let Some((name, reason, message)) = &refused {
+            status::unready(ctx, machine, (name, reason, message)).await?;
+        }
         return Ok(Reconciled {
             blocked: true,
             write_status_in: None,
         });
-    }
+    };
     let observed = observe::observe(machine, ctx, &cluster).await?;
     let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
     let acted = act::act(ctx, &cluster, &observed, decision).await?;
@@ -195,26 +191,6 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         blocked: settled.blocked,
         write_status_in: settled.write_status_in,
     })
-}
-
-/// The previous status with `ClusterReady` and `Ready` False for `(cluster, reason, message)`,
-/// written when that changes anything (not while the cluster's caches fill: that is brief, and
-/// its Machines run again once they are filled).
-async fn unready(ctx: &Context, machine: &Machine, why: (&str, &str, &str)) -> Result<(), Error> {
-    if why.1 == CACHES_FILLING {
-        return Ok(());
-    }
-    let stored = (ctx.statuses).newer_than(&key_of(machine), machine.resource_version().as_deref());
-    let old = stored.as_ref().or(machine.status.as_ref());
-    let generation = machine.metadata.generation;
-    let new = decide::status::cluster::unready(old, generation, why, Timestamp::now());
-    if decide::status_write::differs(old, &new) {
-        let ns = machine.namespace().unwrap_or_default();
-        let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-        let now = std::time::Instant::now();
-        act::status::write(ctx, machine, &api, old, new, now, |_, _| {}).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::api::{Machine, MachineStatus};
 use super::cluster::Cluster;
 use super::context::Context;
 use super::metrics;
+use super::remotes::CACHES_FILLING;
 use super::watches::key_of;
 use crate::reconciler::act::{self, Acted};
 use crate::reconciler::decide::desired::meta::pvc_name;
@@ -143,4 +144,28 @@ pub async fn settle(
             .flatten()
             .min(),
     })
+}
+
+/// The previous status with `ClusterReady` and `Ready` False for `(cluster, reason, message)`,
+/// written when that changes anything (not while the cluster's caches fill: that is brief, and
+/// its Machines run again once they are filled).
+pub async fn unready(
+    ctx: &Context,
+    machine: &Machine,
+    why: (&str, &str, &str),
+) -> Result<(), Error> {
+    if why.1 == CACHES_FILLING {
+        return Ok(());
+    }
+    let stored = (ctx.statuses).newer_than(&key_of(machine), machine.resource_version().as_deref());
+    let old = stored.as_ref().or(machine.status.as_ref());
+    let generation = machine.metadata.generation;
+    let new = status::cluster::unready(old, generation, why, Timestamp::now());
+    if status_write::differs(old, &new) {
+        let ns = machine.namespace().unwrap_or_default();
+        let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+        let now = std::time::Instant::now();
+        act::status::write(ctx, machine, &api, old, new, now, |_, _| {}).await?;
+    }
+    Ok(())
 }

@@ -108,6 +108,7 @@ fn remains(m: Machine) -> Remains {
         removed_data_volumes: vec![],
         derived_secret: None,
         attachments: vec![],
+        credential_copies: vec![],
         verdicts: Verdicts::default(),
     }
 }
