@@ -356,3 +356,28 @@ fn nothing_found_lets_the_machine_go_and_without_our_finalizer_nothing_is_done()
     o.volumes.push(claim(Proof::Made, true));
     assert_eq!(planned(&o, &key()), Plan::default());
 }
+
+#[test]
+fn a_remote_machines_credential_copies_go_last_and_only_when_proven() {
+    use Proof::*;
+    // (row, the Secret copy's proof, expected)
+    let copy = "m-data-credentials";
+    let rows = [
+        ("proven", Made, deleted(Kind::Secret, copy, Reason::Ours)),
+        (
+            "someone else's",
+            None,
+            left(Kind::Secret, copy, Reason::NotOurs),
+        ),
+    ];
+    for (row, proof, want) in rows {
+        let mut o = deleting(Deletion::Remote);
+        o.volumes.push(claim(Made, false));
+        let copy_meta = meta(Kind::Secret, copy, proof, false);
+        o.credential_copies.push((Kind::Secret, copy_meta));
+        let plan = planned(&o, &key());
+        let claim_deleted = deleted(Kind::Claim, "m-data", Reason::Ours);
+        assert_eq!(plan.actions, [claim_deleted, want], "{row}");
+        assert!(plan.remove_finalizer, "{row}");
+    }
+}
