@@ -343,7 +343,9 @@ fn tally_counts_per_cluster_and_kind_and_never_zero_for_a_cluster_not_looked_at(
         ]))
     };
     let gone = orphan(Why::MachineGone);
-    let cases: Vec<(&str, Vec<Found>, Vec<String>, Vec<String>, Tally)> = vec![
+    // What, found, checked, unchecked, the tally.
+    type Case = (&'static str, Vec<Found>, Vec<String>, Vec<String>, Tally);
+    let cases: Vec<Case> = vec![
         (
             "nothing anywhere: zeros for every kind",
             vec![],
