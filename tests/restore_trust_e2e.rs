@@ -377,5 +377,38 @@ async fn a_wait_for_first_consumer_class_restores_and_boots() {
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));
+    // The operator may make Pods in any namespace (its ClusterRole): it made only this one, in
+    // the Machine's namespace, and deleted only it; no Pod was ever patched, updated or watched
+    // (the storage played here lists Pods: its list is the only other Pod request).
+    let pod_requests: Vec<_> = (env.audited_requests().expect("audit log").into_iter())
+        .filter(|r| r.resource == "pods" && r.api_group.is_empty())
+        .collect();
+    let made: Vec<_> = (pod_requests.iter())
+        .filter(|r| r.verb == "create" && r.code < 300)
+        .collect();
+    assert!(!made.is_empty(), "the consumer Pod's create audited");
+    for r in &pod_requests {
+        match r.verb.as_str() {
+            "create" | "delete" | "get" => assert_eq!(
+                (r.namespace.as_str(), r.name.as_str()),
+                (NS, "undo-bind"),
+                "{r:?}"
+            ),
+            "list" => assert_eq!(r.namespace, NS, "{r:?}"),
+            _ => panic!("a Pod request beyond get, create and delete: {r:?}"),
+        }
+    }
+    // And RBAC grants it no more on Pods.
+    let role = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac/cluster_role.yaml"),
+    )
+    .expect("cluster role");
+    let role: k8s_openapi::api::rbac::v1::ClusterRole =
+        serde_yaml::from_str(&role).expect("ClusterRole YAML");
+    let on_pods: Vec<Vec<String>> = (role.rules.iter().flatten())
+        .filter(|r| r.resources.iter().flatten().any(|x| x == "pods"))
+        .map(|r| r.verbs.clone())
+        .collect();
+    assert_eq!(on_pods, [["get", "create", "delete"]]);
     snapshots::still_up(&mut op);
 }
