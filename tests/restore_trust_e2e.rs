@@ -32,7 +32,8 @@ use snapshots::restore::{
     WFFC, in_phase, kubevirt_completes, kubevirt_restores_in, restored_claim, stopped_for, undo,
 };
 use snapshots::trust::{
-    MALLORY, adopting_held, data_source, mallory, name_of, planted, release, unwatched,
+    MALLORY, adopting_held, data_source, mallory, name_of, only_its_consumer_pod, planted, release,
+    unwatched,
 };
 use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, snapshot_of_web};
 
@@ -377,38 +378,6 @@ async fn a_wait_for_first_consumer_class_restores_and_boots() {
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));
-    // The operator may make Pods in any namespace (its ClusterRole): it made only this one, in
-    // the Machine's namespace, and deleted only it; no Pod was ever patched, updated or watched
-    // (the storage played here lists Pods: its list is the only other Pod request).
-    let pod_requests: Vec<_> = (env.audited_requests().expect("audit log").into_iter())
-        .filter(|r| r.resource == "pods" && r.api_group.is_empty())
-        .collect();
-    let made: Vec<_> = (pod_requests.iter())
-        .filter(|r| r.verb == "create" && r.code < 300)
-        .collect();
-    assert!(!made.is_empty(), "the consumer Pod's create audited");
-    for r in &pod_requests {
-        match r.verb.as_str() {
-            "create" | "delete" | "get" => assert_eq!(
-                (r.namespace.as_str(), r.name.as_str()),
-                (NS, "undo-bind"),
-                "{r:?}"
-            ),
-            "list" => assert_eq!(r.namespace, NS, "{r:?}"),
-            _ => panic!("a Pod request beyond get, create and delete: {r:?}"),
-        }
-    }
-    // And RBAC grants it no more on Pods.
-    let role = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac/cluster_role.yaml"),
-    )
-    .expect("cluster role");
-    let role: k8s_openapi::api::rbac::v1::ClusterRole =
-        serde_yaml::from_str(&role).expect("ClusterRole YAML");
-    let on_pods: Vec<Vec<String>> = (role.rules.iter().flatten())
-        .filter(|r| r.resources.iter().flatten().any(|x| x == "pods"))
-        .map(|r| r.verbs.clone())
-        .collect();
-    assert_eq!(on_pods, [["get", "create", "delete"]]);
+    only_its_consumer_pod(&env, "undo-bind");
     snapshots::still_up(&mut op);
 }
