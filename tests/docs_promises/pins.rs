@@ -4,6 +4,8 @@
 type Pin = (&'static str, &'static [&'static str]);
 
 const TRUST: &str = "tests/snapshot_trust_e2e.rs::forged_squatted_failed_and_predecessors_snapshots_leave_the_backups";
+const OWN: &str =
+    "src/snapshots/scheduler/seen.rs::only_snapshots_proven_for_a_machine_uid_are_its_own";
 const RETENTION: &str = "src/snapshots/schedule/tests.rs::retention_counts_good_snapshots_only_and_keeps_failures_until_superseded";
 const DUE: &str = "src/snapshots/schedule/tests.rs::what_is_due_at_an_instant";
 const FORGED_READY: &str =
@@ -65,11 +67,12 @@ pub const PINS: &[Pin] = &[
     ),
     (
         "What counts as a scheduled snapshot is decided on evidence, never on the label or the annotation (anyone who may create MachineSnapshots can set those; they are descriptions only).",
-        &[TRUST, FORGED_READY],
+        &[OWN, TRUST, FORGED_READY],
     ),
     (
         "`keep` counts only the operator's own snapshots of this Machine's uid, and only `Succeeded` ones count towards it; beyond it the oldest good ones are deleted (by uid).",
         &[
+            OWN,
             RETENTION,
             TRUST,
             "tests/snapshot_schedule_e2e.rs::a_schedule_takes_snapshots_when_due_and_keeps_keep",
@@ -85,7 +88,7 @@ pub const PINS: &[Pin] = &[
     ),
     (
         "Snapshots made by hand, or labelled and annotated by hand (even with a far-future `scheduled-for`), are never counted, never deleted, and never stop a run.",
-        &[TRUST],
+        &[OWN, TRUST],
     ),
     (
         "takes the next free name (`-1`, `-2`, then a suffix derived from the operator's key): a run is never skipped.",
@@ -96,7 +99,7 @@ pub const PINS: &[Pin] = &[
     ),
     (
         "A Machine deleted and made again under the same name owns none of its predecessor's snapshots: its schedule never prunes them, and `status.snapshots` lists them after its own with `earlierMachine: true` (at most five of each).",
-        &[TRUST, LISTED],
+        &[OWN, TRUST, LISTED],
     ),
     (
         "A schedule never fires more often than `--min-snapshot-interval` (default 15 minutes, `0s` for none;",
@@ -135,7 +138,7 @@ pub const PINS: &[Pin] = &[
     ),
     (
         "Scheduled snapshots made before this rule carry no proof: they are never pruned and can be deleted by hand.",
-        &[TRUST],
+        &[OWN, TRUST],
     ),
     // Restore
     (
