@@ -32,7 +32,8 @@ use snapshots::restore::{
     WFFC, in_phase, kubevirt_completes, kubevirt_restores_in, restored_claim, stopped_for, undo,
 };
 use snapshots::trust::{
-    MALLORY, adopting_held, data_source, mallory, name_of, planted, release, unwatched,
+    MALLORY, adopting_held, data_source, mallory, name_of, only_its_consumer_pod, planted, release,
+    unwatched,
 };
 use snapshots::{NS, claims_of, dynamic, eventually, restore_phase, running_web, snapshot_of_web};
 
@@ -377,5 +378,6 @@ async fn a_wait_for_first_consumer_class_restores_and_boots() {
     let vm = vms.get("web").await.expect("VM");
     assert_eq!(claims_of(&vm), ["web-root", "web-data"]);
     assert_eq!(vm.spec.run_strategy.as_deref(), Some("Always"));
+    only_its_consumer_pod(&env, "undo-bind");
     snapshots::still_up(&mut op);
 }

@@ -4,19 +4,23 @@
 //! namespace: forged `scheduled` labels and far-future `scheduled-for` annotations, and snapshots
 //! made by hand, delete nothing and stop nothing; a squatted `<machine>-<due>` name does not skip the run; `keep`
 //! failures in a row leave the good backups; a re-created Machine prunes none of its
-//! predecessor's snapshots; a namespace at its MachineSnapshot quota delays no other's; at most
-//! `--max-snapshots-in-flight` scheduled snapshots are taken at once. The
-//! MachineSnapshot controller's status writes and the quota controller's count are played by
-//! the admin.
+//! predecessor's snapshots; a scheduled snapshot made before the operator's proof is never
+//! pruned. Bounded work (`bounds.rs`): a namespace at its MachineSnapshot quota delays no
+//! other's; at most `--max-snapshots-in-flight` scheduled snapshots are taken at once, the
+//! longest due first. The MachineSnapshot controller's status writes and the quota
+//! controller's count are played by the admin.
 
 mod scheduling;
 mod support;
+
+mod snapshot_trust_e2e {
+    mod bounds;
+}
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -113,18 +117,20 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     }
     let good = vec![stamp("db", hour(0)), stamp("db", hour(1))];
     assert_eq!(names(&snaps).await, good);
+    // A scheduled snapshot from before the made-for proof, as the operator then made it (name,
+    // label, annotation, no proof), taken: the oldest good one, yet never the schedule's to prune.
+    let legacy = stamp("db", hour(-1));
+    snaps
+        .create(
+            &PostParams::default(),
+            &forged_by_label(&legacy, &hour(-1).to_rfc3339()),
+        )
+        .await
+        .expect("a snapshot from before the proof");
+    finished(&snaps, &legacy, "Succeeded").await;
 
     // Mallory's forgeries: labelled scheduled, due in 2099, and the next run's name squatted.
-    let forged = |name: &str, due: &str| -> MachineSnapshot {
-        serde_json::from_value(json!({
-            "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
-            "metadata": {"name": name,
-                "labels": {SCHEDULED_LABEL: "true", "vitistack.io/machine": "db"},
-                "annotations": {SCHEDULED_FOR_ANNOTATION: due}},
-            "spec": {"machineName": "db"}
-        }))
-        .expect("snapshot")
-    };
+    let forged = forged_by_label;
     let mut planted = vec![stamp("db", hour(2))];
     for y in 0..3 {
         planted.push(format!("db-2099010{}0000", y + 1));
@@ -159,7 +165,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     let run2 = made_since(&snaps, &before).await;
     assert!(run2.starts_with(&stamp("db", hour(2))), "{run2}");
     let all = names(&snaps).await;
-    for n in good.iter().chain(&planted) {
+    for n in good.iter().chain(&planted).chain([&legacy]) {
         assert!(all.contains(n), "{n} deleted: {all:?}");
     }
     // Mallory's 2099 ones stop nothing: hour 3 is taken too.
@@ -188,7 +194,7 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     )
     .await;
     let mut expected: Vec<String> = planted.clone();
-    expected.extend([stamp("db", hour(4)), stamp("db", hour(5))]);
+    expected.extend([legacy.clone(), stamp("db", hour(4)), stamp("db", hour(5))]);
     expected.sort();
     assert_eq!(names(&snaps).await, expected);
 
@@ -229,133 +235,29 @@ async fn forged_squatted_failed_and_predecessors_snapshots_leave_the_backups() {
     )
     .await;
     let all = names(&snaps).await;
-    for n in [stamp("db", hour(4)), stamp("db", hour(5))] {
+    for n in [stamp("db", hour(4)), stamp("db", hour(5)), legacy.clone()] {
         assert!(all.contains(&n), "the predecessor's {n} pruned: {all:?}");
     }
+    // The one from before the proof is deleted by hand, like any snapshot.
+    snaps
+        .delete(&legacy, &DeleteParams::default())
+        .await
+        .expect("deleted by hand");
+    support::eventually_with(WAIT, "the old snapshot gone", String::new, || async {
+        snaps.get_opt(&legacy).await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_namespace_at_its_snapshot_quota_delays_no_other_namespace() {
-    let (full, free) = ("aquota", "zfree");
-    let cp = Fixture::new()
-        .with_all_crds()
-        .namespace(full)
-        .namespace(free)
-        .start()
-        .await;
-    let admin = cp.admin_client().await;
-    let quota: ResourceQuota = serde_json::from_value(json!({
-        "metadata": {"name": "no-snapshots"},
-        "spec": {"hard": {"count/machinesnapshots.vitistack.io": "0"}}
+/// A MachineSnapshot of `db` labelled and annotated as a scheduled one due at `due`, without
+/// the operator's proof: what a user can write, and what the operator wrote before the proof.
+fn forged_by_label(name: &str, due: &str) -> MachineSnapshot {
+    serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+        "metadata": {"name": name,
+            "labels": {SCHEDULED_LABEL: "true", "vitistack.io/machine": "db"},
+            "annotations": {SCHEDULED_FOR_ANNOTATION: due}},
+        "spec": {"machineName": "db"}
     }))
-    .expect("quota");
-    let quotas: Api<ResourceQuota> = Api::namespaced(admin.clone(), full);
-    quotas
-        .create(&PostParams::default(), &quota)
-        .await
-        .expect("quota");
-    // Played: kube-controller-manager's quota controller counts it (none used); the API
-    // server's ResourceQuota admission enforces it.
-    quotas
-        .patch_status(
-            "no-snapshots",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "hard": {"count/machinesnapshots.vitistack.io": "0"},
-                "used": {"count/machinesnapshots.vitistack.io": "0"}}})),
-        )
-        .await
-        .expect("quota status");
-
-    let schedule = json!({"template": "small", "snapshots": {"schedule": "0 * * * *"}});
-    let mut newest = None;
-    for i in 0..6 {
-        newest = Some(machine(&admin, full, &format!("m{i}"), schedule.clone()).await);
-    }
-    let other = machine(&admin, free, "other", schedule.clone()).await;
-    let created = [newest.expect("machines"), other];
-    let at = created.iter().map(first_hour).max().expect("hour");
-    let clock = Arc::new(Hands(Mutex::new(at)));
-    let ctx = context(&admin, clock.clone());
-    // Checked as often as a leader would within the minute: the free namespace's snapshot is
-    // made; each Machine of the full namespace fails alone, says why, and waits its retry.
-    let mut retries = Retries::default();
-    let report = check(&ctx, &clock, at, &mut retries).await;
-    assert_eq!(report.failed.len(), 6, "{report:?}");
-    assert!(
-        report
-            .failed
-            .iter()
-            .all(|(m, e)| m.starts_with(full) && e.contains("exceeded quota")),
-        "{report:?}"
-    );
-    let report = check(
-        &ctx,
-        &clock,
-        at + chrono::Duration::seconds(20),
-        &mut retries,
-    )
-    .await;
-    assert!(report.failed.is_empty(), "{report:?}");
-    assert_eq!(report.waiting.len(), 6, "{report:?}");
-    let report = check(
-        &ctx,
-        &clock,
-        at + chrono::Duration::seconds(31),
-        &mut retries,
-    )
-    .await;
-    assert_eq!(report.failed.len(), 6, "retried after 30 s: {report:?}");
-    let free_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), free);
-    assert_eq!(names(&free_snaps).await, [stamp("other", at)]);
-    let full_snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), full);
-    assert!(names(&full_snaps).await.is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_most_max_in_flight_scheduled_snapshots_are_taken_at_once() {
-    let ns = "flight";
-    let cp = Fixture::new().with_all_crds().namespace(ns).start().await;
-    let admin = cp.admin_client().await;
-    let snaps: Api<MachineSnapshot> = Api::namespaced(admin.clone(), ns);
-    let schedule = json!({"template": "small", "snapshots": {"schedule": "0 * * * *"}});
-    let mut made = Vec::new();
-    for name in ["a", "b", "c"] {
-        made.push(machine(&admin, ns, name, schedule.clone()).await);
-    }
-    let at = made.iter().map(first_hour).max().expect("hour");
-    let clock = Arc::new(Hands(Mutex::new(at)));
-    let mut ctx = context(&admin, clock.clone());
-    ctx.settings.limits.max_in_flight = 2;
-    let mut retries = Retries::default();
-    // Three due, two slots: two taken, the third waits (not failed, not skipped).
-    let report = check(&ctx, &clock, at, &mut retries).await;
-    assert_eq!(report.made.len(), 2, "{report:?}");
-    assert_eq!(report.deferred.len(), 1, "{report:?}");
-    assert!(report.failed.is_empty(), "{report:?}");
-    let report = check(
-        &ctx,
-        &clock,
-        at + chrono::Duration::seconds(30),
-        &mut retries,
-    )
-    .await;
-    assert!(report.made.is_empty(), "both still in flight: {report:?}");
-    assert_eq!(report.deferred.len(), 1, "{report:?}");
-    // One finishes: the third is taken, for the same due time.
-    let first = names(&snaps).await[0].clone();
-    finished(&snaps, &first, "Succeeded").await;
-    let report = check(
-        &ctx,
-        &clock,
-        at + chrono::Duration::seconds(60),
-        &mut retries,
-    )
-    .await;
-    assert_eq!(report.made.len(), 1, "{report:?}");
-    let all = names(&snaps).await;
-    assert_eq!(all.len(), 3, "{all:?}");
-    for m in ["a", "b", "c"] {
-        assert!(all.contains(&stamp(m, at)), "{m}: {all:?}");
-    }
+    .expect("snapshot")
 }

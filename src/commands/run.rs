@@ -240,10 +240,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                     scopes: settings.scopes.clone(),
                     namespace: settings.namespace.clone(),
                     clock: Arc::new(crate::snapshots::SystemClock),
-                    tick: settings
-                        .reconcile_interval
-                        .min(crate::snapshots::context::MAX_TICK)
-                        .max(Duration::from_secs(1)),
+                    tick: crate::snapshots::context::tick_for(settings.reconcile_interval),
                     limits: snapshot_limits,
                     pause_image: pause_image.clone(),
                     clusters: registry.clone(),

@@ -75,3 +75,27 @@ pub const NO_KUBEVIRT_SNAPSHOTS: &str = "KubeVirt's snapshot API (snapshot.kubev
 
 /// Schedules are minute-grained: checking at least every 30 s keeps them within the minute.
 pub const MAX_TICK: Duration = Duration::from_secs(30);
+
+/// How often schedules are checked for a reconcile interval: as often, at most every
+/// [`MAX_TICK`], and not more often than every second.
+pub fn tick_for(reconcile_interval: Duration) -> Duration {
+    reconcile_interval.min(MAX_TICK).max(Duration::from_secs(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_are_checked_every_reconcile_interval_at_most_every_30_s() {
+        let s = Duration::from_secs;
+        for (interval, tick) in [
+            (s(2), s(2)),
+            (s(30), s(30)),
+            (s(300), s(30)),
+            (Duration::from_millis(100), s(1)),
+        ] {
+            assert_eq!(tick_for(interval), tick, "{interval:?}");
+        }
+    }
+}

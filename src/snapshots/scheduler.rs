@@ -223,11 +223,12 @@ async fn check(
             }
         }
     }
-    // The longest due first; at most `max_in_flight` being taken at once.
+    // The longest due first; at most `max_in_flight` being taken at once. A create that
+    // failed (its namespace at its quota) made nothing to wait for: the next one takes its slot.
     due.sort();
-    let slots = limits.max_in_flight.saturating_sub(seen.in_flight);
-    for (i, (d, (ns, name, uid))) in due.into_iter().enumerate() {
-        if i >= slots {
+    let mut slots = limits.max_in_flight.saturating_sub(seen.in_flight);
+    for (d, (ns, name, uid)) in due {
+        if slots == 0 {
             report.deferred.push(format!("{ns}/{name}"));
             continue;
         }
@@ -236,6 +237,7 @@ async fn check(
             Ok(made) => {
                 tracing::info!(machine = %name, namespace = %ns, snapshot = %made, "scheduled snapshot made");
                 report.made.push(format!("{ns}/{made}"));
+                slots -= 1;
             }
             Err(e) => report.failed.push((format!("{ns}/{name}"), e)),
         }

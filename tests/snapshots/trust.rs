@@ -92,3 +92,40 @@ pub fn planted(name: &str, annotations: Value, labels: Value) -> PersistentVolum
     }))
     .expect("claim")
 }
+
+/// The operator may make Pods in any namespace (its ClusterRole): it made only the consumer Pod
+/// `name`, in the Machine's namespace, read and deleted only it, and never patched, updated or
+/// watched a Pod; the ClusterRole grants no more on Pods. The operator runs as the admin here,
+/// as does the storage this test plays, whose list of Pods in the namespace is the only other
+/// Pod request of that user (kube-apiserver's own informers are left out).
+pub fn only_its_consumer_pod(cp: &crate::support::ControlPlane, name: &str) {
+    let pod_requests: Vec<_> = (cp.audited_requests().expect("audit log").into_iter())
+        .filter(|r| r.resource == "pods" && r.api_group.is_empty() && r.user == ADMIN_USER)
+        .collect();
+    let made = (pod_requests.iter()).filter(|r| r.verb == "create" && r.code < 300);
+    assert!(made.count() > 0, "the consumer Pod's create audited");
+    for r in &pod_requests {
+        match r.verb.as_str() {
+            "create" | "delete" | "get" => {
+                assert_eq!((r.namespace.as_str(), r.name.as_str()), (NS, name), "{r:?}")
+            }
+            "list" => assert_eq!(r.namespace, NS, "{r:?}"),
+            _ => panic!("a Pod request beyond get, create and delete: {r:?}"),
+        }
+    }
+    let role = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac/cluster_role.yaml"),
+    )
+    .expect("cluster role");
+    let role: k8s_openapi::api::rbac::v1::ClusterRole =
+        serde_yaml::from_str(&role).expect("ClusterRole YAML");
+    let on_pods: Vec<Vec<String>> = (role.rules.iter().flatten())
+        .filter(|r| r.resources.iter().flatten().any(|x| x == "pods"))
+        .map(|r| r.verbs.clone())
+        .collect();
+    assert_eq!(on_pods, [["get", "create", "delete"]]);
+}
+
+/// The admin's identity (the control plane's client certificate), which the operator runs as in
+/// these tests.
+const ADMIN_USER: &str = "kubernetes-admin";

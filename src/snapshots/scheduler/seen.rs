@@ -87,3 +87,135 @@ impl Retries {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::names::PROOF_ANNOTATION;
+    use crate::api::snapshots::{SCHEDULED_FOR_ANNOTATION, SCHEDULED_LABEL};
+    use crate::reconciler::decide::evidence::Target;
+
+    /// A MachineSnapshot `name` of Machine `machine` in `ns`, labelled and annotated as the
+    /// schedule's, with `proof` (if any) and `status`.
+    fn snap(ns: &str, name: &str, machine: &str, proof: Option<String>) -> MachineSnapshot {
+        let mut annotations = json!({SCHEDULED_FOR_ANNOTATION: "2026-01-01T02:00:00Z"});
+        if let Some(p) = proof {
+            annotations[PROOF_ANNOTATION] = json!(p);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"),
+                "labels": {SCHEDULED_LABEL: "true", "vitistack.io/machine": machine},
+                "annotations": annotations},
+            "spec": {"machineName": machine}
+        }))
+        .expect("snapshot")
+    }
+
+    fn proof(key: &OwnershipKey, ns: &str, name: &str, machine: &str, uid: &str) -> String {
+        let target = Target {
+            kind: KIND,
+            namespace: ns,
+            name,
+        };
+        key.proof(&target, machine, uid)
+    }
+
+    #[test]
+    fn only_snapshots_proven_for_a_machine_uid_are_its_own() {
+        let key = OwnershipKey::new(&[7; 32], None).expect("key");
+        let other_key = OwnershipKey::new(&[8; 32], None).expect("key");
+        let p = |name: &str, uid: &str| Some(proof(&key, "ns", name, "db", uid));
+        let with_status = |mut s: MachineSnapshot, status: serde_json::Value| {
+            s.status = Some(serde_json::from_value(status).expect("status"));
+            s
+        };
+        let mut deleting = snap("ns", "db-202601010700", "db", p("db-202601010700", "m1"));
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let list = [
+            // The schedule's, for Machine db of uid m1: taken, failed, running, waiting.
+            with_status(
+                snap("ns", "db-202601010100", "db", p("db-202601010100", "m1")),
+                json!({"phase": "Succeeded"}),
+            ),
+            with_status(
+                snap(
+                    "ns",
+                    "db-202601010200-1",
+                    "db",
+                    p("db-202601010200-1", "m1"),
+                ),
+                json!({"phase": "Failed"}),
+            ),
+            with_status(
+                snap("ns", "db-202601010300", "db", p("db-202601010300", "m1")),
+                json!({"phase": "InProgress", "virtualMachineSnapshotName": "db-202601010300"}),
+            ),
+            with_status(
+                snap("ns", "db-202601010400", "db", p("db-202601010400", "m1")),
+                json!({"phase": "Pending", "reason": "NoVM"}),
+            ),
+            // An earlier Machine db (uid m0): its own, apart.
+            with_status(
+                snap("ns", "db-202512310100", "db", p("db-202512310100", "m0")),
+                json!({"phase": "Succeeded"}),
+            ),
+            // Labelled and annotated only (by a user, or by the operator before the proof).
+            snap("ns", "db-209901010000", "db", None),
+            // A proof copied from another snapshot, another key's, another namespace's.
+            snap("ns", "db-209901020000", "db", p("db-202601010100", "m1")),
+            snap(
+                "ns",
+                "db-209901030000",
+                "db",
+                Some(proof(&other_key, "ns", "db-209901030000", "db", "m1")),
+            ),
+            snap(
+                "ns",
+                "db-209901040000",
+                "db",
+                Some(proof(&key, "elsewhere", "db-209901040000", "db", "m1")),
+            ),
+            // Proven, but not named `<machine>-<due>`: no due time to count it by.
+            snap("ns", "db-by-hand", "db", p("db-by-hand", "m1")),
+            // Going: neither counted nor in flight.
+            deleting,
+        ];
+        let refs: Vec<&MachineSnapshot> = list.iter().collect();
+        let seen = seen(&key, &refs);
+        let who = |uid: &str| ("ns".to_owned(), "db".to_owned(), uid.to_owned());
+        let own = |uid: &str| -> Vec<(String, Outcome)> {
+            (seen.own.get(&who(uid)).into_iter().flatten())
+                .map(|o| (o.name.clone(), o.outcome))
+                .collect()
+        };
+        assert_eq!(
+            own("m1"),
+            [
+                ("db-202601010100".to_owned(), Outcome::Succeeded),
+                ("db-202601010200-1".to_owned(), Outcome::Failed),
+                ("db-202601010300".to_owned(), Outcome::Running),
+                ("db-202601010400".to_owned(), Outcome::Running),
+            ]
+        );
+        assert_eq!(
+            own("m0"),
+            [("db-202512310100".to_owned(), Outcome::Succeeded)]
+        );
+        assert_eq!(seen.own.len(), 2, "{:?}", seen.own.keys());
+        // Only the one KubeVirt is taking is in flight (not the one waiting for a VM).
+        assert_eq!(seen.in_flight, 1);
+        // Every name is known with its uid, ours or not (a name held is never asked for).
+        assert_eq!(seen.uids.len(), list.len());
+        assert_eq!(
+            seen.uids
+                .get(&("ns".to_owned(), "db-209901010000".to_owned())),
+            Some(&"uid-db-209901010000".to_owned())
+        );
+    }
+}
