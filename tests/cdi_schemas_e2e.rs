@@ -69,6 +69,10 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
             eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
             label_prefixes: &[],
             copy_user_data: false,
+            pins: &kubevirt_operator::api::clone_sources::read(
+                machine.metadata.annotations.as_ref(),
+            )
+            .unwrap_or_default(),
         });
         assert!(d.problems.is_empty(), "{file}: {:?}", d.problems);
         assert!(!d.data_volumes.is_empty(), "{file} has a source");

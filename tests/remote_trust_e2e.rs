@@ -21,6 +21,10 @@
 //! - The credentials a disk source names are copied to the remote namespace with a proof, the
 //!   DataVolume there names the copies, a copy follows its source and goes with its Machine, and
 //!   a foreign object of a copy's name is never overwritten (`credentials`).
+//! - A `dataSource` clone is resolved on the remote cluster, never the management one: refused
+//!   without CDI's clone right in `team-a`, then made there from what the remote DataSource
+//!   points to; a missing, unready or cross-namespace one makes nothing and says why
+//!   (`data_sources`).
 
 mod access;
 mod support;
@@ -210,6 +214,7 @@ async fn config_status(admin: &Client) -> Option<Value> {
 /// The tests, by subject, in tests/remote_trust_e2e/ (still one test binary).
 mod remote_trust_e2e {
     mod credentials;
+    mod data_sources;
     mod identity;
     mod key;
     mod namespaces;

@@ -47,6 +47,10 @@ pub async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     eviction_strategy: catalog.eviction_strategy(),
                     label_prefixes: catalog.label_prefixes(),
                     copy_user_data: false,
+                    pins: &kubevirt_operator::api::clone_sources::read(
+                        m.metadata.annotations.as_ref(),
+                    )
+                    .unwrap_or_default(),
                 });
                 // PVC and VM concurrently, then the status: as few round trips as the operator's.
                 let pvcs = Api::namespaced(client.clone(), &ns);

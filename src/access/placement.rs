@@ -11,11 +11,16 @@
 //!   claim a new disk would adopt is asked about as if it existed (it would live on the remote
 //!   cluster, which the webhook cannot see), and a clone from another namespace of the remote
 //!   cluster is the KubevirtConfig's `allowCrossNamespaceClones` to allow, not asked here.
+//!   A `dataSource` is not resolved here (the one that counts is on the remote cluster, resolved
+//!   there by the reconciler): one of the Machine's namespace needs CDI's clone right in that
+//!   namespace for any PVC (`create datavolumes/source`, no name), since what it points to
+//!   there is not known yet; one elsewhere is the KubevirtConfig's to allow, like a PVC's.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Permission;
-use super::needs::{Change, claim_candidates, machine_needs};
+use super::data_sources::{Ref, Target};
+use super::needs::{Change, claim_candidates, data_source_refs, machine_needs};
 use crate::api::names::KUBEVIRT_CONFIG_ANNOTATION;
 
 pub const KUBEVIRT_CONFIG_GROUP: &str = "vitistack.io";
@@ -45,8 +50,22 @@ pub fn remote_needs(change: &Change) -> Vec<Permission> {
         .into_iter()
         .map(|c| c.claim)
         .collect();
+    // A PVC without a name: CDI's right asked for every PVC of the namespace.
+    let anywhere: BTreeMap<Ref, Target> = data_source_refs(change)
+        .into_iter()
+        .filter(|(ns, _)| ns == change.namespace)
+        .map(|r| {
+            let namespace = change.namespace.to_owned();
+            let target = Target::Pvc {
+                namespace,
+                name: String::new(),
+            };
+            (r, target)
+        })
+        .collect();
     let change = Change {
         existing_claims: &assumed,
+        data_sources: &anywhere,
         ..*change
     };
     machine_needs(&change)

@@ -68,6 +68,9 @@ pub async fn check(
         tracing::info!(uid = %req.uid, count, "access checks over the limit; denying unasked");
         return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
     }
+    if let Some(cluster) = &cluster {
+        return check_remote(reviewer, req, verdict, &change, cluster, deadline).await;
+    }
     // Where each DataSource points: the author is asked about what CDI would clone.
     let data_sources = match reviewer.data_sources(&req.user_info, refs, deadline).await {
         Ok(found) => found,
@@ -80,17 +83,6 @@ pub async fn check(
     }
     if let Some(status) = mispinned(&req.name, &change) {
         return Verdict::deny(status).with_warnings(verdict.warnings);
-    }
-    if let Some(cluster) = &cluster {
-        // Its claims would live on the remote cluster: asked as if they existed there.
-        let mut needed = remote_needs(&change);
-        if req.operation == "CREATE" {
-            needed.push(placement_need(cluster));
-        }
-        if let Some(count) = over_limit(&needed) {
-            return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
-        }
-        return ask(reviewer, req, verdict, needed, Some(cluster), deadline).await;
     }
     let candidates = claim_candidates(&change);
     let claims = candidates.iter().map(|c| c.claim.clone()).collect();
@@ -116,9 +108,35 @@ pub async fn check(
     ask(reviewer, req, verdict, needed, None, deadline).await
 }
 
+/// [`check`]'s end for a Machine on remote `cluster`: nothing is looked up on this cluster (its
+/// claims and DataSources that count are on the remote one; the reconciler resolves the
+/// DataSources there), and the author is asked [`remote_needs`] and, on CREATE, `use`.
+async fn check_remote(
+    reviewer: &AccessReviewer,
+    req: &Request,
+    verdict: Verdict,
+    change: &Change<'_>,
+    cluster: &str,
+    deadline: tokio::time::Instant,
+) -> Verdict {
+    // Nothing resolved here, so nothing may be pinned: a hand-written pin is refused (the
+    // mutating webhook removes one).
+    if let Some(status) = mispinned(&req.name, change) {
+        return Verdict::deny(status).with_warnings(verdict.warnings);
+    }
+    let mut needed = remote_needs(change);
+    if req.operation == "CREATE" {
+        needed.push(placement_need(cluster));
+    }
+    if let Some(count) = over_limit(&needed) {
+        return Verdict::deny(too_many(&req.name, count)).with_warnings(verdict.warnings);
+    }
+    ask(reviewer, req, verdict, needed, Some(cluster), deadline).await
+}
+
 /// The KubevirtConfig a Machine's annotation places it on (the mutating webhook has written the
 /// default by now).
-fn remote_cluster(object: &serde_json::Value) -> Option<String> {
+pub(super) fn remote_cluster(object: &serde_json::Value) -> Option<String> {
     let annotations = object.pointer("/metadata/annotations")?;
     let name = annotations.get(KUBEVIRT_CONFIG_ANNOTATION)?.as_str()?;
     (!name.is_empty()).then(|| name.to_owned())

@@ -4,7 +4,8 @@
 //! [`CLONE_SOURCES_ANNOTATION`]; the validating webhook then asks the author about exactly those
 //! targets and refuses any other value (`super::access`), and the reconciler clones exactly
 //! them. Otherwise the annotation is left as stored, and the validating webhook's guest-field
-//! comparison refuses any change to it.
+//! comparison refuses any change to it. A remote Machine gets no pins (its DataSources are
+//! resolved on its own cluster, by the reconciler): any are removed.
 
 use serde_json::Value;
 
@@ -58,6 +59,19 @@ pub async fn pin(
         existing_claims: &none,
         data_sources: &unresolved,
     };
+    // A remote Machine's DataSources are resolved on its cluster, by the reconciler: nothing is
+    // pinned from this one, and a pin is removed on a write that re-checks the author anyway
+    // (one written by hand is such a write); other writes leave a stored one, which the
+    // reconciler ignores for a remote Machine.
+    if super::access::remote_cluster(&new).is_some() {
+        let op = change
+            .guest_affected()
+            .then(|| set_or_remove(&new, &CloneSources::new()));
+        if let Some(op) = op.flatten() {
+            verdict.patch.get_or_insert_default().0.push(op);
+        }
+        return verdict;
+    }
     let refs = data_sources::references(namespace, &spec);
     let stored = old.map(pinned).unwrap_or_default();
     let unpinned = data_sources::volumes(&spec).any(|(volume, _)| !stored.contains_key(volume));

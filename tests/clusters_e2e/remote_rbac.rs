@@ -116,6 +116,13 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         ),
         ("storage.k8s.io", "storageclasses", read.to_vec(), None),
         ("cdi.kubevirt.io", "storageprofiles", read.to_vec(), None),
+        // Issue 31: a remote Machine's DataSources, read by name.
+        (
+            "cdi.kubevirt.io",
+            "datasources",
+            vec!["get"],
+            Some("team-a"),
+        ),
         // Issue 33: Nodes' Ready condition, for NodeUnreachable.
         ("", "nodes", vec!["list", "watch"], None),
         ("events.k8s.io", "events", vec!["create"], Some("team-a")),
@@ -149,6 +156,7 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         ("", "namespaces", "delete", None),
         ("", "secrets", "list", Some("team-a")),
         ("", "configmaps", "list", Some("team-a")),
+        ("cdi.kubevirt.io", "datasources", "list", Some("team-a")),
         ("", "pods", "list", Some("team-a")),
         ("", "pods/exec", "create", Some("team-a")),
         (

@@ -76,6 +76,24 @@ fn a_remote_machine_is_asked_what_a_local_one_is() {
             ],
         ),
         (
+            "a DataSource of the namespace: resolved on the remote later, so any PVC there",
+            json!({"metadata": {"name": "db"}, "spec": {"disks": [
+                {"name": "root", "source": {"dataSource": {"name": "golden"}}}],
+                "cdroms": [{"name": "iso", "source": {"dataSource": {"name": "win", "namespace": "team"}}}]}}),
+            &[
+                // One review for both (the first field in order named).
+                "spec.cdroms[0].source.dataSource.name create datavolumes/source team/",
+                "spec.disks[0] update persistentvolumeclaims/ team/db-root",
+                "spec.disks[0] delete persistentvolumeclaims/ team/db-root",
+            ],
+        ),
+        (
+            "another namespace's DataSource: the config's to allow, not asked",
+            json!({"metadata": {"name": "db"}, "spec": {"cdroms": [
+                {"name": "iso", "source": {"dataSource": {"name": "win", "namespace": "media"}}}]}}),
+            &[],
+        ),
+        (
             "credentials and cloud-init",
             json!({"metadata": {"name": "db"}, "spec": {
                 "cloudInit": {"secretRef": {"name": "ci"}},

@@ -193,3 +193,65 @@ async fn a_selector_reads_the_namespace_and_refuses_outside_it() {
     // Refused before any review.
     assert_eq!(taken(&seen), [CONFIG, NAMESPACE]);
 }
+
+/// A Machine on `cluster` whose root disk clones through DataSource `golden`, pinned by hand.
+fn cloning(cluster: Option<&str>) -> Request {
+    let mut req = create("c", cluster);
+    if let Some(object) = req.object.as_mut() {
+        object["spec"] =
+            json!({"disks": [{"name": "root", "source": {"dataSource": {"name": "golden"}}}]});
+        object["metadata"]["annotations"][crate::api::names::CLONE_SOURCES_ANNOTATION] =
+            json!(r#"{"root":{"pvc":{"namespace":"team-a","name":"payroll"}}}"#);
+    }
+    req
+}
+
+#[tokio::test]
+async fn a_remote_machines_data_source_is_not_read_here_and_a_pin_is_removed() {
+    let (reviewer, seen) = fake_api(None).await;
+    let unpinned = |req: &Request| {
+        let mut object = req.object.clone().unwrap_or_default();
+        if let Some(a) = object["metadata"]["annotations"].as_object_mut() {
+            a.remove(crate::api::names::CLONE_SOURCES_ANNOTATION);
+        }
+        Request {
+            object: Some(object),
+            ..req.clone()
+        }
+    };
+    // Mutate: the hand-written pin removed, nothing read.
+    let remote = cloning(Some("dc1"));
+    let verdict =
+        crate::admission::pins::pin(&reviewer, &remote, Verdict::allow(), deadline()).await;
+    let mut patched = remote.object.clone().unwrap_or_default();
+    json_patch::patch(&mut patched, &verdict.patch.unwrap_or_default()).expect("patch");
+    assert_eq!(patched, unpinned(&remote).object.unwrap_or_default());
+    // An update changing nothing the guest sees leaves a stored pin (the reconciler ignores it
+    // for a remote Machine): its author is not asked everything again for a label.
+    let update = Request {
+        operation: "UPDATE".into(),
+        old_object: remote.object.clone(),
+        ..remote.clone()
+    };
+    let verdict =
+        crate::admission::pins::pin(&reviewer, &update, Verdict::allow(), deadline()).await;
+    assert!(verdict.patch.is_none(), "{verdict:?}");
+    assert!(taken(&seen).is_empty());
+    // Validate: the pin refused if kept; without it, CDI's right for any PVC of the namespace
+    // and `use`, and no DataSource read here.
+    let verdict = check(&reviewer, &remote, Verdict::allow(), deadline()).await;
+    let message = verdict.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.contains("vitistack.io/clone-sources"), "{message}");
+    taken(&seen);
+    let verdict = check(&reviewer, &unpinned(&remote), Verdict::allow(), deadline()).await;
+    assert!(verdict.allowed, "{verdict:?}");
+    // The clone right, the root claim's update and delete, `use`.
+    assert_eq!(taken(&seen), [CONFIG, REVIEW, REVIEW, REVIEW, REVIEW]);
+    // A local one's is read (and the pin checked against it): the path unchanged.
+    let verdict = check(&reviewer, &cloning(None), Verdict::allow(), deadline()).await;
+    assert!(!verdict.allowed);
+    assert_eq!(
+        taken(&seen),
+        ["GET /apis/cdi.kubevirt.io/v1beta1/namespaces/team-a/datasources/golden"]
+    );
+}

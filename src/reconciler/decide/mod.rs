@@ -30,6 +30,7 @@ pub mod placement;
 pub mod problem;
 pub mod provisioning;
 pub mod remote;
+pub mod remote_clones;
 pub mod remote_namespace;
 pub mod remote_secrets;
 pub mod reprove;
@@ -47,6 +48,7 @@ use crate::api::MachineStatus;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
 
+use crate::api::clone_sources::{self, CloneSources};
 use crate::machine::Catalog;
 
 use crate::reconciler::FINALIZER;
@@ -110,6 +112,26 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     d
 }
 
+/// What each `dataSource` volume clones: a local Machine's pins, from admission (unreadable
+/// ones pin nothing: each such volume not yet made says so); a remote one's, as resolved on its
+/// cluster, with why a volume gets none.
+fn clone_sources(o: &Observed) -> (CloneSources, Vec<Problem>) {
+    match &o.remote_clones {
+        None => {
+            let annotations = o.machine.metadata.annotations.as_ref();
+            (
+                clone_sources::read(annotations).unwrap_or_default(),
+                Vec::new(),
+            )
+        }
+        Some(found) => {
+            let namespace = o.machine.namespace().unwrap_or_default();
+            let resolved = remote_clones::resolve(&namespace, &o.spec, found);
+            (resolved.pins, resolved.problems)
+        }
+    }
+}
+
 fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     let machine = &o.machine;
     let name = machine.name_any();
@@ -155,6 +177,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         out.problems.push(Problem::MultusNotInstalled);
         &no_networks
     };
+    let (pins, mut unusable) = clone_sources(o);
     let mut desired = desired::derive(&Inputs {
         machine,
         spec: &o.spec,
@@ -165,6 +188,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),
         copy_user_data: o.remote,
+        pins: &pins,
     });
     let sourced = &o.sourced;
     if !o.cdi_installed && !sourced.is_empty() {
@@ -192,6 +216,12 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     out.grow_claims = disks.grow;
     out.adopting = disks.adopting;
     out.problems.extend(disks.problems);
+    if o.remote_clones.is_some() {
+        // Every unmade dataSource volume of a remote Machine was resolved there: pinned, or
+        // unusable for the reason resolved (the annotation does not apply).
+        (out.problems).retain(|p| !matches!(p, Problem::CloneSourceNotPinned { .. }));
+        out.problems.append(&mut unusable);
+    }
     for nad in desired.attachments {
         let nad_name = nad.name_any();
         if o.verdicts.attachment(&nad_name).writable(false) {

@@ -132,6 +132,15 @@ pub enum Problem {
     CloneSourceNotPinned {
         volume: String,
     },
+    /// A remote Machine's `dataSource` (`field`, `spec.disks[0].source.dataSource`) that cannot
+    /// be cloned on its `cluster`, as resolved there: nothing is made for its volume.
+    DataSourceUnusable {
+        field: String,
+        /// `namespace/name`.
+        data_source: String,
+        cluster: String,
+        fault: DataSourceFault,
+    },
     /// CDI's admission refused a cloning DataVolume: whoever creates it (the operator) lacks
     /// `create datavolumes/source` in the source namespace.
     CloneUnauthorized {
@@ -150,6 +159,20 @@ pub enum Problem {
         name: String,
         message: String,
     },
+}
+
+/// Why a remote `dataSource` cannot be cloned ([`Problem::DataSourceUnusable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataSourceFault {
+    /// No DataSource of that name there (or CDI's DataSource API is not served).
+    Missing,
+    /// It names neither a PVC nor a snapshot.
+    NoSource,
+    /// Its `Ready` condition is not True (CDI has not populated what it points to).
+    NotReady,
+    /// It (or what it points to) is in `namespace`, not the Machine's, and the KubevirtConfig
+    /// does not set `allowCrossNamespaceClones: true`.
+    CrossNamespace { namespace: String },
 }
 
 impl Problem {
@@ -176,6 +199,11 @@ impl Problem {
                 Kind::DataVolume => "DataVolumeConflict",
                 Kind::ConfigMap => "ConfigMapConflict",
             },
+            Problem::DataSourceUnusable { fault, .. } => match fault {
+                DataSourceFault::Missing => "DataSourceNotFound",
+                DataSourceFault::NoSource | DataSourceFault::NotReady => "DataSourceNotReady",
+                DataSourceFault::CrossNamespace { .. } => "CrossNamespaceCloneForbidden",
+            },
             Problem::CloneUnauthorized { .. } => "CloneUnauthorized",
             Problem::CloneSourceNotPinned { .. } => "CloneSourceNotPinned",
             Problem::ReleaseFailed { .. } => "ReleaseFailed",
@@ -198,6 +226,7 @@ impl Problem {
             Problem::StorageClassNotFound { .. }
             | Problem::CdiNotInstalled { .. }
             | Problem::CloneUnauthorized { .. }
+            | Problem::DataSourceUnusable { .. }
             | Problem::CloneSourceNotPinned { .. } => STORAGE_READY,
             Problem::NetworkConfigurationNotFound { .. }
             | Problem::NetworkInvalid { .. }
@@ -258,6 +287,9 @@ impl Problem {
         "SecretConflict",
         "DataVolumeConflict",
         "ConfigMapConflict",
+        "DataSourceNotFound",
+        "DataSourceNotReady",
+        "CrossNamespaceCloneForbidden",
         "CloneUnauthorized",
         "CloneSourceNotPinned",
         "ReleaseFailed",
@@ -314,6 +346,28 @@ impl fmt::Display for Problem {
                  now could delete it): {message}",
                 kind.as_str()
             ),
+            Problem::DataSourceUnusable {
+                field,
+                data_source,
+                cluster,
+                fault,
+            } => {
+                write!(f, "{field}: DataSource {data_source} on cluster {cluster} ")?;
+                match fault {
+                    DataSourceFault::Missing => {
+                        f.write_str("not found: nothing is cloned until it exists there")
+                    }
+                    DataSourceFault::NoSource => f.write_str("names no PVC or snapshot"),
+                    DataSourceFault::NotReady => {
+                        f.write_str("is not Ready: cloned once CDI says it is")
+                    }
+                    DataSourceFault::CrossNamespace { namespace } => write!(
+                        f,
+                        "clones from namespace {namespace:?}, and KubevirtConfig {cluster} \
+                         does not set allowCrossNamespaceClones: true"
+                    ),
+                }
+            }
             Problem::CloneUnauthorized { name, message } => {
                 write!(f, "DataVolume {name}: CDI refused the clone: {message}")
             }

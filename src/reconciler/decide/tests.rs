@@ -23,6 +23,7 @@ use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISK
 
 mod attachments;
 mod data_volumes;
+mod remote_clones;
 mod restoring;
 mod retain;
 mod secrets;
@@ -77,6 +78,7 @@ fn observed(m: Machine) -> Observed {
         restoring: None,
         snapshots: Default::default(),
         remote: false,
+        remote_clones: None,
         node: None,
         node_grace: std::time::Duration::from_secs(60),
         now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,

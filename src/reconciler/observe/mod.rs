@@ -80,6 +80,9 @@ pub struct Observed {
     pub snapshots: crate::reconciler::decide::status::snapshots::Seen,
     /// Its VM lives on a remote cluster: owner references cannot reach the Machine there.
     pub remote: bool,
+    /// A remote Machine's DataSources, read on its cluster (`None` for a local Machine, whose
+    /// clones admission pinned).
+    pub remote_clones: Option<crate::reconciler::decide::remote_clones::Found>,
     /// The `Ready` condition of the Node the VMI runs on, when that Node is cached.
     pub node: Option<NodeReady>,
     /// `--node-unreachable-grace`.
@@ -187,6 +190,7 @@ pub async fn observe(
             }
         }
     }
+    let remote_clones = data_sources::remote(cluster, machine, &spec, &data_volumes).await?;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = lookup(
         cluster,
@@ -302,6 +306,7 @@ pub async fn observe(
         restoring: snapshots::holding(ctx, &ns, me),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
+        remote_clones,
         node: (vmi.as_ref())
             .and_then(|v| v.status.as_ref()?.node_name.as_deref())
             .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),
@@ -330,6 +335,7 @@ async fn derived_secret(
 }
 
 pub mod cleanup;
+mod data_sources;
 pub mod judged;
 mod lookup;
 mod networks;

@@ -43,6 +43,10 @@ pub struct Cluster {
     /// A remote cluster's identity (its kube-system namespace's uid), recorded in the status of
     /// each Machine made there; `None` for the cluster the operator runs in.
     pub identity: Option<String>,
+    /// The KubevirtConfig's `allowCrossNamespaceClones`: whether a DataSource there may point
+    /// at another namespace (`decide::remote_clones`); false for the local cluster, whose
+    /// clones admission pins.
+    pub allow_cross_namespace_clones: bool,
     pub client: Client,
     pub stores: ClusterStores,
     pub written: ClusterWritten,

@@ -164,6 +164,7 @@ pub async fn run_scope(
         local: Arc::new(Cluster {
             name: None,
             identity: None,
+            allow_cross_namespace_clones: false,
             client: client.clone(),
             stores: local_stores.clone(),
             written,

@@ -140,6 +140,7 @@ impl Remotes {
         let cluster = Arc::new(Cluster {
             name: Some(name.to_owned()),
             identity: Some(connection.identity.clone()),
+            allow_cross_namespace_clones: connection.allow_cross_namespace_clones,
             client: client.clone(),
             stores: stores.clone(),
             written: ClusterWritten::default(),

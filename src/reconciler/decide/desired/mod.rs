@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 
-use crate::api::clone_sources;
+use crate::api::clone_sources::CloneSources;
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 use crate::machine::network_policy::NetworkPolicy;
 
@@ -45,6 +45,9 @@ pub struct Inputs<'a> {
     /// The VM is on a remote cluster, where the user's Secret is not: its user data is copied
     /// into the derived Secret even under the key `userdata`.
     pub copy_user_data: bool,
+    /// What each `dataSource` volume clones: pinned at admission for a local Machine, resolved
+    /// on its cluster for a remote one (`super::remote_clones`).
+    pub pins: &'a CloneSources,
 }
 
 #[derive(Debug, Default)]
@@ -79,9 +82,7 @@ pub fn derive(inputs: &Inputs) -> Desired {
             _ => out.pvcs.push(pvc::pvc(machine, disk)),
         }
     }
-    // Unreadable pins pin nothing: each dataSource volume not yet made then says so.
-    let pins = clone_sources::read(machine.metadata.annotations.as_ref()).unwrap_or_default();
-    out.data_volumes = datavolume::data_volumes(machine, &pins, sourced, &spec.cdroms);
+    out.data_volumes = datavolume::data_volumes(machine, inputs.pins, sourced, &spec.cdroms);
 
     let mut seen = BTreeSet::new();
     for n in &spec.networks {

@@ -46,6 +46,20 @@ fn all() -> Vec<Problem> {
             name: "x".into(),
         });
     }
+    for fault in [
+        DataSourceFault::Missing,
+        DataSourceFault::NotReady,
+        DataSourceFault::CrossNamespace {
+            namespace: "os".into(),
+        },
+    ] {
+        v.push(Problem::DataSourceUnusable {
+            field: "spec.disks[0].source.dataSource".into(),
+            data_source: "team/golden".into(),
+            cluster: "dc1".into(),
+            fault,
+        });
+    }
     v.push(Problem::CloneUnauthorized {
         name: "x".into(),
         message: "m".into(),

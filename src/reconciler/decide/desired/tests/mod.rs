@@ -81,6 +81,7 @@ pub(super) fn derive_on(
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: remote,
+        pins: &crate::api::clone_sources::read(m.metadata.annotations.as_ref()).unwrap_or_default(),
     })
 }
 
@@ -362,6 +363,7 @@ fn a_network_outside_the_allow_lists_becomes_no_attachment() {
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: false,
+        pins: &crate::api::clone_sources::read(m.metadata.annotations.as_ref()).unwrap_or_default(),
     });
     assert!(d.attachments.is_empty() && d.vm.is_none());
     assert_eq!(
