@@ -1,7 +1,8 @@
 //! The copies of a remote Machine's disk-source credentials (see
 //! [`crate::reconciler::decide::remote_secrets`]): each source read on the management cluster
 //! and each copy on the remote by name (Secrets and ConfigMaps are never watched), written
-//! before the DataVolumes that name them, deleted with the Machine.
+//! before the DataVolumes that name them (deleted by `act` as `decide` says, with the Machine
+//! or a removed CD-ROM's DataVolume).
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
@@ -14,10 +15,7 @@ use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::decide::disks::conflict;
 use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::problem::Problem;
-use crate::reconciler::decide::remote_secrets::{
-    self as decide, Credential, Step, Wanted, copy_name,
-};
-use crate::reconciler::error::Error;
+use crate::reconciler::decide::remote_secrets::{self as decide, Credential, Step, Wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::store::last_write::LastWrite;
@@ -124,44 +122,4 @@ async fn copy<K: Copied>(
             Ok(())
         }
     }
-}
-
-/// Deletes the copies proven for `machine` that DataVolume `data_volume` would read (with a
-/// removed CD-ROM's DataVolume, or with the Machine).
-pub async fn remove_for(
-    cluster: &Cluster,
-    machine: &Machine,
-    data_volume: &str,
-) -> Result<(), Error> {
-    if cluster.is_local() {
-        return Ok(());
-    }
-    remove::<Secret>(
-        cluster,
-        machine,
-        &copy_name(data_volume, Credential::Secret),
-    )
-    .await?;
-    remove::<ConfigMap>(
-        cluster,
-        machine,
-        &copy_name(data_volume, Credential::ConfigMap),
-    )
-    .await
-}
-
-async fn remove<K: Copied>(cluster: &Cluster, machine: &Machine, copy: &str) -> Result<(), Error> {
-    let ns = machine.namespace().ok_or(Error::NoNamespace)?;
-    let copies: Api<K> = Api::namespaced(cluster.client.clone(), &ns);
-    let Some(live) = copies.get_metadata_opt(copy).await? else {
-        return Ok(());
-    };
-    let kind = K::kind(&());
-    if let Some(uid) =
-        decide::removable(&live.metadata, &kind, MachineRef::of(machine), &cluster.key)
-    {
-        super::delete_exact(&copies, copy, uid.to_owned()).await?;
-        tracing::info!(object = %copy, kind = %kind, "deleted a credential's copy");
-    }
-    Ok(())
 }

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::evidence::OwnershipKey;
-use super::ownership::{self, MachineRef, Ownership};
+use super::ownership::{self, MachineRef};
 use super::problem::Kind;
 use crate::api::machine::Disk;
 use crate::api::names::pvc_name;
@@ -91,10 +91,15 @@ pub fn copies(machine: &str, spec: &crate::api::MachineSpec) -> Vec<(Kind, Strin
             .into_iter()
             .map(|w| w.data_volume)
             .collect();
-    (data_volumes.iter())
+    copies_of(&data_volumes)
+}
+
+/// The names the copies the DataVolumes `data_volumes` read may have.
+pub fn copies_of<S: AsRef<str>>(data_volumes: impl IntoIterator<Item = S>) -> Vec<(Kind, String)> {
+    (data_volumes.into_iter())
         .flat_map(|dv| {
             [Credential::Secret, Credential::ConfigMap]
-                .map(|what| (what.kind(), copy_name(dv, what)))
+                .map(|what| (what.kind(), copy_name(dv.as_ref(), what)))
         })
         .collect()
 }
@@ -210,17 +215,6 @@ fn step<K: Resource<DynamicType = ()>>(
         return Step::Conflict;
     }
     source.map_or(Step::SourceMissing, |s| Step::Write(copy(s)))
-}
-
-/// The uid of `live` (a copy's name, of `kind`) when it is ours to delete with the Machine.
-pub fn removable<'m>(
-    live: &'m ObjectMeta,
-    kind: &str,
-    machine: MachineRef,
-    key: &OwnershipKey,
-) -> Option<&'m str> {
-    let ours = ownership::of_meta(Some(live), kind, machine, key) == Ownership::Ours;
-    live.uid.as_deref().filter(|_| ours)
 }
 
 fn meta(w: &Wanted, machine: MachineRef, namespace: &str) -> ObjectMeta {

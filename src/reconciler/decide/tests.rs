@@ -23,6 +23,7 @@ use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISK
 
 mod attachments;
 mod data_volumes;
+mod removed;
 mod restoring;
 mod retain;
 mod secrets;
@@ -73,6 +74,7 @@ fn observed(m: Machine) -> Observed {
         data_volumes: BTreeMap::new(),
         cdi_installed: true,
         unwanted_data_volumes: vec![],
+        removed_copies: BTreeMap::new(),
         unused_attachments: vec![],
         restoring: None,
         snapshots: Default::default(),
@@ -99,6 +101,7 @@ fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         attachments: &o.attachments,
         unused_attachments: &o.unused_attachments,
         network_configurations: &o.network_configurations,
+        copies: &o.removed_copies,
     };
     let verdicts = judged::verdicts(&found, MachineRef::of(&o.machine), key);
     let name = o.machine.name_any();

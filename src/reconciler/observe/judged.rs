@@ -17,6 +17,7 @@ use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Verdicts};
+use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::remote;
 
 /// The objects found under the names a Machine wants, whoever made them.
@@ -33,6 +34,8 @@ pub struct Found<'a> {
     pub attachments: &'a BTreeMap<String, NetworkAttachmentDefinition>,
     pub unused_attachments: &'a [NetworkAttachmentDefinition],
     pub network_configurations: &'a BTreeMap<String, NetworkConfiguration>,
+    /// Credential copies found on its remote cluster (removed CD-ROMs' DataVolumes read them).
+    pub copies: &'a BTreeMap<String, Vec<(Kind, ObjectMeta)>>,
 }
 
 /// The ownership of everything `found` holds, for Machine `machine`, judged with `key`.
@@ -57,6 +60,11 @@ pub fn verdicts(found: &Found, machine: MachineRef, key: &OwnershipKey) -> Verdi
         let nc_uid = (found.network_configurations.get(&name)).and_then(|nc| nc.uid());
         let verdict = remote::attachment(found.remote, Some(nad.meta()), nc_uid.as_deref(), key);
         v.attachments.insert(name, verdict);
+    }
+    for (kind, meta) in found.copies.values().flatten() {
+        let verdict = ownership::of_meta(Some(meta), kind.as_str(), machine, key);
+        v.copies
+            .insert(meta.name.clone().unwrap_or_default(), verdict);
     }
     v
 }
@@ -125,6 +133,7 @@ mod tests {
             attachments: &no_nads,
             unused_attachments: &[],
             network_configurations: &no_ncs,
+            copies: &BTreeMap::new(),
         };
         assert_eq!(verdicts(&found, me, &key), Verdicts::default());
         let vm: VirtualMachine = serde_json::from_value(json!({

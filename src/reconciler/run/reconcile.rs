@@ -180,8 +180,16 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         });
     };
     let observed = observe::observe(machine, ctx, &cluster).await?;
-    let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
-    let acted = act::act(ctx, &cluster, &observed, decision).await?;
+    let mut decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
+    // The restart budget lets a restart go ahead or holds it back, before anything is acted on.
+    let budget = ctx.settings.restart_budget.gate(
+        &ctx.settings.metrics,
+        machine,
+        decision.vmi.as_ref(),
+        &mut decision.restart,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let acted = act::act(ctx, &cluster, &observed, (decision, budget)).await?;
     let settled = status::settle(ctx, &cluster, &observed, acted).await?;
     if let Some(phase) = settled.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);

@@ -253,27 +253,3 @@ fn a_ca_copy_carries_the_config_maps_data() {
     assert_eq!(copy.metadata.name.as_deref(), Some("one-root-ca"));
     assert_eq!(copy.data, source.data);
 }
-
-#[test]
-fn only_a_copy_proven_for_the_machine_goes_with_it() {
-    let other = MachineRef {
-        name: "one",
-        uid: Some("uid-other"),
-    };
-    let cases = [
-        ("ours", live(Some((&key(), ONE)), true), Some("uid-copy")),
-        ("someone else's", live(None, true), None),
-        (
-            "an earlier Machine's",
-            live(Some((&key(), other)), true),
-            None,
-        ),
-    ];
-    for (what, there, want) in cases {
-        assert_eq!(
-            removable(&there.metadata, "Secret", ONE, &key()),
-            want,
-            "{what}"
-        );
-    }
-}
