@@ -6,38 +6,31 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use super::apply::{self, Prover};
 use super::failed;
-use crate::api::{Machine, MachineSpec};
-use crate::reconciler::apis::cdi::DataVolume;
+use crate::api::Machine;
 use crate::reconciler::decide::disks::conflict;
 use crate::reconciler::decide::ownership::MachineRef;
 use crate::reconciler::decide::problem::Problem;
-use crate::reconciler::decide::remote_secrets::{self as decide, Credential, Step, Wanted};
+use crate::reconciler::decide::remote_secrets::{self as decide, Copied, Credential, Step, Wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::store::last_write::LastWrite;
 
-/// Writes the copy of each credential a DataVolume of `dvs` names. Returns the problems, and the
-/// DataVolumes that must not be written: those naming a copy not in place (someone else's of
-/// that name, or one whose write failed), whose import would read the wrong credentials.
+/// Writes each of the `copies` decided. Returns the problems, and the DataVolumes that must
+/// not be written: those naming a copy not in place (someone else's of that name, or one whose
+/// write failed), whose import would read the wrong credentials.
 pub async fn ensure_all(
     ctx: &Context,
     cluster: &Cluster,
-    (machine, spec): (&Machine, &MachineSpec),
-    dvs: &[DataVolume],
+    machine: &Machine,
+    copies: &[Wanted],
     prover: &Prover<'_>,
 ) -> (Vec<Problem>, Vec<String>) {
     let (mut problems, mut held) = (Vec::new(), Vec::new());
-    if cluster.is_local() {
-        return (problems, held);
-    }
-    let name = machine.name_any();
-    let wanted = decide::wanted(&name, &spec.disks, &spec.cdroms);
-    let named = (wanted.iter()).filter(|w| dvs.iter().any(|dv| decide::names_copy(dv, w)));
-    for w in named {
+    for w in copies {
         let result = match w.what {
             Credential::Secret => copy::<Secret>(ctx, cluster, machine, w, prover).await,
             Credential::ConfigMap => copy::<ConfigMap>(ctx, cluster, machine, w, prover).await,
@@ -50,54 +43,17 @@ pub async fn ensure_all(
     (problems, held)
 }
 
-/// The two kinds copied, and how each is decided.
-trait Copied:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + serde::Serialize
-    + serde::de::DeserializeOwned
-    + Clone
-    + std::fmt::Debug
-{
-    fn decide(
-        w: &Wanted,
-        at: (MachineRef, &str),
-        source: Option<&Self>,
-        live: Option<&Self>,
-        key: &crate::reconciler::decide::evidence::OwnershipKey,
-    ) -> Step<Self>;
-}
-
-impl Copied for Secret {
-    fn decide(
-        w: &Wanted,
-        at: (MachineRef, &str),
-        source: Option<&Self>,
-        live: Option<&Self>,
-        key: &crate::reconciler::decide::evidence::OwnershipKey,
-    ) -> Step<Self> {
-        decide::secret_copy(w, at, source, live, key)
-    }
-}
-
-impl Copied for ConfigMap {
-    fn decide(
-        w: &Wanted,
-        at: (MachineRef, &str),
-        source: Option<&Self>,
-        live: Option<&Self>,
-        key: &crate::reconciler::decide::evidence::OwnershipKey,
-    ) -> Step<Self> {
-        decide::config_map_copy(w, at, source, live, key)
-    }
-}
-
-async fn copy<K: Copied>(
+async fn copy<K>(
     ctx: &Context,
     cluster: &Cluster,
     machine: &Machine,
     w: &Wanted,
     prover: &Prover<'_>,
-) -> Result<(), Problem> {
+) -> Result<(), Problem>
+where
+    K: Copied<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
     let ns = machine.namespace().unwrap_or_default();
     let kind = w.what.kind();
     let sources: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
@@ -106,7 +62,7 @@ async fn copy<K: Copied>(
         (sources.get_opt(&w.source).await).map_err(|e| failed(kind, w.copy.clone(), &e))?;
     let live = (copies.get_opt(&w.copy).await).map_err(|e| failed(kind, w.copy.clone(), &e))?;
     let at = (MachineRef::of(machine), ns.as_str());
-    match K::decide(w, at, source.as_ref(), live.as_ref(), &cluster.key) {
+    match decide::copy_step(w, at, source.as_ref(), live.as_ref(), &cluster.key) {
         Step::Write(desired) => {
             // Read just now: nothing stands in for the cache here.
             let written = LastWrite::default();

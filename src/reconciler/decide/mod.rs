@@ -69,6 +69,8 @@ pub struct Decision {
     pub add_finalizer: bool,
     pub claims: Vec<PersistentVolumeClaim>,
     pub data_volumes: Vec<DataVolume>,
+    /// A remote Machine's credential copies the DataVolumes above read: written before them.
+    pub copies: Vec<remote_secrets::Wanted>,
     pub attachments: Vec<NetworkAttachmentDefinition>,
     pub secret: Option<Secret>,
     /// Written last, and only if every write above succeeded.
@@ -109,6 +111,10 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         let wanted = remote_secrets::wanted(&o.machine.name_any(), &o.spec.disks, &o.spec.cdroms);
         let made = |dv: &str| o.data_volumes.contains_key(dv);
         remote_secrets::point_at_copies(&mut d.data_volumes, &wanted, made);
+        let named = |w: &remote_secrets::Wanted| {
+            (d.data_volumes.iter()).any(|dv| remote_secrets::names_copy(dv, w))
+        };
+        d.copies = wanted.into_iter().filter(named).collect();
     }
     d
 }

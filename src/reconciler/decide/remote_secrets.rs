@@ -170,36 +170,45 @@ pub enum Step<K> {
     SourceMissing,
 }
 
-/// The copy of `source` as `w` for `machine` (in `namespace`), given the object of that name
-/// found there (`live`).
-pub fn secret_copy(
-    w: &Wanted,
-    (machine, namespace): (MachineRef, &str),
-    source: Option<&Secret>,
-    live: Option<&Secret>,
-    key: &OwnershipKey,
-) -> Step<Secret> {
-    step(live, machine, key, source, |s| Secret {
-        metadata: meta(w, machine, namespace),
-        data: s.data.clone(),
-        type_: s.type_.clone(),
-        ..Secret::default()
-    })
+/// The kinds copied, and what a copy takes of its source.
+pub trait Copied: Resource<DynamicType = ()> + Sized {
+    /// `source`'s content under `metadata`.
+    fn copy_of(source: &Self, metadata: ObjectMeta) -> Self;
 }
 
-/// [`secret_copy`] for a CA ConfigMap.
-pub fn config_map_copy(
+impl Copied for Secret {
+    fn copy_of(source: &Secret, metadata: ObjectMeta) -> Secret {
+        Secret {
+            metadata,
+            data: source.data.clone(),
+            type_: source.type_.clone(),
+            ..Secret::default()
+        }
+    }
+}
+
+impl Copied for ConfigMap {
+    fn copy_of(source: &ConfigMap, metadata: ObjectMeta) -> ConfigMap {
+        ConfigMap {
+            metadata,
+            data: source.data.clone(),
+            binary_data: source.binary_data.clone(),
+            ..ConfigMap::default()
+        }
+    }
+}
+
+/// The copy of `source` as `w` for `machine` (in `namespace`), given the object of that name
+/// found there (`live`).
+pub fn copy_step<K: Copied>(
     w: &Wanted,
     (machine, namespace): (MachineRef, &str),
-    source: Option<&ConfigMap>,
-    live: Option<&ConfigMap>,
+    source: Option<&K>,
+    live: Option<&K>,
     key: &OwnershipKey,
-) -> Step<ConfigMap> {
-    step(live, machine, key, source, |s| ConfigMap {
-        metadata: meta(w, machine, namespace),
-        data: s.data.clone(),
-        binary_data: s.binary_data.clone(),
-        ..ConfigMap::default()
+) -> Step<K> {
+    step(live, machine, key, source, |s| {
+        K::copy_of(s, meta(w, machine, namespace))
     })
 }
 

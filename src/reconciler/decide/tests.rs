@@ -22,8 +22,8 @@ use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION};
 
 mod attachments;
+mod copies;
 mod data_volumes;
-mod removed;
 mod restoring;
 mod retain;
 mod secrets;

@@ -225,11 +225,12 @@ fn a_copy_is_written_only_over_nothing_or_our_own_for_this_machine() {
         ("the source gone", None, None, "source missing"),
     ];
     for (what, source, there, want) in cases {
-        let s = secret_copy(w, (ONE, "team-a"), source, there.as_ref(), &key());
+        let s = copy_step::<Secret>(w, (ONE, "team-a"), source, there.as_ref(), &key());
         assert_eq!(step_name(&s), want, "{what}");
     }
     // The copy: the source's data and type under the copy's name, labelled for the Machine.
-    let Step::Write(copy) = secret_copy(w, (ONE, "team-a"), Some(&src), None, &key()) else {
+    let Step::Write(copy) = copy_step::<Secret>(w, (ONE, "team-a"), Some(&src), None, &key())
+    else {
         panic!("no copy");
     };
     assert_eq!(copy.metadata.name.as_deref(), Some("one-root-credentials"));
@@ -247,7 +248,8 @@ fn a_ca_copy_carries_the_config_maps_data() {
         data: Some(BTreeMap::from([("ca.pem".into(), "PEM".into())])),
         ..ConfigMap::default()
     };
-    let Step::Write(copy) = config_map_copy(w, (ONE, "team-a"), Some(&source), None, &key()) else {
+    let Step::Write(copy) = copy_step::<ConfigMap>(w, (ONE, "team-a"), Some(&source), None, &key())
+    else {
         panic!("no copy");
     };
     assert_eq!(copy.metadata.name.as_deref(), Some("one-root-ca"));

@@ -1,9 +1,63 @@
-//! A removed CD-ROM's DataVolume and, on a remote cluster, the credential copies it read
-//! (judged by observe): deleted with the VM that no longer mounts them, each only if proven
-//! for this Machine.
+//! A remote Machine's credential copies through `decide`: those its DataVolumes read, written
+//! before them; a removed CD-ROM's, deleted with its DataVolume (judged by observe), each only if
+//! proven for this Machine.
 
 use super::*;
 use crate::reconciler::apis::cdi::DataVolume;
+
+/// A Machine whose disk imports with credentials and a CA, and whose CD-ROM with a CA only.
+fn importing() -> Machine {
+    machine(
+        "m",
+        json!({"template": "small",
+               "disks": [{"name": "root", "size": "20Gi", "source": {"http": {
+                   "url": "https://x/a.qcow2", "secretRef": {"name": "creds"},
+                   "certConfigMap": "ca"}}}],
+               "cdroms": [{"name": "iso", "source": {"http": {
+                   "url": "https://x/b.iso", "certConfigMap": "ca"}}}]}),
+    )
+}
+
+#[test]
+fn the_copies_written_are_those_the_data_volumes_written_read() {
+    let mut o = observed(importing());
+    o.remote = true;
+    let copies =
+        |d: &Decision| -> Vec<String> { d.copies.iter().map(|w| w.copy.clone()).collect() };
+    let d = decide(&o, &Catalog::default(), &key());
+    assert_eq!(copies(&d), ["m-root-credentials", "m-root-ca", "m-iso-ca"]);
+    let http = |i: usize| {
+        d.data_volumes[i]
+            .spec
+            .source
+            .as_ref()
+            .and_then(|s| s.http.clone())
+    };
+    assert_eq!(
+        http(0).map(|h| (h.secret_ref, h.cert_config_map)),
+        Some((Some("m-root-credentials".into()), Some("m-root-ca".into())))
+    );
+
+    // Someone else's DataVolume under the disk's name: it is not written, nor are its copies.
+    let foreign = meta("DataVolume", "m-root", None, None);
+    let dv = DataVolume {
+        metadata: foreign,
+        spec: Default::default(),
+        status: None,
+    };
+    o.data_volumes.insert("m-root".into(), dv);
+    assert_eq!(
+        copies(&decide(&o, &Catalog::default(), &key())),
+        ["m-iso-ca"]
+    );
+
+    // On the operator's own cluster nothing is copied: CDI reads the sources themselves.
+    o.remote = false;
+    assert_eq!(
+        copies(&decide(&o, &Catalog::default(), &key())),
+        [] as [String; 0]
+    );
+}
 
 fn removed_iso(controller: Option<&str>) -> DataVolume {
     DataVolume {
