@@ -95,8 +95,9 @@ pub async fn act(
     problems.extend(disks::grow_all(client, &ns, &decision.grow_claims).await);
 
     // A remote Machine's credential copies first: a DataVolume naming one not in place waits.
+    problems.extend(decision.copies.conflicts);
     let (copy_problems, held_dvs) =
-        remote_secrets::ensure_all(ctx, cluster, machine, &decision.copies, prover).await;
+        remote_secrets::write_all(cluster, &ns, decision.copies.writes, prover).await;
     problems.extend(copy_problems);
     (decision.data_volumes).retain(|dv| !held_dvs.contains(&dv.name_any()));
     // The derived Secret's write first, beside the claims'.

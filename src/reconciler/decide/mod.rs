@@ -58,7 +58,7 @@ use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::desired::{Inputs, SecretData};
 use crate::reconciler::decide::disks::{Release, conflict};
 use crate::reconciler::decide::evidence::OwnershipKey;
-use crate::reconciler::decide::ownership::Ownership;
+use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::observe::Observed;
 
@@ -70,7 +70,7 @@ pub struct Decision {
     pub claims: Vec<PersistentVolumeClaim>,
     pub data_volumes: Vec<DataVolume>,
     /// A remote Machine's credential copies the DataVolumes above read: written before them.
-    pub copies: Vec<remote_secrets::Wanted>,
+    pub copies: remote_secrets::Copies,
     pub attachments: Vec<NetworkAttachmentDefinition>,
     pub secret: Option<Secret>,
     /// Written last, and only if every write above succeeded.
@@ -108,13 +108,11 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let mut d = decide_objects(o, catalog);
     if o.remote {
         remote::without_owner_references(&mut d, key);
-        let wanted = remote_secrets::wanted(&o.machine.name_any(), &o.spec.disks, &o.spec.cdroms);
+        let ns = o.machine.namespace().unwrap_or_default();
+        let at = (MachineRef::of(&o.machine), ns.as_str());
         let made = |dv: &str| o.data_volumes.contains_key(dv);
-        remote_secrets::point_at_copies(&mut d.data_volumes, &wanted, made);
-        let named = |w: &remote_secrets::Wanted| {
-            (d.data_volumes.iter()).any(|dv| remote_secrets::names_copy(dv, w))
-        };
-        d.copies = wanted.into_iter().filter(named).collect();
+        let found = (&o.credentials[..], &o.verdicts);
+        d.copies = remote_secrets::decide_copies(&mut d.data_volumes, found, at, made);
     }
     d
 }

@@ -107,7 +107,7 @@ pub struct Gate {
 /// ahead and takes a slot, or is held back while the budget is spent (then `restart` deletes and
 /// records nothing, so it is asked again); the Machine's slot is freed once its new VMI runs, and
 /// its place in line once no restart is wanted.
-pub fn gate(
+pub fn decide_restart(
     state: &mut State,
     key: &Key,
     (vmi, status): (Option<&Vmi>, Option<&MachineStatus>),

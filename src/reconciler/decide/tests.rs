@@ -74,6 +74,7 @@ fn observed(m: Machine) -> Observed {
         data_volumes: BTreeMap::new(),
         cdi_installed: true,
         unwanted_data_volumes: vec![],
+        credentials: Vec::new(),
         removed_copies: BTreeMap::new(),
         unused_attachments: vec![],
         restoring: None,
@@ -101,6 +102,7 @@ fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         attachments: &o.attachments,
         unused_attachments: &o.unused_attachments,
         network_configurations: &o.network_configurations,
+        credentials: &o.credentials,
         copies: &o.removed_copies,
     };
     let verdicts = judged::verdicts(&found, MachineRef::of(&o.machine), key);

@@ -19,6 +19,7 @@ use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::remote;
+use crate::reconciler::decide::remote_secrets::{self, Wanted};
 
 /// The objects found under the names a Machine wants, whoever made them.
 pub struct Found<'a> {
@@ -34,6 +35,8 @@ pub struct Found<'a> {
     pub attachments: &'a BTreeMap<String, NetworkAttachmentDefinition>,
     pub unused_attachments: &'a [NetworkAttachmentDefinition],
     pub network_configurations: &'a BTreeMap<String, NetworkConfiguration>,
+    /// On its remote cluster, the credential copies its sources ask for, as found.
+    pub credentials: &'a [(Wanted, remote_secrets::Found)],
     /// Credential copies found on its remote cluster (removed CD-ROMs' DataVolumes read them).
     pub copies: &'a BTreeMap<String, Vec<(Kind, ObjectMeta)>>,
 }
@@ -60,6 +63,10 @@ pub fn verdicts(found: &Found, machine: MachineRef, key: &OwnershipKey) -> Verdi
         let nc_uid = (found.network_configurations.get(&name)).and_then(|nc| nc.uid());
         let verdict = remote::attachment(found.remote, Some(nad.meta()), nc_uid.as_deref(), key);
         v.attachments.insert(name, verdict);
+    }
+    for (w, f) in found.credentials {
+        let verdict = ownership::of_meta(f.live(), w.what.kind().as_str(), machine, key);
+        v.copies.insert(w.copy.clone(), verdict);
     }
     for (kind, meta) in found.copies.values().flatten() {
         let verdict = ownership::of_meta(Some(meta), kind.as_str(), machine, key);
@@ -133,6 +140,7 @@ mod tests {
             attachments: &no_nads,
             unused_attachments: &[],
             network_configurations: &no_ncs,
+            credentials: &[],
             copies: &BTreeMap::new(),
         };
         assert_eq!(verdicts(&found, me, &key), Verdicts::default());

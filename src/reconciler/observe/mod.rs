@@ -28,7 +28,7 @@ use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
-use crate::reconciler::decide::remote_secrets::copies_of;
+use crate::reconciler::decide::remote_secrets::{self, copies_of};
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
@@ -74,6 +74,9 @@ pub struct Observed {
     /// Cached DataVolumes labelled for this Machine of CD-ROMs its live VM mounts but the spec no
     /// longer names.
     pub unwanted_data_volumes: Vec<DataVolume>,
+    /// On a remote cluster, each credential copy its disk sources ask for, with its source and
+    /// the object of its name found there.
+    pub credentials: Vec<(remote_secrets::Wanted, remote_secrets::Found)>,
     /// On a remote cluster, the credential copies each of those read (see
     /// `decide::remote_secrets`), by DataVolume: deleted with it.
     pub removed_copies: BTreeMap<String, Vec<(Kind, ObjectMeta)>>,
@@ -209,9 +212,12 @@ pub async fn observe(
         .filter(|dv| dv.brief().as_deref() == Some(name.as_str()))
         .filter_map(|dv| dv.unpack().ok())
         .collect();
-    // On a remote cluster, the credential copies each one read, to be judged with it.
-    let mut removed_copies = BTreeMap::new();
+    // On a remote cluster, the credential copies its sources ask for, and those each removed
+    // CD-ROM's DataVolume read: judged below, with the rest.
+    let (mut credentials, mut removed_copies) = (Vec::new(), BTreeMap::new());
     if !cluster.is_local() {
+        let wanted = remote_secrets::wanted_copies(&name, &spec.disks, &spec.cdroms);
+        credentials = copies::read((&ctx.client, client), &ns, wanted).await?;
         for dv in &unwanted_data_volumes {
             let found = lookup::copies_found(client, &ns, copies_of([dv.name_any()])).await?;
             removed_copies.insert(dv.name_any(), found);
@@ -285,6 +291,7 @@ pub async fn observe(
         attachments: &attachments,
         unused_attachments: &unused_attachments,
         network_configurations: &network_configurations,
+        credentials: &credentials,
         copies: &removed_copies,
     };
     let me = MachineRef {
@@ -312,6 +319,7 @@ pub async fn observe(
         data_volumes,
         cdi_installed: cluster.apis.cdi,
         unwanted_data_volumes,
+        credentials,
         removed_copies,
         unused_attachments,
         restoring: snapshots::holding(ctx, &ns, me),
@@ -345,6 +353,7 @@ async fn derived_secret(
 }
 
 pub mod cleanup;
+mod copies;
 pub mod judged;
 mod lookup;
 mod networks;

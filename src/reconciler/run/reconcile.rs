@@ -17,6 +17,7 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
+use super::restart_budget::RestartBudget;
 use super::status;
 use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
@@ -182,7 +183,8 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     let observed = observe::observe(machine, ctx, &cluster).await?;
     let mut decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
     // The restart budget lets a restart go ahead or holds it back, before anything is acted on.
-    let budget = ctx.settings.restart_budget.gate(
+    let budget: &RestartBudget = &ctx.settings.restart_budget;
+    let budget = budget.gate(
         &ctx.settings.metrics,
         machine,
         decision.vmi.as_ref(),

@@ -53,7 +53,7 @@ impl RestartBudget {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The budget's say on `restart` (see [`rule::gate`]), with the state shared by every
+    /// The budget's say on `restart` (see [`rule::decide_restart`]), with the state shared by every
     /// Machine: rebuilt at the term's first use, the gone Machines' slots freed first.
     pub fn gate(
         &self,
@@ -73,7 +73,7 @@ impl RestartBudget {
         let state = &mut inner.state;
         forget_gone(state, &inner.machines);
         let seen = (vmi, machine.status.as_ref());
-        let gate = rule::gate(state, &key, seen, restart, now, &self.limits);
+        let gate = rule::decide_restart(state, &key, seen, restart, now, &self.limits);
         count(metrics, state);
         gate
     }

@@ -3,7 +3,10 @@
 //! proven for this Machine.
 
 use super::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+
 use crate::reconciler::apis::cdi::DataVolume;
+use crate::reconciler::decide::remote_secrets::{Credential, Found, Wanted, wanted_copies};
 
 /// A Machine whose disk imports with credentials and a CA, and whose CD-ROM with a CA only.
 fn importing() -> Machine {
@@ -18,14 +21,36 @@ fn importing() -> Machine {
     )
 }
 
+/// Each copy `m` asks for as observe finds it: every source there, nothing under the copies'
+/// names on the remote cluster.
+fn found(o: &Observed) -> Vec<(Wanted, Found)> {
+    let wanted = wanted_copies("m", &o.spec.disks, &o.spec.cdroms);
+    let found = |w: &Wanted| match w.what {
+        Credential::Secret => Found::Secret {
+            source: Some(Secret::default()),
+            live: None,
+        },
+        Credential::ConfigMap => Found::ConfigMap {
+            source: Some(ConfigMap::default()),
+            live: None,
+        },
+    };
+    wanted.into_iter().map(|w| (w.clone(), found(&w))).collect()
+}
+
+fn written(d: &Decision) -> Vec<String> {
+    (d.copies.writes.iter())
+        .map(|(w, _)| w.copy.clone())
+        .collect()
+}
+
 #[test]
 fn the_copies_written_are_those_the_data_volumes_written_read() {
     let mut o = observed(importing());
     o.remote = true;
-    let copies =
-        |d: &Decision| -> Vec<String> { d.copies.iter().map(|w| w.copy.clone()).collect() };
+    o.credentials = found(&o);
     let d = decide(&o, &Catalog::default(), &key());
-    assert_eq!(copies(&d), ["m-root-credentials", "m-root-ca", "m-iso-ca"]);
+    assert_eq!(written(&d), ["m-root-credentials", "m-root-ca", "m-iso-ca"]);
     let http = |i: usize| {
         d.data_volumes[i]
             .spec
@@ -38,25 +63,53 @@ fn the_copies_written_are_those_the_data_volumes_written_read() {
         Some((Some("m-root-credentials".into()), Some("m-root-ca".into())))
     );
 
+    // A source gone: that copy is not written (CDI waits), its DataVolume is.
+    let mut gone = o.clone();
+    gone.credentials[1].1 = Found::ConfigMap {
+        source: None,
+        live: None,
+    };
+    let d = decide(&gone, &Catalog::default(), &key());
+    assert_eq!(written(&d), ["m-root-credentials", "m-iso-ca"]);
+    assert_eq!(d.data_volumes.len(), 2);
+
+    // Someone else's Secret under a copy's name: not written over, and the DataVolume that
+    // would read it is not written; the other copies are.
+    let mut taken = o.clone();
+    let foreign = Secret {
+        metadata: meta("Secret", "m-root-credentials", None, None),
+        ..Secret::default()
+    };
+    taken.credentials[0].1 = Found::Secret {
+        source: Some(Secret::default()),
+        live: Some(foreign),
+    };
+    let d = decide(&taken, &Catalog::default(), &key());
+    assert_eq!(written(&d), ["m-root-ca", "m-iso-ca"]);
+    assert_eq!(reasons_of(&d.copies.conflicts), ["SecretConflict"]);
+    let names: Vec<String> = d.data_volumes.iter().map(|dv| dv.name_any()).collect();
+    assert_eq!(names, ["m-iso"]);
+
     // Someone else's DataVolume under the disk's name: it is not written, nor are its copies.
-    let foreign = meta("DataVolume", "m-root", None, None);
     let dv = DataVolume {
-        metadata: foreign,
+        metadata: meta("DataVolume", "m-root", None, None),
         spec: Default::default(),
         status: None,
     };
     o.data_volumes.insert("m-root".into(), dv);
     assert_eq!(
-        copies(&decide(&o, &Catalog::default(), &key())),
+        written(&decide(&o, &Catalog::default(), &key())),
         ["m-iso-ca"]
     );
 
     // On the operator's own cluster nothing is copied: CDI reads the sources themselves.
     o.remote = false;
-    assert_eq!(
-        copies(&decide(&o, &Catalog::default(), &key())),
-        [] as [String; 0]
-    );
+    let d = decide(&o, &Catalog::default(), &key());
+    assert!(written(&d).is_empty());
+}
+
+fn reasons_of(problems: &[Problem]) -> Vec<&'static str> {
+    problems.iter().map(Problem::reason).collect()
 }
 
 fn removed_iso(controller: Option<&str>) -> DataVolume {

@@ -102,7 +102,7 @@ fn the_gate_lets_a_restart_go_or_holds_it_and_its_status_keeps_what_was_last_act
     ];
     for (row, mut s, restart, vmi, want, shown, event, queued, slot) in rows {
         let mut restart = restart.clone();
-        let gate = gate(
+        let gate = decide_restart(
             &mut s,
             &k,
             (vmi, Some(&status)),
