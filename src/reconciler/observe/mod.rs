@@ -212,10 +212,10 @@ pub async fn observe(
         .filter(|dv| dv.brief().as_deref() == Some(name.as_str()))
         .filter_map(|dv| dv.unpack().ok())
         .collect();
-    // On a remote cluster, the credential copies its sources ask for, and those each removed
-    // CD-ROM's DataVolume read: judged below, with the rest.
+    // On a remote cluster with CDI, the credential copies its sources ask for, and those each
+    // removed CD-ROM's DataVolume read: judged below, with the rest.
     let (mut credentials, mut removed_copies) = (Vec::new(), BTreeMap::new());
-    if !cluster.is_local() {
+    if !cluster.is_local() && cluster.apis.cdi {
         let wanted = remote_secrets::wanted_copies(&name, &spec.disks, &spec.cdroms);
         credentials = copies::read((&ctx.client, client), &ns, wanted).await?;
         for dv in &unwanted_data_volumes {
