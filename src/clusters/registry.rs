@@ -9,7 +9,8 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use tokio::sync::watch;
 
-/// Which optional APIs a remote cluster serves.
+/// Which optional APIs a cluster serves: a remote one as last probed, the operator's own as
+/// discovered when its watches start (`reconciler::run::controller`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Apis {
     /// `kubevirt.io/v1` virtualmachines.
@@ -47,6 +48,31 @@ pub struct Connection {
     /// The KubevirtConfig's `vitistack.io/acknowledge-cluster` annotation: a Machine made on
     /// another cluster goes on only when it names `identity`.
     pub acknowledged: Option<String>,
+}
+
+#[cfg(test)]
+impl Connection {
+    /// A Connection to KubevirtConfig `dc1` for unit tests: a client of an address nothing
+    /// answers, the cluster `identity`, every optional API served but Multus, KubeVirt as asked.
+    pub fn for_tests(identity: &str, kubevirt: bool) -> Connection {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().expect("url"));
+        Connection {
+            name: "dc1".into(),
+            client: kube::Client::try_from(config).expect("client"),
+            revision: "r1".into(),
+            allow_cross_namespace_clones: false,
+            namespace_selector: None,
+            apis: Apis {
+                kubevirt,
+                cdi: true,
+                storage_profiles: true,
+                multus: false,
+                kubevirt_snapshots: true,
+            },
+            identity: identity.into(),
+            acknowledged: None,
+        }
+    }
 }
 
 impl fmt::Debug for Connection {

@@ -118,22 +118,11 @@ pub fn elsewhere(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clusters::Apis;
 
     fn connection(identity: &str, ack: Option<&str>, kubevirt: bool) -> Arc<Connection> {
-        let config = kube::Config::new("https://127.0.0.1:1".parse().expect("url"));
         Arc::new(Connection {
-            name: "dc1".into(),
-            client: kube::Client::try_from(config).expect("client"),
-            revision: "r1".into(),
-            allow_cross_namespace_clones: false,
-            namespace_selector: None,
-            apis: Apis {
-                kubevirt,
-                ..Apis::default()
-            },
-            identity: identity.into(),
             acknowledged: ack.map(str::to_owned),
+            ..Connection::for_tests(identity, kubevirt)
         })
     }
 

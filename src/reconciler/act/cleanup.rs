@@ -6,19 +6,14 @@
 //! Nothing is judged here: each deletion names the exact uid it was decided for, so a namesake
 //! made since is never touched.
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::Machine;
 
-use super::{delete_exact, disks};
-use crate::reconciler::apis::cdi::DataVolume;
-use crate::reconciler::apis::kubevirt::VirtualMachine;
-use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use super::{delete, disks};
 use crate::reconciler::decide::cleanup::{Action, Plan, Wait};
-use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::error::{Error, is_not_found};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
@@ -81,31 +76,6 @@ async fn finish(ctx: &Context, machine: &Machine, plan: &Plan) -> Result<(), Err
         tracing::info!("cleanup finished, finalizer removed");
     }
     Ok(())
-}
-
-async fn delete(
-    client: &Client,
-    ns: &str,
-    kind: Kind,
-    name: &str,
-    uid: String,
-) -> Result<(), Error> {
-    fn api<K>(client: &Client, ns: &str) -> Api<K>
-    where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-    {
-        Api::namespaced(client.clone(), ns)
-    }
-    match kind {
-        Kind::VirtualMachine => delete_exact(&api::<VirtualMachine>(client, ns), name, uid).await,
-        Kind::Claim => delete_exact(&api::<PersistentVolumeClaim>(client, ns), name, uid).await,
-        Kind::DataVolume => delete_exact(&api::<DataVolume>(client, ns), name, uid).await,
-        Kind::Secret => delete_exact(&api::<Secret>(client, ns), name, uid).await,
-        Kind::ConfigMap => delete_exact(&api::<ConfigMap>(client, ns), name, uid).await,
-        Kind::Attachment => {
-            delete_exact(&api::<NetworkAttachmentDefinition>(client, ns), name, uid).await
-        }
-    }
 }
 
 /// Adds our finalizer to a Machine stored without it.

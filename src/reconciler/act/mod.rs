@@ -17,19 +17,20 @@ pub mod secret;
 pub mod status;
 
 use crate::api::Machine;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 use crate::reconciler::act::apply::Prover;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::Decision;
 use crate::reconciler::decide::held;
 use crate::reconciler::decide::problem::{Kind, Problem};
+use crate::reconciler::decide::restart_budget::Gate;
 use crate::reconciler::decide::status::reason;
-use crate::reconciler::decide::{Decision, own_vmi};
 use crate::reconciler::error::{Error, api_message, is_not_found};
 use crate::reconciler::observe::Observed;
 use crate::reconciler::run::cluster::Cluster;
@@ -64,12 +65,12 @@ pub struct Acted {
     pub restart_recheck_in: Option<std::time::Duration>,
 }
 
-/// Carries out `decision`.
+/// Carries out `decision`, its restart as the restart `budget` let it.
 pub async fn act(
     ctx: &Context,
     cluster: &Cluster,
     o: &Observed,
-    mut decision: Decision,
+    (mut decision, budget): (Decision, Gate),
 ) -> Result<Acted, Error> {
     let machine = &o.machine;
     let ns = machine.namespace().unwrap_or_default();
@@ -94,14 +95,9 @@ pub async fn act(
     problems.extend(disks::grow_all(client, &ns, &decision.grow_claims).await);
 
     // A remote Machine's credential copies first: a DataVolume naming one not in place waits.
-    let (copy_problems, held_dvs) = remote_secrets::ensure_all(
-        ctx,
-        cluster,
-        (machine, &o.spec),
-        &decision.data_volumes,
-        prover,
-    )
-    .await;
+    problems.extend(decision.copies.conflicts);
+    let (copy_problems, held_dvs) =
+        remote_secrets::write_all(cluster, &ns, decision.copies.writes, prover).await;
     problems.extend(copy_problems);
     (decision.data_volumes).retain(|dv| !held_dvs.contains(&dv.name_any()));
     // The derived Secret's write first, beside the claims'.
@@ -198,10 +194,16 @@ pub async fn act(
                     let memory = &ctx.per_machine.derived_secrets;
                     memory.remember(&key_of(machine), &machine_uid, Known::Absent);
                 }
-                for (name, uid) in decision.delete_data_volumes {
-                    delete_exact(&dvs, &name, uid).await?;
-                    tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume");
-                    remote_secrets::remove_for(cluster, machine, &name).await?;
+                for (kind, name, uid) in decision.delete_removed {
+                    delete(client, &ns, kind, &name, uid).await?;
+                    match kind {
+                        Kind::DataVolume => {
+                            tracing::info!(data_volume = %name, "deleted a removed CD-ROM's DataVolume")
+                        }
+                        _ => {
+                            tracing::info!(object = %name, kind = kind.as_str(), "deleted a credential's copy")
+                        }
+                    }
                 }
             }
             Err(e) => problems.push(failed(Kind::VirtualMachine, vm_name, &e)),
@@ -215,8 +217,6 @@ pub async fn act(
     }
     // The adoptions and the restart announced at once (the adoptions even if the restart fails).
     let mut notices = adoption_notices(&decision.adopting, &problems);
-    let vmi = own_vmi(vm.as_ref(), o.vmi.as_ref());
-    let budget = restart::budget(ctx, machine, vmi, &mut decision.restart);
     notices.extend(restart::waiting_notice(&budget));
     let restarted = restart::restart(cluster, &ns, &decision.restart).await;
     notices.extend(restarted.as_ref().ok().cloned().flatten());
@@ -277,6 +277,32 @@ fn adoption_notices(adopting: &[(Kind, String)], problems: &[Problem]) -> Vec<ev
         tracing::info!(objects = ?adopting, "adopted retained disks");
     }
     notices
+}
+
+/// Deletes the `kind` named `name` if it is still the object with `uid`.
+pub async fn delete(
+    client: &Client,
+    ns: &str,
+    kind: Kind,
+    name: &str,
+    uid: String,
+) -> Result<(), Error> {
+    fn api<K>(client: &Client, ns: &str) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        Api::namespaced(client.clone(), ns)
+    }
+    match kind {
+        Kind::VirtualMachine => delete_exact(&api::<VirtualMachine>(client, ns), name, uid).await,
+        Kind::Claim => delete_exact(&api::<PersistentVolumeClaim>(client, ns), name, uid).await,
+        Kind::DataVolume => delete_exact(&api::<DataVolume>(client, ns), name, uid).await,
+        Kind::Secret => delete_exact(&api::<Secret>(client, ns), name, uid).await,
+        Kind::ConfigMap => delete_exact(&api::<ConfigMap>(client, ns), name, uid).await,
+        Kind::Attachment => {
+            delete_exact(&api::<NetworkAttachmentDefinition>(client, ns), name, uid).await
+        }
+    }
 }
 
 /// Deletes `name` if it is still the object with `uid` (never a namesake made since).

@@ -1,38 +1,23 @@
 //! Carrying out a restart `decide::restart` asked for: the VMI the Machine's VM controls is
 //! deleted (by uid, never a namesake started since), KubeVirt's VM controller starts a new one,
-//! and a Normal `Restarted` Event says why. Before that, the restart budget lets it go or holds
-//! it back ([`budget`]).
+//! and a Normal `Restarted` Event says why; the restart budget (`run::restart_budget`) let it go
+//! or held it back before.
 
 use kube::api::Api;
 use kube::runtime::events::EventType;
 
-use crate::api::Machine;
 use crate::api::names::RESTARTED_AT_ANNOTATION;
 use crate::reconciler::Error;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::decide::restart::{Cause, Restart};
-use crate::reconciler::decide::restart_budget::RESTART_PENDING;
+use crate::reconciler::decide::restart_budget::{Gate, RESTART_PENDING};
 use crate::reconciler::run::cluster::Cluster;
-use crate::reconciler::run::context::Context;
-use crate::reconciler::run::restart_budget::Gate;
 
 use super::delete_exact;
 use super::events::Notice;
 
 /// The Event reason of a restart.
 pub const RESTARTED: &str = "Restarted";
-
-/// The restart budget's say on `restart` (see `run::restart_budget`).
-pub fn budget(
-    ctx: &Context,
-    machine: &Machine,
-    vmi: Option<&VirtualMachineInstance>,
-    restart: &mut Restart,
-) -> Gate {
-    let budget = &ctx.settings.restart_budget;
-    let now = k8s_openapi::jiff::Timestamp::now();
-    budget.gate(&ctx.settings.metrics, machine, vmi, restart, now)
-}
 
 /// A Normal `RestartPending` Event when the Machine has just started waiting.
 pub fn waiting_notice(gate: &Gate) -> Option<Notice> {

@@ -60,7 +60,7 @@ use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::desired::{Inputs, SecretData};
 use crate::reconciler::decide::disks::{Release, conflict};
 use crate::reconciler::decide::evidence::OwnershipKey;
-use crate::reconciler::decide::ownership::Ownership;
+use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::observe::Observed;
 
@@ -71,13 +71,16 @@ pub struct Decision {
     pub add_finalizer: bool,
     pub claims: Vec<PersistentVolumeClaim>,
     pub data_volumes: Vec<DataVolume>,
+    /// A remote Machine's credential copies the DataVolumes above read: written before them.
+    pub copies: remote_secrets::Copies,
     pub attachments: Vec<NetworkAttachmentDefinition>,
     pub secret: Option<Secret>,
     /// Written last, and only if every write above succeeded.
     pub vm: Option<VirtualMachine>,
-    /// Our DataVolumes of CD-ROMs removed from the Machine (name, uid), deleted once the VM
+    /// Our DataVolumes of CD-ROMs removed from the Machine, each followed (remote) by the
+    /// credential copies of ours it read: (kind, name, uid), deleted in this order once the VM
     /// written no longer mounts them.
-    pub delete_data_volumes: Vec<(String, String)>,
+    pub delete_removed: Vec<(Kind, String, String)>,
     /// Our attachments that no Machine uses any more.
     pub delete_attachments: Vec<NetworkAttachmentDefinition>,
     /// Our derived Secret, once the VM written no longer names it (its uid, as a precondition).
@@ -99,15 +102,19 @@ pub struct Decision {
     pub eviction: Option<eviction::Eviction>,
     /// The VM's node, not Ready: `NodeUnreachable` past the grace, a rerun when it ends.
     pub node: node::Verdict,
+    /// The VMI its VM controls, as the restart budget sees it (`run` gates `restart` on it).
+    pub vmi: Option<restart_budget::Vmi>,
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let mut d = decide_objects(o, catalog);
     if o.remote {
         remote::without_owner_references(&mut d, key);
-        let wanted = remote_secrets::wanted(&o.machine.name_any(), &o.spec.disks, &o.spec.cdroms);
+        let ns = o.machine.namespace().unwrap_or_default();
+        let at = (MachineRef::of(&o.machine), ns.as_str());
         let made = |dv: &str| o.data_volumes.contains_key(dv);
-        remote_secrets::point_at_copies(&mut d.data_volumes, &wanted, made);
+        let found = (&o.credentials[..], &o.verdicts);
+        d.copies = remote_secrets::decide_copies(&mut d.data_volumes, found, at, made);
     }
     d
 }
@@ -142,6 +149,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         vm_ours: vm_ownership == Ownership::Ours,
         ..Decision::default()
     };
+    let vmi = own_vmi(o.vm.as_ref().filter(|_| out.vm_ours), o.vmi.as_ref());
+    out.vmi = vmi.and_then(restart_budget::Vmi::of);
 
     let errors = &o.spec_errors;
     if !errors.is_empty() {
@@ -259,18 +268,23 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
                 out.delete_derived_secret = o.derived_secret.meta().and_then(|m| m.uid.clone());
             }
             // A removed CD-ROM's, once the VM no longer mounts it, and this Machine's only: a
-            // released one (retain-disks) is left alone.
-            out.delete_data_volumes = o
-                .unwanted_data_volumes
-                .iter()
-                .filter(|dv| o.verdicts.data_volume(&dv.name_any()) == Ownership::Ours)
-                .filter_map(|dv| Some((dv.name_any(), dv.uid()?)))
-                .collect();
+            // released one (retain-disks) is left alone. After each, the copies of ours it read.
+            for dv in &o.unwanted_data_volumes {
+                let name = dv.name_any();
+                let ours = o.verdicts.data_volume(&name) == Ownership::Ours;
+                let Some(uid) = dv.uid().filter(|_| ours) else {
+                    continue;
+                };
+                let copies = (o.removed_copies.get(&name).into_iter().flatten())
+                    .filter_map(|(kind, m)| Some((*kind, m.name.clone()?, m.uid.clone()?)))
+                    .filter(|(_, copy, _)| o.verdicts.copy(copy) == Ownership::Ours);
+                out.delete_removed.push((Kind::DataVolume, name, uid));
+                out.delete_removed.extend(copies);
+            }
             out.vm = Some(vm);
         }
     }
 
-    let vmi = own_vmi(o.vm.as_ref().filter(|_| out.vm_ours), o.vmi.as_ref());
     let strategy = eviction::strategy(&o.spec, catalog.eviction_strategy());
     out.eviction = eviction::decide(vmi, strategy, catalog.external_eviction());
     let vmi_node = vmi.and_then(|v| v.status.as_ref()?.node_name.as_deref());
@@ -292,7 +306,7 @@ fn hold_for_restore(out: &mut Decision, status: Option<&MachineStatus>) {
     out.claims.clear();
     out.data_volumes.clear();
     out.vm = None;
-    out.delete_data_volumes.clear();
+    out.delete_removed.clear();
     out.delete_derived_secret = None;
     out.release.clear();
     out.grow_claims.clear();

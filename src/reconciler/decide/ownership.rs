@@ -52,6 +52,8 @@ pub struct Verdicts {
     pub claims: BTreeMap<String, Ownership>,
     pub data_volumes: BTreeMap<String, Ownership>,
     pub attachments: BTreeMap<String, Ownership>,
+    /// A remote Machine's credential copies (Secrets and ConfigMaps, see `remote_secrets`).
+    pub copies: BTreeMap<String, Ownership>,
 }
 
 impl Verdicts {
@@ -65,6 +67,10 @@ impl Verdicts {
 
     pub fn attachment(&self, name: &str) -> Ownership {
         self.attachments.get(name).copied().unwrap_or_default()
+    }
+
+    pub fn copy(&self, name: &str) -> Ownership {
+        self.copies.get(name).copied().unwrap_or_default()
     }
 }
 

@@ -15,9 +15,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
-use super::evidence::OwnershipKey;
-use super::ownership::{self, MachineRef, Ownership};
-use super::problem::Kind;
+use super::ownership::{MachineRef, Ownership, Verdicts};
+use super::problem::{Kind, Problem};
 use crate::api::machine::Disk;
 use crate::api::names::pvc_name;
 use crate::api::source::{Cdrom, DiskSource};
@@ -64,7 +63,7 @@ pub fn copy_name(data_volume: &str, what: Credential) -> String {
 }
 
 /// Every copy the sources of `machine`'s disks and CD-ROMs ask for.
-pub fn wanted(machine: &str, disks: &[Disk], cdroms: &[Cdrom]) -> Vec<Wanted> {
+pub fn wanted_copies(machine: &str, disks: &[Disk], cdroms: &[Cdrom]) -> Vec<Wanted> {
     let sources = (disks.iter())
         .filter_map(|d| d.source.as_ref().map(|s| (d.name.as_str(), s)))
         .chain(cdroms.iter().map(|c| (c.name.as_str(), &c.source)));
@@ -87,14 +86,19 @@ pub fn wanted(machine: &str, disks: &[Disk], cdroms: &[Cdrom]) -> Vec<Wanted> {
 /// ConfigMap (whether or not its source names one now): what its deletion looks for.
 pub fn copies(machine: &str, spec: &crate::api::MachineSpec) -> Vec<(Kind, String)> {
     let data_volumes: std::collections::BTreeSet<String> =
-        wanted(machine, &spec.disks, &spec.cdroms)
+        wanted_copies(machine, &spec.disks, &spec.cdroms)
             .into_iter()
             .map(|w| w.data_volume)
             .collect();
-    (data_volumes.iter())
+    copies_of(&data_volumes)
+}
+
+/// The names the copies the DataVolumes `data_volumes` read may have.
+pub fn copies_of<S: AsRef<str>>(data_volumes: impl IntoIterator<Item = S>) -> Vec<(Kind, String)> {
+    (data_volumes.into_iter())
         .flat_map(|dv| {
             [Credential::Secret, Credential::ConfigMap]
-                .map(|what| (what.kind(), copy_name(dv, what)))
+                .map(|what| (what.kind(), copy_name(dv.as_ref(), what)))
         })
         .collect()
 }
@@ -154,6 +158,43 @@ pub fn names_copy(dv: &DataVolume, w: &Wanted) -> bool {
     }
 }
 
+/// A copy's source on the management cluster and the object of the copy's name on the remote
+/// cluster, as observe read them (whole: a copy is made of its source's data).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Found {
+    Secret {
+        source: Option<Secret>,
+        live: Option<Secret>,
+    },
+    ConfigMap {
+        source: Option<ConfigMap>,
+        live: Option<ConfigMap>,
+    },
+}
+
+impl Found {
+    /// The object found under the copy's name: what its ownership is judged on.
+    pub fn live(&self) -> Option<&ObjectMeta> {
+        match self {
+            Found::Secret { live, .. } => live.as_ref().map(|s| &s.metadata),
+            Found::ConfigMap { live, .. } => live.as_ref().map(|c| &c.metadata),
+        }
+    }
+}
+
+/// A copy to write, and the object of its name found there (what drift is judged against).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    Secret {
+        copy: Secret,
+        live: Option<Secret>,
+    },
+    ConfigMap {
+        copy: ConfigMap,
+        live: Option<ConfigMap>,
+    },
+}
+
 /// What to do about one copy.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step<K> {
@@ -165,62 +206,114 @@ pub enum Step<K> {
     SourceMissing,
 }
 
-/// The copy of `source` as `w` for `machine` (in `namespace`), given the object of that name
-/// found there (`live`).
-pub fn secret_copy(
-    w: &Wanted,
-    (machine, namespace): (MachineRef, &str),
-    source: Option<&Secret>,
-    live: Option<&Secret>,
-    key: &OwnershipKey,
-) -> Step<Secret> {
-    step(live, machine, key, source, |s| Secret {
-        metadata: meta(w, machine, namespace),
-        data: s.data.clone(),
-        type_: s.type_.clone(),
-        ..Secret::default()
-    })
+impl<K> Step<K> {
+    /// The same step, with what is written as `f` makes it.
+    fn write_as(self, f: impl FnOnce(K) -> Write) -> Step<Write> {
+        match self {
+            Step::Write(k) => Step::Write(f(k)),
+            Step::Conflict => Step::Conflict,
+            Step::SourceMissing => Step::SourceMissing,
+        }
+    }
 }
 
-/// [`secret_copy`] for a CA ConfigMap.
-pub fn config_map_copy(
-    w: &Wanted,
-    (machine, namespace): (MachineRef, &str),
-    source: Option<&ConfigMap>,
-    live: Option<&ConfigMap>,
-    key: &OwnershipKey,
-) -> Step<ConfigMap> {
-    step(live, machine, key, source, |s| ConfigMap {
-        metadata: meta(w, machine, namespace),
-        data: s.data.clone(),
-        binary_data: s.binary_data.clone(),
-        ..ConfigMap::default()
-    })
+/// The kinds copied, and what a copy takes of its source.
+pub trait Copied: Resource<DynamicType = ()> + Sized {
+    /// `source`'s content under `metadata`.
+    fn copy_of(source: &Self, metadata: ObjectMeta) -> Self;
 }
 
-fn step<K: Resource<DynamicType = ()>>(
-    live: Option<&K>,
-    machine: MachineRef,
-    key: &OwnershipKey,
+impl Copied for Secret {
+    fn copy_of(source: &Secret, metadata: ObjectMeta) -> Secret {
+        Secret {
+            metadata,
+            data: source.data.clone(),
+            type_: source.type_.clone(),
+            ..Secret::default()
+        }
+    }
+}
+
+impl Copied for ConfigMap {
+    fn copy_of(source: &ConfigMap, metadata: ObjectMeta) -> ConfigMap {
+        ConfigMap {
+            metadata,
+            data: source.data.clone(),
+            binary_data: source.binary_data.clone(),
+            ..ConfigMap::default()
+        }
+    }
+}
+
+/// The copy of `source` as `w` for `machine` (in `namespace`), the object of that name found
+/// there judged `verdict`.
+pub fn copy_step<K: Copied>(
+    w: &Wanted,
+    (machine, namespace): (MachineRef, &str),
     source: Option<&K>,
-    copy: impl FnOnce(&K) -> K,
+    verdict: Ownership,
 ) -> Step<K> {
     // A copy is never adopted: released or not, only one proven for this Machine is ours.
-    if !ownership::of(live, machine, key).writable(false) {
+    if !verdict.writable(false) {
         return Step::Conflict;
     }
-    source.map_or(Step::SourceMissing, |s| Step::Write(copy(s)))
+    source.map_or(Step::SourceMissing, |s| {
+        Step::Write(K::copy_of(s, meta(w, machine, namespace)))
+    })
 }
 
-/// The uid of `live` (a copy's name, of `kind`) when it is ours to delete with the Machine.
-pub fn removable<'m>(
-    live: &'m ObjectMeta,
-    kind: &str,
-    machine: MachineRef,
-    key: &OwnershipKey,
-) -> Option<&'m str> {
-    let ours = ownership::of_meta(Some(live), kind, machine, key) == Ownership::Ours;
-    live.uid.as_deref().filter(|_| ours)
+/// What `decide` makes of a remote Machine's copies.
+#[derive(Debug, Default)]
+pub struct Copies {
+    /// Written before the DataVolumes that read them.
+    pub writes: Vec<(Wanted, Write)>,
+    /// Someone else's object under a copy's name: `SecretConflict`, `ConfigMapConflict`.
+    pub conflicts: Vec<Problem>,
+}
+
+/// Points the DataVolumes `dvs` not made yet (`made` says which are) at their copies, and
+/// decides each copy they read from what observe `found` and judged (`verdicts`), for the
+/// Machine `at`: a DataVolume naming a copy in conflict is taken out of `dvs` (not written).
+pub fn decide_copies(
+    dvs: &mut Vec<DataVolume>,
+    (found, verdicts): (&[(Wanted, Found)], &Verdicts),
+    at: (MachineRef, &str),
+    made: impl Fn(&str) -> bool,
+) -> Copies {
+    let wanted: Vec<Wanted> = found.iter().map(|(w, _)| w.clone()).collect();
+    point_at_copies(dvs, &wanted, made);
+    let named: Vec<&(Wanted, Found)> = (found.iter())
+        .filter(|(w, _)| dvs.iter().any(|dv| names_copy(dv, w)))
+        .collect();
+    let (mut out, mut held) = (Copies::default(), Vec::new());
+    for (w, f) in named {
+        let verdict = verdicts.copy(&w.copy);
+        let step = match f {
+            Found::Secret { source, live } => {
+                copy_step(w, at, source.as_ref(), verdict).write_as(|copy| Write::Secret {
+                    copy,
+                    live: live.clone(),
+                })
+            }
+            Found::ConfigMap { source, live } => copy_step(w, at, source.as_ref(), verdict)
+                .write_as(|copy| Write::ConfigMap {
+                    copy,
+                    live: live.clone(),
+                }),
+        };
+        match step {
+            Step::Write(write) => out.writes.push((w.clone(), write)),
+            Step::Conflict => {
+                let (kind, name) = (w.what.kind(), w.copy.clone());
+                out.conflicts.push(Problem::Conflict { kind, name });
+                held.push(w.data_volume.clone());
+            }
+            // CDI waits for the copy; observe said so (the author was asked `get` on it).
+            Step::SourceMissing => {}
+        }
+    }
+    dvs.retain(|dv| !held.iter().any(|h| Some(h) == dv.metadata.name.as_ref()));
+    out
 }
 
 fn meta(w: &Wanted, machine: MachineRef, namespace: &str) -> ObjectMeta {

@@ -67,7 +67,7 @@ pub enum Cause {
     Evacuation(String),
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Restart {
     /// The VMI to delete (name, uid as a precondition), and why.
     pub delete_vmi: Option<(String, String, Cause)>,

@@ -17,6 +17,14 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
+use super::restart::Restart;
+use crate::api::MachineStatus;
+use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
+
+/// How soon a waiting or restarting Machine is looked at again (besides its watches): when a
+/// slot frees, the first in line takes it within this.
+pub const RECHECK: Duration = Duration::from_secs(3);
+
 /// The condition type, the reason of a waiting Machine, its Event and the metric's label.
 pub const RESTART_PENDING: &str = "RestartPending";
 /// The condition's reason (and the metric's label) while a restart holds a slot.
@@ -65,11 +73,82 @@ pub enum Verdict {
 }
 
 /// The VMI as the budget sees it: whether a restart is over.
-pub struct Vmi<'a> {
-    pub uid: &'a str,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vmi {
+    pub uid: String,
     pub running: bool,
     /// Being deleted (KubeVirt keeps a VMI while its guest shuts down).
     pub deleting: bool,
+}
+
+impl Vmi {
+    /// How the budget sees `vmi` (one without a uid was never stored: nothing).
+    pub fn of(vmi: &VirtualMachineInstance) -> Option<Vmi> {
+        Some(Vmi {
+            uid: vmi.metadata.uid.clone()?,
+            running: (vmi.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running"),
+            deleting: vmi.metadata.deletion_timestamp.is_some(),
+        })
+    }
+}
+
+/// What the budget made of one reconcile's restart.
+#[derive(Debug, Default, PartialEq)]
+pub struct Gate {
+    /// `RestartPending` to show.
+    pub shown: Option<Shown>,
+    /// Run again then (waiting, or holding a slot).
+    pub recheck_in: Option<Duration>,
+    /// Set when the Machine has just started waiting: the Event's note.
+    pub started_waiting: Option<String>,
+}
+
+/// The budget's say on the restart of Machine `key` (its VM's VMI `vmi`, its `status`): it goes
+/// ahead and takes a slot, or is held back while the budget is spent (then `restart` deletes and
+/// records nothing, so it is asked again); the Machine's slot is freed once its new VMI runs, and
+/// its place in line once no restart is wanted.
+pub fn decide_restart(
+    state: &mut State,
+    key: &Key,
+    (vmi, status): (Option<&Vmi>, Option<&MachineStatus>),
+    restart: &mut Restart,
+    now: Timestamp,
+    limits: &Limits,
+) -> Gate {
+    state.expire(limits, now);
+    state.finish(key, vmi);
+    let mut gate = Gate::default();
+    let verdict = match &restart.delete_vmi {
+        Some((_, uid, _)) => {
+            let verdict = admit(state, key, now, limits);
+            match &verdict {
+                Verdict::Go => state.start(key, Some(uid.clone()), now),
+                Verdict::Wait { message, .. } => {
+                    if !state.queue.contains_key(key) {
+                        gate.started_waiting = Some(message.clone());
+                    }
+                    state.queue.entry(key.clone()).or_insert(now);
+                    hold(restart, status);
+                }
+            }
+            Some(verdict)
+        }
+        // No longer wanted (done some other way, or the change undone): out of line.
+        None => {
+            state.queue.remove(key);
+            None
+        }
+    };
+    gate.shown = state.shown(key, verdict.as_ref(), limits);
+    gate.recheck_in = gate.shown.as_ref().map(|_| RECHECK);
+    gate
+}
+
+/// Nothing deleted, and what was last acted on stays recorded, so the restart is asked again.
+fn hold(restart: &mut Restart, status: Option<&MachineStatus>) {
+    restart.delete_vmi = None;
+    restart.last_restart = status.and_then(|s| s.last_restart.clone());
+    restart.last_restart_generation = status.and_then(|s| s.last_restart_generation);
 }
 
 /// What `RestartPending` shows: (status, reason, message).
@@ -144,7 +223,7 @@ impl State {
 /// taken (and the condition written) only after the deletion was accepted, so a VMI not being
 /// deleted is the new one even where the deleted one's uid is unknown (a rebuilt slot).
 fn over(slot: &Slot, v: &Vmi) -> bool {
-    let other = slot.vmi_uid.as_deref() != Some(v.uid);
+    let other = slot.vmi_uid.as_deref() != Some(v.uid.as_str());
     v.running && !v.deleting && other
 }
 

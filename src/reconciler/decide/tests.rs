@@ -22,6 +22,7 @@ use crate::reconciler::store::derived_secrets::Known;
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_DISKS_ANNOTATION};
 
 mod attachments;
+mod copies;
 mod data_volumes;
 mod remote_clones;
 mod restoring;
@@ -74,6 +75,8 @@ fn observed(m: Machine) -> Observed {
         data_volumes: BTreeMap::new(),
         cdi_installed: true,
         unwanted_data_volumes: vec![],
+        credentials: Vec::new(),
+        removed_copies: BTreeMap::new(),
         unused_attachments: vec![],
         restoring: None,
         snapshots: Default::default(),
@@ -101,6 +104,8 @@ fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
         attachments: &o.attachments,
         unused_attachments: &o.unused_attachments,
         network_configurations: &o.network_configurations,
+        credentials: &o.credentials,
+        copies: &o.removed_copies,
     };
     let verdicts = judged::verdicts(&found, MachineRef::of(&o.machine), key);
     let name = o.machine.name_any();

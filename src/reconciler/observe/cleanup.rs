@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -28,6 +28,7 @@ use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
 
+use super::lookup::copies_found;
 use super::{snapshots, unused_networks};
 
 /// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
@@ -280,20 +281,10 @@ pub async fn remains(
             attachments.push(attachment);
         }
     }
-    let mut credential_copies = Vec::new();
-    if remote {
-        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-        for (kind, copy) in remote_secrets::copies(&name, &spec) {
-            let found = match kind {
-                Kind::ConfigMap => config_maps
-                    .get_metadata_opt(&copy)
-                    .await?
-                    .map(|m| m.metadata),
-                _ => secrets.get_metadata_opt(&copy).await?.map(|m| m.metadata),
-            };
-            credential_copies.extend(found.map(|meta| (kind, meta)));
-        }
-    }
+    let credential_copies = match remote {
+        true => copies_found(client, &ns, remote_secrets::copies(&name, &spec)).await?,
+        false => Vec::new(),
+    };
     // Judged once, here, on what was just read, for the Machine's name and uid.
     let read = Read {
         remote,

@@ -17,7 +17,9 @@ use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Verdicts};
+use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::remote;
+use crate::reconciler::decide::remote_secrets::{self, Wanted};
 
 /// The objects found under the names a Machine wants, whoever made them.
 pub struct Found<'a> {
@@ -33,6 +35,10 @@ pub struct Found<'a> {
     pub attachments: &'a BTreeMap<String, NetworkAttachmentDefinition>,
     pub unused_attachments: &'a [NetworkAttachmentDefinition],
     pub network_configurations: &'a BTreeMap<String, NetworkConfiguration>,
+    /// On its remote cluster, the credential copies its sources ask for, as found.
+    pub credentials: &'a [(Wanted, remote_secrets::Found)],
+    /// Credential copies found on its remote cluster (removed CD-ROMs' DataVolumes read them).
+    pub copies: &'a BTreeMap<String, Vec<(Kind, ObjectMeta)>>,
 }
 
 /// The ownership of everything `found` holds, for Machine `machine`, judged with `key`.
@@ -57,6 +63,15 @@ pub fn verdicts(found: &Found, machine: MachineRef, key: &OwnershipKey) -> Verdi
         let nc_uid = (found.network_configurations.get(&name)).and_then(|nc| nc.uid());
         let verdict = remote::attachment(found.remote, Some(nad.meta()), nc_uid.as_deref(), key);
         v.attachments.insert(name, verdict);
+    }
+    for (w, f) in found.credentials {
+        let verdict = ownership::of_meta(f.live(), w.what.kind().as_str(), machine, key);
+        v.copies.insert(w.copy.clone(), verdict);
+    }
+    for (kind, meta) in found.copies.values().flatten() {
+        let verdict = ownership::of_meta(Some(meta), kind.as_str(), machine, key);
+        v.copies
+            .insert(meta.name.clone().unwrap_or_default(), verdict);
     }
     v
 }
@@ -125,6 +140,8 @@ mod tests {
             attachments: &no_nads,
             unused_attachments: &[],
             network_configurations: &no_ncs,
+            credentials: &[],
+            copies: &BTreeMap::new(),
         };
         assert_eq!(verdicts(&found, me, &key), Verdicts::default());
         let vm: VirtualMachine = serde_json::from_value(json!({

@@ -1,12 +1,16 @@
-//! Where observe reads an object: our own newer write, the watch cache, or the API server.
+//! Where observe reads an object: our own newer write, the watch cache, or the API server; and
+//! which credential copies a remote cluster holds (never cached: read by name, metadata only).
 
 use std::fmt::Debug;
 
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::{Brief, Packed};
@@ -74,4 +78,27 @@ where
         Found::AskApi => api.get_opt(name).await,
         Found::Absent => Ok(None),
     }
+}
+
+/// Which of the credential copies named `names` are on the cluster of `client` (metadata only):
+/// what a deleting remote Machine, or a removed CD-ROM's DataVolume, leaves there.
+pub(super) async fn copies_found(
+    client: &kube::Client,
+    ns: &str,
+    names: Vec<(Kind, String)>,
+) -> Result<Vec<(Kind, ObjectMeta)>, kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut found = Vec::new();
+    for (kind, copy) in names {
+        let meta = match kind {
+            Kind::ConfigMap => config_maps
+                .get_metadata_opt(&copy)
+                .await?
+                .map(|m| m.metadata),
+            _ => secrets.get_metadata_opt(&copy).await?.map(|m| m.metadata),
+        };
+        found.extend(meta.map(|meta| (kind, meta)));
+    }
+    Ok(found)
 }

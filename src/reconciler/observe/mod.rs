@@ -27,6 +27,8 @@ use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
+use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::remote_secrets::{self, copies_of};
 use crate::reconciler::decide::spec::sized;
 use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
@@ -72,6 +74,12 @@ pub struct Observed {
     /// Cached DataVolumes labelled for this Machine of CD-ROMs its live VM mounts but the spec no
     /// longer names.
     pub unwanted_data_volumes: Vec<DataVolume>,
+    /// On a remote cluster, each credential copy its disk sources ask for, with its source and
+    /// the object of its name found there.
+    pub credentials: Vec<(remote_secrets::Wanted, remote_secrets::Found)>,
+    /// On a remote cluster, the credential copies each of those read (see
+    /// `decide::remote_secrets`), by DataVolume: deleted with it.
+    pub removed_copies: BTreeMap<String, Vec<(Kind, ObjectMeta)>>,
     /// Our attachments in the namespace that no live Machine names any more.
     pub unused_attachments: Vec<NetworkAttachmentDefinition>,
     /// A MachineRestore holding this Machine's VM and disks: its name and step.
@@ -208,6 +216,17 @@ pub async fn observe(
         .filter(|dv| dv.brief().as_deref() == Some(name.as_str()))
         .filter_map(|dv| dv.unpack().ok())
         .collect();
+    // On a remote cluster with CDI, the credential copies its sources ask for, and those each
+    // removed CD-ROM's DataVolume read: judged below, with the rest.
+    let (mut credentials, mut removed_copies) = (Vec::new(), BTreeMap::new());
+    if !cluster.is_local() && cluster.apis.cdi {
+        let wanted = remote_secrets::wanted_copies(&name, &spec.disks, &spec.cdroms);
+        credentials = copies::read((&ctx.client, client), &ns, wanted).await?;
+        for dv in &unwanted_data_volumes {
+            let found = lookup::copies_found(client, &ns, copies_of([dv.name_any()])).await?;
+            removed_copies.insert(dv.name_any(), found);
+        }
+    }
     let derived = derived_secret_name(&name);
     // Network data over the inline limit lives in the derived Secret too.
     let large_network_data = spec
@@ -276,6 +295,8 @@ pub async fn observe(
         attachments: &attachments,
         unused_attachments: &unused_attachments,
         network_configurations: &network_configurations,
+        credentials: &credentials,
+        copies: &removed_copies,
     };
     let me = MachineRef {
         name: &name,
@@ -302,6 +323,8 @@ pub async fn observe(
         data_volumes,
         cdi_installed: cluster.apis.cdi,
         unwanted_data_volumes,
+        credentials,
+        removed_copies,
         unused_attachments,
         restoring: snapshots::holding(ctx, &ns, me),
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
@@ -335,6 +358,7 @@ async fn derived_secret(
 }
 
 pub mod cleanup;
+mod copies;
 mod data_sources;
 pub mod judged;
 mod lookup;

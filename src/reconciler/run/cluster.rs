@@ -14,6 +14,7 @@ use kube::Client;
 use kube::runtime::reflector::{self, Store, store::Writer};
 
 use super::readiness::State;
+use crate::clusters::Apis;
 use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
@@ -21,20 +22,6 @@ use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::last_write::LastWrite;
 use crate::reconciler::store::packed::Packed;
 use crate::reconciler::store::presence::Presence;
-
-/// Which optional APIs the cluster served when its watches started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Apis {
-    /// Multus's NetworkAttachmentDefinition.
-    pub multus: bool,
-    /// CDI's DataVolume.
-    pub cdi: bool,
-    /// CDI's StorageProfile, served on its own: older CDI releases and trimmed installs serve
-    /// DataVolumes without it (disks then take ReadWriteOnce/Filesystem where no mode is given).
-    pub storage_profiles: bool,
-    /// KubeVirt's VirtualMachineSnapshot.
-    pub kubevirt_snapshots: bool,
-}
 
 /// One workload cluster, as the reconciler reads and writes it.
 pub struct Cluster {
@@ -50,6 +37,7 @@ pub struct Cluster {
     pub client: Client,
     pub stores: ClusterStores,
     pub written: ClusterWritten,
+    /// Which optional APIs it served when its watches started.
     pub apis: Apis,
     /// Whether its caches are filled (the local cluster shares the scope's).
     pub state: Arc<State>,

@@ -12,9 +12,10 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::runtime::watcher;
 
-use super::cluster::{Apis, ClusterStores, ClusterWriters, ClusterWritten};
+use super::cluster::{ClusterStores, ClusterWriters, ClusterWritten};
 use super::metrics::BindTimes;
 use super::watches::{self, Scope, ignore, managed};
+use crate::clusters::Apis;
 use crate::reconciler::MACHINE_LABEL;
 use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration};
 
-pub use super::cluster::{Apis, Cluster, ClusterStores, ClusterWriters, ClusterWritten};
+pub use super::cluster::{Cluster, ClusterStores, ClusterWriters, ClusterWritten};
 use super::cluster_watches;
 pub use super::context::{Clients, Context, Settings, Stores, Writers};
 use super::metrics::BindTimes;
@@ -34,6 +34,7 @@ use super::reconcile::{error_policy, reconcile};
 use super::remotes::{self, Remotes};
 use super::reprove::Reproving;
 use super::watches::{self, Scope, ignore, machines_using};
+use crate::clusters::Apis;
 use crate::discovery;
 use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::act::events::Publisher;
@@ -320,15 +321,16 @@ struct Discovered {
 /// warning where Machines notice): readiness never waits on an optional API.
 async fn discover(client: &Client) -> Discovered {
     let serves = |gv, plural| discovery::serves(client, gv, plural);
-    let ((multus, cdi, storage_profiles), (restores, kubevirt_snapshots)) = futures::join!(
+    let ((multus, cdi, storage_profiles), (restores, kubevirt_snapshots, kubevirt)) = futures::join!(
         futures::future::join3(
             serves("k8s.cni.cncf.io/v1", "network-attachment-definitions"),
             serves("cdi.kubevirt.io/v1beta1", "datavolumes"),
             serves("cdi.kubevirt.io/v1beta1", "storageprofiles"),
         ),
-        futures::future::join(
+        futures::future::join3(
             serves("vitistack.io/v1alpha1", "machinerestores"),
             serves("snapshot.kubevirt.io/v1beta1", "virtualmachinesnapshots"),
+            serves("kubevirt.io/v1", "virtualmachines"),
         ),
     );
     if !multus {
@@ -347,6 +349,7 @@ async fn discover(client: &Client) -> Discovered {
     }
     Discovered {
         cluster: Apis {
+            kubevirt,
             multus,
             cdi,
             storage_profiles: cdi && storage_profiles,

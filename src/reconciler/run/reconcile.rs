@@ -17,6 +17,7 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
+use super::restart_budget::RestartBudget;
 use super::status;
 use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
@@ -180,8 +181,17 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
         });
     };
     let observed = observe::observe(machine, ctx, &cluster).await?;
-    let decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
-    let acted = act::act(ctx, &cluster, &observed, decision).await?;
+    let mut decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
+    // The restart budget lets a restart go ahead or holds it back, before anything is acted on.
+    let budget: &RestartBudget = &ctx.settings.restart_budget;
+    let budget = budget.gate(
+        &ctx.settings.metrics,
+        machine,
+        decision.vmi.as_ref(),
+        &mut decision.restart,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let acted = act::act(ctx, &cluster, &observed, (decision, budget)).await?;
     let settled = status::settle(ctx, &cluster, &observed, acted).await?;
     if let Some(phase) = settled.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);

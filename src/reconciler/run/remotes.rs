@@ -17,13 +17,14 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::cluster::{Apis, Cluster, ClusterStores, ClusterWritten};
+use super::cluster::{Cluster, ClusterStores, ClusterWritten};
 use super::cluster_watches;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reprove::{self, Reproving};
 use super::watches::{Scope, machines_using};
 use crate::api::Machine;
+use crate::clusters::Apis;
 use crate::clusters::decide::identity::machine_waits;
 use crate::clusters::{Health, Reason, Registry};
 use crate::reconciler::MACHINE_LABEL;
@@ -122,12 +123,7 @@ impl Remotes {
                 false => Err(filling(name)),
             };
         }
-        let apis = Apis {
-            multus: connection.apis.multus,
-            cdi: connection.apis.cdi,
-            storage_profiles: connection.apis.storage_profiles,
-            kubevirt_snapshots: connection.apis.kubevirt_snapshots,
-        };
+        let apis = connection.apis;
         tracing::info!(cluster = name, revision = %connection.revision, "starting the watches of a remote cluster");
         let started = self.start(name, &connection, apis);
         running.insert(name.to_owned(), started);

@@ -4,25 +4,19 @@
 //! from the `RestartPending` conditions the Machines show (see [`rebuild`]).
 
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::Machine;
-use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::decide::restart::Restart;
 use crate::reconciler::decide::restart_budget::{
-    self as rule, Key, Limits, RESTART_PENDING, RESTARTING, Shown, State, Verdict, Vmi, rebuild,
+    self as rule, Gate, Key, Limits, RESTART_PENDING, RESTARTING, State, Vmi, rebuild,
 };
 use crate::reconciler::store::packed::Packed;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::RestartBudget as Label;
-
-/// How soon a waiting or restarting Machine is looked at again (besides its watches): when a
-/// slot frees, the first in line takes it within this.
-pub const RECHECK: Duration = Duration::from_secs(3);
 
 pub struct RestartBudget {
     pub limits: Limits,
@@ -35,17 +29,6 @@ struct Inner {
     /// The Machine caches of this leader term's scopes.
     machines: Vec<Store<Packed<Machine>>>,
     rebuilt: bool,
-}
-
-/// What the budget made of one reconcile's restart.
-#[derive(Debug, Default)]
-pub struct Gate {
-    /// `RestartPending` to show.
-    pub shown: Option<Shown>,
-    /// Run again then (waiting, or holding a slot).
-    pub recheck_in: Option<Duration>,
-    /// Set when the Machine has just started waiting: the Event's note.
-    pub started_waiting: Option<String>,
 }
 
 impl RestartBudget {
@@ -70,13 +53,13 @@ impl RestartBudget {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Lets `restart` go ahead, or holds it back (nothing deleted, nothing recorded, so it is
-    /// asked again) while the budget is spent; frees the Machine's slot once its new VMI runs.
+    /// The budget's say on `restart` (see [`rule::decide_restart`]), with the state shared by every
+    /// Machine: rebuilt at the term's first use, the gone Machines' slots freed first.
     pub fn gate(
         &self,
         metrics: &Metrics,
         machine: &Machine,
-        vmi: Option<&VirtualMachineInstance>,
+        vmi: Option<&Vmi>,
         restart: &mut Restart,
         now: Timestamp,
     ) -> Gate {
@@ -89,50 +72,11 @@ impl RestartBudget {
         }
         let state = &mut inner.state;
         forget_gone(state, &inner.machines);
-        state.expire(&self.limits, now);
-        let seen = vmi.and_then(|v| {
-            Some(Vmi {
-                uid: v.metadata.uid.as_deref()?,
-                running: (v.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running"),
-                deleting: v.metadata.deletion_timestamp.is_some(),
-            })
-        });
-        state.finish(&key, seen.as_ref());
-        let mut gate = Gate::default();
-        let verdict = match &restart.delete_vmi {
-            Some((_, uid, _)) => {
-                let verdict = rule::admit(state, &key, now, &self.limits);
-                match &verdict {
-                    Verdict::Go => state.start(&key, Some(uid.clone()), now),
-                    Verdict::Wait { message, .. } => {
-                        if !state.queue.contains_key(&key) {
-                            gate.started_waiting = Some(message.clone());
-                        }
-                        state.queue.entry(key.clone()).or_insert(now);
-                        hold(restart, machine);
-                    }
-                }
-                Some(verdict)
-            }
-            // No longer wanted (done some other way, or the change undone): out of line.
-            None => {
-                state.queue.remove(&key);
-                None
-            }
-        };
-        gate.shown = state.shown(&key, verdict.as_ref(), &self.limits);
-        gate.recheck_in = gate.shown.as_ref().map(|_| RECHECK);
+        let seen = (vmi, machine.status.as_ref());
+        let gate = rule::decide_restart(state, &key, seen, restart, now, &self.limits);
         count(metrics, state);
         gate
     }
-}
-
-/// Nothing deleted, and what was last acted on stays recorded, so the restart is asked again.
-fn hold(restart: &mut Restart, machine: &Machine) {
-    let status = machine.status.as_ref();
-    restart.delete_vmi = None;
-    restart.last_restart = status.and_then(|s| s.last_restart.clone());
-    restart.last_restart_generation = status.and_then(|s| s.last_restart_generation);
 }
 
 fn rebuild_from(machines: &[Store<Packed<Machine>>]) -> State {
@@ -191,8 +135,11 @@ fn count(metrics: &Metrics, state: &State) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::reconciler::decide::restart::Cause;
+    use crate::reconciler::decide::restart_budget::RECHECK;
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher;
 
@@ -211,11 +158,12 @@ mod tests {
         }
     }
 
-    fn vmi(uid: &str, phase: &str) -> VirtualMachineInstance {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "vmi", "uid": uid}, "spec": {}, "status": {"phase": phase}
-        }))
-        .expect("vmi")
+    fn running(uid: &str) -> Vmi {
+        Vmi {
+            uid: uid.to_owned(),
+            running: true,
+            deleting: false,
+        }
     }
 
     fn gauges(metrics: &Metrics) -> (bool, bool) {
@@ -270,7 +218,7 @@ mod tests {
         let gate = budget.gate(
             &metrics,
             &a,
-            Some(&vmi("a-new", "Running")),
+            Some(&running("a-new")),
             &mut Restart::default(),
             now,
         );
@@ -282,13 +230,7 @@ mod tests {
         // b deleted: its slot is freed for others.
         writer.apply_watcher_event(&watcher::Event::Delete(Packed::pack(&b).expect("pack")));
         let mut third = wanted("a-newer");
-        budget.gate(
-            &metrics,
-            &a,
-            Some(&vmi("a-new", "Running")),
-            &mut third,
-            now,
-        );
+        budget.gate(&metrics, &a, Some(&running("a-new")), &mut third, now);
         assert!(third.delete_vmi.is_some(), "b's slot freed");
     }
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::reconciler::run::cluster::{Apis, ClusterStores};
+use crate::clusters::Apis;
+use crate::reconciler::run::cluster::ClusterStores;
 use crate::reconciler::run::context::Stores;
 use crate::reconciler::run::readiness::State;
 

@@ -5,7 +5,13 @@ use serde_json::json;
 
 use super::*;
 use crate::api::names::PROOF_ANNOTATION;
-use crate::reconciler::decide::evidence::Target;
+use crate::reconciler::decide::evidence::{OwnershipKey, Target};
+use crate::reconciler::decide::ownership;
+
+/// The object found under a copy's name judged for `ONE`, as observe judges it.
+fn judged(live: Option<&Secret>) -> Ownership {
+    ownership::of(live, ONE, &key())
+}
 
 fn key() -> OwnershipKey {
     OwnershipKey::new(&[7; 32], None).expect("key")
@@ -40,7 +46,7 @@ fn machine_disks() -> (Vec<Disk>, Vec<Cdrom>) {
 #[test]
 fn each_credential_a_source_names_is_copied_under_a_name_of_the_data_volume() {
     let (d, c) = machine_disks();
-    let got: Vec<(Credential, String, String, String)> = wanted("one", &d, &c)
+    let got: Vec<(Credential, String, String, String)> = wanted_copies("one", &d, &c)
         .into_iter()
         .map(|w| (w.what, w.data_volume, w.source, w.copy))
         .collect();
@@ -74,7 +80,7 @@ fn dv(name: &str, source: serde_json::Value) -> DataVolume {
 #[test]
 fn a_new_data_volume_names_the_copies_and_one_made_keeps_its_source() {
     let (d, c) = machine_disks();
-    let w = wanted("one", &d, &c);
+    let w = wanted_copies("one", &d, &c);
     let http =
         json!({"http": {"url": "https://x/a.qcow2", "secretRef": "creds", "certConfigMap": "ca"}});
     let mut dvs = vec![
@@ -175,7 +181,7 @@ fn step_name<K>(s: &Step<K>) -> &'static str {
 #[test]
 fn a_copy_is_written_only_over_nothing_or_our_own_for_this_machine() {
     let (d, c) = machine_disks();
-    let w = &wanted("one", &d, &c)[0];
+    let w = &wanted_copies("one", &d, &c)[0];
     let other_key = OwnershipKey::new(&[8; 32], None).expect("key");
     let two = MachineRef {
         name: "one",
@@ -225,11 +231,12 @@ fn a_copy_is_written_only_over_nothing_or_our_own_for_this_machine() {
         ("the source gone", None, None, "source missing"),
     ];
     for (what, source, there, want) in cases {
-        let s = secret_copy(w, (ONE, "team-a"), source, there.as_ref(), &key());
+        let s = copy_step::<Secret>(w, (ONE, "team-a"), source, judged(there.as_ref()));
         assert_eq!(step_name(&s), want, "{what}");
     }
     // The copy: the source's data and type under the copy's name, labelled for the Machine.
-    let Step::Write(copy) = secret_copy(w, (ONE, "team-a"), Some(&src), None, &key()) else {
+    let Step::Write(copy) = copy_step::<Secret>(w, (ONE, "team-a"), Some(&src), Ownership::Absent)
+    else {
         panic!("no copy");
     };
     assert_eq!(copy.metadata.name.as_deref(), Some("one-root-credentials"));
@@ -242,38 +249,16 @@ fn a_copy_is_written_only_over_nothing_or_our_own_for_this_machine() {
 #[test]
 fn a_ca_copy_carries_the_config_maps_data() {
     let (d, c) = machine_disks();
-    let w = &wanted("one", &d, &c)[1];
+    let w = &wanted_copies("one", &d, &c)[1];
     let source = ConfigMap {
         data: Some(BTreeMap::from([("ca.pem".into(), "PEM".into())])),
         ..ConfigMap::default()
     };
-    let Step::Write(copy) = config_map_copy(w, (ONE, "team-a"), Some(&source), None, &key()) else {
+    let Step::Write(copy) =
+        copy_step::<ConfigMap>(w, (ONE, "team-a"), Some(&source), Ownership::Absent)
+    else {
         panic!("no copy");
     };
     assert_eq!(copy.metadata.name.as_deref(), Some("one-root-ca"));
     assert_eq!(copy.data, source.data);
-}
-
-#[test]
-fn only_a_copy_proven_for_the_machine_goes_with_it() {
-    let other = MachineRef {
-        name: "one",
-        uid: Some("uid-other"),
-    };
-    let cases = [
-        ("ours", live(Some((&key(), ONE)), true), Some("uid-copy")),
-        ("someone else's", live(None, true), None),
-        (
-            "an earlier Machine's",
-            live(Some((&key(), other)), true),
-            None,
-        ),
-    ];
-    for (what, there, want) in cases {
-        assert_eq!(
-            removable(&there.metadata, "Secret", ONE, &key()),
-            want,
-            "{what}"
-        );
-    }
 }

@@ -2,6 +2,8 @@ use super::*;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+mod gate;
+
 fn at(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).expect("time")
 }
@@ -183,8 +185,8 @@ fn a_machine_deleted_while_queued_gives_its_place_up() {
 #[test]
 fn a_restart_ends_when_a_new_vmi_runs() {
     let k = key("a", "m1");
-    let vmi = |uid, running, deleting| Vmi {
-        uid,
+    let vmi = |uid: &str, running, deleting| Vmi {
+        uid: uid.to_owned(),
         running,
         deleting,
     };

@@ -235,8 +235,12 @@ fn a_removed_cdroms_data_volume_is_deleted_if_ours_with_the_vm() {
     ];
     let d = decide(&o, &Catalog::default(), &key());
     assert_eq!(
-        d.delete_data_volumes,
-        [("m-old-iso".to_owned(), "uid-m-old-iso".to_owned())]
+        d.delete_removed,
+        [(
+            Kind::DataVolume,
+            "m-old-iso".to_owned(),
+            "uid-m-old-iso".to_owned()
+        )]
     );
     assert!(
         d.vm.is_some(),
@@ -248,7 +252,7 @@ fn a_removed_cdroms_data_volume_is_deleted_if_ours_with_the_vm() {
     o.data_volumes
         .insert("m-root".into(), data_volume("m-root", Some("uid-a"), None));
     let held = decide(&o, &Catalog::default(), &key());
-    assert!(held.vm.is_none() && held.delete_data_volumes.is_empty());
+    assert!(held.vm.is_none() && held.delete_removed.is_empty());
 }
 
 #[test]
@@ -375,7 +379,7 @@ fn a_data_volume_a_restore_made_again_keeps_its_clone_source() {
     assert!(d.problems.is_empty(), "{:?}", d.problems);
     assert_eq!(names(&d), ["m-root", "m-iso"]);
     assert_eq!(d.data_volumes[0].spec.source, dv.spec.source);
-    assert!(d.delete_data_volumes.is_empty());
+    assert!(d.delete_removed.is_empty());
     let vm = d.vm.expect("the VM");
     assert!(crate::reconciler::decide::held::mounted(&vm).contains(&"m-root"));
 }

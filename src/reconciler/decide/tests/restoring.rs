@@ -15,7 +15,7 @@ fn a_running_restore_holds_vm_and_disk_writes() {
     assert!(held.claims.is_empty(), "{:?}", held.claims);
     assert!(held.vm.is_none(), "the VM is left as the restore has it");
     assert!(held.data_volumes.is_empty() && held.grow_claims.is_empty());
-    assert!(held.release.is_empty() && held.delete_data_volumes.is_empty());
+    assert!(held.release.is_empty() && held.delete_removed.is_empty());
     assert_eq!(held.restart, restart::Restart::default());
 }
 

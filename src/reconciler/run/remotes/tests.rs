@@ -1,24 +1,8 @@
 use super::*;
-use crate::clusters::{Apis, Connection};
+use crate::clusters::Connection;
 
 fn connection(kubevirt: bool) -> Arc<Connection> {
-    let config = kube::Config::new("https://127.0.0.1:1".parse().expect("url"));
-    Arc::new(Connection {
-        name: "dc1".into(),
-        client: kube::Client::try_from(config).expect("client"),
-        revision: "r1".into(),
-        allow_cross_namespace_clones: false,
-        namespace_selector: None,
-        apis: Apis {
-            kubevirt,
-            cdi: true,
-            storage_profiles: true,
-            multus: false,
-            kubevirt_snapshots: true,
-        },
-        identity: "uid-ks".into(),
-        acknowledged: None,
-    })
+    Arc::new(Connection::for_tests("uid-ks", kubevirt))
 }
 
 #[tokio::test]
