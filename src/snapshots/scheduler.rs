@@ -20,20 +20,22 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
+mod scheduled;
 mod seen;
 
+use scheduled::scheduled_only;
 pub use seen::Retries;
 use seen::{Seen, Who, seen};
 
 use super::context::Context;
 use super::schedule::{Rules, candidates, plan};
 use super::snapshot::scoped;
+use crate::api::Machine;
 use crate::api::names::{FIELD_MANAGER, MACHINE_LABEL, PROOF_ANNOTATION};
 use crate::api::snapshots::{
     MachineSnapshot, MachineSnapshotSpec, MachineSnapshotStatus, SCHEDULED_FOR_ANNOTATION,
     SCHEDULED_LABEL, SCHEDULED_PROOF_KIND, parse_schedule,
 };
-use crate::api::{Machine, MachineSpec};
 use crate::reconciler::decide::evidence::{OwnershipKey, Target};
 use crate::reconciler::run::watches::Scope;
 
@@ -50,12 +52,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Watched, not listed each tick: a converged cluster costs no request per tick. Both are
-    // kept slim (only what a schedule reads). Every MachineSnapshot is watched, not only the
-    // labelled ones: a label proves nothing, and a name held by anyone must be seen.
+    // kept slim (only what a schedule reads), and only Machines with a schedule are kept. Every
+    // MachineSnapshot is watched, not only the labelled ones: a label proves nothing, and a name
+    // held by anyone must be seen.
     let (machines, machines_w) = reflector::store::<Machine>();
     let machine_watch = watcher(scoped::<Machine>(&ctx.client, scope), Default::default())
         .default_backoff()
-        .modify(slim_machine)
+        .filter_map(|e| futures::future::ready(e.map(scheduled_only).transpose()))
         .reflect(machines_w)
         .for_each(|_| futures::future::ready(()));
     let (snapshots, snapshots_w) = reflector::store::<MachineSnapshot>();
@@ -100,20 +103,6 @@ pub async fn run(
         () = checks => {}
         () = shutdown => {}
     }
-}
-
-/// Only what a schedule reads: names, uid, times, and `spec.snapshots`.
-fn slim_machine(m: &mut Machine) {
-    m.spec = MachineSpec {
-        snapshots: m.spec.snapshots.take(),
-        ..MachineSpec::default()
-    };
-    m.status = None;
-    m.metadata.annotations = None;
-    m.metadata.labels = None;
-    m.metadata.managed_fields = None;
-    m.metadata.finalizers = None;
-    m.metadata.owner_references = None;
 }
 
 /// Only what a schedule reads: names, uid, times, the proof, the Machine, and progress.
