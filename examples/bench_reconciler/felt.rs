@@ -136,12 +136,13 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
         .wait_reconciles(n as u64, Duration::from_secs(1800))
         .await?;
     let after = writes(&admin).await?;
-    let rewritten: u64 = after
+    let rewritten: std::collections::BTreeMap<&String, u64> = after
         .iter()
-        .map(|(k, v)| v - before.get(k).copied().unwrap_or(0))
-        .sum();
+        .map(|(k, v)| (k, v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect();
     report.push(format!(
-        "felt setup  N={n:>5}: converged in {took:.2?} (QPS {}); leader a (QPS {}/{}) reconciled all in {first_pass:.2?}, {rewritten} writes  [load {}]",
+        "felt setup  N={n:>5}: converged in {took:.2?} (QPS {}); leader a (QPS {}/{}) reconciled all in {first_pass:.2?}, writes meanwhile {rewritten:?}  [load {}]",
         args.rss_qps,
         args.qps,
         args.burst,
@@ -161,7 +162,7 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
         }
         let watch = || vms.as_ref().context("the VirtualMachine watch");
         let line = match mode {
-            Mode::Idle => idle::measure(&cp, felt.idle_for).await?,
+            Mode::Idle => idle::measure(&cp, &a, felt.idle_for).await?,
             Mode::Apply => {
                 latency::apply_to_vm(&admin, &ns, felt.applies, felt.apply_qps, watch()?).await?
             }

@@ -10,15 +10,34 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 
+use super::super::replica::Replica;
 use super::super::support::ControlPlane;
 
-/// Requests received during `window`, by verb and resource, as requests per minute.
-pub async fn measure(cp: &ControlPlane, window: Duration) -> Result<String> {
+/// CPU time a process has used (user and system), from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state is the first, utime the 12th.
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let ticks: u64 = rest.next()?.parse::<u64>().ok()? + rest.next()?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Requests received during `window`, by verb and resource, as requests per minute; and the
+/// leader's reconciles (its resyncs) and CPU time meanwhile.
+pub async fn measure(cp: &ControlPlane, leader: &Replica, window: Duration) -> Result<String> {
     let path = cp.dir().join("audit.log");
     let offset = std::fs::metadata(&path).context("the audit log")?.len();
+    let (reconciles, cpu) = (leader.reconciles().await?, cpu_time(leader.proc.pid()));
     let from = Utc::now();
     tokio::time::sleep(window).await;
     let to = Utc::now();
+    let reconciles = leader.reconciles().await? - reconciles;
+    let cpu = cpu_time(leader.proc.pid())
+        .zip(cpu)
+        .map(|(b, a)| b.saturating_sub(a).as_secs_f64())
+        .unwrap_or(f64::NAN);
     // The log backend writes as requests complete; let the last ones land.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut file = std::fs::File::open(&path)?;
@@ -33,9 +52,11 @@ pub async fn measure(cp: &ControlPlane, window: Duration) -> Result<String> {
         .map(|(k, v)| format!("{k} {:.1}", *v as f64 / minutes))
         .collect();
     Ok(format!(
-        "{total} requests in {minutes:.1} min = {:.1}/min: {}",
+        "{total} requests in {minutes:.1} min = {:.1}/min: {}; meanwhile {:.0} reconciles/min, {:.2} CPU s/min",
         total as f64 / minutes,
-        by.join(", ")
+        by.join(", "),
+        reconciles as f64 / minutes,
+        cpu / minutes,
     ))
 }
 
