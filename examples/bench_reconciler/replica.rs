@@ -48,6 +48,11 @@ pub fn webhook_server(operator: &Path, dir: &Path, port: u16) -> Result<Proc> {
         dir.join("tls.key").into(),
         "--listen".into(),
         format!("127.0.0.1:{port}").into(),
+        // Its metrics and probes on loopback too (their defaults listen on every address).
+        "--metrics-bind-address".into(),
+        "127.0.0.1:0".into(),
+        "--health-probe-bind-address".into(),
+        "127.0.0.1:0".into(),
     ];
     Proc::spawn(
         "kubevirt-operator webhook",
