@@ -10,21 +10,30 @@
 //!   were created through the operator's own mutating webhook, registered as in production
 //!   (`run` with self-managed certificates and `--webhook-url`), so they are stored as users'
 //!   Machines are: defaulted, and carrying the cleanup finalizer;
-//! - memory: the operator's peak RSS (VmHWM) once it has converged on N Machines.
+//! - memory: the operator's peak RSS (VmHWM) once it has converged on N Machines;
+//! - what a user feels (`--modes`, see `bench_reconciler/felt.rs`): apply → VM and spec change
+//!   → VM latency, failover, and the idle operator's requests, with N Machines converged.
 //!
 //! Usage: bench_reconciler [--machines 100,1000] [--rss 0,1000,10000] [--qps 50] [--burst 100]
 //!        [--rss-qps 500] [--operator target/release/kubevirt-operator]
+//!        [--modes apply,change,idle,failover] [--converged 10000] [--applies 200]
+//!        [--apply-qps 50] [--idle-for 180]
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "bench_reconciler/felt.rs"]
+mod felt;
 #[path = "bench_reconciler/floor.rs"]
 mod floor;
 #[path = "bench_reconciler/measure.rs"]
 mod measure;
+#[path = "bench_reconciler/replica.rs"]
+mod replica;
 
 use floor::floor;
 use measure::{proc_status, writes, writes_per_machine};
+use replica::{run_argv, webhook_server};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +59,7 @@ struct Args {
     burst: u32,
     rss_qps: f64,
     operator: PathBuf,
+    felt: felt::Felt,
 }
 
 fn list(s: &str) -> Result<Vec<usize>> {
@@ -69,6 +79,7 @@ fn args() -> Result<Args> {
         burst: 100,
         rss_qps: 500.0,
         operator: PathBuf::from("target/release/kubevirt-operator"),
+        felt: felt::Felt::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -80,8 +91,12 @@ fn args() -> Result<Args> {
             "--burst" => a.burst = value.parse()?,
             "--rss-qps" => a.rss_qps = value.parse()?,
             "--operator" => a.operator = PathBuf::from(value),
-            other => bail!("unknown flag {other}"),
+            other => a.felt.flag(other, &value)?,
         }
+    }
+    // Asked for latency modes only: no convergence or memory runs unless named too.
+    if !a.felt.modes.is_empty() && !std::env::args().any(|f| f == "--machines" || f == "--rss") {
+        (a.machines, a.rss) = (Vec::new(), Vec::new());
     }
     Ok(a)
 }
@@ -162,33 +177,6 @@ async fn wait_until_admitted(client: &Client, ns: &str, server: &mut support::Pr
     }
 }
 
-/// `kubevirt-operator run` with self-managed certificates, its webhooks registered with
-/// `--webhook-url https://127.0.0.1:<port>` as `make dev` runs it.
-fn run_argv(cp: &ControlPlane, port: u16, qps: f64, burst: u32) -> Vec<std::ffi::OsString> {
-    let url = format!("https://127.0.0.1:{port}");
-    vec![
-        "--log-format".into(),
-        "json".into(),
-        "run".into(),
-        "--kubeconfig".into(),
-        cp.admin_kubeconfig().into(),
-        "--namespace".into(),
-        support::OPERATOR_NAMESPACE.into(),
-        "--webhook-url".into(),
-        url.into(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}").into(),
-        "--metrics-bind-address".into(),
-        "127.0.0.1:0".into(),
-        "--health-probe-bind-address".into(),
-        "127.0.0.1:0".into(),
-        "--kube-api-qps".into(),
-        qps.to_string().into(),
-        "--kube-api-burst".into(),
-        burst.to_string().into(),
-    ]
-}
-
 /// Creates `n` Machines through the operator's mutating webhook, registered as in production,
 /// while no reconciler runs: the operator registers its webhooks and certificates and stops
 /// (SIGTERM: it releases its Lease), then the `webhook` command serves the operator's own
@@ -235,21 +223,7 @@ async fn create_admitted_machines(
             .with_context(|| format!("{SERVING_SECRET} has no {key}"))?;
         std::fs::write(dir.join(file), &value.0)?;
     }
-    let argv: Vec<std::ffi::OsString> = vec![
-        "webhook".into(),
-        "--cert-file".into(),
-        dir.join("tls.crt").into(),
-        "--key-file".into(),
-        dir.join("tls.key").into(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}").into(),
-    ];
-    let mut server = support::Proc::spawn(
-        "kubevirt-operator webhook",
-        &args.operator,
-        argv,
-        dir.join("webhook.log"),
-    )?;
+    let mut server = webhook_server(&args.operator, dir, port)?;
     wait_until_admitted(client, ns, &mut server).await?;
     let took = create_machines(client, ns, n).await?;
     server.terminate(Duration::from_secs(10));
@@ -393,6 +367,7 @@ async fn main() -> Result<()> {
             r.took
         ));
     }
+    report.extend(felt::run(&args).await?);
     println!("{}", report.join("\n"));
     Ok(())
 }
