@@ -1,0 +1,184 @@
+//! Issue 34, the foundation: the operator's aggregated API `subresources.vitistack.io`, registered
+//! with a real kube-apiserver (front-proxy certificates, an APIService for the operator's
+//! listener), reached only through kube-apiserver and authorized there on the Machine.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::Client;
+use kube::api::{Api, PostParams};
+
+use support::aggregation::{FRONT_PROXY_NAME, register_api_service};
+use support::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
+use support::rbac::rule;
+use support::{Fixture, OPERATOR_NAMESPACE, Started, eventually, free_port};
+
+const GROUP: &str = "subresources.vitistack.io";
+const VERSION: &str = "v1alpha1";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The operator may read the front proxy's CA as every aggregated server does: kube-system's
+/// built-in Role `extension-apiserver-authentication-reader`.
+async fn let_operator_read_front_proxy_ca(admin: &Client) {
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "kubevirt-operator-auth-reader", "namespace": "kube-system" },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "extension-apiserver-authentication-reader",
+        },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER }],
+    }))
+    .expect("RoleBinding");
+    Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("auth reader binding");
+}
+
+/// An HTTPS client of the operator's port directly, presenting `identity` (certificate and key
+/// PEM) if any. The operator's own certificate is not checked: the caller is what is tested.
+fn direct(identity: Option<&(String, String)>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .danger_accept_invalid_certs(true)
+        .http1_only()
+        .no_proxy()
+        .timeout(Duration::from_secs(5));
+    if let Some((cert, key)) = identity {
+        let pem = format!("{cert}{key}");
+        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
+    }
+    builder.build().expect("client")
+}
+
+struct Env {
+    env: Started,
+    port: u16,
+}
+
+/// The operator with its aggregated API on a free port, registered as the APIService; alice may
+/// pause Machines in team-a only.
+async fn start() -> Env {
+    let port = free_port().expect("port");
+    let listen = format!("127.0.0.1:{port}");
+    let env = Fixture::new()
+        .with_all_crds()
+        .namespace("team-a")
+        .namespace("team-b")
+        .user("alice", &[])
+        .grant(
+            "team-a",
+            "alice",
+            vec![rule(GROUP, "machines/pause", &["update"])],
+        )
+        .operator("aggregated", &["--subresources-listen", &listen])
+        .start()
+        .await;
+    let admin = env.admin_client().await;
+    let_operator_read_front_proxy_ca(&admin).await;
+    // Registered once the operator lets the front proxy in, so kube-apiserver's first
+    // availability check passes.
+    let front_proxy = env.front_proxy_identity().expect("front proxy identity");
+    let discovery = format!("https://127.0.0.1:{port}/apis/{GROUP}/{VERSION}");
+    eventually(WAIT, "the operator lets the front proxy in", || async {
+        let answer = direct(Some(&front_proxy))
+            .get(&discovery)
+            .send()
+            .await
+            .ok()?;
+        answer.status().is_success().then_some(())
+    })
+    .await;
+    let ca = env.operator().serving_cert_pem();
+    register_api_service(
+        &admin,
+        (GROUP, VERSION),
+        (OPERATOR_NAMESPACE, SUBRESOURCES_SERVICE),
+        port,
+        &ca,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", env.operator().log_tail()));
+    Env { env, port }
+}
+
+fn pause_path(ns: &str, machine: &str) -> String {
+    format!("/apis/{GROUP}/{VERSION}/namespaces/{ns}/machines/{machine}/pause")
+}
+
+/// The HTTP status kube-apiserver answers `client`'s PUT of `path` with.
+async fn put_status(client: &Client, path: &str) -> u16 {
+    let request = http::Request::put(path)
+        .header("Content-Type", "application/json")
+        .body(b"{}".to_vec())
+        .expect("request");
+    match client.request_text(request).await {
+        Ok(_) => 200,
+        Err(kube::Error::Api(e)) => e.code,
+        Err(e) => panic!("PUT {path}: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_machine() {
+    let Env { env, port } = start().await;
+    let alice = env.client_of("alice").await;
+
+    // Discovery through kube-apiserver, as kubectl asks for it.
+    let request = http::Request::get(format!("/apis/{GROUP}/{VERSION}"))
+        .body(Vec::new())
+        .expect("request");
+    let list: serde_json::Value = alice.request(request).await.expect("discovery");
+    assert_eq!(list["groupVersion"], format!("{GROUP}/{VERSION}"));
+
+    // Authorized by kube-apiserver on machines/pause in the Machine's namespace: team-a reaches
+    // the operator (which serves no subresource yet: 404 from it, naming the path), team-b not.
+    assert_eq!(put_status(&alice, &pause_path("team-a", "vm-1")).await, 404);
+    assert_eq!(put_status(&alice, &pause_path("team-b", "vm-1")).await, 403);
+    let nobody = env.client_of(OPERATOR_USER).await;
+    assert_eq!(
+        put_status(&nobody, &pause_path("team-a", "vm-1")).await,
+        403,
+        "no Role"
+    );
+
+    // Directly on the operator's port: only the front proxy's certificate completes the
+    // handshake, and even then a request naming no user is refused.
+    let url = |path: &str| format!("https://127.0.0.1:{port}{path}");
+    let alice_cert = {
+        let user = env.user("alice");
+        (user.cert_pem.clone(), user.key_pem.clone())
+    };
+    let forged = env.mint_front_proxy("alice").expect("forged front proxy");
+    for (who, identity) in [
+        ("no certificate", None),
+        ("a user's certificate", Some(&alice_cert)),
+        ("the front-proxy CA, another name", Some(&forged)),
+    ] {
+        let answer = direct(identity)
+            .put(url(&pause_path("team-a", "vm-1")))
+            .send()
+            .await;
+        assert!(answer.is_err(), "{who}: {answer:?}");
+    }
+    let front_proxy = env.front_proxy_identity().expect("front proxy identity");
+    assert_eq!(FRONT_PROXY_NAME, "front-proxy-client");
+    let anonymous = direct(Some(&front_proxy))
+        .put(url(&pause_path("team-a", "vm-1")))
+        .body("{}")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(anonymous.status(), 401, "no X-Remote-User");
+    let named = direct(Some(&front_proxy))
+        .put(url(&pause_path("team-a", "vm-1")))
+        .header("X-Remote-User", "alice")
+        .body("{}")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(named.status(), 404, "a user, and nothing served yet");
+}
