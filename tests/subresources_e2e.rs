@@ -2,6 +2,7 @@
 //! with a real kube-apiserver (front-proxy certificates, an APIService for the operator's
 //! listener), reached only through kube-apiserver and authorized there on the Machine.
 
+mod kubevirt;
 mod support;
 
 use std::time::Duration;
@@ -10,10 +11,14 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+use kubevirt_operator::api::Machine;
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+
 use support::aggregation::{FRONT_PROXY_NAME, register_api_service};
 use support::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
 use support::rbac::rule;
-use support::{Fixture, OPERATOR_NAMESPACE, Started, eventually, free_port};
+use support::virt_api::{Call, PlayedVirtApi};
+use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually, free_port};
 
 const GROUP: &str = "subresources.vitistack.io";
 const VERSION: &str = "v1alpha1";
@@ -59,6 +64,31 @@ struct Env {
     port: u16,
 }
 
+/// Machine `ns/name` with a running VMI `name`, KubeVirt played (the reconciler records it).
+async fn machine_with_vmi(admin: &Client, ns: &str, name: &str) {
+    let machines = Api::<Machine>::namespaced(admin.clone(), ns);
+    let m: Machine = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": { "name": name }, "spec": { "template": "small" },
+    }))
+    .expect("Machine");
+    machines
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create Machine");
+    let vms = Api::<VirtualMachine>::namespaced(admin.clone(), ns);
+    eventually(WAIT, "the Machine's VM", || async {
+        vms.get_opt(name).await.ok().flatten()
+    })
+    .await;
+    kubevirt::vmi(admin, ns, name, serde_json::json!({ "phase": "Running" })).await;
+    eventually(WAIT, "the Machine's status to name its VMI", || async {
+        let m = machines.get(name).await.ok()?;
+        (m.status?.vmi_name.as_deref() == Some(name)).then_some(())
+    })
+    .await;
+}
+
 /// The operator with its aggregated API on a free port, registered as the APIService; alice may
 /// pause Machines in team-a only.
 async fn start() -> Env {
@@ -79,6 +109,15 @@ async fn start() -> Env {
         .await;
     let admin = env.admin_client().await;
     let_operator_read_front_proxy_ca(&admin).await;
+    // What the remote-cluster RBAC grants on a VM's cluster, here the operator's own.
+    let power = ["pause", "unpause", "softreboot"].map(|sub| {
+        rule(
+            "subresources.kubevirt.io",
+            &format!("virtualmachineinstances/{sub}"),
+            &["update"],
+        )
+    });
+    support::rbac::grant_cluster_role(&admin, "vmi-power", OPERATOR_USER, power.to_vec()).await;
     // Registered once the operator lets the front proxy in, so kube-apiserver's first
     // availability check passes.
     let front_proxy = env.front_proxy_identity().expect("front proxy identity");
@@ -105,6 +144,39 @@ async fn start() -> Env {
     Env { env, port }
 }
 
+/// The pause command of docs/user/console-and-power.md (team-a's vm-1).
+fn documented_pause() -> String {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/user/console-and-power.md"),
+    )
+    .expect("the page");
+    page.lines()
+        .find(|l| l.contains("kubectl replace --raw") && l.contains("/pause"))
+        .expect("a documented pause command")
+        .to_owned()
+}
+
+/// Runs `line` with sh, the test's kubectl first on PATH, as the fixture's user `user` (without
+/// blocking the runtime: the played virt-api answers on it).
+async fn kubectl_as(env: &Started, user: &str, line: &str) -> std::process::Output {
+    let kubectl = support::kubectl_path().expect("kubectl");
+    let path = format!(
+        "{}:{}",
+        kubectl.parent().expect("kubectl's directory").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubeconfig = env
+        .write_kubeconfig(env.user(user), None)
+        .expect("kubeconfig");
+    tokio::process::Command::new("sh")
+        .args(["-c", line])
+        .env("PATH", path)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .expect("sh")
+}
+
 fn pause_path(ns: &str, machine: &str) -> String {
     format!("/apis/{GROUP}/{VERSION}/namespaces/{ns}/machines/{machine}/pause")
 }
@@ -117,7 +189,10 @@ async fn put_status(client: &Client, path: &str) -> u16 {
         .expect("request");
     match client.request_text(request).await {
         Ok(_) => 200,
-        Err(kube::Error::Api(e)) => e.code,
+        Err(kube::Error::Api(e)) => {
+            eprintln!("PUT {path}: {} {}", e.code, e.message);
+            e.code
+        }
         Err(e) => panic!("PUT {path}: {e}"),
     }
 }
@@ -134,9 +209,23 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
     let list: serde_json::Value = alice.request(request).await.expect("discovery");
     assert_eq!(list["groupVersion"], format!("{GROUP}/{VERSION}"));
 
-    // Authorized by kube-apiserver on machines/pause in the Machine's namespace: team-a reaches
-    // the operator (which serves no subresource yet: 404 from it, naming the path), team-b not.
-    assert_eq!(put_status(&alice, &pause_path("team-a", "vm-1")).await, 404);
+    // KubeVirt's subresource API on the VM's cluster (here the operator's own).
+    let admin = env.admin_client().await;
+    let virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
+    machine_with_vmi(&admin, "team-a", "vm-1").await;
+    machine_with_vmi(&admin, "team-b", "vm-1").await;
+
+    // Authorized by kube-apiserver on machines/pause in the Machine's namespace: team-a's
+    // Machine is paused, relayed with the operator's credentials; team-b's and a user without
+    // the Role never reach the operator.
+    let pause = documented_pause();
+    let out = kubectl_as(&env, "alice", &pause).await;
+    assert!(out.status.success(), "{pause}: {out:?}");
+    let paused = vec![Call {
+        target: "team-a/vm-1/pause".to_owned(),
+        user: OPERATOR_USER.to_owned(),
+    }];
+    assert_eq!(virt_api.calls(), paused);
     assert_eq!(put_status(&alice, &pause_path("team-b", "vm-1")).await, 403);
     let nobody = env.client_of(OPERATOR_USER).await;
     assert_eq!(
@@ -144,6 +233,13 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
         403,
         "no Role"
     );
+    assert_eq!(virt_api.calls(), paused, "nothing more relayed");
+    let events = eventually(WAIT, "the Paused Event", || async {
+        let events = events_about(&admin, "team-a", "vm-1").await;
+        events.into_iter().find(|(_, reason, _)| reason == "Paused")
+    })
+    .await;
+    assert!(events.2.contains("by alice"), "{events:?}");
 
     // Directly on the operator's port: only the front proxy's certificate completes the
     // handshake, and even then a request naming no user is refused.
@@ -173,12 +269,14 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
         .await
         .expect("answered");
     assert_eq!(anonymous.status(), 401, "no X-Remote-User");
+    let console = format!("/apis/{GROUP}/{VERSION}/namespaces/team-a/machines/vm-1/console");
     let named = direct(Some(&front_proxy))
-        .put(url(&pause_path("team-a", "vm-1")))
+        .put(url(&console))
         .header("X-Remote-User", "alice")
         .body("{}")
         .send()
         .await
         .expect("answered");
-    assert_eq!(named.status(), 404, "a user, and nothing served yet");
+    assert_eq!(named.status(), 404, "a user, and console not served yet");
+    assert_eq!(virt_api.calls(), paused, "nothing relayed directly");
 }

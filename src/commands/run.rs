@@ -204,6 +204,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 listener,
                 slot.clone(),
                 clients.api.clone(),
+                registry.clone(),
                 shutdown.clone(),
                 drain.clone(),
                 metrics.listener_refused.clone(),

@@ -6,9 +6,8 @@ use serde_json::{Value, json};
 
 use super::{GROUP, VERSION};
 
-/// The subresources of `machines` served so far (`machines/<name>` in discovery). None yet:
-/// the first ones (pause, unpause, softreboot) come with their relay.
-pub const SERVED: &[&str] = &[];
+/// The subresources of `machines` served so far (`machines/<name>` in discovery).
+pub const SERVED: &[&str] = &["pause", "unpause", "softreboot"];
 
 fn group() -> Value {
     let version = json!({ "groupVersion": format!("{GROUP}/{VERSION}"), "version": VERSION });
@@ -66,9 +65,9 @@ mod tests {
         assert_eq!(api_group()["name"], "subresources.vitistack.io");
         let list = resource_list();
         assert_eq!(list["groupVersion"], "subresources.vitistack.io/v1alpha1");
-        assert_eq!(
-            list["resources"].as_array().map(Vec::len),
-            Some(SERVED.len())
-        );
+        assert_eq!(list["resources"][0]["name"], "machines/pause");
+        assert_eq!(list["resources"][0]["verbs"][0], "update");
+        let served = super::super::power::Power::ALL.map(|p| p.as_str());
+        assert_eq!(SERVED, served, "discovery lists what is relayed");
     }
 }

@@ -11,14 +11,19 @@
 //! - [`verifier`]: the TLS client-certificate check, swappable as the ConfigMap changes.
 //! - [`observe`]: reading and following the ConfigMap.
 //! - [`discovery`]: what the group serves, as discovery documents.
+//! - [`power`]: the power buttons relayed to KubeVirt (pure: which VMI, which path).
+//! - [`relay`]: relaying one (the Machine read, KubeVirt called, an Event recorded).
 //! - [`routes`]: the HTTP routes.
 //! - [`serve`]: the listener.
 //!
-//! Not yet served: the subresources themselves (pause, console, ...): docs/user/console-and-power.md.
+//! Served: `pause`, `unpause`, `softreboot`. Not yet: console, vnc, stop/start and the rest
+//! (docs/user/console-and-power.md).
 
 pub mod discovery;
 pub mod front_proxy;
 pub mod observe;
+pub mod power;
+pub mod relay;
 pub mod routes;
 pub mod serve;
 pub mod verifier;

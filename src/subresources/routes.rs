@@ -9,14 +9,24 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 
-use super::discovery;
 use super::front_proxy::{self, RemoteUser};
 use super::verifier::FrontProxyVerifier;
 use super::{GROUP, VERSION};
+use super::{discovery, relay};
+use crate::clusters::Registry;
 
-pub fn router(verifier: Arc<FrontProxyVerifier>) -> Router {
+/// What the handlers share: the front proxy trusted, the operator's client of its own cluster
+/// and the remote clusters' (filled on the leader).
+#[derive(Clone)]
+pub struct Shared {
+    pub verifier: Arc<FrontProxyVerifier>,
+    pub client: kube::Client,
+    pub registry: Registry,
+}
+
+pub fn router(shared: Shared) -> Router {
     Router::new()
         .route("/apis", get(|| async { Json(discovery::group_list()) }))
         .route(
@@ -27,8 +37,14 @@ pub fn router(verifier: Arc<FrontProxyVerifier>) -> Router {
             &format!("/apis/{GROUP}/{VERSION}"),
             get(|| async { Json(discovery::resource_list()) }),
         )
+        .route(
+            &format!(
+                "/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/machines/{{name}}/{{subresource}}"
+            ),
+            put(relay::put),
+        )
         .fallback(not_served)
-        .with_state(verifier)
+        .with_state(shared)
 }
 
 /// A Kubernetes Status answer, as clients of kube-apiserver expect from it.
@@ -59,8 +75,8 @@ pub fn unauthorized(message: &str) -> Response {
     status(StatusCode::UNAUTHORIZED, "Unauthorized", message)
 }
 
-async fn not_served(State(verifier): State<Arc<FrontProxyVerifier>>, request: Request) -> Response {
-    if let Err(why) = authenticate(&verifier, request.headers()) {
+async fn not_served(State(shared): State<Shared>, request: Request) -> Response {
+    if let Err(why) = authenticate(&shared.verifier, request.headers()) {
         return unauthorized(&why);
     }
     status(

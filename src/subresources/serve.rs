@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use super::observe;
 use super::routes;
 use super::verifier::FrontProxyVerifier;
+use crate::clusters::Registry;
 use crate::tls::CertSlot;
 use crate::tls::client_auth::ClientCa;
 use crate::tls::listener::{Drain, Limits, RefusedConnections};
@@ -22,18 +23,24 @@ pub const LIMITS: Limits = Limits {
 };
 
 /// Serves the aggregated API on `listener` until `shutdown` and the drain after it, following
-/// the front proxy's CA with `client`.
+/// the front proxy's CA with `client`; power buttons act through `client` (the operator's own
+/// cluster) or `registry` (remote ones).
 pub async fn serve(
     listener: TcpListener,
     slot: Arc<CertSlot>,
     client: Client,
+    registry: Registry,
     shutdown: impl std::future::Future<Output = ()>,
     drain: Drain,
     refused: RefusedConnections,
 ) -> Result<(), rustls::Error> {
     let verifier = FrontProxyVerifier::new();
-    let follower = tokio::spawn(observe::follow(client, verifier.clone()));
-    let app = routes::router(verifier.clone());
+    let follower = tokio::spawn(observe::follow(client.clone(), verifier.clone()));
+    let app = routes::router(routes::Shared {
+        verifier: verifier.clone(),
+        client,
+        registry,
+    });
     let served = server::serve_authenticated(
         listener,
         slot,

@@ -24,6 +24,7 @@ mod ports;
 mod process;
 pub mod rbac;
 pub mod replica;
+pub mod virt_api;
 mod wait;
 pub mod webhooks;
 
