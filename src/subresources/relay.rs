@@ -1,6 +1,8 @@
 //! Relaying a power button (observe the Machine, decide its VMI, act on KubeVirt, record an
 //! Event): the operator's own credentials for the VMI's cluster, the caller's name in the Event.
 
+use std::time::Duration;
+
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,6 +13,10 @@ use super::power::{self, Power, Target};
 use super::routes::{Shared, authenticate, status, unauthorized};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
+
+/// How long KubeVirt has to answer: less than the listener's request deadline
+/// ([`super::serve::LIMITS`]), which would otherwise cut the connection without a word.
+pub const RELAY_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// PUT `.../namespaces/{namespace}/machines/{name}/{subresource}`.
 pub async fn put(
@@ -51,9 +57,14 @@ pub async fn put(
     let relayed = axum::http::Request::put(&path)
         .header(axum::http::header::CONTENT_TYPE, "application/json")
         .body(b"{}".to_vec());
-    let answer = match relayed {
-        Ok(request) => client.request_text(request).await,
+    let request = match relayed {
+        Ok(request) => request,
         Err(e) => return unavailable(&e.to_string()),
+    };
+    // Within the listener's request deadline, so the caller hears why rather than a cut.
+    let Ok(answer) = tokio::time::timeout(RELAY_TIMEOUT, client.request_text(request)).await else {
+        let message = format!("KubeVirt on {cluster} did not answer within {RELAY_TIMEOUT:?}");
+        return status(StatusCode::GATEWAY_TIMEOUT, "Timeout", &message);
     };
     match answer {
         Ok(_) => {
@@ -69,6 +80,12 @@ pub async fn put(
         }
         Err(e) => unavailable(&format!("KubeVirt on {cluster}: {e}")),
     }
+}
+
+#[cfg(test)]
+#[test]
+fn the_relay_ends_before_the_listener_cuts_it() {
+    assert!(RELAY_TIMEOUT < super::serve::LIMITS.request_timeout);
 }
 
 fn unavailable(message: &str) -> Response {
