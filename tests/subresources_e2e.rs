@@ -1,17 +1,20 @@
 //! Issue 34, the foundation: the operator's aggregated API `subresources.vitistack.io`, registered
 //! with a real kube-apiserver (front-proxy certificates, an APIService for the operator's
-//! listener), reached only through kube-apiserver and authorized there on the Machine.
+//! listener), reached only through kube-apiserver and authorized there on the Machine; power
+//! buttons relayed to a played virt-api (APIService `v1.subresources.kubevirt.io`) on the
+//! Machine's cluster, the operator's own and a remote one (KubevirtConfig dc1).
 
 mod kubevirt;
 mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use kubevirt_operator::api::Machine;
+use kubevirt_operator::api::{KubevirtConfig, Machine};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
 use support::aggregation::{FRONT_PROXY_NAME, register_api_service};
@@ -91,7 +94,7 @@ async fn machine_with_vmi(admin: &Client, ns: &str, name: &str) {
 
 /// The operator with its aggregated API on a free port, registered as the APIService; alice may
 /// pause Machines in team-a only.
-async fn start() -> Env {
+async fn start(extra: &[&str]) -> Env {
     let port = free_port().expect("port");
     let listen = format!("127.0.0.1:{port}");
     let env = Fixture::new()
@@ -104,7 +107,10 @@ async fn start() -> Env {
             "alice",
             vec![rule(GROUP, "machines/pause", &["update"])],
         )
-        .operator("aggregated", &["--subresources-listen", &listen])
+        .operator(
+            "aggregated",
+            &[&["--subresources-listen", listen.as_str()], extra].concat(),
+        )
         .start()
         .await;
     let admin = env.admin_client().await;
@@ -199,7 +205,7 @@ async fn put_status(client: &Client, path: &str) -> u16 {
 
 #[tokio::test]
 async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_machine() {
-    let Env { env, port } = start().await;
+    let Env { env, port } = start(&[]).await;
     let alice = env.client_of("alice").await;
 
     // Discovery through kube-apiserver, as kubectl asks for it.
@@ -279,4 +285,116 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
         .expect("answered");
     assert_eq!(named.status(), 404, "a user, and console not served yet");
     assert_eq!(virt_api.calls(), paused, "nothing relayed directly");
+}
+
+/// The KubevirtConfig `dc1` for `remote`, with its admin's token (the remote RBAC is
+/// `tests/clusters_e2e.rs`'s), and the operator's rights to read its Secret.
+async fn dc1(admin: &Client, remote: &Started) {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(remote.ca_pem());
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: r, cluster: {{server: '{}', certificate-authority-data: {ca}}}}}]\nusers: [{{name: u, user: {{token: {}}}}}]\ncontexts: [{{name: r, context: {{cluster: r, user: u}}}}]\ncurrent-context: r\n",
+        remote.server_url(),
+        remote.admin_token()
+    );
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "dc1-kubeconfig" }, "stringData": { "kubeconfig": kubeconfig },
+    }))
+    .expect("Secret");
+    Api::<Secret>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("kubeconfig Secret");
+    let role: Role = serde_yaml::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("manifests/rbac/kubevirt_config_role.yaml"),
+        )
+        .expect("kubevirt_config_role.yaml"),
+    )
+    .expect("Role");
+    support::rbac::grant_role(
+        admin,
+        OPERATOR_NAMESPACE,
+        "kubevirt-config",
+        OPERATOR_USER,
+        role.rules.unwrap_or_default(),
+    )
+    .await;
+    let config: KubevirtConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": { "name": "dc1" },
+        "spec": { "kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OPERATOR_NAMESPACE },
+    }))
+    .expect("KubevirtConfig");
+    Api::<KubevirtConfig>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("KubevirtConfig");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_machine_is_paused_on_its_cluster() {
+    let (Env { env, .. }, remote) = tokio::join!(
+        start(&["--kubevirt-config-probe-interval", "1s"]),
+        // No team-a there: the operator makes it (one it did not make is refused).
+        Fixture::new().with_fixture_crds().start()
+    );
+    let admin = env.admin_client().await;
+    let far_admin = remote.admin_client().await;
+    let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
+    dc1(&admin, &remote).await;
+
+    let machines = Api::<Machine>::namespaced(admin.clone(), "team-a");
+    let m: Machine = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": { "name": "far", "annotations": { "vitistack.io/kubevirt-config": "dc1" } },
+        "spec": { "template": "small" },
+    }))
+    .expect("Machine");
+    machines
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create Machine");
+    let far_vms = Api::<VirtualMachine>::namespaced(far_admin.clone(), "team-a");
+    let seen = std::sync::Mutex::new(String::new());
+    let log = || {
+        let status = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        format!("Machine status: {status}\n{}", env.operator().log_tail())
+    };
+    support::eventually_with(WAIT, "the Machine's VM on dc1", log, || async {
+        if let (Ok(m), Ok(mut seen)) = (machines.get("far").await, seen.lock()) {
+            *seen = format!("{:?}", m.status.map(|s| s.conditions));
+        }
+        far_vms.get_opt("far").await.ok().flatten()
+    })
+    .await;
+    kubevirt::vmi(
+        &far_admin,
+        "team-a",
+        "far",
+        serde_json::json!({ "phase": "Running" }),
+    )
+    .await;
+    support::eventually_with(
+        WAIT,
+        "the remote VMI in the Machine's status",
+        log,
+        || async {
+            let status = machines.get("far").await.ok()?.status?;
+            (status.vmi_name.as_deref() == Some("far") && status.cluster.as_deref() == Some("dc1"))
+                .then_some(())
+        },
+    )
+    .await;
+
+    let alice = env.client_of("alice").await;
+    assert_eq!(put_status(&alice, &pause_path("team-a", "far")).await, 200);
+    let calls = virt_api.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].target, "team-a/far/pause");
+    assert_eq!(
+        calls[0].user, "admin-token",
+        "the operator's credentials for dc1"
+    );
 }
