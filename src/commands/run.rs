@@ -145,6 +145,12 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
             args.listen
         )
     })?;
+    let subresources_listener = match args.subresources_listen {
+        Some(addr) => Some(crate::listen::bind(addr).await.with_context(|| {
+            format!("SUBRESOURCES_BIND_ADDRESS / --subresources-listen {addr}: cannot listen")
+        })?),
+        None => None,
+    };
     // Started once every port is bound: a start-up error leaves no task behind to log more.
     // The serving certificate: given files, or the self-managed one from its Secret.
     let certificates = match (args.cert_file, args.key_file) {
@@ -198,6 +204,21 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         args.watch_namespaces.clone(),
         macs,
     ));
+    let subresources = match subresources_listener {
+        Some(listener) => {
+            tracing::info!(address = %listener.local_addr()?, "serving the aggregated API subresources.vitistack.io over HTTPS");
+            futures::future::Either::Left(crate::subresources::serve::serve(
+                listener,
+                slot.clone(),
+                clients.api.clone(),
+                registry.clone(),
+                shutdown.clone(),
+                drain.clone(),
+                metrics.listener_refused.clone(),
+            ))
+        }
+        None => futures::future::Either::Right(async { Ok(()) }),
+    };
     let webhooks = server::serve_authenticated(
         listener,
         slot,
@@ -309,7 +330,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
             backoff = (backoff * 2).min(Duration::from_secs(30));
         }
     };
-    let (served, led) = tokio::join!(webhooks, leading);
+    let (served, aggregated, led) = tokio::join!(webhooks, subresources, leading);
     match certificates {
         Certificates::Files(tasks) => tasks.iter().for_each(|t| t.abort()),
         Certificates::SelfManaged { watcher, .. } => watcher.abort(),
@@ -318,6 +339,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     class_watch.abort();
     mac_watch.abort();
     served.context("webhook server")?;
+    aggregated.context("aggregated API server")?;
     led?;
     tracing::info!("stopped");
     Ok(())
