@@ -219,6 +219,10 @@ pub struct RunArgs {
     /// 10m (0s: until it does).
     #[arg(long, env = "RESTART_TIMEOUT", value_name = "RESTART_TIMEOUT", default_value = "10m", value_parser = parse_duration_or_zero)]
     pub restart_timeout: Duration,
+    /// How often the leader counts leftovers on every cluster for the
+    /// `kubevirt_operator_orphans` gauges (lists only), e.g. 10m, 1h (0s: never).
+    #[arg(long, env = "ORPHAN_CHECK_INTERVAL", value_name = "ORPHAN_CHECK_INTERVAL", default_value = "10m", value_parser = parse_duration_or_zero)]
+    pub orphan_check_interval: Duration,
     /// Scheduled snapshots being taken at once at most, across every Machine; more due ones
     /// wait for one to finish.
     #[arg(long, env = "MAX_SNAPSHOTS_IN_FLIGHT", value_name = "MAX_SNAPSHOTS_IN_FLIGHT", default_value_t = 10,

@@ -32,6 +32,7 @@ const BAD: &[(&[&str], &str)] = &[
     ),
     (&["reconcileInterval=soon"], "at '/reconcileInterval'"),
     (&["nodeUnreachableGrace=soon"], "at '/nodeUnreachableGrace'"),
+    (&["orphanCheckInterval=soon"], "at '/orphanCheckInterval'"),
     (
         &["serviceMonitor.interval=30 seconds"],
         "at '/serviceMonitor/interval'",

@@ -82,6 +82,22 @@ fn the_restart_budget_reaches_the_operator() {
     assert_eq!(got, ["3", "1", "5m"].map(|v| Some(v.to_owned())));
 }
 
+/// Issue 33: `orphanCheckInterval` reaches the operator as ORPHAN_CHECK_INTERVAL (10m, as the
+/// kustomize manifests set it).
+#[test]
+fn the_orphan_check_interval_reaches_the_operator() {
+    let plain = docs(&helm_template(&[], &[]));
+    assert_eq!(
+        env(one(&plain, "Deployment"), "ORPHAN_CHECK_INTERVAL").as_deref(),
+        Some("10m")
+    );
+    let set = docs(&helm_template(&[], &["--set", "orphanCheckInterval=0s"]));
+    assert_eq!(
+        env(one(&set, "Deployment"), "ORPHAN_CHECK_INTERVAL").as_deref(),
+        Some("0s")
+    );
+}
+
 /// Issue 32: `snapshots.restorePauseImage` (a mirror, for air-gapped clusters) reaches the
 /// operator as RESTORE_PAUSE_IMAGE; at its default the operator's own default stands.
 #[test]

@@ -313,3 +313,12 @@ fn restart_budget_settings_that_parse_not() {
         assert_names(&line, setting, value);
     }
 }
+
+/// Issue 33: `ORPHAN_CHECK_INTERVAL` refuses what is no duration, naming itself.
+#[test]
+fn an_orphan_check_interval_that_parses_not() {
+    for value in ["soon", "-1m"] {
+        let line = start_up_error(&[("ORPHAN_CHECK_INTERVAL", value)], &["run"]);
+        assert_names(&line, "ORPHAN_CHECK_INTERVAL", value);
+    }
+}

@@ -3,12 +3,16 @@
 //! then plants leftovers with proofs under the operator's key (as a deleted or abandoned Machine
 //! leaves them), an object proven for an earlier Machine of a live name, one with our labels and
 //! a proof under another key, and foreign objects. `kubevirt-operator check --orphans` lists
-//! exactly the leftovers, the forged one apart, and deletes nothing.
+//! exactly the leftovers, the forged one apart, and deletes nothing; started again, the
+//! operator's leader publishes the same counts per cluster and kind on `/metrics`, the cluster it
+//! cannot reach as not checked (never as 0), and recounts when a leftover goes.
 
 mod access;
 mod support;
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
@@ -105,6 +109,66 @@ async fn plant_vm(
         .create(&PostParams::default(), &vm)
         .await
         .unwrap_or_else(|e| panic!("VM {name}: {e}"));
+}
+
+/// The `kubevirt_operator_orphans*` samples the operator's `/metrics` on `port` shows.
+async fn orphan_samples(port: u16) -> Option<BTreeSet<String>> {
+    let text = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        (text.lines())
+            .filter(|l| l.starts_with("kubevirt_operator_orphans"))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// Waits until the orphan samples on `port` are exactly `want`.
+async fn until_samples(op: &Proc, port: u16, what: &str, want: &[String]) {
+    let want: BTreeSet<String> = want.iter().cloned().collect();
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let last = seen.clone();
+    eventually_with(
+        WAIT,
+        what,
+        || {
+            let seen = last.lock().map(|s| s.clone()).unwrap_or_default();
+            format!("last seen: {seen:#?}\n{}", op.log_tail(60))
+        },
+        || async {
+            let got = orphan_samples(port).await?;
+            let done = got == want;
+            *seen.lock().ok()? = got;
+            done.then_some(())
+        },
+    )
+    .await;
+}
+
+/// The samples of one cluster looked at: leftovers and unproven per kind, `[VM, PVC, DV]`.
+fn counted(cluster: &str, leftovers: [u32; 3], unproven: [u32; 3]) -> Vec<String> {
+    let kinds = [VM, PVC, "DataVolume"];
+    let mut out = vec![format!(
+        r#"kubevirt_operator_orphans_checked{{cluster="{cluster}"}} 1"#
+    )];
+    for (i, kind) in kinds.iter().enumerate() {
+        out.push(format!(
+            r#"kubevirt_operator_orphans{{cluster="{cluster}",kind="{kind}"}} {}"#,
+            leftovers[i]
+        ));
+        out.push(format!(
+            r#"kubevirt_operator_orphans_unproven{{cluster="{cluster}",kind="{kind}"}} {}"#,
+            unproven[i]
+        ));
+    }
+    out
 }
 
 /// `check --orphans` as an admin runs it: (exit code, stdout).
@@ -277,4 +341,37 @@ async fn check_orphans_lists_exactly_the_planted_leftovers() {
             .await;
         assert!(vm.is_ok_and(|v| v.name_any() == name), "{name}");
     }
+
+    // The leader's gauges: the operator started again, counting every 2 s.
+    let port = support::free_port().expect("metrics port");
+    let bind = format!("127.0.0.1:{port}");
+    let (op, _) = access::start_replica(
+        &mgmt,
+        OP_NS,
+        "counting",
+        &[
+            "--kubevirt-config-probe-interval",
+            "1s",
+            "--orphan-check-interval",
+            "2s",
+            "--metrics-bind-address",
+            &bind,
+        ],
+    )
+    .await;
+    let not_checked = r#"kubevirt_operator_orphans_checked{cluster="dc2"} 0"#.to_owned();
+    let mut want = counted("local", [1, 2, 0], [0, 1, 0]);
+    want.extend(counted("dc1", [1, 1, 0], [0, 1, 0]));
+    want.push(not_checked.clone());
+    until_samples(&op, port, "the planted leftovers counted exactly", &want).await;
+
+    // A leftover deleted: the next look counts one claim less.
+    Api::<PersistentVolumeClaim>::namespaced(admin.clone(), NS)
+        .delete("old-root", &Default::default())
+        .await
+        .expect("delete old-root");
+    let mut want = counted("local", [1, 1, 0], [0, 1, 0]);
+    want.extend(counted("dc1", [1, 1, 0], [0, 1, 0]));
+    want.push(not_checked);
+    until_samples(&op, port, "old-root no longer counted", &want).await;
 }

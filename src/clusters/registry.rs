@@ -195,6 +195,12 @@ impl Registry {
         listed.as_ref().map(|l| l.contains(name))
     }
 
+    /// The KubevirtConfigs that exist; `None` until they were first listed.
+    pub fn listed(&self) -> Option<std::collections::BTreeSet<String>> {
+        let listed = self.listed.read().unwrap_or_else(|p| p.into_inner());
+        listed.clone()
+    }
+
     /// Records the KubevirtConfigs that exist (`None`: not known, as after a leader stepped
     /// down); `Some` with `add`/`drop` changes one name once they are known.
     pub(super) fn set_listed(&self, names: Option<std::collections::BTreeSet<String>>) {

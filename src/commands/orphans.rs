@@ -10,8 +10,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
+use crate::orphans::decide::judged;
 use crate::orphans::scan::{self, Found, LOCAL};
 use crate::orphans::{Verdict, advice};
+use crate::reconciler::run::watches::Scope;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -93,16 +95,12 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("cannot reach the cluster (KUBECONFIG or in-cluster configuration)")?;
     let key = scan::key(&client, &args.namespace).await?;
-    let live = scan::live_machines(&client).await?;
     let (targets, mut unreachable) = scan::targets(&client, &key).await?;
-    let mut found = Vec::new();
-    let mut checked = 0;
+    let all = [Scope::All];
+    let mut listed = Vec::new();
     for target in &targets {
-        match scan::scan(target, &live).await {
-            Ok(f) => {
-                found.extend(f);
-                checked += 1;
-            }
+        match scan::claiming(target, &all).await {
+            Ok(l) => listed.push((target, l)),
             // A remote cluster that fails mid-way is reported, the others still listed.
             Err(e) if target.name != LOCAL => {
                 unreachable.push((target.name.clone(), e.to_string()))
@@ -110,6 +108,12 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     }
+    // Read after the objects: one made for a Machine created meanwhile finds it.
+    let live = scan::live_machines(&client, &all).await?;
+    let found: Vec<Found> = (listed.iter())
+        .flat_map(|(t, l)| judged(&t.name, &t.key, l, &live))
+        .collect();
+    let checked = listed.len();
     let (text, listed) = report(&found, &unreachable, checked);
     print!("{text}");
     Ok(if listed {

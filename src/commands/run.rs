@@ -245,6 +245,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         let (clients, settings, state) = (clients.clone(), settings.clone(), state.clone());
         let (cluster_settings, registry) = (cluster_settings.clone(), registry.clone());
         let cert_metrics = metrics.certs.clone();
+        let (orphan_metrics, orphan_check_interval) =
+            (metrics.orphans.clone(), args.orphan_check_interval);
         move |stop: Stop| {
             let stop = stop.shared();
             let reconciler = reconciler::run(
@@ -281,8 +283,19 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 },
                 stop.clone(),
             );
+            let orphans = crate::orphans::run::run(
+                clients.api.clone(),
+                crate::orphans::run::Settings {
+                    interval: orphan_check_interval,
+                    namespace: settings.namespace.clone(),
+                    scopes: settings.scopes.clone(),
+                },
+                registry.clone(),
+                orphan_metrics.clone(),
+                stop.clone(),
+            );
             let reconciler = async move {
-                tokio::join!(reconciler, snapshots, clusters);
+                tokio::join!(reconciler, snapshots, clusters, orphans);
             };
             let manager = cert_settings.clone().map(|s| {
                 CertManager::new(clients.api.clone(), s, cert_metrics.clone()).run(stop.clone())

@@ -14,6 +14,10 @@
 //! Objects older than the key (an upgrade from the second edition) are judged by its rule:
 //! labelled for a Machine, they are that Machine's while one of that name lives (and, with a
 //! controller reference, has that uid).
+//!
+//! [`tally`] turns one look at the clusters into what the leader's gauges say: per cluster and
+//! kind, the leftovers and the unproven objects; a cluster that could not be looked at has no
+//! count at all (never a zero).
 
 use std::collections::BTreeMap;
 
@@ -25,6 +29,26 @@ use crate::reconciler::decide::ownership::{controller_uid, labelled_for};
 
 /// The live Machines: (namespace, name) to uid.
 pub type LiveMachines = BTreeMap<(String, String), String>;
+
+/// The kinds looked at, by their Kubernetes kind.
+pub const KINDS: [&str; 3] = ["VirtualMachine", "PersistentVolumeClaim", "DataVolume"];
+
+/// An object as listed, kept because it [`claims`] to be ours.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub kind: String,
+    pub meta: ObjectMeta,
+}
+
+/// One object that claims to be ours and is not a live Machine's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub cluster: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub verdict: Verdict,
+}
 
 /// Why an object is a leftover.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,15 +99,21 @@ fn annotated(meta: &ObjectMeta, key: &str) -> bool {
         .is_some_and(|a| a.contains_key(key))
 }
 
-/// The verdict on `meta`, an object of `kind` (`VirtualMachine`, `PersistentVolumeClaim`,
-/// `DataVolume`), against the `live` Machines, under `key` (for a remote cluster, the key
-/// without history: nothing there predates it). An object being deleted is going anyway.
-pub fn judge(kind: &str, meta: &ObjectMeta, live: &LiveMachines, key: &OwnershipKey) -> Verdict {
-    let claims = label(meta, MANAGED_BY_LABEL).is_some()
+/// Whether `meta` carries any label or proof annotation of ours (what is kept of a listing,
+/// before the Machines are read) and is not being deleted (it is going anyway).
+pub fn claims(meta: &ObjectMeta) -> bool {
+    let ours = label(meta, MANAGED_BY_LABEL).is_some()
         || label(meta, MACHINE_LABEL).is_some()
         || annotated(meta, PROOF_ANNOTATION)
         || annotated(meta, RELEASE_ANNOTATION);
-    if !claims || meta.deletion_timestamp.is_some() {
+    ours && meta.deletion_timestamp.is_none()
+}
+
+/// The verdict on `meta`, an object of `kind` (`VirtualMachine`, `PersistentVolumeClaim`,
+/// `DataVolume`), against the `live` Machines, under `key` (for a remote cluster, the key
+/// without history: nothing there predates it).
+pub fn judge(kind: &str, meta: &ObjectMeta, live: &LiveMachines, key: &OwnershipKey) -> Verdict {
+    if !claims(meta) {
         return Verdict::NotOurs;
     }
     // Every proof is bound to the Machine's name, which the label carries.
@@ -117,6 +147,69 @@ pub fn judge(kind: &str, meta: &ObjectMeta, live: &LiveMachines, key: &Ownership
         };
     }
     Verdict::Unproven
+}
+
+/// The leftovers and unproven objects among what was `listed` on `cluster`, judged against the
+/// `live` Machines (read after the listing, so an object made for a Machine created meanwhile
+/// finds it) under `key`.
+pub fn judged(
+    cluster: &str,
+    key: &OwnershipKey,
+    listed: &[Listed],
+    live: &LiveMachines,
+) -> Vec<Found> {
+    (listed.iter())
+        .filter_map(|l| {
+            let verdict = judge(&l.kind, &l.meta, live, key);
+            matches!(verdict, Verdict::Orphan { .. } | Verdict::Unproven).then(|| Found {
+                cluster: cluster.to_owned(),
+                kind: l.kind.clone(),
+                namespace: l.meta.namespace.clone().unwrap_or_default(),
+                name: l.meta.name.clone().unwrap_or_default(),
+                verdict,
+            })
+        })
+        .collect()
+}
+
+/// One kind's numbers on a cluster that was looked at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Count {
+    /// Proven ours, belonging to no live Machine.
+    pub leftovers: i64,
+    /// Claiming to be ours, proven by nothing.
+    pub unproven: i64,
+}
+
+/// Per cluster: `None` when it could not be looked at, else every kind of [`KINDS`] with its
+/// count (zeros included, so "none" is said).
+pub type Tally = BTreeMap<String, Option<BTreeMap<&'static str, Count>>>;
+
+/// What the gauges say after one look: `found` on the `checked` clusters; the `unchecked` ones
+/// (unreachable, not probed yet, a listing that failed) have no count, even if also named in
+/// `checked` or `found`.
+pub fn tally(found: &[Found], checked: &[String], unchecked: &[String]) -> Tally {
+    let zeros = || KINDS.iter().map(|k| (*k, Count::default())).collect();
+    let mut out: Tally = (checked.iter())
+        .map(|c| (c.clone(), Some(zeros())))
+        .collect();
+    for f in found {
+        let Some(Some(kinds)) = out.get_mut(&f.cluster) else {
+            continue;
+        };
+        let Some(count) = kinds.get_mut(f.kind.as_str()) else {
+            continue;
+        };
+        match f.verdict {
+            Verdict::Orphan { .. } => count.leftovers += 1,
+            Verdict::Unproven => count.unproven += 1,
+            Verdict::Live | Verdict::NotOurs => {}
+        }
+    }
+    for c in unchecked {
+        out.insert(c.clone(), None);
+    }
+    out
 }
 
 /// What an admin can do with a leftover of `kind`: the command to delete it (on its cluster),

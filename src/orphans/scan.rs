@@ -1,18 +1,22 @@
-//! The listing (I/O): reads the ownership key and the live Machines on the local cluster, then
-//! each cluster's VMs, claims and DataVolumes (metadata only, in pages), and judges each with
-//! [`super::decide::judge`]. A kind a cluster does not serve has nothing to list.
+//! The listing (I/O): reads the ownership key, each cluster's VMs, claims and DataVolumes
+//! (metadata only, in pages, within the watch scopes) keeping those that claim to be ours, then
+//! the live Machines on the local cluster; [`super::decide`] judges them. A kind a cluster does
+//! not serve has nothing to list. Shared by `check --orphans` and the leader's gauges.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use kube::api::{Api, ApiResource, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::{Client, Resource, ResourceExt};
 
-use super::decide::{LiveMachines, Verdict, judge};
+use super::decide::{Listed, LiveMachines, claims};
 use crate::api::{KubevirtConfig, Machine};
 use crate::clusters::{self, kubeconfig};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::run::ownership_key;
+use crate::reconciler::run::watches::Scope;
+
+pub use super::decide::Found;
 
 /// The name the local cluster is listed under.
 pub const LOCAL: &str = "local";
@@ -33,16 +37,6 @@ pub enum ScanError {
         cluster: String,
         source: kube::Error,
     },
-}
-
-/// One object that claims to be ours and is not a live Machine's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
-    pub cluster: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub verdict: Verdict,
 }
 
 /// A cluster to look at: the local one, or a KubevirtConfig's.
@@ -73,21 +67,53 @@ fn listing(what: &str, cluster: &str) -> impl FnOnce(kube::Error) -> ScanError {
     }
 }
 
-/// Every Machine on the local cluster (being deleted or not: its objects are still its own).
-pub async fn live_machines(client: &Client) -> Result<LiveMachines, ScanError> {
-    let api: Api<Machine> = Api::all(client.clone());
-    let list = api
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(listing("machines", LOCAL))?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|m| {
-            let ns = m.namespace()?;
-            Some(((ns, m.name_any()), m.uid()?))
-        })
-        .collect())
+/// `K` in `scope` on `client`.
+fn api<K: Resource<DynamicType = ()>>(client: &Client, scope: &Scope) -> Api<DynamicObject> {
+    let ar = ApiResource::erase::<K>(&());
+    match scope {
+        Scope::All => Api::all_with(client.clone(), &ar),
+        Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+    }
+}
+
+/// Every `K`'s metadata in `scopes` on `cluster`, page by page, passed to `keep`; `Ok(false)`
+/// when the kind is not served there.
+async fn list<K: Resource<DynamicType = ()>>(
+    client: &Client,
+    cluster: &str,
+    scopes: &[Scope],
+    mut keep: impl FnMut(kube::api::PartialObjectMeta<DynamicObject>),
+) -> Result<bool, ScanError> {
+    for scope in scopes {
+        let api = api::<K>(client, scope);
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = match api.list_metadata(&params).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(false),
+                Err(e) => return Err(listing(&K::plural(&()), cluster)(e)),
+            };
+            page.items.into_iter().for_each(&mut keep);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Every Machine on the local cluster in `scopes` (being deleted or not: its objects are still
+/// its own). Read after the objects are listed.
+pub async fn live_machines(client: &Client, scopes: &[Scope]) -> Result<LiveMachines, ScanError> {
+    let mut live = LiveMachines::new();
+    list::<Machine>(client, LOCAL, scopes, |m| {
+        if let (Some(ns), Some(uid)) = (m.namespace(), m.uid()) {
+            live.insert((ns, m.name_any()), uid);
+        }
+    })
+    .await?;
+    Ok(live)
 }
 
 /// The local cluster and every KubevirtConfig's that can be reached; the others with why not.
@@ -140,45 +166,32 @@ pub async fn targets(
     Ok((targets, unreachable))
 }
 
-/// Lists `K`'s metadata on `target` and judges each object; nothing when `K` is not served.
-async fn scan_kind<K>(target: &Target, live: &LiveMachines) -> Result<Vec<Found>, ScanError>
-where
-    K: Resource<DynamicType = ()>,
-{
+/// `K`'s objects in `scopes` on `target` that claim to be ours, added to `out`.
+async fn claiming_kind<K: Resource<DynamicType = ()>>(
+    target: &Target,
+    scopes: &[Scope],
+    out: &mut Vec<Listed>,
+) -> Result<(), ScanError> {
     let kind = K::kind(&()).into_owned();
-    let api: Api<kube::api::DynamicObject> =
-        Api::all_with(target.client.clone(), &ApiResource::erase::<K>(&()));
-    let mut params = ListParams::default().limit(PAGE);
-    let mut found = Vec::new();
-    loop {
-        let page = match api.list_metadata(&params).await {
-            Ok(page) => page,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(found),
-            Err(e) => return Err(listing(&K::plural(&()), &target.name)(e)),
-        };
-        for o in &page.items {
-            let verdict = judge(&kind, &o.metadata, live, &target.key);
-            if matches!(verdict, Verdict::Orphan { .. } | Verdict::Unproven) {
-                found.push(Found {
-                    cluster: target.name.clone(),
-                    kind: kind.clone(),
-                    namespace: o.namespace().unwrap_or_default(),
-                    name: o.name_any(),
-                    verdict,
-                });
-            }
+    list::<K>(&target.client, &target.name, scopes, |o| {
+        if claims(&o.metadata) {
+            let mut meta = o.metadata;
+            meta.managed_fields = None;
+            out.push(Listed {
+                kind: kind.clone(),
+                meta,
+            });
         }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(found),
-        }
-    }
+    })
+    .await?;
+    Ok(())
 }
 
-/// The leftovers and unproven objects of every kind on `target`.
-pub async fn scan(target: &Target, live: &LiveMachines) -> Result<Vec<Found>, ScanError> {
-    let mut found = scan_kind::<VirtualMachine>(target, live).await?;
-    found.extend(scan_kind::<PersistentVolumeClaim>(target, live).await?);
-    found.extend(scan_kind::<DataVolume>(target, live).await?);
-    Ok(found)
+/// The VMs, claims and DataVolumes in `scopes` on `target` that claim to be ours.
+pub async fn claiming(target: &Target, scopes: &[Scope]) -> Result<Vec<Listed>, ScanError> {
+    let mut out = Vec::new();
+    claiming_kind::<VirtualMachine>(target, scopes, &mut out).await?;
+    claiming_kind::<PersistentVolumeClaim>(target, scopes, &mut out).await?;
+    claiming_kind::<DataVolume>(target, scopes, &mut out).await?;
+    Ok(out)
 }

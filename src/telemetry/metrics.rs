@@ -119,6 +119,8 @@ pub struct Metrics {
     pub listener_refused: RefusedConnections,
     /// Certificate expiry, rotations and reloads (`telemetry::certs`).
     pub certs: super::certs::Metrics,
+    /// Leftovers per cluster, counted by the leader (`telemetry::orphans`).
+    pub orphans: super::orphans::Metrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -139,6 +141,8 @@ impl Metrics {
         registry.register_collector(Box::new(super::process::ProcessCollector));
         let certs = super::certs::Metrics::new();
         certs.register(&mut registry);
+        let orphans = super::orphans::Metrics::default();
+        orphans.register(&mut registry);
         let machines = Family::default();
         registry.register(
             "kubevirt_operator_machines_total",
@@ -241,6 +245,7 @@ impl Metrics {
             admission_denials,
             listener_refused,
             certs,
+            orphans,
         }
     }
 

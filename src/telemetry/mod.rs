@@ -4,6 +4,7 @@ pub mod certs;
 pub mod health;
 pub mod logging;
 pub mod metrics;
+pub mod orphans;
 pub mod process;
 
 pub use metrics::Metrics;
