@@ -174,6 +174,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?
                     .with_service(&args.webhook_service_name)?
                     .with_webhook_configuration(&args.webhook_configuration_name)?
+                    .with_api_service(args.subresources_listen.is_some())
                     .with_watch_scope(&args.watch_namespaces);
             let watcher = tokio::spawn(certs::watch::serve_from_secret(
                 clients.api.clone(),
