@@ -183,7 +183,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 metrics.certs.clone(),
             ));
             Certificates::SelfManaged {
-                settings: cert_settings,
+                settings: Box::new(cert_settings),
                 watcher,
             }
         }
@@ -233,7 +233,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 
     // The leader's work: the reconciler and, when self-managed, the certificate manager.
     let cert_settings = match &certificates {
-        Certificates::SelfManaged { settings, .. } => Some(settings.clone()),
+        Certificates::SelfManaged { settings, .. } => Some((**settings).clone()),
         Certificates::Files(_) => None,
     };
     let snapshot_limits = crate::snapshots::context::Limits {
@@ -364,7 +364,7 @@ enum Certificates {
     Files([tokio::task::JoinHandle<()>; 2]),
     /// Issued and rotated by the leader; every replica serves it from its Secret.
     SelfManaged {
-        settings: certs::Settings,
+        settings: Box<certs::Settings>,
         watcher: tokio::task::JoinHandle<()>,
     },
 }

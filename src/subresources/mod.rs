@@ -13,12 +13,14 @@
 //! - [`discovery`]: what the group serves, as discovery documents.
 //! - [`power`]: the power buttons relayed to KubeVirt (pure: which VMI, which path).
 //! - [`relay`]: relaying one (the Machine read, KubeVirt called, an Event recorded).
+//! - [`answer`]: the handlers' shared state, the user named, Status answers.
 //! - [`routes`]: the HTTP routes.
 //! - [`serve`]: the listener.
 //!
 //! Served: `pause`, `unpause`, `softreboot`. Not yet: console, vnc, stop/start and the rest
 //! (docs/user/console-and-power.md).
 
+pub mod answer;
 pub mod discovery;
 pub mod front_proxy;
 pub mod observe;

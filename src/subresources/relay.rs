@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 
+use super::answer::{Shared, authenticate, status, unauthorized};
 use super::power::{self, Power, Target};
-use super::routes::{Shared, authenticate, status, unauthorized};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 

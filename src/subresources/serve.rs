@@ -6,9 +6,9 @@ use std::sync::Arc;
 use kube::Client;
 use tokio::net::TcpListener;
 
-use super::observe;
 use super::routes;
 use super::verifier::FrontProxyVerifier;
+use super::{answer, observe};
 use crate::clusters::Registry;
 use crate::tls::CertSlot;
 use crate::tls::client_auth::ClientCa;
@@ -36,7 +36,7 @@ pub async fn serve(
 ) -> Result<(), rustls::Error> {
     let verifier = FrontProxyVerifier::new();
     let follower = tokio::spawn(observe::follow(client.clone(), verifier.clone()));
-    let app = routes::router(routes::Shared {
+    let app = routes::router(answer::Shared {
         verifier: verifier.clone(),
         client,
         registry,
