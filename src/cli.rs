@@ -292,6 +292,10 @@ pub struct RunArgs {
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT", value_name = "WEBHOOK_MAX_CONNECTIONS_PER_CLIENT",
           default_value_t = 64, value_parser = parse_per_client(Limits::WEBHOOK))]
     pub webhook_max_connections_per_client: usize,
+    /// Address of the aggregated API `subresources.vitistack.io` (HTTPS, the webhooks'
+    /// certificate; only kube-apiserver's front proxy is let in). Unset: not served.
+    #[arg(long, env = "SUBRESOURCES_BIND_ADDRESS", value_name = "SUBRESOURCES_BIND_ADDRESS", value_parser = parse_bind_address)]
+    pub subresources_listen: Option<SocketAddr>,
     /// The Service in front of the webhook server, in the operator's namespace: the webhook
     /// configurations call it and the serving certificate names it. Deployments pass the name
     /// of the Service they ship (so a kustomize namePrefix or a Helm release name carries over).

@@ -11,6 +11,7 @@
 //! - [`reconciler`]: Machines into KubeVirt VirtualMachines, PVCs and status (leader only).
 //! - [`clusters`]: remote KubeVirt clusters (KubevirtConfig), their clients and health (leader only).
 //! - [`snapshots`]: MachineSnapshots and MachineRestores through KubeVirt (leader only).
+//! - [`subresources`]: the aggregated API `subresources.vitistack.io` (Machine subresources).
 //! - [`listen`]: dual-stack listeners.
 //! - [`discovery`]: whether an optional API is served, asked with retries.
 //! - [`commands`]: the subcommands' thin I/O shells.
@@ -33,5 +34,6 @@ pub mod macs;
 pub mod orphans;
 pub mod reconciler;
 pub mod snapshots;
+pub mod subresources;
 pub mod telemetry;
 pub mod tls;

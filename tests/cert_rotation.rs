@@ -330,6 +330,7 @@ fn settled(o: &Observed, op: &Operator) -> bool {
 
 /// The tests, by subject, in tests/cert_rotation/ (still one test binary).
 mod cert_rotation {
+    mod api_service;
     mod connections;
     mod healing;
     mod rotation;

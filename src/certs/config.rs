@@ -254,6 +254,10 @@ pub struct Settings {
     /// `--webhook-configuration-name`: the Mutating- and ValidatingWebhookConfiguration (one
     /// name for both) the chart or manifests install and the operator fills with its caBundle.
     pub webhook_configuration: String,
+    /// The aggregated API is served (`--subresources-listen`): the APIService
+    /// `v1alpha1.subresources.vitistack.io` is read, filled and waited for like the webhook
+    /// configurations.
+    pub api_service: bool,
 }
 
 /// Longest [`Settings::publish_grace`]. Informers deliver in well under a second; 10s covers a
@@ -288,7 +292,14 @@ impl Settings {
             publish_grace: publish_grace(&lifetimes),
             namespaces: crate::config::WatchScope::All,
             webhook_configuration: super::WEBHOOK_CONFIGURATION.to_owned(),
+            api_service: false,
         })
+    }
+
+    /// Whether the aggregated API's APIService is filled too (`--subresources-listen` set).
+    pub fn with_api_service(mut self, on: bool) -> Self {
+        self.api_service = on;
+        self
     }
 
     /// The webhook configurations to fill (`--webhook-configuration-name`), named per release.

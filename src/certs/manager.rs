@@ -17,6 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::Notify;
@@ -63,7 +64,8 @@ impl CertManager {
     pub fn new(client: Client, settings: Settings, metrics: Metrics) -> Self {
         CertManager {
             store: Store::new(client.clone(), &settings.namespace)
-                .with_webhook_configuration(&settings.webhook_configuration),
+                .with_webhook_configuration(&settings.webhook_configuration)
+                .with_api_service(client.clone(), settings.api_service),
             client,
             settings,
             metrics,
@@ -79,6 +81,7 @@ impl CertManager {
             self.client.clone(),
             self.settings.namespace.clone(),
             self.settings.webhook_configuration.clone(),
+            self.settings.api_service,
             changed.clone(),
         ));
         let _stop_triggers = AbortOnDrop(triggers);
@@ -171,6 +174,11 @@ impl CertManager {
                 let name = self.store.webhook_configuration();
                 tracing::info!(name, %reason, "ValidatingWebhookConfiguration caBundle written");
             }
+            Action::WriteApiService { desired, .. } => {
+                self.store.write_api_service(desired).await?;
+                let name = super::api_service::NAME;
+                tracing::info!(name, %reason, "APIService caBundle written");
+            }
             Action::IssueServing { .. } => {
                 let ca = observed.ca.ok().ok_or(Error::NoCa)?;
                 let names = self.settings.serving_names();
@@ -207,6 +215,7 @@ impl CertManager {
             Target::Bundle,
             Target::MutatingWebhook,
             Target::ValidatingWebhook,
+            Target::ApiService,
         ] {
             let present = plan.problems.iter().any(|p| p.target() == target);
             self.metrics.set_problem(target_label(target), present);
@@ -236,6 +245,7 @@ fn target_label(t: Target) -> &'static str {
         Target::Bundle => "bundle_configmap",
         Target::MutatingWebhook => "mutating_webhook_configuration",
         Target::ValidatingWebhook => "validating_webhook_configuration",
+        Target::ApiService => "api_service",
     }
 }
 
@@ -302,24 +312,30 @@ where
         .boxed()
 }
 
-/// Wakes `changed` whenever one of the five objects is added, modified or deleted.
+/// Wakes `changed` whenever one of the five objects (six with the APIService) is added,
+/// modified or deleted.
 async fn watch_objects(
     client: Client,
     namespace: String,
     webhook_configuration: String,
+    api_service: bool,
     changed: Arc<Notify>,
 ) {
+    let api_services: Api<APIService> = Api::all(client.clone());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client);
-    let streams = vec![
+    let mut streams = vec![
         changes(secrets.clone(), CA_SECRET),
         changes(secrets, SERVING_SECRET),
         changes(configmaps, BUNDLE_CONFIGMAP),
         changes(mutating, &webhook_configuration),
         changes(validating, &webhook_configuration),
     ];
+    if api_service {
+        streams.push(changes(api_services, super::api_service::NAME));
+    }
     let mut all = futures::stream::select_all(streams);
     while let Some(event) = all.next().await {
         match event {

@@ -9,11 +9,13 @@
 //! - [`rotation`]: the decisions — observed state + settings + now in, a list of actions out.
 //! - [`webhook_config`]: the desired webhook configurations (pure) and their comparison;
 //!   [`scope`]: their namespaceSelector from `--watch-namespaces`.
+//! - [`api_service`]: the aggregated API's APIService, whose caBundle is filled the same way.
 //! - [`store`]: reading and conditionally writing the Secrets, ConfigMap and webhook configurations.
 //! - [`manager`]: the leader's loop that observes, decides and acts.
 //! - [`watch`]: every replica's serving-Secret watcher that feeds the TLS server's `CertSlot`.
 //! - [`metrics`]: the served certificate's expiry, followed (the families: `telemetry::certs`).
 
+pub mod api_service;
 pub mod bundle;
 pub mod config;
 pub mod issue;

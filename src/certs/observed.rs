@@ -11,6 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 use super::issue::PemPair;
 use super::x509::Cert;
@@ -28,6 +29,8 @@ pub struct Snapshot {
     pub bundle: Option<ConfigMap>,
     pub mutating: Option<MutatingWebhookConfiguration>,
     pub validating: Option<ValidatingWebhookConfiguration>,
+    /// Read only while the aggregated API is served (`Settings::api_service`).
+    pub api_service: Option<APIService>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,6 +80,7 @@ pub struct Observed {
     pub bundle: Stored<StoredBundle>,
     pub mutating: Stored<MutatingWebhookConfiguration>,
     pub validating: Stored<ValidatingWebhookConfiguration>,
+    pub api_service: Stored<APIService>,
 }
 
 pub fn observe(s: &Snapshot) -> Observed {
@@ -89,6 +93,7 @@ pub fn observe(s: &Snapshot) -> Observed {
         // us are ever filled: webhook_config::fill).
         mutating: s.mutating.clone().map_or(Stored::Missing, Stored::Ok),
         validating: s.validating.clone().map_or(Stored::Missing, Stored::Ok),
+        api_service: s.api_service.clone().map_or(Stored::Missing, Stored::Ok),
     }
 }
 

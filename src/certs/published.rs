@@ -7,6 +7,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::CA_BUNDLE_WRITTEN_ANNOTATION;
+use super::api_service;
 use super::config::Settings;
 use super::observed::{Observed, Stored, ca_bundle_written_at};
 use super::webhook_config::{WebhookConfiguration, bundles};
@@ -20,21 +21,24 @@ pub fn stamp<T: WebhookConfiguration>(
     now: DateTime<Utc>,
 ) {
     let same = bundles(live, settings) == bundles(desired, settings);
-    let kept = Some(live.meta())
+    stamp_meta(desired.meta_mut(), live.meta(), same, now);
+}
+
+/// Stamps `desired` (a fill of `live`): the live stamp when the caBundle stays the `same` and
+/// it has one, else `now`. For any object carrying a caBundle (the APIService too).
+pub fn stamp_meta(desired: &mut ObjectMeta, live: &ObjectMeta, same: bool, now: DateTime<Utc>) {
+    let kept = Some(live)
         .filter(|_| same)
         .and_then(ca_bundle_written_at)
         .unwrap_or(now);
-    desired
-        .meta_mut()
-        .annotations
-        .get_or_insert_default()
-        .insert(
-            CA_BUNDLE_WRITTEN_ANNOTATION.to_owned(),
-            kept.to_rfc3339_opts(SecondsFormat::Secs, true),
-        );
+    desired.annotations.get_or_insert_default().insert(
+        CA_BUNDLE_WRITTEN_ANNOTATION.to_owned(),
+        kept.to_rfc3339_opts(SecondsFormat::Secs, true),
+    );
 }
 
-/// When both webhook configurations last received their caBundle.
+/// When both webhook configurations (and the APIService, when served) last received their
+/// caBundle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Published {
     /// The later of the two stamps (configurations that send nothing here are not waited for).
@@ -49,6 +53,11 @@ pub fn published(observed: &Observed, settings: &Settings) -> Published {
     let stamps = [
         stamp_of(&observed.mutating, settings),
         stamp_of(&observed.validating, settings),
+        observed
+            .api_service
+            .ok()
+            .filter(|_| settings.api_service)
+            .and_then(|a| api_service::written_at(a, settings)),
     ];
     let mut latest = None;
     for s in stamps.into_iter().flatten() {
@@ -150,6 +159,7 @@ mod tests {
                 bundle: Stored::Missing,
                 mutating: m,
                 validating: v,
+                api_service: Stored::Missing,
             }
         };
         // A configuration whose webhooks call another Service: not ours to wait for.

@@ -6,9 +6,9 @@
 //! 1. the CA Secret holds a valid CA that is not due for renewal (else: issue a new CA);
 //! 2. the bundle ConfigMap holds that CA plus every older CA that has not expired yet, and the
 //!    CA that signed the current serving certificate (else: rewrite the bundle);
-//! 3. the webhooks that call us in both installed webhook configurations carry exactly that
-//!    bundle (else: write it into them; the operator writes nothing else there, and creates no
-//!    configuration);
+//! 3. the webhooks that call us in both installed webhook configurations (and the aggregated
+//!    API's APIService, while it is served) carry exactly that bundle (else: write it into them;
+//!    the operator writes nothing else there, and creates no configuration);
 //! 4. the serving certificate is signed by the current CA, names the right hosts and is not due
 //!    (else: issue one — but from a new CA only once steps 2 and 3 hold for it, and, while the
 //!    current certificate still works, only after the publish grace, counted from when both
@@ -21,7 +21,8 @@ use super::observed::{Observed, Stored, StoredCa};
 use super::published::{self, Published};
 use super::webhook_config::WebhookConfiguration;
 use super::x509::Cert;
-use super::{bundle, issue, trust, webhook_config};
+use super::{api_service, bundle, issue, trust, webhook_config};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 mod plan;
 pub use plan::{Action, Plan, Problem, Reason, Target};
@@ -137,6 +138,18 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
         });
     }
 
+    if settings.api_service {
+        let problems = &mut plan.problems;
+        if let Some((desired, reason)) =
+            fill_api_service(&observed.api_service, settings, &pem, now, problems)
+        {
+            plan.actions.push(Action::WriteApiService {
+                desired: Box::new(desired),
+                reason,
+            });
+        }
+    }
+
     // 4. The serving certificate.
     let Some(ca) = ca else {
         if matches!(observed.serving, Stored::Foreign) {
@@ -192,6 +205,12 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
                 .validating
                 .ok()
                 .map(|l| webhook_config::trusts(l, settings, c)),
+        ) && trusts(
+            observed
+                .api_service
+                .ok()
+                .filter(|_| settings.api_service)
+                .map(|l| api_service::trusts(l, settings, c)),
         )
     };
     if !published.contains(&ca.cert) || !reached_webhooks(&ca.cert) {
@@ -279,6 +298,44 @@ fn fill<T: WebhookConfiguration>(
             Reason::Outdated
         }
     } else if published::unstamped(live.meta()) {
+        Reason::Unrecorded
+    } else {
+        return None;
+    };
+    Some((desired, reason))
+}
+
+/// The same for the aggregated API's APIService: filled only when it names our Service.
+fn fill_api_service(
+    stored: &Stored<APIService>,
+    settings: &Settings,
+    pem: &str,
+    now: DateTime<Utc>,
+    problems: &mut Vec<Problem>,
+) -> Option<(APIService, Reason)> {
+    let target = Target::ApiService;
+    let name = api_service::NAME.to_owned();
+    let Stored::Ok(live) = stored else {
+        problems.push(Problem::NotInstalled { target, name });
+        return None;
+    };
+    let Some(mut desired) = api_service::fill(live, settings, pem.as_bytes()) else {
+        let callee = webhook_config::callee(settings);
+        problems.push(Problem::NotCallingUs {
+            target,
+            name,
+            callee,
+        });
+        return None;
+    };
+    let changes = api_service::bundle_changes(live, &desired);
+    published::stamp_meta(&mut desired.metadata, &live.metadata, !changes, now);
+    let reason = if changes {
+        match live.spec.as_ref().and_then(|s| s.ca_bundle.as_ref()) {
+            None => Reason::Missing,
+            Some(_) => Reason::Outdated,
+        }
+    } else if published::unstamped(&live.metadata) {
         Reason::Unrecorded
     } else {
         return None;

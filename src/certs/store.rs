@@ -12,6 +12,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Resource};
 
@@ -59,6 +60,8 @@ pub struct Store {
     configmaps: Api<ConfigMap>,
     mutating: Api<MutatingWebhookConfiguration>,
     validating: Api<ValidatingWebhookConfiguration>,
+    /// The aggregated API's APIService, when it is served (else never read).
+    api_service: Option<Api<APIService>>,
 }
 
 fn post() -> PostParams {
@@ -83,8 +86,16 @@ impl Store {
             secrets: Api::namespaced(client.clone(), namespace),
             configmaps: Api::namespaced(client.clone(), namespace),
             mutating: Api::all(client.clone()),
-            validating: Api::all(client),
+            validating: Api::all(client.clone()),
+            api_service: None,
         }
+    }
+
+    /// Reads and fills the APIService `v1alpha1.subresources.vitistack.io` too (`on`: the
+    /// aggregated API is served; off, the operator may hold no right on APIServices).
+    pub fn with_api_service(mut self, client: Client, on: bool) -> Self {
+        self.api_service = on.then(|| Api::all(client));
+        self
     }
 
     /// Reads and fills the webhook configurations named `name` (the release's).
@@ -131,6 +142,10 @@ impl Store {
             validating: self
                 .get(&self.validating, &self.webhook_configuration)
                 .await?,
+            api_service: match &self.api_service {
+                Some(api) => self.get(api, super::api_service::NAME).await?,
+                None => None,
+            },
         })
     }
 
@@ -246,7 +261,12 @@ impl Store {
     /// Replaces the installed configuration with `filled` (the live one with our caBundle and
     /// stamp: `webhook_config::fill`), as of the resourceVersion it was read at. Never creates:
     /// the chart or manifests install it, so uninstalling removes it.
-    async fn replace_filled<K>(&self, api: &Api<K>, mut filled: K) -> Result<K, StoreError>
+    async fn replace_filled<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        mut filled: K,
+    ) -> Result<K, StoreError>
     where
         K: Resource<DynamicType = ()>
             + Clone
@@ -254,13 +274,12 @@ impl Store {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
-        let name = self.webhook_configuration.clone();
-        let what = self.what::<K>(&name);
+        let what = self.what::<K>(name);
         if filled.meta().resource_version.is_none() {
             return Err(StoreError::Conflict(what));
         }
         filled.meta_mut().managed_fields = None;
-        api.replace(&name, &post(), &filled)
+        api.replace(name, &post(), &filled)
             .await
             .map_err(|e| StoreError::from_kube(what, e))
     }
@@ -269,14 +288,27 @@ impl Store {
         &self,
         filled: &MutatingWebhookConfiguration,
     ) -> Result<MutatingWebhookConfiguration, StoreError> {
-        self.replace_filled(&self.mutating, filled.clone()).await
+        let name = &self.webhook_configuration;
+        self.replace_filled(&self.mutating, name, filled.clone())
+            .await
     }
 
     pub async fn write_validating(
         &self,
         filled: &ValidatingWebhookConfiguration,
     ) -> Result<ValidatingWebhookConfiguration, StoreError> {
-        self.replace_filled(&self.validating, filled.clone()).await
+        let name = &self.webhook_configuration;
+        self.replace_filled(&self.validating, name, filled.clone())
+            .await
+    }
+
+    /// The APIService as filled (`api_service::fill`); a Conflict when it is not read here.
+    pub async fn write_api_service(&self, filled: &APIService) -> Result<APIService, StoreError> {
+        let name = super::api_service::NAME;
+        let Some(api) = &self.api_service else {
+            return Err(StoreError::Conflict(self.what::<APIService>(name)));
+        };
+        self.replace_filled(api, name, filled.clone()).await
     }
 
     /// Asks the leader to renew the CA (`ca`) or the serving certificate now, by annotating its

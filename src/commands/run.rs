@@ -145,6 +145,12 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
             args.listen
         )
     })?;
+    let subresources_listener = match args.subresources_listen {
+        Some(addr) => Some(crate::listen::bind(addr).await.with_context(|| {
+            format!("SUBRESOURCES_BIND_ADDRESS / --subresources-listen {addr}: cannot listen")
+        })?),
+        None => None,
+    };
     // Started once every port is bound: a start-up error leaves no task behind to log more.
     // The serving certificate: given files, or the self-managed one from its Secret.
     let certificates = match (args.cert_file, args.key_file) {
@@ -168,6 +174,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 certs::Settings::new(&args.namespace, args.webhook_url.as_deref(), lifetimes)?
                     .with_service(&args.webhook_service_name)?
                     .with_webhook_configuration(&args.webhook_configuration_name)?
+                    .with_api_service(args.subresources_listen.is_some())
                     .with_watch_scope(&args.watch_namespaces);
             let watcher = tokio::spawn(certs::watch::serve_from_secret(
                 clients.api.clone(),
@@ -176,7 +183,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 metrics.certs.clone(),
             ));
             Certificates::SelfManaged {
-                settings: cert_settings,
+                settings: Box::new(cert_settings),
                 watcher,
             }
         }
@@ -198,6 +205,21 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         args.watch_namespaces.clone(),
         macs,
     ));
+    let subresources = match subresources_listener {
+        Some(listener) => {
+            tracing::info!(address = %listener.local_addr()?, "serving the aggregated API subresources.vitistack.io over HTTPS");
+            futures::future::Either::Left(crate::subresources::serve::serve(
+                listener,
+                slot.clone(),
+                clients.api.clone(),
+                registry.clone(),
+                shutdown.clone(),
+                drain.clone(),
+                metrics.listener_refused.clone(),
+            ))
+        }
+        None => futures::future::Either::Right(async { Ok(()) }),
+    };
     let webhooks = server::serve_authenticated(
         listener,
         slot,
@@ -211,7 +233,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
 
     // The leader's work: the reconciler and, when self-managed, the certificate manager.
     let cert_settings = match &certificates {
-        Certificates::SelfManaged { settings, .. } => Some(settings.clone()),
+        Certificates::SelfManaged { settings, .. } => Some((**settings).clone()),
         Certificates::Files(_) => None,
     };
     let snapshot_limits = crate::snapshots::context::Limits {
@@ -319,7 +341,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
             backoff = (backoff * 2).min(Duration::from_secs(30));
         }
     };
-    let (served, led) = tokio::join!(webhooks, leading);
+    let (served, aggregated, led) = tokio::join!(webhooks, subresources, leading);
     match certificates {
         Certificates::Files(tasks) => tasks.iter().for_each(|t| t.abort()),
         Certificates::SelfManaged { watcher, .. } => watcher.abort(),
@@ -328,6 +350,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     class_watch.abort();
     mac_watch.abort();
     served.context("webhook server")?;
+    aggregated.context("aggregated API server")?;
     led?;
     tracing::info!("stopped");
     Ok(())
@@ -338,7 +361,7 @@ enum Certificates {
     Files([tokio::task::JoinHandle<()>; 2]),
     /// Issued and rotated by the leader; every replica serves it from its Secret.
     SelfManaged {
-        settings: certs::Settings,
+        settings: Box<certs::Settings>,
         watcher: tokio::task::JoinHandle<()>,
     },
 }

@@ -118,6 +118,7 @@ grafanaDashboard: {enabled: true}
 serviceMonitor: {enabled: true}
 prometheusRule: {enabled: true}
 networkPolicy: {enabled: true, apiServerCIDRs: [192.0.2.0/24]}
+subresources: {enabled: true}
 "#;
 
 /// `helm template` of the chart as release kubevirt-operator, CRDs included.
@@ -174,7 +175,7 @@ pub fn overlay(name: &str, body: &str) -> PathBuf {
 pub fn kustomize_with_components() -> String {
     kustomize(&overlay(
         "components",
-        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy, ../../../manifests/grafana, ../../../manifests/match-conditions]\n",
+        "resources: [../../../manifests]\ncomponents: [../../../manifests/prometheus, ../../../manifests/network-policy, ../../../manifests/grafana, ../../../manifests/match-conditions, ../../../manifests/subresources]\n",
     ))
 }
 

@@ -82,6 +82,25 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             vec!["get", "list", "watch", "delete"],
             Some("team-a"),
         ),
+        // The power buttons of the aggregated API (src/subresources/), relayed as-is.
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/pause",
+            vec!["update"],
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/unpause",
+            vec!["update"],
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/softreboot",
+            vec!["update"],
+            Some("team-a"),
+        ),
         ("", "persistentvolumeclaims", rw.to_vec(), Some("team-a")),
         (
             "cdi.kubevirt.io",
@@ -163,6 +182,25 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             "kubevirt.io",
             "virtualmachineinstances",
             "create",
+            Some("team-a"),
+        ),
+        // Only the power buttons relayed so far: no console, no VNC, no other subresource.
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/console",
+            "get",
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/vnc",
+            "get",
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/freeze",
+            "update",
             Some("team-a"),
         ),
         ("rbac.authorization.k8s.io", "clusterroles", "create", None),

@@ -13,7 +13,7 @@ use super::assets::binary;
 use super::audit::{AUDIT_LOG, AUDIT_POLICY};
 use super::control_plane::{LOG_LINES, START_TIMEOUT, exited_error};
 use super::kubeconfig::{client_from_yaml, kubeconfig_yaml};
-use super::pki::Pki;
+use super::pki::{FRONT_PROXY_CLIENT, Pki};
 use super::ports::free_port;
 use super::process::{Proc, cleanup_at_exit};
 use super::{ControlPlane, Ports};
@@ -176,6 +176,25 @@ pub(super) fn apiserver_args(
         // The loopback address cannot back the `kubernetes` Service; stop retrying (and logging).
         "--endpoint-reconciler-type=none".to_string(),
         "--profiling=false".to_string(),
+        // The aggregation layer, as kubeadm sets it up: kube-apiserver proxies aggregated APIs
+        // with its front-proxy client certificate and the user in X-Remote-* headers, and
+        // publishes the CA and names in kube-system/extension-apiserver-authentication.
+        format!(
+            "--requestheader-client-ca-file={}",
+            path(&pki.front_proxy_ca_cert)
+        ),
+        format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+        "--requestheader-username-headers=X-Remote-User".to_string(),
+        "--requestheader-group-headers=X-Remote-Group".to_string(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_string(),
+        format!(
+            "--proxy-client-cert-file={}",
+            path(&pki.front_proxy_client_cert)
+        ),
+        format!(
+            "--proxy-client-key-file={}",
+            path(&pki.front_proxy_client_key)
+        ),
     ]
     .into_iter()
     .map(OsString::from)

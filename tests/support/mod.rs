@@ -5,6 +5,7 @@
 //! so unused items and re-exports are expected here.
 #![allow(dead_code, unused_imports)]
 
+pub mod aggregation;
 mod apiserver;
 mod apiserver_extras;
 mod assets;
@@ -23,6 +24,7 @@ mod ports;
 mod process;
 pub mod rbac;
 pub mod replica;
+pub mod virt_api;
 mod wait;
 pub mod webhooks;
 

@@ -112,7 +112,14 @@ pub struct Operator {
     pub identity: String,
     /// Port of `/healthz` and `/readyz` on 127.0.0.1.
     pub probes: u16,
+    /// Its files (serving certificate `tls.crt`, log).
+    pub dir: PathBuf,
 }
+
+/// The Service tests register the operator's aggregated API under (in [`OPERATOR_NAMESPACE`]),
+/// and the host its serving certificate carries for it.
+pub const SUBRESOURCES_SERVICE: &str = "kubevirt-operator-subresources";
+pub const SUBRESOURCES_HOST: &str = "kubevirt-operator-subresources.kubevirt-operator-system.svc";
 
 /// `ALLOWED_BRIDGES` and `ALLOWED_VLANS` for the operators the tests start.
 pub const TEST_NETWORKS: [(&str, &str); 2] = [
@@ -147,7 +154,9 @@ impl Operator {
     ) -> Operator {
         let dir = cp.dir().join(format!("operator-{identity}"));
         std::fs::create_dir_all(&dir).expect("operator dir");
-        let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
+        // Also the name kube-apiserver checks when it proxies an aggregated API to the operator.
+        let sans = vec!["127.0.0.1".to_owned(), SUBRESOURCES_HOST.to_owned()];
+        let cert = rcgen::generate_simple_self_signed(sans).expect("cert");
         std::fs::write(dir.join("tls.crt"), cert.cert.pem()).expect("write cert");
         std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem()).expect("write key");
         let probes = super::free_port().expect("free port");
@@ -200,6 +209,7 @@ impl Operator {
             proc,
             identity: identity.to_owned(),
             probes,
+            dir,
         }
     }
 
@@ -222,5 +232,10 @@ impl Operator {
 
     pub fn log_tail(&self) -> String {
         self.proc.log_tail(60)
+    }
+
+    /// PEM of its (self-signed) serving certificate.
+    pub fn serving_cert_pem(&self) -> String {
+        std::fs::read_to_string(self.dir.join("tls.crt")).expect("the operator's certificate")
     }
 }

@@ -28,6 +28,16 @@ pub struct Pki {
     pub client_ca_cert: PathBuf,
     pub sa_public: PathBuf,
     pub sa_private: PathBuf,
+    /// The front proxy (aggregator) PKI: kube-apiserver presents `front_proxy_client_*` to
+    /// aggregated API servers, who verify it against `front_proxy_ca_cert`
+    /// (`--requestheader-client-ca-file`).
+    pub front_proxy_ca_cert: PathBuf,
+    pub front_proxy_client_cert: PathBuf,
+    pub front_proxy_client_key: PathBuf,
+    /// PEM of the front-proxy CA, and a CA key to mint other certificates it signs (a forged
+    /// front proxy with the wrong name, in tests).
+    pub front_proxy_ca_pem: String,
+    front_proxy_ca_key_pem: String,
     client_ca_pem: String,
     client_ca_key_pem: String,
 }
@@ -121,6 +131,12 @@ impl Pki {
 
         let sa_key = KeyPair::generate().context("generating the service-account key")?;
 
+        let front_ca_key = KeyPair::generate().context("generating the front-proxy CA key")?;
+        let front_ca_pem = ca_params_signed("control-plane-test-front-proxy-ca", &front_ca_key)?;
+        let front_ca_key_pem = front_ca_key.serialize_pem();
+        let (front_cert, front_key) =
+            sign_client(&front_ca_pem, &front_ca_key_pem, FRONT_PROXY_CLIENT, &[])?;
+
         Ok(Pki {
             ca_pem: ca_cert.pem(),
             serving_cert: write(dir, "apiserver.crt", &serving_cert.pem())?,
@@ -128,6 +144,11 @@ impl Pki {
             client_ca_cert: write(dir, "client-ca.crt", &client_ca_cert)?,
             sa_public: write(dir, "sa.pub", &sa_key.public_key_pem())?,
             sa_private: write_private(dir, "sa.key", &sa_key.serialize_pem())?,
+            front_proxy_ca_cert: write(dir, "front-proxy-ca.crt", &front_ca_pem)?,
+            front_proxy_client_cert: write(dir, "front-proxy-client.crt", &front_cert)?,
+            front_proxy_client_key: write_private(dir, "front-proxy-client.key", &front_key)?,
+            front_proxy_ca_pem: front_ca_pem,
+            front_proxy_ca_key_pem: front_ca_key_pem,
             client_ca_pem: client_ca_cert,
             client_ca_key_pem: client_ca_key.serialize_pem(),
         })
@@ -142,37 +163,62 @@ impl Pki {
         if groups.len() > 2 {
             bail!("mint_user({name}): at most two groups can be encoded, got {groups:?}");
         }
-        let key =
-            KeyPair::from_pem(&self.client_ca_key_pem).context("loading the client CA key")?;
-        let issuer =
-            Issuer::from_ca_cert_pem(&self.client_ca_pem, key).context("loading the client CA")?;
-        let user_key = KeyPair::generate().context("generating a user key")?;
-        let mut params = CertificateParams::default();
-        params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::CommonName, name);
-        if let Some(first) = groups.first() {
-            params
-                .distinguished_name
-                .push(DnType::OrganizationName, *first);
-        }
-        if let Some(second) = groups.get(1) {
-            params
-                .distinguished_name
-                .push(DnType::CustomDnType(vec![2, 5, 4, 10]), *second);
-        }
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        validity(&mut params);
-        let cert = params
-            .signed_by(&user_key, &issuer)
-            .with_context(|| format!("signing the client certificate for {name}"))?;
+        let (cert_pem, key_pem) =
+            sign_client(&self.client_ca_pem, &self.client_ca_key_pem, name, groups)?;
         Ok(User {
             name: name.to_string(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
-            cert_pem: cert.pem(),
-            key_pem: user_key.serialize_pem(),
+            cert_pem,
+            key_pem,
         })
     }
+
+    /// A client certificate (PEM certificate, PEM key) for `name` signed by the front-proxy
+    /// CA: what kube-apiserver presents to aggregated servers, or with another name, a forgery.
+    pub fn mint_front_proxy(&self, name: &str) -> Result<(String, String)> {
+        sign_client(
+            &self.front_proxy_ca_pem,
+            &self.front_proxy_ca_key_pem,
+            name,
+            &[],
+        )
+    }
+}
+
+/// The CN of kube-apiserver's front-proxy client certificate (`--requestheader-allowed-names`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// A client certificate for `name` in `groups` (at most two) signed by the CA in
+/// `ca_pem`/`ca_key_pem`: (certificate PEM, key PEM).
+fn sign_client(
+    ca_pem: &str,
+    ca_key_pem: &str,
+    name: &str,
+    groups: &[&str],
+) -> Result<(String, String)> {
+    let key = KeyPair::from_pem(ca_key_pem).context("loading the CA key")?;
+    let issuer = Issuer::from_ca_cert_pem(ca_pem, key).context("loading the CA")?;
+    let user_key = KeyPair::generate().context("generating a client key")?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, name);
+    if let Some(first) = groups.first() {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, *first);
+    }
+    if let Some(second) = groups.get(1) {
+        params
+            .distinguished_name
+            .push(DnType::CustomDnType(vec![2, 5, 4, 10]), *second);
+    }
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    validity(&mut params);
+    let cert = params
+        .signed_by(&user_key, &issuer)
+        .with_context(|| format!("signing the client certificate for {name}"))?;
+    Ok((cert.pem(), user_key.serialize_pem()))
 }
 
 fn ca_params_signed(common_name: &str, key: &KeyPair) -> Result<String> {

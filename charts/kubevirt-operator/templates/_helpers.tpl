@@ -206,3 +206,13 @@ namespaceSelector:
 namespaceSelector: {}
 {{- end }}
 {{- end }}
+
+{{/*
+KubeVirt's power subresources of the VMIs on the operator's own cluster, which the aggregated API
+calls for the Machines there (src/subresources/relay.rs).
+*/}}
+{{- define "kubevirt-operator.vmiPowerRule" -}}
+- apiGroups: ["subresources.kubevirt.io"]
+  resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot"]
+  verbs: ["update"]
+{{- end -}}

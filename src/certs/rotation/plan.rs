@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 /// The object a decision or a problem is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub enum Target {
     Bundle,
     MutatingWebhook,
     ValidatingWebhook,
+    /// The aggregated API's APIService (only while it is served).
+    ApiService,
 }
 
 impl fmt::Display for Target {
@@ -26,6 +29,7 @@ impl fmt::Display for Target {
             Target::Bundle => "ConfigMap kubevirt-operator-ca-bundle",
             Target::MutatingWebhook => "MutatingWebhookConfiguration",
             Target::ValidatingWebhook => "ValidatingWebhookConfiguration",
+            Target::ApiService => "APIService",
         })
     }
 }
@@ -95,6 +99,10 @@ pub enum Action {
         desired: Box<ValidatingWebhookConfiguration>,
         reason: Reason,
     },
+    WriteApiService {
+        desired: Box<APIService>,
+        reason: Reason,
+    },
     /// Issue a serving certificate from the CA in the CA Secret and store it.
     IssueServing { reason: Reason },
 }
@@ -106,6 +114,7 @@ impl Action {
             Action::WriteBundle { .. } => Target::Bundle,
             Action::WriteMutating { .. } => Target::MutatingWebhook,
             Action::WriteValidating { .. } => Target::ValidatingWebhook,
+            Action::WriteApiService { .. } => Target::ApiService,
             Action::IssueServing { .. } => Target::Serving,
         }
     }
@@ -116,6 +125,7 @@ impl Action {
             | Action::WriteBundle { reason, .. }
             | Action::WriteMutating { reason, .. }
             | Action::WriteValidating { reason, .. }
+            | Action::WriteApiService { reason, .. }
             | Action::IssueServing { reason } => reason,
         }
     }
@@ -165,9 +175,26 @@ impl fmt::Display for Problem {
                 "{} is not valid before {not_before}; check this node's clock",
                 Target::Ca
             ),
+            Problem::NotInstalled {
+                target: Target::ApiService,
+                name,
+            } => write!(
+                f,
+                "{} {name} does not exist, so kube-apiserver does not route subresources.vitistack.io to the operator; the chart (subresources.enabled) and manifests/subresources install it and the operator only fills its caBundle",
+                Target::ApiService
+            ),
             Problem::NotInstalled { target, name } => write!(
                 f,
                 "{target} {name} does not exist, so admission of Machines is not configured; the chart and manifests/ install it (helm upgrade or kubectl apply -k puts it back) and the operator only fills its caBundle"
+            ),
+            Problem::NotCallingUs {
+                target: Target::ApiService,
+                name,
+                callee,
+            } => write!(
+                f,
+                "{} {name} names another Service than {callee}, so its caBundle is left alone; check WEBHOOK_SERVICE_NAME against the installed APIService",
+                Target::ApiService
             ),
             Problem::NotCallingUs {
                 target,

@@ -88,6 +88,7 @@ fn steady(s: &Settings, at: DateTime<Utc>) -> (Observed, StoredCa) {
         bundle: Stored::Missing,
         mutating: Stored::Missing,
         validating: Stored::Missing,
+        api_service: Stored::Missing,
     };
     publish(&mut o, s, std::slice::from_ref(&ca.cert), at);
     (o, ca)
@@ -102,6 +103,7 @@ fn empty() -> Observed {
         bundle: Stored::Missing,
         mutating: Stored::Ok(mutating),
         validating: Stored::Ok(validating),
+        api_service: Stored::Missing,
     }
 }
 
@@ -126,6 +128,7 @@ fn apply(o: &mut Observed, s: &Settings, action: &Action, now: DateTime<Utc>) {
         }
         Action::WriteMutating { desired, .. } => o.mutating = Stored::Ok((**desired).clone()),
         Action::WriteValidating { desired, .. } => o.validating = Stored::Ok((**desired).clone()),
+        Action::WriteApiService { desired, .. } => o.api_service = Stored::Ok((**desired).clone()),
         Action::IssueServing { .. } => {
             let ca = o.ca.ok().expect("IssueServing only with a CA");
             o.serving = Stored::Ok(new_serving(s, ca, now));
@@ -325,6 +328,7 @@ fn rotation_requests_renew_now() {
     one(&decide(&o, &s, now), Target::Ca, "requested");
 }
 
+mod api_service;
 mod renewal;
 mod simulation;
 mod stored;

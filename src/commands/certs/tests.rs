@@ -62,6 +62,7 @@ fn status_shows_every_certificate_and_the_verdict() {
         }),
         mutating: Some(webhook_config::mutating(&s, bundle.as_bytes())),
         validating: None,
+        api_service: None,
     };
     let text = render_status(
         &snapshot,

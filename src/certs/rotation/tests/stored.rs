@@ -99,6 +99,7 @@ fn stored_objects_are_classified() {
         ))),
         mutating: None,
         validating: None,
+        api_service: None,
     };
     let o = observe(&snapshot);
     let c = o.ca.ok().unwrap();

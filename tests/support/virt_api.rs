@@ -1,0 +1,125 @@
+//! KubeVirt's subresource API (`subresources.kubevirt.io/v1`, virt-api's) played on a test
+//! control plane: an HTTPS server on loopback registered as its APIService, answering the power
+//! subresources of any VMI with 200 and recording each call (and who kube-apiserver said made
+//! it).
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::routing::{get, put};
+use kube::Client;
+
+use super::aggregation::register_api_service;
+
+const GROUP: &str = "subresources.kubevirt.io";
+const VERSION: &str = "v1";
+
+/// One call kube-apiserver proxied to the played virt-api.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// `namespace/vmi/subresource`.
+    pub target: String,
+    /// X-Remote-User: who kube-apiserver authenticated.
+    pub user: String,
+}
+
+pub struct PlayedVirtApi {
+    calls: Arc<Mutex<Vec<Call>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl PlayedVirtApi {
+    /// Serves and registers it on the control plane of `admin`, as Service `service` of
+    /// `namespace` (which must exist); returns once kube-apiserver proxies to it.
+    pub async fn start(admin: &Client, namespace: &str, service: &str) -> PlayedVirtApi {
+        let host = format!("{service}.{namespace}.svc");
+        let cert = rcgen::generate_simple_self_signed(vec![host, "127.0.0.1".to_owned()])
+            .expect("virt-api certificate");
+        let slot = kubevirt_operator::tls::CertSlot::new();
+        slot.store(
+            kubevirt_operator::tls::keypair::certified_key(
+                cert.cert.pem().as_bytes(),
+                cert.signing_key.serialize_pem().as_bytes(),
+            )
+            .expect("virt-api key pair"),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind virt-api");
+        let port = listener.local_addr().expect("address").port();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let app = Router::new()
+            .route(&format!("/apis/{GROUP}/{VERSION}"), get(discovery))
+            .route(
+                &format!(
+                    "/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{vmi}}/{{sub}}"
+                ),
+                put(record),
+            )
+            .with_state(calls.clone());
+        let server = tokio::spawn(async move {
+            let never = std::future::pending::<()>();
+            let _ = kubevirt_operator::tls::server::serve(listener, slot, app, never).await;
+        });
+        register_api_service(
+            admin,
+            (GROUP, VERSION),
+            (namespace, service),
+            port,
+            &cert.cert.pem(),
+        )
+        .await
+        .expect("virt-api APIService");
+        PlayedVirtApi { calls, server }
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for PlayedVirtApi {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn discovery() -> axum::Json<serde_json::Value> {
+    let resources: Vec<serde_json::Value> = ["pause", "unpause", "softreboot"]
+        .iter()
+        .map(|sub| {
+            serde_json::json!({
+                "name": format!("virtualmachineinstances/{sub}"),
+                "singularName": "", "namespaced": true,
+                "kind": "VirtualMachineInstance", "verbs": ["update"],
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({
+        "kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": format!("{GROUP}/{VERSION}"), "resources": resources,
+    }))
+}
+
+async fn record(
+    State(calls): State<Arc<Mutex<Vec<Call>>>>,
+    Path((ns, vmi, sub)): Path<(String, String, String)>,
+    request: Request,
+) -> StatusCode {
+    let user = request
+        .headers()
+        .get("x-remote-user")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    if let Ok(mut calls) = calls.lock() {
+        calls.push(Call {
+            target: format!("{ns}/{vmi}/{sub}"),
+            user,
+        });
+    }
+    StatusCode::OK
+}
