@@ -89,7 +89,12 @@ async fn h2_client(s: &Started, from: IpAddr) -> Option<h2::client::SendRequest<
         .await
         .ok()?;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (send, conn) = h2::client::handshake(tls).await.ok()?;
+    // As Go's client: at most 100 streams open until the server's SETTINGS say otherwise.
+    let (send, conn) = h2::client::Builder::new()
+        .initial_max_send_streams(100)
+        .handshake(tls)
+        .await
+        .ok()?;
     tokio::spawn(conn);
     Some(send)
 }
@@ -190,7 +195,7 @@ async fn two_hundred_concurrent_reviews_on_one_connection_all_pass_while_another
                 Ok((status, answer)) => {
                     Err(format!("{status} {}", String::from_utf8_lossy(&answer)))
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(format!("{e:?}")),
             }
         }
     });

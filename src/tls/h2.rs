@@ -33,8 +33,11 @@ use super::streams::{self, InFlight};
 /// Streams reset by the client before we served them, beyond which the connection ends with
 /// GOAWAY `ENHANCE_YOUR_CALM` (CVE-2023-44487, rapid reset); hyper's default.
 pub const MAX_PENDING_RESETS: usize = 20;
-/// Streams we reset for a client's errors, beyond which the connection ends (CVE-2025-8671).
-pub const MAX_ERROR_RESETS: usize = 64;
+/// Streams we reset for a client's errors, refusals beyond `max_streams_per_connection`
+/// included, beyond which the connection ends (CVE-2025-8671); hyper's default. Go's client
+/// opens at most 100 streams before it reads our SETTINGS, as many as we allow, so it is never
+/// refused; a client that opens more before it knows loses only the excess.
+pub const MAX_ERROR_RESETS: usize = 1024;
 /// Request headers, decoded: a review's are a few hundred bytes.
 pub const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
 /// The smallest frame size HTTP/2 allows.
