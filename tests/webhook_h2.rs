@@ -1,6 +1,7 @@
 //! HTTP/2 on the webhook listener (src/tls/h2.rs, src/tls/streams.rs), against the real server
 //! in-process on loopback with the production limits: one connection carries 200 concurrent
-//! reviews while another address holds every connection it may and floods streams; rapid reset
+//! reviews while another address holds every connection it may, fills each with streams that
+//! hold an in-flight slot, and floods reviews besides; rapid reset
 //! ends the connection that does it; draining sends GOAWAY and the stream in flight finishes;
 //! a client without ALPN still speaks HTTP/1.1. Tests wait for states, never for durations.
 
@@ -125,6 +126,19 @@ async fn review(
     Ok((status, answer))
 }
 
+/// A stream that declares a 1000-byte review and never sends it.
+async fn silent_stream(
+    send: &h2::client::SendRequest<Bytes>,
+) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
+    let request = http::Request::post(format!("https://127.0.0.1{VALIDATE_PATH}"))
+        .header("content-type", "application/json")
+        .header("content-length", 1000)
+        .body(())
+        .expect("request");
+    let mut send = send.clone().ready().await.expect("stream capacity");
+    send.send_request(request, false).expect("stream")
+}
+
 fn allowed(answer: &[u8], uid: &str) -> bool {
     let v: serde_json::Value = serde_json::from_slice(answer).unwrap_or_default();
     v["response"]["uid"] == uid && v["response"]["allowed"] == true
@@ -143,12 +157,17 @@ async fn until(what: &str, done: impl Fn() -> bool) {
 async fn two_hundred_concurrent_reviews_on_one_connection_all_pass_while_another_address_floods() {
     let s = start(Limits::WEBHOOK, Drain::default()).await;
     let attacker: IpAddr = ATTACKER.into();
-    // 127.0.0.2 holds all the connections it may (64), and keeps 16 reviews in flight on each.
+    // 127.0.0.2 holds all the connections it may (64), and on each 84 streams that never send
+    // their body (each holds an in-flight slot until the request deadline) and 16 reviews
+    // sent in a loop: 6400 streams.
     let flooding = Arc::new(AtomicBool::new(true));
     let (attacks, answered) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut held = Vec::new();
     for _ in 0..Limits::WEBHOOK.max_connections_per_client {
         let send = h2_client(&s, attacker).await.expect("attacker connection");
+        for _ in 0..84 {
+            held.push(silent_stream(&send).await);
+        }
         for i in 0..16 {
             let (send, flooding) = (send.clone(), flooding.clone());
             let (attacks, answered) = (attacks.clone(), answered.clone());
@@ -163,7 +182,6 @@ async fn two_hundred_concurrent_reviews_on_one_connection_all_pass_while_another
                 }
             });
         }
-        held.push(send);
     }
     // Its 65th connection is refused at the per-address cap.
     if let Some(send) = h2_client(&s, attacker).await {
@@ -177,8 +195,8 @@ async fn two_hundred_concurrent_reviews_on_one_connection_all_pass_while_another
         s.refused.get_or_create(&peer_cap).get() >= 1
     })
     .await;
-    until("the flood answered at full speed", || {
-        answered.load(Ordering::Relaxed) >= 200
+    until("every flooding loop sending", || {
+        attacks.load(Ordering::Relaxed) >= 64 * 16
     })
     .await;
 

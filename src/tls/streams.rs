@@ -142,7 +142,7 @@ where
 fn busy() -> Response {
     let mut response = (
         StatusCode::SERVICE_UNAVAILABLE,
-        "too many requests in flight from this address; retry\n",
+        "too many requests in flight, from this address or in all; retry\n",
     )
         .into_response();
     response
