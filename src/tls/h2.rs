@@ -1,6 +1,7 @@
 //! HTTP/2 on the webhook listener (ALPN `h2`): one connection carries many concurrent reviews,
-//! so kube-apiserver needs no connection per review and a burst stays under the per-address
-//! connection cap. Every bound of [`super::listener::Limits`] keeps its meaning per request
+//! so a client that offers it needs no connection per review and a burst stays under the
+//! per-address connection cap (kube-apiserver offers only `http/1.1` to Service webhooks; see
+//! docs/design/admission.md). Every bound of [`super::listener::Limits`] keeps its meaning per request
 //! (stream): the request deadline cuts a stream, the requests per connection and the
 //! connection's age end it with GOAWAY (in-flight streams finish; the client opens a new
 //! connection, to this replica or another), draining sends GOAWAY where HTTP/1.1 answers
