@@ -24,6 +24,8 @@ const LIMITS: Limits = Limits {
     max_connections_per_client: 2,
     max_requests_per_connection: u32::MAX,
     max_connection_age: None,
+    max_streams_per_connection: 8,
+    max_stream_wait: Duration::from_secs(1),
     request_timeout: Duration::from_secs(1),
     idle_timeout: Duration::from_secs(2),
 };

@@ -116,6 +116,11 @@ impl Lanes {
         Instant::now() + self.settings.answer_within
     }
 
+    /// When a request that arrived at `arrived` (None: now) must be answered by.
+    pub fn deadline_from(&self, arrived: Option<Instant>) -> Instant {
+        arrived.unwrap_or_else(Instant::now) + self.settings.answer_within
+    }
+
     /// Reads `body` and runs `work` on it on a blocking thread, within this lane's permits and
     /// by `deadline` (see [`Lanes::deadline`]); `declared` is the request's Content-Length.
     /// `Err` is the answer to give when the work could not run in time.

@@ -178,8 +178,10 @@ async fn serve(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     let admission = shared.admission.clone();
-    // One budget for the whole answer: the lanes and the access check share it.
-    let deadline = shared.lanes.deadline();
+    // One budget for the whole answer, from the request's arrival at the listener (its wait
+    // for an in-flight slot included): the lanes and the access check share it.
+    let arrived = request.extensions().get::<crate::tls::streams::Arrived>();
+    let deadline = shared.lanes.deadline_from(arrived.map(|a| a.0));
     let decided = shared
         .lanes
         .run(

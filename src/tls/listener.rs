@@ -8,11 +8,15 @@
 //! the client learns at once instead of waiting out its timeout in the kernel's backlog, and
 //! one client holding its cap leaves the others their slots.
 //!
+//! Every request, over HTTP/1.1 or HTTP/2 (a TLS client that offers ALPN `h2`, see
+//! [`super::h2`]), first takes an in-flight slot of [`super::streams`]: the per-address share
+//! holds for requests as for connections.
+//!
 //! Stop sequence: when `shutdown` resolves, [`Draining`] turns on at once (`/readyz` fails, so
 //! the endpoints drop this pod), yet the listener keeps accepting and answering for the drain
-//! period, every answer carrying `Connection: close` so clients move to another replica
-//! without a race; then it stops accepting, closes idle connections and lets in-flight requests
-//! finish (bounded by the request deadline).
+//! period, every HTTP/1.1 answer carrying `Connection: close` and every HTTP/2 connection sent
+//! GOAWAY, so clients move to another replica without a race; then it stops accepting, closes
+//! idle connections and lets in-flight requests finish (bounded by the request deadline).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -31,10 +35,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tower::ServiceExt;
+use tokio::sync::Notify;
 
 use super::admit::{Open, Refusal, last_request, log_due};
 use super::deadlines::Deadlines;
+use super::streams::{self, InFlight};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerRefusal {
@@ -55,13 +60,19 @@ pub struct Limits {
     pub name: &'static str,
     pub max_connections: usize,
     /// Connections one client address may hold: a fraction of `max_connections`, so a single
-    /// client cannot take every slot.
+    /// client cannot take every slot. Requests in flight are bounded alike: `max_connections`
+    /// in all, this many from one address (HTTP/2 streams count one each).
     pub max_connections_per_client: usize,
     /// Requests one connection serves; the last answer carries `Connection: close` (1: no
-    /// keep-alive).
+    /// keep-alive), or under HTTP/2 the last stream brings GOAWAY.
     pub max_requests_per_connection: u32,
-    /// After this, a connection's next answer carries `Connection: close`.
+    /// After this, a connection's next answer carries `Connection: close` (HTTP/2: GOAWAY).
     pub max_connection_age: Option<Duration>,
+    /// HTTP/2 streams one connection may have open (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_streams_per_connection: u32,
+    /// How long a request beyond its address's in-flight share waits for a slot before it is
+    /// answered 503.
+    pub max_stream_wait: Duration,
     /// Time for a new connection's first request, and for each request once its first byte
     /// arrived, to be read and answered (headers included: slow headers are cut here).
     pub request_timeout: Duration,
@@ -73,13 +84,18 @@ impl Limits {
     /// kube-apiserver keeps idle webhook connections for 90 s: ours outlive them (the client
     /// always closes first). 256 connections at ~40 KiB of TLS and HTTP buffers each stay near
     /// 10 MiB. A connection ends after 1000 requests or 5 minutes, so that after a rollout the
-    /// load spreads over the new replicas instead of staying on the first one up.
+    /// load spreads over the new replicas instead of staying on the first one up. Over HTTP/2
+    /// one connection carries up to 100 reviews at once (Go's client opens another beyond);
+    /// one address has at most 64 in flight, the rest wait up to 2 s (the admission lanes'
+    /// wait) among themselves.
     pub const WEBHOOK: Limits = Limits {
         name: "webhook",
         max_connections: 256,
         max_connections_per_client: 64,
         max_requests_per_connection: 1000,
         max_connection_age: Some(Duration::from_secs(300)),
+        max_streams_per_connection: 100,
+        max_stream_wait: Duration::from_secs(2),
         request_timeout: super::deadlines::REQUEST_TIMEOUT,
         idle_timeout: super::deadlines::IDLE_TIMEOUT,
     };
@@ -91,6 +107,8 @@ impl Limits {
         max_connections_per_client: 8,
         max_requests_per_connection: 1,
         max_connection_age: None,
+        max_streams_per_connection: 1,
+        max_stream_wait: Duration::from_secs(1),
         request_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(5),
     };
@@ -101,6 +119,8 @@ impl Limits {
         max_connections_per_client: 8,
         max_requests_per_connection: u32::MAX,
         max_connection_age: None,
+        max_streams_per_connection: 8,
+        max_stream_wait: Duration::from_secs(5),
         request_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(120),
     };
@@ -116,15 +136,27 @@ impl Limits {
 
 /// Whether the process is shutting down (and its listeners draining).
 #[derive(Clone, Debug, Default)]
-pub struct Draining(Arc<AtomicBool>);
+pub struct Draining(Arc<(AtomicBool, Notify)>);
 
 impl Draining {
     pub fn begin(&self) {
-        self.0.store(true, Ordering::Release);
+        self.0.0.store(true, Ordering::Release);
+        self.0.1.notify_waiters();
     }
 
     pub fn is_draining(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.0.load(Ordering::Acquire)
+    }
+
+    /// Resolves once draining has begun.
+    pub async fn begun(&self) {
+        let notified = self.0.1.notified();
+        tokio::pin!(notified);
+        // Registered before the flag is read, so a `begin` in between is not missed.
+        notified.as_mut().enable();
+        if !self.is_draining() {
+            notified.await;
+        }
     }
 
     /// A readiness check: holds until draining begins.
@@ -177,6 +209,22 @@ impl Refusals {
     }
 }
 
+/// The protocol a connection speaks: HTTP/2 when its TLS handshake chose ALPN `h2`, HTTP/1.1
+/// otherwise (no ALPN, `http/1.1`, or plain TCP).
+pub trait Negotiated {
+    fn h2(&self) -> bool {
+        false
+    }
+}
+
+impl Negotiated for TcpStream {}
+
+impl<IO> Negotiated for tokio_rustls::server::TlsStream<IO> {
+    fn h2(&self) -> bool {
+        self.get_ref().1.alpn_protocol() == Some(b"h2")
+    }
+}
+
 /// Serves `app` on `listener` within `limits` until `shutdown` resolves and the drain after it
 /// ends; `accept` turns each TCP connection into the stream HTTP runs on (a TLS handshake, or
 /// the connection itself), None to drop it. Refused connections are counted in `refused`.
@@ -191,14 +239,10 @@ pub async fn serve<IO, A, AF>(
 ) where
     A: Fn(TcpStream, SocketAddr) -> AF + Clone + Send + 'static,
     AF: Future<Output = Option<IO>> + Send,
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + Negotiated + Unpin + Send + 'static,
 {
-    let draining = drain.draining.clone();
-    let app = app.layer(axum::middleware::map_response(move |response| {
-        let draining = draining.clone();
-        async move { close_when_draining(response, &draining) }
-    }));
     let open = Open::default();
+    let in_flight = InFlight::new(limits.max_connections, limits.max_connections_per_client);
     let mut refusals = Refusals {
         listener: limits.name,
         counter: refused,
@@ -237,11 +281,22 @@ pub async fn serve<IO, A, AF>(
         };
         let _ = tcp.set_nodelay(true);
         let (accept, app, watcher) = (accept.clone(), app.clone(), graceful.watcher());
+        let (in_flight, draining) = (in_flight.clone(), drain.draining.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let Some(io) = accept(tcp, peer).await else {
                 return;
             };
+            if io.h2() {
+                let serving = super::h2::Serving {
+                    app,
+                    limits,
+                    in_flight,
+                    draining,
+                    watcher,
+                };
+                return super::h2::serve(io, peer, serving).await;
+            }
             let mut builder = hyper::server::conn::http1::Builder::new();
             // hyper's header timeout also runs while a keep-alive connection idles; the
             // deadlines below cover headers without that.
@@ -250,7 +305,8 @@ pub async fn serve<IO, A, AF>(
                 .header_read_timeout(None)
                 .keep_alive(limits.max_requests_per_connection > 1);
             let io = Deadlines::new(io, limits.request_timeout, limits.idle_timeout);
-            let conn = builder.serve_connection(TokioIo::new(io), bounded(app, limits));
+            let service = bounded(app, limits, in_flight, draining, peer);
+            let conn = builder.serve_connection(TokioIo::new(io), service);
             if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
@@ -267,11 +323,15 @@ pub async fn serve<IO, A, AF>(
     }
 }
 
-/// `app` for one connection: the answer to its last request (by count or age) carries
-/// `Connection: close`, and hyper closes the connection after writing it.
+/// `app` for one HTTP/1.1 connection: each request takes an in-flight slot, and the answer to
+/// its last request (by count or age, or any while draining) carries `Connection: close`;
+/// hyper closes the connection after writing it.
 fn bounded(
     app: Router,
     limits: Limits,
+    in_flight: InFlight,
+    draining: Draining,
+    peer: SocketAddr,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
     Response = Response,
@@ -288,10 +348,11 @@ fn bounded(
             limits.max_requests_per_connection,
             limits.max_connection_age,
         );
-        let answer = app.clone().oneshot(request);
+        let (app, in_flight, draining) = (app.clone(), in_flight.clone(), draining.clone());
         async move {
-            let mut response = answer.await?;
-            if last {
+            let wait = limits.max_stream_wait;
+            let mut response = streams::answer(app, &in_flight, peer.ip(), wait, request).await;
+            if last || draining.is_draining() {
                 response
                     .headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -299,15 +360,6 @@ fn bounded(
             Ok(response)
         }
     })
-}
-
-fn close_when_draining(mut response: Response, draining: &Draining) -> Response {
-    if draining.is_draining() {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
 }
 
 #[cfg(test)]
@@ -325,20 +377,24 @@ mod tests {
                 (l.name, l.max_connections, l.max_connections_per_client),
                 (l.max_requests_per_connection, l.max_connection_age),
                 (l.request_timeout, l.idle_timeout),
+                (l.max_streams_per_connection, l.max_stream_wait),
             )
         };
         let webhook = bounds(Limits::WEBHOOK);
         assert_eq!(webhook.0, ("webhook", 256, 64));
         assert_eq!(webhook.1, (1000, Some(secs(300))));
         assert_eq!(webhook.2, (secs(10), secs(120)));
+        assert_eq!(webhook.3, (100, secs(2)));
         let metrics = bounds(Limits::METRICS);
         assert_eq!(metrics.0, ("metrics", 32, 8));
         assert_eq!(metrics.1, (u32::MAX, None));
         assert_eq!(metrics.2, (secs(10), secs(120)));
+        assert_eq!(metrics.3, (8, secs(5)));
         let probes = bounds(Limits::PROBES);
         assert_eq!(probes.0, ("probes", 32, 8));
         assert_eq!(probes.1, (1, None), "no keep-alive");
         assert_eq!(probes.2, (secs(5), secs(5)));
+        assert_eq!(probes.3, (1, secs(1)));
         assert_eq!(super::super::server::HANDSHAKE_TIMEOUT, secs(10));
     }
 }

@@ -5,10 +5,12 @@ pub mod admit;
 pub mod client_auth;
 pub mod deadlines;
 pub mod file_reload;
+pub mod h2;
 pub mod keypair;
 pub mod listener;
 pub mod resolver;
 pub mod server;
+pub mod streams;
 
 pub use resolver::CertSlot;
 

@@ -1,4 +1,5 @@
-//! The HTTPS server: TLS 1.2+ with the swappable certificate, HTTP/1.1 keep-alive, a plain 400
+//! The HTTPS server: TLS 1.2+ with the swappable certificate, HTTP/2 or HTTP/1.1 keep-alive
+//! as the client's ALPN chooses (HTTP/1.1 without ALPN), a plain 400
 //! for plain-HTTP clients; limits and the stop sequence are [`super::listener`]'s.
 
 use std::net::SocketAddr;
@@ -20,7 +21,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// rustls server configuration: certificate from `slot` per handshake, HTTP/1.1 only, and
+/// rustls server configuration: certificate from `slot` per handshake, ALPN `h2` preferred over
+/// `http/1.1` (a client offering neither, or no ALPN, gets HTTP/1.1), and
 /// callers' certificates verified against `client_ca` when given.
 pub fn server_config(
     slot: Arc<CertSlot>,
@@ -35,7 +37,7 @@ pub fn server_config(
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(slot);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
