@@ -334,7 +334,7 @@ pub const PINS: &[Pin] = &[
     (
         "Only one restore of a Machine runs at a time: a later one waits in `Pending`, naming the one under way.",
         &[
-            "src/snapshots/restore/tests.rs::pending_checks_the_machine_and_the_snapshot_before_stopping",
+            "src/snapshots/restore/tests/pending.rs::pending_checks_the_machine_and_the_snapshot_before_stopping",
         ],
     ),
 ];
