@@ -1,7 +1,7 @@
 //! HTTP/2 on the webhook listener (ALPN `h2`): one connection carries many concurrent reviews,
 //! so a client that offers it needs no connection per review and a burst stays under the
 //! per-address connection cap (kube-apiserver offers only `http/1.1` to Service webhooks; see
-//! docs/design/admission.md). Every bound of [`super::listener::Limits`] keeps its meaning per request
+//! docs/design/admission.md). Every bound of [`super::limits::Limits`] keeps its meaning per request
 //! (stream): the request deadline cuts a stream, the requests per connection and the
 //! connection's age end it with GOAWAY (in-flight streams finish; the client opens a new
 //! connection, to this replica or another), draining sends GOAWAY where HTTP/1.1 answers
@@ -28,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::listener::{Draining, Limits};
+use super::limits::{Draining, Limits};
 use super::streams::{self, InFlight};
 
 /// Streams reset by the client before we served them, beyond which the connection ends with

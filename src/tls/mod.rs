@@ -7,6 +7,7 @@ pub mod deadlines;
 pub mod file_reload;
 pub mod h2;
 pub mod keypair;
+pub mod limits;
 pub mod listener;
 pub mod resolver;
 pub mod server;
