@@ -69,6 +69,7 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
             eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
             label_prefixes: &[],
             copy_user_data: false,
+            hardware: &Default::default(),
             pins: &kubevirt_operator::api::clone_sources::read(
                 machine.metadata.annotations.as_ref(),
             )

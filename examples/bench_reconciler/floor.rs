@@ -47,6 +47,7 @@ pub async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                     eviction_strategy: catalog.eviction_strategy(),
                     label_prefixes: catalog.label_prefixes(),
                     copy_user_data: false,
+                    hardware: &Default::default(),
                     pins: &kubevirt_operator::api::clone_sources::read(
                         m.metadata.annotations.as_ref(),
                     )

@@ -142,6 +142,15 @@ pub struct Cpu {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
     pub max_sockets: Option<i64>,
+    /// Pin each vCPU to a host CPU of its own (KubeVirt's dedicatedCpuPlacement). A Machine
+    /// may differ from its class only where the class's limits.cpu.allowDedicated says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedicated: Option<bool>,
+    /// The CPU model the guest sees (e.g. host-passthrough, Skylake-Server); unset: KubeVirt's
+    /// cluster default. A Machine may name only its class's own or one of limits.cpu.models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = MAX_CPU_MODEL))]
+    pub model: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -154,6 +163,19 @@ pub struct Memory {
     /// hot-plug); immutable while the VM runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_size: Option<Quantity>,
+    /// Back guest memory with hugepages of this size (a class's field: a Machine gets its
+    /// class's and cannot set its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<Hugepages>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hugepages {
+    /// 2Mi or 1Gi (x86_64's hugepage sizes); the memory size must be a multiple of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = HUGEPAGE_SIZES))]
+    pub page_size: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -354,6 +376,10 @@ pub struct MachineStatus {
 pub const MAX_INTERFACE_STATUSES: usize = 64;
 
 pub const CORES: (i64, i64) = (1, 256);
+/// KubeVirt's CPU model names are short (libvirt's longest is under 40 characters).
+pub const MAX_CPU_MODEL: usize = 64;
+/// The hugepage sizes KubeVirt accepts on x86_64.
+pub const HUGEPAGE_SIZES: &[&str] = &["2Mi", "1Gi"];
 pub const THREADS: (i64, i64) = (1, 8);
 pub const SOCKETS: (i64, i64) = (1, 16);
 pub const ACCESS_MODES: &[&str] = &["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"];

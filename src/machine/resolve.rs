@@ -111,6 +111,10 @@ fn resolve_resources(
         threads: Some(pick(cpu.threads, t.threads, &mut recorded_cpu.threads)),
         sockets: Some(pick(cpu.sockets, t.sockets, &mut recorded_cpu.sockets)),
         max_sockets: cpu.max_sockets,
+        // The Machine's own only (the class's reach the VM from its record); the class's
+        // limits decide whether they are allowed.
+        dedicated: cpu.dedicated,
+        model: cpu.model.clone(),
     };
     let size = memory.unwrap_or_else(|| {
         record
@@ -118,7 +122,7 @@ fn resolve_resources(
             .get_or_insert_with(Resources::default)
             .memory = Some(Memory {
             size: Some(t.memory.clone()),
-            max_size: None,
+            ..Memory::default()
         });
         t.memory.clone()
     });
@@ -132,6 +136,10 @@ fn resolve_resources(
             max_size: explicit
                 .and_then(|r| r.memory.as_ref())
                 .and_then(|m| m.max_size.clone()),
+            // Refused by validation (a class's field), kept so the refusal can name it.
+            hugepages: explicit
+                .and_then(|r| r.memory.as_ref())
+                .and_then(|m| m.hugepages.clone()),
         }),
     })
 }
@@ -247,7 +255,8 @@ pub fn strip_defaults(spec: &MachineSpec, recorded: &MachineSpec) -> MachineSpec
         }
         if let (Some(mem), Some(rec_mem)) = (res.memory.as_mut(), rec.memory.as_ref()) {
             unset_if_same(&mut mem.size, &rec_mem.size);
-            if mem.size.is_none() {
+            // Only an empty entry goes: the Machine's own maxSize and hugepages stay its own.
+            if *mem == Memory::default() {
                 res.memory = None;
             }
         }
