@@ -99,6 +99,18 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
 
+    /// Not a Machine's to set: GPUs come from its MachineClass (spec.gpus of the class), and a
+    /// Machine that lists any is refused. Here so the refusal names the field instead of the
+    /// API server dropping it unseen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CLASS_DEVICES))]
+    pub gpus: Vec<Device>,
+
+    /// Not a Machine's to set, like `gpus`: host devices come from its MachineClass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CLASS_DEVICES))]
+    pub host_devices: Vec<Device>,
+
     /// How changes that need a restart are applied: Manual (default; the RestartRequired
     /// condition says one waits) or Restart (the operator restarts the VM once to apply them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,6 +179,20 @@ pub struct Memory {
     /// class's and cannot set its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hugepages: Option<Hugepages>,
+}
+
+/// A device from a device plugin, as KubeVirt's gpus[] and hostDevices[] name it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "deviceName"]), transform = required_without_default)]
+pub struct Device {
+    /// The device's name in the VM, a DNS-1123 label unique among its class's devices.
+    #[serde(default)]
+    pub name: String,
+    /// The device plugin's resource name, e.g. nvidia.com/GA102GL_A10.
+    #[serde(default)]
+    #[schemars(extend("maxLength" = MAX_DEVICE_NAME))]
+    pub device_name: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -378,6 +404,10 @@ pub const MAX_INTERFACE_STATUSES: usize = 64;
 pub const CORES: (i64, i64) = (1, 256);
 /// KubeVirt's CPU model names are short (libvirt's longest is under 40 characters).
 pub const MAX_CPU_MODEL: usize = 64;
+/// GPUs, and host devices, a class may give each Machine: more than a host's PCI slots hold.
+pub const MAX_CLASS_DEVICES: usize = 16;
+/// A device plugin's resource name (`vendor.com/name`): a DNS subdomain, a slash, a name.
+pub const MAX_DEVICE_NAME: usize = 317;
 /// The hugepage sizes KubeVirt accepts on x86_64.
 pub const HUGEPAGE_SIZES: &[&str] = &["2Mi", "1Gi"];
 pub const THREADS: (i64, i64) = (1, 8);

@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::{CORES, Cpu, MAX_CPU_MODEL, MAX_DISKS, Memory, SOCKETS, THREADS};
+use super::machine::{
+    CORES, Cpu, Device, MAX_CLASS_DEVICES, MAX_CPU_MODEL, MAX_DISKS, Memory, SOCKETS, THREADS,
+};
 use super::placement::Placement;
 use super::quantity::Quantity;
 use super::schema::{class_placement, required_without_default, without_hot_plug_maxima};
@@ -16,12 +18,8 @@ pub const MAX_DISPLAY_NAME: usize = 63;
 pub const MAX_DESCRIPTION: usize = 1024;
 /// Disks a class may give every Machine of it; a Machine adds its own up to `MAX_DISKS`.
 pub const MAX_CLASS_DISKS: usize = 16;
-/// GPUs, and host devices, a class may give each Machine: more than a host's PCI slots hold.
-pub const MAX_CLASS_DEVICES: usize = 16;
 /// CPU models a class's limits may list.
 pub const MAX_CPU_MODELS: usize = 32;
-/// A device plugin's resource name (`vendor.com/name`): a DNS subdomain, a slash, a label-ish.
-pub const MAX_DEVICE_NAME: usize = 317;
 
 /// A size the cluster admin offers, and the limits on a Machine's overrides of it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -90,20 +88,6 @@ pub struct MachineClassSpec {
     /// Bounds on what a Machine of the class may ask for through its overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ClassLimits>,
-}
-
-/// A device from a device plugin, as KubeVirt's gpus[] and hostDevices[] name it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["name", "deviceName"]), transform = required_without_default)]
-pub struct Device {
-    /// The device's name in the VM, a DNS-1123 label unique among the class's devices.
-    #[serde(default)]
-    pub name: String,
-    /// The device plugin's resource name, e.g. nvidia.com/GA102GL_A10.
-    #[serde(default)]
-    #[schemars(extend("maxLength" = MAX_DEVICE_NAME))]
-    pub device_name: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

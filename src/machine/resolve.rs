@@ -78,6 +78,9 @@ pub fn resolve_in(
         // changing --default-eviction-strategy reaches every Machine that did not choose.
         eviction_strategy: explicit.eviction_strategy.clone(),
         placement: explicit.placement.clone(),
+        // Refused by validation (devices are the class's), kept so the refusal can name them.
+        gpus: explicit.gpus.clone(),
+        host_devices: explicit.host_devices.clone(),
         update_strategy: explicit.update_strategy.clone(),
         snapshots: explicit.snapshots.clone(),
     };

@@ -1,14 +1,14 @@
 //! A class's hardware (GPUs, host devices, dedicated CPUs, the CPU model, hugepages and where
 //! its Machines run): its own rules ([`check_hardware`]), and what a Machine of it may not ask
-//! for ([`hardware_errors`]). Devices are the admin's to hand out: a Machine has no field for
-//! them at all. Its own `cpu.dedicated` and `cpu.model` pass only where the class's limits
+//! for ([`hardware_errors`]). Devices are the admin's to hand out: a Machine that lists any is
+//! refused (its `gpus` and `hostDevices` exist only for that refusal to name them). Its own `cpu.dedicated` and `cpu.model` pass only where the class's limits
 //! allow them; its nodeSelector cannot contradict the class's (which wins on the VM anyway).
 
 use std::collections::HashSet;
 
 use crate::api::MachineSpec;
-use crate::api::machine::{HUGEPAGE_SIZES, MAX_CPU_MODEL};
-use crate::api::machine_class::{Device, MAX_CLASS_DEVICES, MAX_CPU_MODELS, MachineClassSpec};
+use crate::api::machine::{Device, HUGEPAGE_SIZES, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
+use crate::api::machine_class::{MAX_CPU_MODELS, MachineClassSpec};
 use crate::api::quantity::{Amount, Quantity};
 
 use super::super::field_error::{FieldError, FieldPath};
@@ -179,9 +179,22 @@ pub fn hardware_errors(
     stored: Option<&MachineSpec>,
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
+    let root = FieldPath::new("spec");
+    for (field, devices, class_field) in [
+        ("gpus", &spec.gpus, "gpus"),
+        ("hostDevices", &spec.host_devices, "hostDevices"),
+    ] {
+        if !devices.is_empty() {
+            errors.push(FieldError::forbidden(
+                &root.child(field),
+                format!(
+                    "a Machine cannot ask for devices: they come from its MachineClass (spec.{class_field} of a class; kubectl get mc)"
+                ),
+            ));
+        }
+    }
     let hw = &class.hardware;
     let why = |limit: &str| format!("limits.{limit} of MachineClass {:?}", class.name);
-    let root = FieldPath::new("spec");
     let resources = root.child("resources");
     let cpu_path = resources.child("cpu");
     let cpu = spec.resources.as_ref().and_then(|r| r.cpu.as_ref());
