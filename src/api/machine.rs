@@ -9,6 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::hardware::{Device, Hugepages, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
 use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES, UPDATE_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
@@ -179,29 +180,6 @@ pub struct Memory {
     /// class's and cannot set its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hugepages: Option<Hugepages>,
-}
-
-/// A device from a device plugin, as KubeVirt's gpus[] and hostDevices[] name it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["name", "deviceName"]), transform = required_without_default)]
-pub struct Device {
-    /// The device's name in the VM, a DNS-1123 label unique among its class's devices.
-    #[serde(default)]
-    pub name: String,
-    /// The device plugin's resource name, e.g. nvidia.com/GA102GL_A10.
-    #[serde(default)]
-    #[schemars(extend("maxLength" = MAX_DEVICE_NAME))]
-    pub device_name: String,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Hugepages {
-    /// 2Mi or 1Gi (x86_64's hugepage sizes); the memory size must be a multiple of it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = HUGEPAGE_SIZES))]
-    pub page_size: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -402,14 +380,6 @@ pub struct MachineStatus {
 pub const MAX_INTERFACE_STATUSES: usize = 64;
 
 pub const CORES: (i64, i64) = (1, 256);
-/// KubeVirt's CPU model names are short (libvirt's longest is under 40 characters).
-pub const MAX_CPU_MODEL: usize = 64;
-/// GPUs, and host devices, a class may give each Machine: more than a host's PCI slots hold.
-pub const MAX_CLASS_DEVICES: usize = 16;
-/// A device plugin's resource name (`vendor.com/name`): a DNS subdomain, a slash, a name.
-pub const MAX_DEVICE_NAME: usize = 317;
-/// The hugepage sizes KubeVirt accepts on x86_64.
-pub const HUGEPAGE_SIZES: &[&str] = &["2Mi", "1Gi"];
 pub const THREADS: (i64, i64) = (1, 8);
 pub const SOCKETS: (i64, i64) = (1, 16);
 pub const ACCESS_MODES: &[&str] = &["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"];

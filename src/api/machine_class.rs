@@ -6,9 +6,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine::{
-    CORES, Cpu, Device, MAX_CLASS_DEVICES, MAX_CPU_MODEL, MAX_DISKS, Memory, SOCKETS, THREADS,
-};
+use super::hardware::{Device, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
+use super::machine::{CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS};
 use super::placement::Placement;
 use super::quantity::Quantity;
 use super::schema::{class_placement, required_without_default, without_hot_plug_maxima};

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use crate::api::machine::{Cpu, Device, Hugepages, Memory};
+use crate::api::hardware::{Device, Hugepages};
+use crate::api::machine::{Cpu, Memory};
 use crate::api::machine_class::{ClassDisk, ClassLimits, MachineClassSpec};
 use crate::api::placement::Placement;
 use crate::api::quantity::{Amount, Quantity};

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use crate::api::MachineSpec;
-use crate::api::machine::{Device, HUGEPAGE_SIZES, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
+use crate::api::hardware::{Device, HUGEPAGE_SIZES, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
 use crate::api::machine_class::{MAX_CPU_MODELS, MachineClassSpec};
 use crate::api::quantity::{Amount, Quantity};
 

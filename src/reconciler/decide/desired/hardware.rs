@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
 
+use crate::api::hardware::Device;
 use crate::api::machine::Cpu as MachineCpu;
-use crate::api::machine::Device;
 use crate::machine::classes::Hardware;
 use crate::reconciler::apis::kubevirt::{Cpu, DomainSpec, HostDevice, Hugepages};
 

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::*;
-use crate::api::machine::Device;
+use crate::api::hardware::Device;
 use crate::reconciler::apis::kubevirt::Memory;
 
 fn toleration(key: &str) -> Toleration {
