@@ -8,8 +8,10 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::*;
 use crate::access::{WAIT, machines, rule, start_replica};
+use crate::machine_class::{
+    NS, OP_NS, class, classes, create_when, fixture, machine, refusal, stop,
+};
 use crate::support::eventually;
 use kubevirt_operator::api::names::CLASS_ANNOTATION;
 use kubevirt_operator::reconciler::apis::kubevirt::{HostDevice, VirtualMachine};
