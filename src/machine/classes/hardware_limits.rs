@@ -71,9 +71,8 @@ pub fn hardware_errors(
                 FieldError::forbidden(
                     &path,
                     format!(
-                        "MachineClass {:?} sets no CPU model and allows none ({} is empty)",
-                        class.name,
-                        why("cpu.models")
+                        "MachineClass {:?} sets no CPU model and allows none (its limits.cpu.models is empty)",
+                        class.name
                     ),
                 )
             } else {
