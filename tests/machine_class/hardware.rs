@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::access::{WAIT, machines, rule, start_replica};
+use crate::access::{WAIT, first_denial, machines, rule, start_replica};
 use crate::machine_class::{
     NS, OP_NS, class, classes, create_when, fixture, machine, refusal, stop,
 };
@@ -56,6 +56,14 @@ async fn a_machine_gets_its_class_s_hardware_and_cannot_give_itself_any() {
     let admin = env.admin_client().await;
     let (op, _) = start_replica(&env, OP_NS, "leader", &[]).await;
     let tenant = machines(&env.client_of(TENANT).await, NS);
+    // The webhooks in force (the operator fills their caBundle once up).
+    first_denial(
+        &tenant,
+        &PostParams::default(),
+        &machine("huge", json!({"template": "huge"})),
+        &op,
+    )
+    .await;
     classes(&admin)
         .create(&PostParams::default(), &class("gpu", gpu_class()))
         .await
