@@ -42,7 +42,9 @@ fn what_a_machine_of_the_class_may_ask_for() {
     let open = class(json!({"limits": {"cpu": {"allowDedicated": true}}}));
     let plain = class(json!({"cpu": {"dedicated": null, "model": null}, "limits": null}));
     let none: &[&str] = &[];
-    let cases: Vec<(&str, &Class, Value, Option<Value>, &[&str])> = vec![
+    // (case, class, the Machine's spec, as stored, the errors' beginnings)
+    type Case<'a> = (&'a str, &'a Class, Value, Option<Value>, &'a [&'a str]);
+    let cases: Vec<Case> = vec![
         ("nothing of its own", &gpu, json!({}), None, none),
         (
             "devices of its own",

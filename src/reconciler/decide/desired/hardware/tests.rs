@@ -42,9 +42,10 @@ fn the_class_s_node_selector_wins_and_tolerations_are_the_union() {
         );
     }
     let (gpu, spot) = (toleration("gpu"), toleration("spot"));
-    assert_eq!(tolerations(vec![], &[gpu.clone()]), [gpu.clone()]);
+    let class = std::slice::from_ref(&gpu);
+    assert_eq!(tolerations(vec![], class), class);
     assert_eq!(
-        tolerations(vec![spot.clone(), gpu.clone()], &[gpu.clone()]),
+        tolerations(vec![spot.clone(), gpu.clone()], class),
         [gpu.clone(), spot.clone()],
         "the class's first, none twice"
     );
