@@ -266,7 +266,8 @@ fn refusal(words: &[String]) -> Option<String> {
             ));
         }
     }
-    (!has_sub).then(|| "names no subcommand".to_owned())
+    let help = words.iter().any(|w| w == "--help" || w == "-h");
+    (!has_sub && !help).then(|| "names no subcommand".to_owned())
 }
 
 fn cmd_name(cmd: &clap::Command, words: &[String]) -> String {

@@ -8,7 +8,6 @@ mod aggregated;
 mod kubevirt;
 mod support;
 
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::Role;

@@ -61,9 +61,12 @@ pub async fn user_client(
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
     };
-    let config = kube::Config::from_custom_kubeconfig(loaded, &options)
+    let mut config = kube::Config::from_custom_kubeconfig(loaded, &options)
         .await
         .map_err(|e| PluginError::Kubeconfig(format!("kubeconfig: {e}")))?;
+    // A button is pressed once: a retry after a 504 (KubeVirt slow to answer) could reboot
+    // twice, and the user would rather hear the 503 or 504 at once, as kubectl tells it.
+    config.default_retry = false;
     let namespace = config.default_namespace.clone();
     let client = Client::try_from(config).map_err(|e| PluginError::Kubeconfig(e.to_string()))?;
     Ok((client, namespace))

@@ -36,6 +36,11 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     runtime.shutdown_timeout(Duration::from_millis(100));
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        // Worded as kubectl words it already (`Error from server (Forbidden): ...`).
+        Err(PluginError::Refused(message)) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -87,7 +92,14 @@ async fn console(
     } else {
         None
     };
-    let end = pump(&mut stream, tokio::io::stdin(), tokio::io::stdout(), tty).await;
+    let end = tokio::select! {
+        end = pump(&mut stream, tokio::io::stdin(), tokio::io::stdout(), tty) => end,
+        // Killed (SIGTERM, the terminal hung up): the terminal is restored all the same.
+        signal = terminated() => {
+            drop(raw);
+            return Err(PluginError::Local(format!("ended by {signal}")));
+        }
+    };
     drop(raw);
     match end? {
         End::ServerClosed(Some(reason)) => eprintln!("\nThe server ended the session: {reason}"),
@@ -96,4 +108,19 @@ async fn console(
         _ => {}
     }
     Ok(())
+}
+
+/// Resolves on SIGTERM or SIGHUP, naming it; never where they cannot be listened to.
+async fn terminated() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(mut term), Ok(mut hup)) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+        },
+        _ => std::future::pending().await,
+    }
 }
