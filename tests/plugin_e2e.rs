@@ -116,9 +116,9 @@ async fn kubectl_machine_presses_the_buttons_as_the_user_in_their_namespace() {
     let bob = env.mint_user("bob", &[]).expect("bob");
     let dir = env.dir().join("plugin");
     std::fs::create_dir_all(&dir).expect("dir");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, two_contexts(&env, &bob)).expect("kubeconfig");
-    let kubeconfig = Some(kubeconfig.as_path());
+    let kubeconfig_file = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig_file, two_contexts(&env, &bob)).expect("kubeconfig");
+    let kubeconfig = Some(kubeconfig_file.as_path());
 
     // alice's context: its namespace is team-a; then -n and --kubeconfig as kubectl takes them.
     let out = kubectl_machine(
@@ -141,7 +141,7 @@ async fn kubectl_machine_presses_the_buttons_as_the_user_in_their_namespace() {
     )
     .await;
     assert!(out.status.success());
-    let flag = kubeconfig.expect("path").to_str().expect("UTF-8");
+    let flag = kubeconfig_file.to_str().expect("UTF-8");
     let softreboot = [
         "softreboot",
         "vm-1",
@@ -230,6 +230,8 @@ async fn echo_server() -> (SocketAddr, Seen) {
         while let Ok((tcp, _)) = listener.accept().await {
             let record = record.clone();
             tokio::spawn(async move {
+                // The shape of tungstenite's callback, large error and all.
+                #[allow(clippy::result_large_err)]
                 let check = move |request: &Request, mut response: Response| {
                     let protocol = request.headers().get("sec-websocket-protocol").cloned();
                     let shown = protocol

@@ -8,7 +8,6 @@ mod aggregated;
 mod kubevirt;
 mod support;
 
-
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::Role;
 use kube::Client;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::call::parse_grace;
+use super::grace::parse_grace;
 use crate::config::{parse_dns_label, parse_dns_subdomain};
 
 #[derive(Parser, Debug)]

@@ -4,7 +4,8 @@
 //! the user's own kubeconfig, so kube-apiserver authorizes each call on the Machine.
 //!
 //! - [`args`]: the command line (kubectl's `-n`, `--context`, `--kubeconfig`).
-//! - [`call`]: what each command asks of the API (pure: method, path, body; the grace period).
+//! - [`call`]: what each command asks of the API (pure: method, path, body).
+//! - [`grace`]: `stop --grace`, parsed and bounded (pure).
 //! - [`escape`]: the console's escape key in the typed bytes (pure).
 //! - [`pump`]: bytes between a local stream and a WebSocket (console and each VNC viewer).
 //! - [`connect`]: the user's client, a button pressed, a stream opened, errors worded.
@@ -19,6 +20,7 @@ pub mod args;
 pub mod call;
 pub mod connect;
 pub mod escape;
+pub mod grace;
 pub mod pump;
 pub mod run;
 pub mod terminal;

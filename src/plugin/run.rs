@@ -97,6 +97,7 @@ async fn console(
         // Killed (SIGTERM, the terminal hung up): the terminal is restored all the same.
         signal = terminated() => {
             drop(raw);
+            eprintln!();
             return Err(PluginError::Local(format!("ended by {signal}")));
         }
     };

@@ -34,6 +34,8 @@ async fn server(kind: Server) -> (SocketAddr, mpsc::UnboundedReceiver<Vec<u8>>) 
     let (seen, received) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.expect("accept");
+        // The shape of tungstenite's callback, large error and all.
+        #[allow(clippy::result_large_err)]
         let check = move |request: &Request, mut response: Response| {
             if matches!(kind, Server::Forbids) {
                 let status = serde_json::json!({"kind": "Status", "apiVersion": "v1",
