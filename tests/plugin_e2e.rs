@@ -9,6 +9,8 @@
 //!   that speaks KubeVirt's console protocol (the plugin's protocol, end to end in the binary;
 //!   the operator's own console relay is tested where it is served).
 
+mod aggregated;
+mod kubevirt;
 mod support;
 
 use std::net::SocketAddr;
@@ -21,11 +23,11 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 
-use support::aggregated::{Env, GROUP, WAIT, machine_with_vmi, start};
+use aggregated::{GROUP, WAIT, machine_with_vmi, start_with};
 use support::operator::OPERATOR_USER;
 use support::rbac::rule;
 use support::virt_api::PlayedVirtApi;
-use support::{Fixture, OPERATOR_NAMESPACE, events_about, eventually};
+use support::{OPERATOR_NAMESPACE, events_about, eventually};
 
 /// The operator's binary as `kubectl-machine`, as installed: a symlink of that name in a
 /// directory of its own under `dir`.
@@ -105,20 +107,9 @@ fn two_contexts(env: &support::Started, bob: &support::User) -> String {
 
 #[tokio::test]
 async fn kubectl_machine_presses_the_buttons_as_the_user_in_their_namespace() {
-    let buttons = ["pause", "unpause", "softreboot"];
-    let fixture = Fixture::new()
-        .with_all_crds()
-        .namespace("team-a")
-        .namespace("team-b")
-        .user("alice", &[])
-        .grant(
-            "team-a",
-            "alice",
-            buttons
-                .map(|sub| rule(GROUP, &format!("machines/{sub}"), &["update"]))
-                .to_vec(),
-        );
-    let Env { env, .. } = start(fixture, &[], &buttons.map(|sub| (sub, "update"))).await;
+    let buttons = ["pause", "unpause", "softreboot"]
+        .map(|sub| rule(GROUP, &format!("machines/{sub}"), &["update"]));
+    let aggregated::Env { env, .. } = start_with(&[], buttons.to_vec()).await;
     let admin = env.admin_client().await;
     let virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
     machine_with_vmi(&admin, "team-a", "vm-1").await;
