@@ -58,8 +58,9 @@ mod tests {
     #[test]
     fn a_trim_returns_what_freed_objects_left_between_live_ones() {
         let (before, after) = std::thread::spawn(|| {
-            let mut blocks: Vec<Option<Box<[u8; 2048]>>> =
-                (0..32 * 1024).map(|_| Some(Box::new([1u8; 2048]))).collect();
+            let mut blocks: Vec<Option<Box<[u8; 2048]>>> = (0..32 * 1024)
+                .map(|_| Some(Box::new([1u8; 2048])))
+                .collect();
             for (i, b) in blocks.iter_mut().enumerate() {
                 if i % 32 != 31 {
                     *b = None;

@@ -79,9 +79,13 @@ pub fn streams(
     });
     let w = written.data_volumes.clone();
     let data_volumes = apis.cdi.then(|| {
-        watches::watch_packed(client, scope, managed(), (writers.data_volumes, lists), move |s| {
-            w.observed(s.key, s.resource_version)
-        })
+        watches::watch_packed(
+            client,
+            scope,
+            managed(),
+            (writers.data_volumes, lists),
+            move |s| w.observed(s.key, s.resource_version),
+        )
         .boxed()
     });
     let storage_classes = watches::watch(

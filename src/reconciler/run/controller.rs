@@ -27,8 +27,8 @@ use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration}
 
 pub use super::cluster::{Cluster, ClusterStores, ClusterWriters, ClusterWritten};
 use super::cluster_watches;
-use super::first_pass::Pacer;
 pub use super::context::{Clients, Context, Settings, Stores, Writers};
+use super::first_pass::Pacer;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
@@ -273,14 +273,14 @@ pub async fn run_scope(
         .for_each(|result| {
             pacer.finished();
             async move {
-            match result {
-                Ok(_) => {}
-                Err(controller::Error::ReconcilerFailed(..)) => {} // Logged by error_policy.
-                Err(controller::Error::ObjectNotFound(r)) => {
-                    tracing::debug!(object = %r, "Machine gone before its reconcile");
+                match result {
+                    Ok(_) => {}
+                    Err(controller::Error::ReconcilerFailed(..)) => {} // Logged by error_policy.
+                    Err(controller::Error::ObjectNotFound(r)) => {
+                        tracing::debug!(object = %r, "Machine gone before its reconcile");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "watch or queue error"),
                 }
-                Err(e) => tracing::warn!(error = %e, "watch or queue error"),
-            }
             }
         })
         .await;

@@ -131,9 +131,19 @@ mod tests {
         let mut paced = Box::pin(paced);
         let mut list = vec![Ok::<_, ()>(Event::Init)];
         for i in 0..8 {
-            list.push(Ok(Event::InitApply(machine(&format!("c{i}"), Some("Running"), 1, 1))));
+            list.push(Ok(Event::InitApply(machine(
+                &format!("c{i}"),
+                Some("Running"),
+                1,
+                1,
+            ))));
         }
-        list.push(Ok(Event::InitApply(machine("changed", Some("Running"), 3, 2))));
+        list.push(Ok(Event::InitApply(machine(
+            "changed",
+            Some("Running"),
+            3,
+            2,
+        ))));
         list.push(Ok(Event::InitApply(machine("new", None, 1, 0))));
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let mut passed = Box::pin(pacer.split(rx));
@@ -147,7 +157,10 @@ mod tests {
             }
         }
         assert_eq!(now, ["changed", "new"]);
-        assert!(paced.next().now_or_never().is_none(), "nothing before the list is done");
+        assert!(
+            paced.next().now_or_never().is_none(),
+            "nothing before the list is done"
+        );
 
         tx.unbounded_send(Ok(Event::InitDone)).expect("send");
         assert!(matches!(passed.next().await, Some(Ok(Event::InitDone))));

@@ -171,7 +171,12 @@ where
     K::DynamicType: Eq + Hash + Clone + Default,
     K::Scope: 'static,
 {
-    reflect(events::<K>(client, scope, config), writer, seen, Lists::Trigger)
+    reflect(
+        events::<K>(client, scope, config),
+        writer,
+        seen,
+        Lists::Trigger,
+    )
 }
 
 /// Fills `writer` from `events` and yields every object changed, telling `seen` of each.
@@ -268,7 +273,12 @@ where
     K: Packable,
     K::Scope: 'static,
 {
-    reflect(packed_events::<K>(client, scope, config), writer, seen, lists)
+    reflect(
+        packed_events::<K>(client, scope, config),
+        writer,
+        seen,
+        lists,
+    )
 }
 
 /// Fills `presence` with the names of every `K` in `scope`, whoever made it (metadata-only

@@ -48,12 +48,36 @@ mod tests {
         // (phase, spec ahead of the status, deleting) -> turn
         let cases = [
             (Some("Running"), false, false, Turn::Paced, "converged"),
-            (Some("Failed"), false, false, Turn::Paced, "failed, nothing new to answer"),
-            (Some("Running"), true, false, Turn::Now, "spec changed since the status"),
-            (None, false, false, Turn::Now, "never reconciled (no status)"),
+            (
+                Some("Failed"),
+                false,
+                false,
+                Turn::Paced,
+                "failed, nothing new to answer",
+            ),
+            (
+                Some("Running"),
+                true,
+                false,
+                Turn::Now,
+                "spec changed since the status",
+            ),
+            (
+                None,
+                false,
+                false,
+                Turn::Now,
+                "never reconciled (no status)",
+            ),
             (None, true, false, Turn::Now, "new"),
             (Some("Running"), false, true, Turn::Now, "being deleted"),
-            (Some("Stopped"), true, true, Turn::Now, "changed and being deleted"),
+            (
+                Some("Stopped"),
+                true,
+                true,
+                Turn::Now,
+                "changed and being deleted",
+            ),
         ];
         for (phase, ahead, deleting, want, why) in cases {
             let b = brief(phase, ahead);
