@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::machine::{Catalog, resolve};
-use kubevirt_operator::reconciler::act::apply;
+use kubevirt_operator::reconciler::act::{self, apply};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
 use kubevirt_operator::reconciler::decide::status::{self, Reconciled};
@@ -118,6 +118,6 @@ async fn write_one(
         restart_pending: None,
     };
     let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
-    apply::write_status(&Api::namespaced(status_client, ns), &m.name_any(), &s).await?;
+    act::status::write_status(&Api::namespaced(status_client, ns), &m.name_any(), &s).await?;
     Ok(())
 }
