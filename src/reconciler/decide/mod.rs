@@ -29,6 +29,7 @@ pub mod ownership;
 pub mod placement;
 pub mod problem;
 pub mod provisioning;
+pub mod release;
 pub mod remote;
 pub mod remote_clones;
 pub mod remote_namespace;
@@ -58,10 +59,11 @@ use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::derived_secret_name;
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::desired::{Inputs, SecretData};
-use crate::reconciler::decide::disks::{Release, conflict};
+use crate::reconciler::decide::disks::conflict;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
+use crate::reconciler::decide::release::Release;
 use crate::reconciler::observe::Observed;
 
 #[derive(Debug, Default)]

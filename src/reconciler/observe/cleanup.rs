@@ -7,26 +7,26 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 
 use crate::api::Machine;
-use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
-use crate::reconciler::decide::disks::{Release, keep, release_of};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::release::{Release, keep, release_of};
 use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::decide::{remote, remote_secrets};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
+use crate::reconciler::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 
 use super::lookup::copies_found;
 use super::{snapshots, unused_networks};
@@ -34,6 +34,16 @@ use super::{snapshots, unused_networks};
 /// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
 pub fn has_finalizer(machine: &Machine) -> bool {
     machine.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Whether the Machine's disks stay when it goes (`vitistack.io/retain-disks: "true"`).
+pub fn retains_disks(machine: &impl Resource) -> bool {
+    machine
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RETAIN_DISKS_ANNOTATION))
+        .is_some_and(|v| v == "true")
 }
 
 /// What remains of one deleting Machine on its cluster, as cleanup read it.
@@ -44,6 +54,8 @@ pub struct Remains {
     pub restoring: Option<String>,
     /// Its remote cluster cannot be worked on: nothing below was read.
     pub away: Option<Away>,
+    /// `vitistack.io/retain-disks` says its disks stay when it goes.
+    pub retain_disks: bool,
     /// Its cluster is remote: no owner reference binds anything there, the proofs alone do.
     pub remote: bool,
     pub vm: Option<ObjectMeta>,
@@ -195,6 +207,7 @@ pub async fn remains(
         machine: machine.clone(),
         restoring: snapshots::holding(ctx, &ns, me).map(|(name, _)| name),
         away: None,
+        retain_disks: retains_disks(machine),
         remote,
         vm: None,
         vmi: None,

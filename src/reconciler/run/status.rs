@@ -160,7 +160,7 @@ pub async fn unready(
     let stored = (ctx.statuses).newer_than(&key_of(machine), machine.resource_version().as_deref());
     let old = stored.as_ref().or(machine.status.as_ref());
     let generation = machine.metadata.generation;
-    let new = status::cluster::unready(old, generation, why, Timestamp::now());
+    let new = status::cluster_unready(old, generation, why, Timestamp::now());
     if status_write::differs(old, &new) {
         let ns = machine.namespace().unwrap_or_default();
         let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
