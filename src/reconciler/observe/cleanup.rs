@@ -11,7 +11,7 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use crate::api::Machine;
+use crate::api::{Machine, MachineSpec};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
@@ -20,7 +20,6 @@ use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::release::{Release, keep, release_of};
-use crate::reconciler::decide::spec::resolved_spec;
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::decide::{remote, remote_secrets};
 use crate::reconciler::run::cluster::Cluster;
@@ -187,11 +186,12 @@ pub struct Attachment {
     pub network_configuration: Option<String>,
 }
 
-/// Reads what cleanup needs of the Machine's `cluster` (or why it cannot); nothing while the
-/// Machine carries no finalizer of ours (then nothing waits for a cleanup), or while a restore
-/// holds it.
+/// Reads what cleanup needs of the Machine's `cluster` (or why it cannot), by its resolved
+/// `spec`; nothing while the Machine carries no finalizer of ours (then nothing waits for a
+/// cleanup), or while a restore holds it.
 pub async fn remains(
     machine: &Machine,
+    spec: &MachineSpec,
     ctx: &Context,
     cluster: Result<&Cluster, &Unready>,
 ) -> Result<Remains, kube::Error> {
@@ -231,7 +231,6 @@ pub async fn remains(
         return Ok(o);
     }
     let client = &cluster.client;
-    let spec = resolved_spec(machine, &ctx.settings.catalog.load());
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = vms.get_metadata_opt(&name).await?.map(|m| m.metadata);
@@ -249,7 +248,7 @@ pub async fn remains(
     let mut removed_data_volumes = Vec::new();
     if cluster.apis.cdi {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-        let sourced = sourced_volumes(&name, &spec);
+        let sourced = sourced_volumes(&name, spec);
         for v in &sourced {
             if let Some(found) = dvs.get_metadata_opt(&v.claim_name).await? {
                 let (kind, disk, meta) = (Kind::DataVolume, v.disk, found.metadata);
@@ -295,7 +294,7 @@ pub async fn remains(
         }
     }
     let credential_copies = match remote {
-        true => copies_found(client, &ns, remote_secrets::copies(&name, &spec)).await?,
+        true => copies_found(client, &ns, remote_secrets::copies(&name, spec)).await?,
         false => Vec::new(),
     };
     // Judged once, here, on what was just read, for the Machine's name and uid.

@@ -14,22 +14,25 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::api::operations::run_strategy;
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
-use crate::machine::FieldError;
 use crate::machine::classes::Class;
 use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
+use crate::machine::{Catalog, FieldError};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::cloud_init::secret_source;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
+use crate::reconciler::decide::eviction;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::remote_clones;
 use crate::reconciler::decide::remote_secrets::{self, copies_of};
-use crate::reconciler::decide::spec::sized;
+use crate::reconciler::decide::spec::Sized;
 use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
@@ -43,6 +46,11 @@ pub struct Observed {
     pub machine: Machine,
     /// The resolved spec (class, overrides and defaults applied, as the webhook would).
     pub spec: MachineSpec,
+    /// The run strategy its spec asks for (`runStrategy`, else `running`).
+    pub run_strategy: String,
+    /// The eviction strategy in force (`decide::eviction::strategy`): its own, else the
+    /// operator's default; `None` leaves KubeVirt's cluster-wide one.
+    pub eviction_strategy: Option<String>,
     /// The class that sizes it: as recorded in it, else as it is now; or why there is none.
     pub class: Result<Class, FieldError>,
     /// What is wrong with the spec (it bypassed admission): nothing is made then.
@@ -90,7 +98,9 @@ pub struct Observed {
     pub remote: bool,
     /// A remote Machine's DataSources, read on its cluster (`None` for a local Machine, whose
     /// clones admission pinned).
-    pub remote_clones: Option<crate::reconciler::decide::remote_clones::Found>,
+    pub remote_clones: Option<remote_clones::Found>,
+    /// What each `dataSource` volume clones (see `decide::remote_clones::pins`), resolved once.
+    pub clone_sources: remote_clones::Resolved,
     /// The `Ready` condition of the Node the VMI runs on, when that Node is cached.
     pub node: Option<NodeReady>,
     /// `--node-unreachable-grace`.
@@ -122,16 +132,18 @@ impl Derived {
     }
 }
 
+/// What is observed of `machine`, `sized` (its resolved spec and class) by `catalog`.
 pub async fn observe(
     machine: &Machine,
+    sized: Sized,
+    catalog: &Catalog,
     ctx: &Context,
     cluster: &Cluster,
 ) -> Result<Observed, kube::Error> {
+    let Sized { spec, class } = sized;
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let uid = machine.uid();
-    let catalog = ctx.settings.catalog.load_full();
-    let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &cluster.stores;
     let written = &cluster.written;
     let defaults = storage::defaults(&spec, stores);
@@ -199,6 +211,8 @@ pub async fn observe(
         }
     }
     let remote_clones = data_sources::remote(cluster, machine, &spec, &data_volumes).await?;
+    let annotations = machine.metadata.annotations.as_ref();
+    let clone_sources = remote_clones::pins(annotations, &ns, &spec, remote_clones.as_ref());
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = lookup(
         cluster,
@@ -288,6 +302,7 @@ pub async fn observe(
     let found = judged::Found {
         remote: !cluster.is_local(),
         vm: vm.as_ref(),
+        vmi: vmi.as_ref(),
         derived_secret: derived_secret.meta(),
         claims: &claims,
         data_volumes: &data_volumes,
@@ -303,10 +318,13 @@ pub async fn observe(
         uid: uid.as_deref(),
     };
     let verdicts = judged::verdicts(&found, me, &cluster.key);
-    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), &catalog);
+    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), catalog);
     let spec_has_schedule = spec.snapshots.is_some();
     Ok(Observed {
         machine: machine.clone(),
+        run_strategy: run_strategy(spec.run_strategy.as_deref(), spec.running).to_owned(),
+        eviction_strategy: eviction::strategy(&spec, catalog.eviction_strategy())
+            .map(str::to_owned),
         spec,
         class,
         spec_errors,
@@ -330,6 +348,7 @@ pub async fn observe(
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
         remote_clones,
+        clone_sources,
         node: (vmi.as_ref())
             .and_then(|v| v.status.as_ref()?.node_name.as_deref())
             .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
+use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::{Machine, MachineStatus};
 
 use super::cluster::Cluster;
@@ -46,7 +46,7 @@ pub async fn settle(
 ) -> Result<Settled, Error> {
     let machine = &o.machine;
     let machine_name = machine.name_any();
-    let running = run_strategy(o.spec.run_strategy.as_deref(), o.spec.running);
+    let running = o.run_strategy.as_str();
     let claim_view: Vec<(String, Option<&PersistentVolumeClaim>)> = (o.spec.disks.iter())
         .filter(|d| d.source.is_none())
         .map(|d| {
