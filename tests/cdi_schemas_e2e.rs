@@ -64,7 +64,7 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
             spec: &spec,
             network_configurations: &BTreeMap::new(),
             storage_classes: &BTreeSet::new(),
-            cloud_init_secret: None,
+            source_secret: None,
             network_policy: &Default::default(),
             eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
             label_prefixes: &[],

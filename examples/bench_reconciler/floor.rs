@@ -67,7 +67,7 @@ async fn write_one(
         spec: &spec,
         network_configurations: &BTreeMap::new(),
         storage_classes: &Default::default(),
-        cloud_init_secret: None,
+        source_secret: None,
         network_policy: catalog.networks(),
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),

@@ -54,15 +54,15 @@ use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::desired::Inputs;
 use crate::reconciler::decide::desired::meta::derived_secret_name;
 use crate::reconciler::decide::desired::vm::references_secret;
-use crate::reconciler::decide::desired::{Inputs, SecretData};
 use crate::reconciler::decide::disks::conflict;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::release::Release;
-use crate::reconciler::observe::Observed;
+use crate::reconciler::observe::{Derived, Observed};
 
 #[derive(Debug, Default)]
 pub struct Decision {
@@ -147,17 +147,6 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         return out;
     }
 
-    let secret_data =
-        desired::cloud_init::secret_source(o.spec.cloud_init.as_ref()).map(|(_, key)| {
-            match o.source_secret.as_ref() {
-                None => SecretData::Missing,
-                Some(s) => s
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(key))
-                    .map_or(SecretData::KeyMissing, |b| SecretData::Present(&b.0)),
-            }
-        });
     // Without the NetworkAttachmentDefinition API no attachment can be made: say so instead.
     let no_networks = Default::default();
     let network_configurations = if o.multus_installed || o.spec.networks.is_empty() {
@@ -172,7 +161,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         spec: &o.spec,
         network_configurations,
         storage_classes: &o.storage_classes,
-        cloud_init_secret: secret_data,
+        source_secret: o.source_secret.as_ref(),
         network_policy: catalog.networks(),
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),
@@ -230,10 +219,12 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     let derived = derived_secret_name(&name);
     let secret_ownership = o.verdicts.derived_secret;
     if let Some(secret) = desired.secret {
-        if secret_ownership.writable(false) {
-            out.secret = Some(secret);
-        } else {
+        if !secret_ownership.writable(false) {
             out.problems.push(conflict(Kind::Secret, derived.clone()));
+        } else if !matches!(o.derived_secret, Derived::Remembered(_)) {
+            // Observe reads it whenever what it remembers may not hold this: a remembered one
+            // does, and is not written again.
+            out.secret = Some(secret);
         }
     }
     if let Some(vm) = desired.vm {

@@ -78,8 +78,8 @@ pub struct Restart {
 
 /// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
 /// our VM controls only (`vm` when it is ours, `vmi` when that VM controls it: judged when
-/// observed), under the run `strategy` in force. None while a MachineRestore is `restoring`
-/// the Machine.
+/// observed), under the run `strategy` in force. Nothing while a MachineRestore is
+/// `restoring` the Machine.
 pub fn wanted(
     machine: &Machine,
     spec: &MachineSpec,

@@ -23,7 +23,7 @@ use crate::machine::{Catalog, FieldError};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
-use crate::reconciler::decide::desired::cloud_init::secret_source;
+use crate::reconciler::decide::desired::cloud_init::{self, secret_source};
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::eviction;
@@ -37,7 +37,6 @@ use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
-use crate::reconciler::store::derived_secrets::Known;
 use lookup::lookup;
 
 /// What was observed of one Machine and its surroundings.
@@ -107,29 +106,6 @@ pub struct Observed {
     pub node_grace: std::time::Duration,
     /// When this was observed.
     pub now: k8s_openapi::jiff::Timestamp,
-}
-
-/// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
-#[derive(Clone, Debug, Default)]
-pub enum Derived {
-    /// Not looked for: no Secret source, and the VM names no derived Secret.
-    #[default]
-    NotLooked,
-    /// As this process last applied or read it (no request made; see `store::derived_secrets`).
-    Remembered(Known),
-    /// Read now, whole: act's drift check compares its data.
-    Read(Option<Box<Secret>>),
-}
-
-impl Derived {
-    /// Its metadata, the evidence its ownership is judged on; `None` when absent.
-    pub fn meta(&self) -> Option<&ObjectMeta> {
-        match self {
-            Derived::NotLooked => None,
-            Derived::Remembered(k) => k.meta(),
-            Derived::Read(s) => s.as_deref().map(|s| &s.metadata),
-        }
-    }
 }
 
 /// What is observed of `machine`, `sized` (its resolved spec and class) by `catalog`.
@@ -241,6 +217,11 @@ pub async fn observe(
             removed_copies.insert(dv.name_any(), found);
         }
     }
+    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), catalog);
+    let me = MachineRef {
+        name: &name,
+        uid: uid.as_deref(),
+    };
     let derived = derived_secret_name(&name);
     // Network data over the inline limit lives in the derived Secret too.
     let large_network_data = spec
@@ -254,8 +235,15 @@ pub async fn observe(
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))
     {
+        // What decide would write (nothing while the spec is invalid): a remembered Secret
+        // that may not hold it is read, and judged below with the rest.
+        let remote = !cluster.is_local();
+        let want = (spec_errors.is_empty())
+            .then(|| cloud_init::derived_secret(machine, &spec, source_secret.as_ref(), remote))
+            .flatten();
         let key = key_of(machine);
-        derived_secret(ctx, (&key, uid.as_deref()), &secrets, &derived).await?
+        let for_whom = (key.as_str(), me, &cluster.key);
+        derived::known(ctx, for_whom, &secrets, &derived, want.as_ref()).await?
     } else {
         Derived::NotLooked
     };
@@ -313,12 +301,7 @@ pub async fn observe(
         credentials: &credentials,
         copies: &removed_copies,
     };
-    let me = MachineRef {
-        name: &name,
-        uid: uid.as_deref(),
-    };
     let verdicts = judged::verdicts(&found, me, &cluster.key);
-    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), catalog);
     let spec_has_schedule = spec.snapshots.is_some();
     Ok(Observed {
         machine: machine.clone(),
@@ -358,27 +341,10 @@ pub async fn observe(
     })
 }
 
-/// The derived Secret as remembered while that is fresh, else read (and remembered), for the
-/// Machine with `key` and `uid`.
-async fn derived_secret(
-    ctx: &Context,
-    (key, uid): (&str, Option<&str>),
-    secrets: &Api<Secret>,
-    name: &str,
-) -> Result<Derived, kube::Error> {
-    let uid = uid.unwrap_or_default();
-    let memory = &ctx.per_machine.derived_secrets;
-    if let Some(known) = memory.recall(key, uid) {
-        return Ok(Derived::Remembered(known));
-    }
-    let live = secrets.get_opt(name).await?;
-    memory.remember(key, uid, Known::of(live.as_ref().map(|s| &s.metadata)));
-    Ok(Derived::Read(live.map(Box::new)))
-}
-
 pub mod cleanup;
 mod copies;
 mod data_sources;
+mod derived;
 pub mod judged;
 mod lookup;
 mod networks;
@@ -386,6 +352,7 @@ pub mod nodes;
 pub mod snapshots;
 mod storage;
 
+pub use derived::Derived;
 pub use networks::{unused_in, unused_networks};
 #[cfg(test)]
 mod tests;
