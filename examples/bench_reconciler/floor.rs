@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::machine::{Catalog, resolve};
-use kubevirt_operator::reconciler::act::apply;
+use kubevirt_operator::reconciler::act::{self, apply};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
 use kubevirt_operator::reconciler::decide::status::{self, Reconciled};
@@ -67,7 +67,7 @@ async fn write_one(
         spec: &spec,
         network_configurations: &BTreeMap::new(),
         storage_classes: &Default::default(),
-        cloud_init_secret: None,
+        source_secret: None,
         network_policy: catalog.networks(),
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),
@@ -119,6 +119,6 @@ async fn write_one(
         restart_pending: None,
     };
     let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
-    apply::write_status(&Api::namespaced(status_client, ns), &m.name_any(), &s).await?;
+    act::status::write_status(&Api::namespaced(status_client, ns), &m.name_any(), &s).await?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use kubevirt_operator::machine::network_policy::{NetworkPolicy, Vlans};
 use kubevirt_operator::machine::{Catalog, resolve};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
-use kubevirt_operator::reconciler::decide::desired::{self, Inputs, SecretData};
+use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,7 +116,7 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
         spec: &spec,
         network_configurations: ncs,
         storage_classes: &scs,
-        cloud_init_secret: None::<SecretData>,
+        source_secret: None,
         network_policy: &NetworkPolicy::new(
             ["br0", "br-prod", "br-storage"].map(str::to_owned),
             Vlans::parse("0-4094").expect("vlans"),

@@ -1,5 +1,5 @@
-//! Writes: server-side apply of derived objects (only when [`drift`] says so),
-//! and the Machine's status.
+//! Writes: server-side apply of derived objects (only when [`drift`] says so); the Machine's
+//! status is written by `act::status`.
 
 use std::fmt::Debug;
 
@@ -7,9 +7,6 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
-
-use crate::api::{Machine, MachineStatus};
 
 use crate::api::names::PROOF_ANNOTATION;
 use crate::reconciler::FIELD_MANAGER;
@@ -92,70 +89,4 @@ where
 {
     prover.stamp(&mut desired);
     ensure(api, desired, live, written).await
-}
-
-/// Every field of the Machine status, so a merge patch can clear the ones now unset (and what
-/// the served CRD's status schema is checked for at leader start).
-pub const STATUS_FIELDS: &[&str] = &[
-    "phase",
-    "conditions",
-    "vmName",
-    "vmiName",
-    "ipAddresses",
-    "nodeName",
-    "lastUpdated",
-    "observedGeneration",
-    "disks",
-    "vmStatus",
-    "migration",
-    "interfaces",
-    "guest",
-    "lastRestart",
-    "snapshots",
-    "cluster",
-];
-
-/// The merge patch that makes the stored status equal to `status`.
-pub fn status_patch(status: &MachineStatus) -> Value {
-    let mut fields = match serde_json::to_value(status) {
-        Ok(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    for f in STATUS_FIELDS {
-        fields.entry(*f).or_insert(Value::Null);
-    }
-    serde_json::json!({ "status": fields })
-}
-
-/// Writes `status`; returns the Machine as the API server stored it (what it kept of the
-/// status may be less than was sent: see `decide::status_write::pruned`).
-pub async fn write_status(
-    api: &Api<Machine>,
-    name: &str,
-    status: &MachineStatus,
-) -> Result<Machine, kube::Error> {
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch_status(name, &params, &Patch::Merge(status_patch(status)))
-        .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_patch_clears_unset_fields() {
-        let s = MachineStatus {
-            phase: Some("Running".into()),
-            ..MachineStatus::default()
-        };
-        let p = status_patch(&s);
-        assert_eq!(p["status"]["phase"], "Running");
-        assert_eq!(p["status"]["nodeName"], Value::Null);
-        assert_eq!(p["status"]["conditions"], Value::Null);
-        assert_eq!(p["status"].as_object().unwrap().len(), STATUS_FIELDS.len());
-    }
 }

@@ -9,8 +9,8 @@ use serde_json::json;
 use crate::api::names::RELEASE_ANNOTATION;
 use crate::reconciler::FIELD_MANAGER;
 use crate::reconciler::apis::cdi::DataVolume;
-use crate::reconciler::decide::disks::Release;
 use crate::reconciler::decide::problem::{Kind, Problem};
+use crate::reconciler::decide::release::Release;
 use crate::reconciler::error::api_message;
 
 fn params() -> PatchParams {

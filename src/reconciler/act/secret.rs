@@ -1,7 +1,8 @@
 //! The derived cloud-init Secret's write. Secrets are never watched, so what this process last
-//! applied or read is remembered (`store::derived_secrets`): while the remembered Secret holds
-//! what is wanted, nothing is read or written; when it does not (the user's data changed), it
-//! is read first and written only if still absent or ours.
+//! applied or read is remembered (`store::derived_secrets`). Observe reads the Secret whenever
+//! what it remembers may not hold what is wanted, and judges it with the rest; `decide` writes
+//! nothing over a remembered one (it holds what is wanted). Here the decided Secret is written
+//! over the one observe read, and what was written is remembered.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -9,17 +10,14 @@ use kube::{Resource, ResourceExt};
 
 use super::apply::{self, Prover};
 use super::failed;
-use crate::reconciler::decide::disks::conflict;
-use crate::reconciler::decide::drift;
-use crate::reconciler::decide::ownership::{self, MachineRef};
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::observe::{Derived, Observed};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
-use crate::reconciler::store::derived_secrets::{Known, holds};
+use crate::reconciler::store::derived_secrets::Known;
 
-/// Makes the derived Secret `desired` (decided writable on `o`'s evidence) what is stored.
+/// Makes the derived Secret `desired` (decided on `o`'s evidence) what is stored.
 pub async fn ensure(
     ctx: &Context,
     cluster: &Cluster,
@@ -33,29 +31,16 @@ pub async fn ensure(
         cluster.client.clone(),
         &machine.namespace().unwrap_or_default(),
     );
-    let (key, uid) = (key_of(machine), machine.uid().unwrap_or_default());
-    let memory = &ctx.per_machine.derived_secrets;
+    // A Secret is decided only over one observe read (see `observe::Derived`).
     let live = match &o.derived_secret {
         Derived::Read(live) => live.as_deref().cloned(),
-        Derived::Remembered(Known::Present(meta)) if holds(meta, &drift::hash_of(&desired)) => {
-            return Ok(());
-        }
-        // What is wanted changed since (or nothing is remembered): read it, and write only
-        // over what is still absent or ours.
-        _ => {
-            let live = (secrets.get_opt(&name).await)
-                .map_err(|e| failed(Kind::Secret, name.clone(), &e))?;
-            memory.remember(&key, &uid, Known::of(live.as_ref().map(Resource::meta)));
-            let verdict = ownership::of(live.as_ref(), MachineRef::of(machine), &cluster.key);
-            if !verdict.writable(false) {
-                return Err(conflict(Kind::Secret, name));
-            }
-            live
-        }
+        Derived::Remembered(_) | Derived::NotLooked => None,
     };
     let applied = apply::ensure_proven(&secrets, desired, live, &cluster.written.secrets, prover)
         .await
         .map_err(|e| failed(Kind::Secret, name, &e))?;
+    let memory = &ctx.per_machine.derived_secrets;
+    let (key, uid) = (key_of(machine), machine.uid().unwrap_or_default());
     memory.remember(&key, &uid, Known::of(Some(applied.meta())));
     Ok(())
 }

@@ -15,7 +15,6 @@ use kube::ResourceExt;
 
 use crate::api::Machine;
 use crate::api::names::ABANDON_REMOTE_ANNOTATION;
-use crate::reconciler::decide::disks::retains_disks;
 use crate::reconciler::decide::problem::Kind;
 pub use crate::reconciler::observe::cleanup::has_finalizer;
 use crate::reconciler::observe::cleanup::{Away, Judged, Remains, Volume};
@@ -38,8 +37,8 @@ fn abandoned(machine: &Machine) -> bool {
 
 /// Why the disks stay, if they do: `retain-disks`, or a deletion that orphans dependents
 /// (`--cascade=orphan` puts the `orphan` finalizer on the Machine).
-fn keeps_disks(machine: &Machine) -> Option<Reason> {
-    if retains_disks(machine) {
+fn keeps_disks(machine: &Machine, retain_disks: bool) -> Option<Reason> {
+    if retain_disks {
         Some(Reason::RetainDisks)
     } else if machine.finalizers().iter().any(|f| f == ORPHAN_FINALIZER) {
         Some(Reason::OrphanDeletion)
@@ -92,7 +91,7 @@ pub fn planned(o: &Remains) -> Plan {
     let name = o.machine.metadata.name.as_deref().unwrap_or_default();
     let vm_uid = o.vm.as_ref().and_then(|v| v.uid.as_deref());
     let vmi_held = (o.vmi.as_ref()).is_some_and(|i| held_by_vm(i, name, vm_uid));
-    let retain = keeps_disks(&o.machine);
+    let retain = keeps_disks(&o.machine, o.retain_disks);
     let vm = (o.vm.as_ref()).map(|vm| (vm, judged.vm));
     // Anything left unjudged is not ours.
     let ours = |verdicts: &[bool], i: usize| verdicts.get(i).copied().unwrap_or(false);

@@ -29,6 +29,7 @@ pub mod ownership;
 pub mod placement;
 pub mod problem;
 pub mod provisioning;
+pub mod release;
 pub mod remote;
 pub mod remote_clones;
 pub mod remote_namespace;
@@ -42,13 +43,11 @@ pub mod status_write;
 pub mod storage_defaults;
 pub mod volumes;
 
-pub use restart::own_vmi;
+pub use ownership::own_vmi;
 
-use crate::api::MachineStatus;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
 
-use crate::api::clone_sources::{self, CloneSources};
 use crate::machine::Catalog;
 use crate::machine::classes::Hardware;
 
@@ -56,14 +55,15 @@ use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
+use crate::reconciler::decide::desired::Inputs;
 use crate::reconciler::decide::desired::meta::derived_secret_name;
 use crate::reconciler::decide::desired::vm::references_secret;
-use crate::reconciler::decide::desired::{Inputs, SecretData};
-use crate::reconciler::decide::disks::{Release, conflict};
+use crate::reconciler::decide::disks::conflict;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::{Kind, Problem};
-use crate::reconciler::observe::Observed;
+use crate::reconciler::decide::release::Release;
+use crate::reconciler::observe::{Derived, Observed};
 
 #[derive(Debug, Default)]
 pub struct Decision {
@@ -120,26 +120,6 @@ pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     d
 }
 
-/// What each `dataSource` volume clones: a local Machine's pins, from admission (unreadable
-/// ones pin nothing: each such volume not yet made says so); a remote one's, as resolved on its
-/// cluster, with why a volume gets none.
-fn clone_sources(o: &Observed) -> (CloneSources, Vec<Problem>) {
-    match &o.remote_clones {
-        None => {
-            let annotations = o.machine.metadata.annotations.as_ref();
-            (
-                clone_sources::read(annotations).unwrap_or_default(),
-                Vec::new(),
-            )
-        }
-        Some(found) => {
-            let namespace = o.machine.namespace().unwrap_or_default();
-            let resolved = remote_clones::resolve(&namespace, &o.spec, found);
-            (resolved.pins, resolved.problems)
-        }
-    }
-}
-
 fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     let machine = &o.machine;
     let name = machine.name_any();
@@ -150,7 +130,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         vm_ours: vm_ownership == Ownership::Ours,
         ..Decision::default()
     };
-    let vmi = own_vmi(o.vm.as_ref().filter(|_| out.vm_ours), o.vmi.as_ref());
+    let vmi = o.vmi.as_ref().filter(|_| o.verdicts.vmi);
     out.vmi = vmi.and_then(restart_budget::Vmi::of);
 
     let errors = &o.spec_errors;
@@ -168,17 +148,6 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         return out;
     }
 
-    let secret_data =
-        desired::cloud_init::secret_source(o.spec.cloud_init.as_ref()).map(|(_, key)| {
-            match o.source_secret.as_ref() {
-                None => SecretData::Missing,
-                Some(s) => s
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(key))
-                    .map_or(SecretData::KeyMissing, |b| SecretData::Present(&b.0)),
-            }
-        });
     // Without the NetworkAttachmentDefinition API no attachment can be made: say so instead.
     let no_networks = Default::default();
     let network_configurations = if o.multus_installed || o.spec.networks.is_empty() {
@@ -187,19 +156,19 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         out.problems.push(Problem::MultusNotInstalled);
         &no_networks
     };
-    let (pins, mut unusable) = clone_sources(o);
+    let pins = &o.clone_sources.pins;
     let no_hardware = Hardware::default();
     let mut desired = desired::derive(&Inputs {
         machine,
         spec: &o.spec,
         network_configurations,
         storage_classes: &o.storage_classes,
-        cloud_init_secret: secret_data,
+        source_secret: o.source_secret.as_ref(),
         network_policy: catalog.networks(),
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),
         copy_user_data: o.remote,
-        pins: &pins,
+        pins,
         hardware: o.class.as_ref().map_or(&no_hardware, |c| &c.hardware),
     });
     let sourced = &o.sourced;
@@ -232,7 +201,8 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         // Every unmade dataSource volume of a remote Machine was resolved there: pinned, or
         // unusable for the reason resolved (the annotation does not apply).
         (out.problems).retain(|p| !matches!(p, Problem::CloneSourceNotPinned { .. }));
-        out.problems.append(&mut unusable);
+        out.problems
+            .extend(o.clone_sources.problems.iter().cloned());
     }
     for nad in desired.attachments {
         let nad_name = nad.name_any();
@@ -252,10 +222,12 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
     let derived = derived_secret_name(&name);
     let secret_ownership = o.verdicts.derived_secret;
     if let Some(secret) = desired.secret {
-        if secret_ownership.writable(false) {
-            out.secret = Some(secret);
-        } else {
+        if !secret_ownership.writable(false) {
             out.problems.push(conflict(Kind::Secret, derived.clone()));
+        } else if !matches!(o.derived_secret, Derived::Remembered(_)) {
+            // Observe reads it whenever what it remembers may not hold this: a remembered one
+            // does, and is not written again.
+            out.secret = Some(secret);
         }
     }
     if let Some(vm) = desired.vm {
@@ -288,24 +260,27 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         }
     }
 
-    let strategy = eviction::strategy(&o.spec, catalog.eviction_strategy());
+    let strategy = o.eviction_strategy.as_deref();
     out.eviction = eviction::decide(vmi, strategy, catalog.external_eviction());
     let vmi_node = vmi.and_then(|v| v.status.as_ref()?.node_name.as_deref());
     out.node = node::decide(vmi_node, o.node.as_ref(), o.node_grace, o.now);
     let evacuate = (out.eviction.as_ref())
         .filter(|e| e.restart)
         .map(|e| e.node.as_str());
-    let (vm, vmi) = (o.vm.as_ref(), o.vmi.as_ref());
-    out.restart = restart::wanted(&o.machine, &o.spec, (vm, vmi), out.vm_ours, evacuate);
-    if o.restoring.is_some() {
-        hold_for_restore(&mut out, o.machine.status.as_ref());
+    let vm = o.vm.as_ref().filter(|_| out.vm_ours);
+    let restoring = o.restoring.is_some();
+    let how = (o.run_strategy.as_str(), evacuate);
+    out.restart = restart::wanted(&o.machine, &o.spec, (vm, vmi), how, restoring);
+    if restoring {
+        hold_for_restore(&mut out);
     }
     out
 }
 
 /// A MachineRestore is replacing the disks: nothing of the VM or the disks is written, deleted,
-/// released or grown (its stopped VM and restored claims are not drift), and no restart.
-fn hold_for_restore(out: &mut Decision, status: Option<&MachineStatus>) {
+/// released or grown (its stopped VM and restored claims are not drift; no restart either, see
+/// [`restart::wanted`]).
+fn hold_for_restore(out: &mut Decision) {
     out.claims.clear();
     out.data_volumes.clear();
     out.vm = None;
@@ -314,10 +289,6 @@ fn hold_for_restore(out: &mut Decision, status: Option<&MachineStatus>) {
     out.release.clear();
     out.grow_claims.clear();
     out.adopting.clear();
-    // Nothing restarts; what was acted on stays recorded, so nothing is acted on twice.
-    out.restart.delete_vmi = None;
-    out.restart.last_restart = status.and_then(|s| s.last_restart.clone());
-    out.restart.last_restart_generation = status.and_then(|s| s.last_restart_generation);
 }
 
 #[cfg(test)]

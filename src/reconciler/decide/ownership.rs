@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::evidence::OwnershipKey;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::{MACHINE_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,6 +48,8 @@ impl Ownership {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Verdicts {
     pub vm: Ownership,
+    /// The VMI named like the Machine is the one its VM controls, and that VM is ours.
+    pub vmi: bool,
     pub derived_secret: Ownership,
     /// By name.
     pub claims: BTreeMap<String, Ownership>,
@@ -72,6 +75,16 @@ impl Verdicts {
     pub fn copy(&self, name: &str) -> Ownership {
         self.copies.get(name).copied().unwrap_or_default()
     }
+}
+
+/// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries
+/// the Machine's labels, or its name, says nothing about it).
+pub fn own_vmi<'a>(
+    vm: Option<&VirtualMachine>,
+    vmi: Option<&'a VirtualMachineInstance>,
+) -> Option<&'a VirtualMachineInstance> {
+    let vm_uid = vm.and_then(|v| v.meta().uid.as_deref());
+    vmi.filter(|i| controlled_by(i.meta(), vm_uid))
 }
 
 /// The Machine objects are judged for.

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::access::data_sources::{Ref, Target};
 use crate::api::MachineSpec;
-use crate::api::clone_sources::{CloneSources, PinnedSource};
+use crate::api::clone_sources::{self, CloneSources, PinnedSource};
 use crate::api::source::ObjectRef;
 
 use super::desired::meta::pvc_name;
@@ -42,7 +42,7 @@ pub struct Found {
 }
 
 /// The pins to clone from, and why the other volumes get nothing.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resolved {
     pub pins: CloneSources,
     pub problems: Vec<Problem>,
@@ -112,6 +112,24 @@ pub fn resolve(namespace: &str, spec: &MachineSpec, found: &Found) -> Resolved {
         }
     }
     out
+}
+
+/// What each `dataSource` volume clones, resolved once, when observed: a remote Machine's as
+/// `found` on its cluster, with why a volume gets none; a local one's pins from admission (its
+/// `annotations`; unreadable ones pin nothing: each such volume not yet made says so).
+pub fn pins(
+    annotations: Option<&BTreeMap<String, String>>,
+    namespace: &str,
+    spec: &MachineSpec,
+    found: Option<&Found>,
+) -> Resolved {
+    match found {
+        Some(found) => resolve(namespace, spec, found),
+        None => Resolved {
+            pins: clone_sources::read(annotations).unwrap_or_default(),
+            problems: Vec::new(),
+        },
+    }
 }
 
 /// Whether a DataSource (its JSON) says CDI's `Ready` condition is True.

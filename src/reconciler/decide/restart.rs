@@ -16,13 +16,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use crate::api::names::RESTARTED_AT_ANNOTATION;
-use crate::api::operations::{RUN_STRATEGY_HALTED, UPDATE_STRATEGY_RESTART, run_strategy};
+use crate::api::operations::{RUN_STRATEGY_HALTED, UPDATE_STRATEGY_RESTART};
 use crate::api::{Machine, MachineSpec};
 use crate::reconciler::apis::kubevirt::{
     KubeVirtCondition, VirtualMachine, VirtualMachineInstance,
 };
 
-use super::ownership;
 use super::provisioning::reason::RESTART_REQUIRED;
 
 /// The VMI as the restart sees it.
@@ -78,17 +77,26 @@ pub struct Restart {
 }
 
 /// The restart `vitistack.io/restarted-at` or `updateStrategy: Restart` asks for: of the VMI
-/// our VM controls only.
+/// our VM controls only (`vm` when it is ours, `vmi` when that VM controls it: judged when
+/// observed), under the run `strategy` in force. Nothing while a MachineRestore is
+/// `restoring` the Machine.
 pub fn wanted(
     machine: &Machine,
     spec: &MachineSpec,
     (vm, vmi): (Option<&VirtualMachine>, Option<&VirtualMachineInstance>),
-    vm_ours: bool,
-    evacuate: Option<&str>,
+    (strategy, evacuate): (&str, Option<&str>),
+    restoring: bool,
 ) -> Restart {
     let status = machine.status.as_ref();
-    let vm = vm.filter(|_| vm_ours);
-    let vmi = own_vmi(vm, vmi).and_then(|v| {
+    if restoring {
+        // What was acted on stays recorded, so nothing is acted on twice.
+        return Restart {
+            delete_vmi: None,
+            last_restart: status.and_then(|s| s.last_restart.clone()),
+            last_restart_generation: status.and_then(|s| s.last_restart_generation),
+        };
+    }
+    let vmi = vmi.and_then(|v| {
         let meta = v.meta();
         Some(Vmi {
             name: meta.name.as_deref()?,
@@ -112,19 +120,9 @@ pub fn wanted(
         pending,
         last_generation: status.and_then(|s| s.last_restart_generation),
         vmi: vmi.as_ref(),
-        strategy: run_strategy(spec.run_strategy.as_deref(), spec.running),
+        strategy,
         evacuate,
     })
-}
-
-/// The VMI that reports for the Machine: only one its VM controls (a VMI that merely carries
-/// the Machine's labels, or its name, says nothing about it).
-pub fn own_vmi<'a>(
-    vm: Option<&VirtualMachine>,
-    vmi: Option<&'a VirtualMachineInstance>,
-) -> Option<&'a VirtualMachineInstance> {
-    let vm_uid = vm.and_then(|v| v.meta().uid.as_deref());
-    vmi.filter(|i| ownership::controlled_by(i.meta(), vm_uid))
 }
 
 pub fn decide(i: &Inputs) -> Restart {

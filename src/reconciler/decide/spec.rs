@@ -34,11 +34,6 @@ pub fn sized(machine: &Machine, catalog: &Catalog) -> Sized {
     Sized { spec, class }
 }
 
-/// The spec alone (see [`sized`]).
-pub fn resolved_spec(machine: &Machine, catalog: &Catalog) -> MachineSpec {
-    sized(machine, catalog).spec
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -1,8 +1,9 @@
 //! The Machine's status as a pure function of what the reconciler saw and did.
 //!
-//! [`compute`] returns the status to store. It equals the previous status exactly when nothing
-//! but time has passed (`lastUpdated` and every `lastTransitionTime` are carried over), so the
-//! caller writes only when the two differ.
+//! [`compute`] returns the status to store; [`cluster_unready`] the one while its remote cluster
+//! cannot be worked on. Each equals the previous status exactly when nothing but time has passed
+//! (`lastUpdated` and every `lastTransitionTime` are carried over), so the caller writes only
+//! when the two differ.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -138,7 +139,7 @@ pub fn compute(
         conditions,
         vm_name,
         vmi_name: vmi.map(|v| v.name_any()),
-        ip_addresses: vmi_status.map(ip_addresses).unwrap_or_default(),
+        ip_addresses: vmi_status.map(mirrored::ip_addresses).unwrap_or_default(),
         node_name: vmi_status.and_then(|s| s.node_name.clone()),
         last_updated: previous.and_then(|p| p.last_updated.clone()),
         observed_generation: generation,
@@ -213,6 +214,33 @@ impl Cond {
             observed_generation: generation,
         }
     }
+}
+
+/// The status of a Machine whose remote cluster `name` cannot be worked on now (see
+/// [`cluster`]), for `reason` (one CamelCase word, the KubevirtConfig's) and `message`: the
+/// previous status with the cluster recorded, and `ClusterReady` and `Ready` False.
+pub fn cluster_unready(
+    previous: Option<&MachineStatus>,
+    generation: Option<i64>,
+    (name, reason, message): (&str, &str, &str),
+    now: Timestamp,
+) -> MachineStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    status.cluster = Some(name.to_owned());
+    let message = format!("KubevirtConfig {name}: {message}");
+    let now = Time(truncate_to_seconds(now));
+    for type_ in [condition::CLUSTER_READY, condition::READY] {
+        let cond = Cond::new(type_, "False", reason, message.clone());
+        let new = cond.into_condition(generation, &status.conditions, &now);
+        match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => *c = new,
+            None => status.conditions.push(new),
+        }
+    }
+    if previous != Some(&status) {
+        status.last_updated = Some(now);
+    }
+    status
 }
 
 pub(super) fn truncate_to_seconds(t: Timestamp) -> Timestamp {
@@ -352,26 +380,6 @@ fn ready_condition(phase: &str, others: [&Cond; 3]) -> Cond {
             "Waiting for the VirtualMachineInstance to run".into(),
         ),
     }
-}
-
-/// Guest addresses from every interface, in interface order, without repeats.
-fn ip_addresses(
-    s: &crate::reconciler::apis::kubevirt::VirtualMachineInstanceStatus,
-) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for i in &s.interfaces {
-        let addrs = if i.ip_addresses.is_empty() {
-            i.ip_address.iter().cloned().collect()
-        } else {
-            i.ip_addresses.clone()
-        };
-        for a in addrs {
-            if !a.is_empty() && !out.contains(&a) {
-                out.push(a);
-            }
-        }
-    }
-    out
 }
 
 pub mod cluster;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION};
+use crate::api::operations::run_strategy;
 use crate::api::{Machine, MachineStatus, NetworkConfiguration, NetworkConfigurationSpec};
 use crate::machine::Catalog;
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
@@ -82,6 +83,9 @@ fn observed(m: Machine) -> Observed {
         snapshots: Default::default(),
         remote: false,
         remote_clones: None,
+        clone_sources: Default::default(),
+        run_strategy: String::new(),
+        eviction_strategy: None,
         node: None,
         node_grace: std::time::Duration::from_secs(60),
         now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
@@ -97,6 +101,7 @@ fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let found = judged::Found {
         remote: o.remote,
         vm: o.vm.as_ref(),
+        vmi: o.vmi.as_ref(),
         derived_secret: o.derived_secret.meta(),
         claims: &o.claims,
         data_volumes: &o.data_volumes,
@@ -110,9 +115,18 @@ fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let verdicts = judged::verdicts(&found, MachineRef::of(&o.machine), key);
     let name = o.machine.name_any();
     let spec_errors = judged::spec_errors(&name, &o.spec, o.class.as_ref(), catalog);
+    let annotations = o.machine.metadata.annotations.as_ref();
+    let ns = o.machine.namespace().unwrap_or_default();
+    let found = o.remote_clones.as_ref();
+    let clone_sources = super::remote_clones::pins(annotations, &ns, &o.spec, found);
+    let run_strategy = run_strategy(o.spec.run_strategy.as_deref(), o.spec.running).to_owned();
+    let eviction_strategy = super::eviction::strategy(&o.spec, catalog.eviction_strategy());
     let o = Observed {
         verdicts,
         spec_errors,
+        clone_sources,
+        run_strategy,
+        eviction_strategy: eviction_strategy.map(str::to_owned),
         sourced: crate::reconciler::decide::volumes::wanted(&name, &o.spec),
         ..o.clone()
     };

@@ -7,26 +7,25 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 
-use crate::api::Machine;
-use crate::reconciler::FINALIZER;
+use crate::api::{Machine, MachineSpec};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
-use crate::reconciler::decide::disks::{Release, keep, release_of};
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{self, MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
-use crate::reconciler::decide::spec::resolved_spec;
+use crate::reconciler::decide::release::{Release, keep, release_of};
 use crate::reconciler::decide::volumes::sourced_volumes;
 use crate::reconciler::decide::{remote, remote_secrets};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::remotes::{CACHES_FILLING, Unready};
+use crate::reconciler::{FINALIZER, RETAIN_DISKS_ANNOTATION};
 
 use super::lookup::copies_found;
 use super::{snapshots, unused_networks};
@@ -34,6 +33,16 @@ use super::{snapshots, unused_networks};
 /// Whether the Machine carries our finalizer: without it, nothing waits for a cleanup.
 pub fn has_finalizer(machine: &Machine) -> bool {
     machine.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Whether the Machine's disks stay when it goes (`vitistack.io/retain-disks: "true"`).
+pub fn retains_disks(machine: &impl Resource) -> bool {
+    machine
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RETAIN_DISKS_ANNOTATION))
+        .is_some_and(|v| v == "true")
 }
 
 /// What remains of one deleting Machine on its cluster, as cleanup read it.
@@ -44,6 +53,8 @@ pub struct Remains {
     pub restoring: Option<String>,
     /// Its remote cluster cannot be worked on: nothing below was read.
     pub away: Option<Away>,
+    /// `vitistack.io/retain-disks` says its disks stay when it goes.
+    pub retain_disks: bool,
     /// Its cluster is remote: no owner reference binds anything there, the proofs alone do.
     pub remote: bool,
     pub vm: Option<ObjectMeta>,
@@ -175,11 +186,12 @@ pub struct Attachment {
     pub network_configuration: Option<String>,
 }
 
-/// Reads what cleanup needs of the Machine's `cluster` (or why it cannot); nothing while the
-/// Machine carries no finalizer of ours (then nothing waits for a cleanup), or while a restore
-/// holds it.
+/// Reads what cleanup needs of the Machine's `cluster` (or why it cannot), by its resolved
+/// `spec`; nothing while the Machine carries no finalizer of ours (then nothing waits for a
+/// cleanup), or while a restore holds it.
 pub async fn remains(
     machine: &Machine,
+    spec: &MachineSpec,
     ctx: &Context,
     cluster: Result<&Cluster, &Unready>,
 ) -> Result<Remains, kube::Error> {
@@ -195,6 +207,7 @@ pub async fn remains(
         machine: machine.clone(),
         restoring: snapshots::holding(ctx, &ns, me).map(|(name, _)| name),
         away: None,
+        retain_disks: retains_disks(machine),
         remote,
         vm: None,
         vmi: None,
@@ -218,7 +231,6 @@ pub async fn remains(
         return Ok(o);
     }
     let client = &cluster.client;
-    let spec = resolved_spec(machine, &ctx.settings.catalog.load());
 
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = vms.get_metadata_opt(&name).await?.map(|m| m.metadata);
@@ -236,7 +248,7 @@ pub async fn remains(
     let mut removed_data_volumes = Vec::new();
     if cluster.apis.cdi {
         let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-        let sourced = sourced_volumes(&name, &spec);
+        let sourced = sourced_volumes(&name, spec);
         for v in &sourced {
             if let Some(found) = dvs.get_metadata_opt(&v.claim_name).await? {
                 let (kind, disk, meta) = (Kind::DataVolume, v.disk, found.metadata);
@@ -282,7 +294,7 @@ pub async fn remains(
         }
     }
     let credential_copies = match remote {
-        true => copies_found(client, &ns, remote_secrets::copies(&name, &spec)).await?,
+        true => copies_found(client, &ns, remote_secrets::copies(&name, spec)).await?,
         false => Vec::new(),
     };
     // Judged once, here, on what was just read, for the Machine's name and uid.

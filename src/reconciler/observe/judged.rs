@@ -13,10 +13,10 @@ use crate::machine::classes::Class;
 use crate::machine::validation::{validate_in, validate_name};
 use crate::machine::{Catalog, FieldError};
 use crate::reconciler::apis::cdi::DataVolume;
-use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
-use crate::reconciler::decide::ownership::{self, MachineRef, Verdicts};
+use crate::reconciler::decide::ownership::{self, MachineRef, Ownership, Verdicts};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::remote;
 use crate::reconciler::decide::remote_secrets::{self, Wanted};
@@ -26,6 +26,8 @@ pub struct Found<'a> {
     /// Its VM lives on a remote cluster (attachments are judged by their proof alone there).
     pub remote: bool,
     pub vm: Option<&'a VirtualMachine>,
+    /// The VMI named like the Machine.
+    pub vmi: Option<&'a VirtualMachineInstance>,
     pub derived_secret: Option<&'a ObjectMeta>,
     pub claims: &'a BTreeMap<String, PersistentVolumeClaim>,
     /// The spec's DataVolumes, and the removed CD-ROMs' its VM still mounts.
@@ -43,8 +45,10 @@ pub struct Found<'a> {
 
 /// The ownership of everything `found` holds, for Machine `machine`, judged with `key`.
 pub fn verdicts(found: &Found, machine: MachineRef, key: &OwnershipKey) -> Verdicts {
+    let vm = ownership::of(found.vm, machine, key);
     let mut v = Verdicts {
-        vm: ownership::of(found.vm, machine, key),
+        vm,
+        vmi: vm == Ownership::Ours && ownership::own_vmi(found.vm, found.vmi).is_some(),
         derived_secret: ownership::of_meta(found.derived_secret, "Secret", machine, key),
         ..Verdicts::default()
     };
@@ -133,6 +137,7 @@ mod tests {
         let mut found = Found {
             remote: false,
             vm: None,
+            vmi: None,
             derived_secret: None,
             claims: &none,
             data_volumes: &no_dvs,

@@ -14,27 +14,29 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::api::operations::run_strategy;
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 
-use crate::machine::FieldError;
 use crate::machine::classes::Class;
 use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
+use crate::machine::{Catalog, FieldError};
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
-use crate::reconciler::decide::desired::cloud_init::secret_source;
+use crate::reconciler::decide::desired::cloud_init::{self, secret_source};
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
+use crate::reconciler::decide::eviction;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::remote_clones;
 use crate::reconciler::decide::remote_secrets::{self, copies_of};
-use crate::reconciler::decide::spec::sized;
+use crate::reconciler::decide::spec::Sized;
 use crate::reconciler::decide::volumes::{Wanted, removed_cdroms, wanted};
 use crate::reconciler::run::cluster::Cluster;
 use crate::reconciler::run::context::Context;
 use crate::reconciler::run::watches::key_of;
-use crate::reconciler::store::derived_secrets::Known;
 use lookup::lookup;
 
 /// What was observed of one Machine and its surroundings.
@@ -43,6 +45,11 @@ pub struct Observed {
     pub machine: Machine,
     /// The resolved spec (class, overrides and defaults applied, as the webhook would).
     pub spec: MachineSpec,
+    /// The run strategy its spec asks for (`runStrategy`, else `running`).
+    pub run_strategy: String,
+    /// The eviction strategy in force (`decide::eviction::strategy`): its own, else the
+    /// operator's default; `None` leaves KubeVirt's cluster-wide one.
+    pub eviction_strategy: Option<String>,
     /// The class that sizes it: as recorded in it, else as it is now; or why there is none.
     pub class: Result<Class, FieldError>,
     /// What is wrong with the spec (it bypassed admission): nothing is made then.
@@ -90,7 +97,9 @@ pub struct Observed {
     pub remote: bool,
     /// A remote Machine's DataSources, read on its cluster (`None` for a local Machine, whose
     /// clones admission pinned).
-    pub remote_clones: Option<crate::reconciler::decide::remote_clones::Found>,
+    pub remote_clones: Option<remote_clones::Found>,
+    /// What each `dataSource` volume clones (see `decide::remote_clones::pins`), resolved once.
+    pub clone_sources: remote_clones::Resolved,
     /// The `Ready` condition of the Node the VMI runs on, when that Node is cached.
     pub node: Option<NodeReady>,
     /// `--node-unreachable-grace`.
@@ -99,39 +108,18 @@ pub struct Observed {
     pub now: k8s_openapi::jiff::Timestamp,
 }
 
-/// The derived cloud-init Secret (`<machine>-cloudinit`) as this reconcile knows it.
-#[derive(Clone, Debug, Default)]
-pub enum Derived {
-    /// Not looked for: no Secret source, and the VM names no derived Secret.
-    #[default]
-    NotLooked,
-    /// As this process last applied or read it (no request made; see `store::derived_secrets`).
-    Remembered(Known),
-    /// Read now, whole: act's drift check compares its data.
-    Read(Option<Box<Secret>>),
-}
-
-impl Derived {
-    /// Its metadata, the evidence its ownership is judged on; `None` when absent.
-    pub fn meta(&self) -> Option<&ObjectMeta> {
-        match self {
-            Derived::NotLooked => None,
-            Derived::Remembered(k) => k.meta(),
-            Derived::Read(s) => s.as_deref().map(|s| &s.metadata),
-        }
-    }
-}
-
+/// What is observed of `machine`, `sized` (its resolved spec and class) by `catalog`.
 pub async fn observe(
     machine: &Machine,
+    sized: Sized,
+    catalog: &Catalog,
     ctx: &Context,
     cluster: &Cluster,
 ) -> Result<Observed, kube::Error> {
+    let Sized { spec, class } = sized;
     let ns = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let uid = machine.uid();
-    let catalog = ctx.settings.catalog.load_full();
-    let crate::reconciler::decide::spec::Sized { spec, class } = sized(machine, &catalog);
     let stores = &cluster.stores;
     let written = &cluster.written;
     let defaults = storage::defaults(&spec, stores);
@@ -199,6 +187,8 @@ pub async fn observe(
         }
     }
     let remote_clones = data_sources::remote(cluster, machine, &spec, &data_volumes).await?;
+    let annotations = machine.metadata.annotations.as_ref();
+    let clone_sources = remote_clones::pins(annotations, &ns, &spec, remote_clones.as_ref());
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &ns);
     let vm = lookup(
         cluster,
@@ -227,6 +217,11 @@ pub async fn observe(
             removed_copies.insert(dv.name_any(), found);
         }
     }
+    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), catalog);
+    let me = MachineRef {
+        name: &name,
+        uid: uid.as_deref(),
+    };
     let derived = derived_secret_name(&name);
     // Network data over the inline limit lives in the derived Secret too.
     let large_network_data = spec
@@ -240,8 +235,15 @@ pub async fn observe(
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))
     {
+        // What decide would write (nothing while the spec is invalid): a remembered Secret
+        // that may not hold it is read, and judged below with the rest.
+        let remote = !cluster.is_local();
+        let want = (spec_errors.is_empty())
+            .then(|| cloud_init::derived_secret(machine, &spec, source_secret.as_ref(), remote))
+            .flatten();
         let key = key_of(machine);
-        derived_secret(ctx, (&key, uid.as_deref()), &secrets, &derived).await?
+        let for_whom = (key.as_str(), me, &cluster.key);
+        derived::known(ctx, for_whom, &secrets, &derived, want.as_ref()).await?
     } else {
         Derived::NotLooked
     };
@@ -288,6 +290,7 @@ pub async fn observe(
     let found = judged::Found {
         remote: !cluster.is_local(),
         vm: vm.as_ref(),
+        vmi: vmi.as_ref(),
         derived_secret: derived_secret.meta(),
         claims: &claims,
         data_volumes: &data_volumes,
@@ -298,15 +301,13 @@ pub async fn observe(
         credentials: &credentials,
         copies: &removed_copies,
     };
-    let me = MachineRef {
-        name: &name,
-        uid: uid.as_deref(),
-    };
     let verdicts = judged::verdicts(&found, me, &cluster.key);
-    let spec_errors = judged::spec_errors(&name, &spec, class.as_ref(), &catalog);
     let spec_has_schedule = spec.snapshots.is_some();
     Ok(Observed {
         machine: machine.clone(),
+        run_strategy: run_strategy(spec.run_strategy.as_deref(), spec.running).to_owned(),
+        eviction_strategy: eviction::strategy(&spec, catalog.eviction_strategy())
+            .map(str::to_owned),
         spec,
         class,
         spec_errors,
@@ -330,6 +331,7 @@ pub async fn observe(
         snapshots: snapshots::of(ctx, cluster, machine, spec_has_schedule),
         remote: !cluster.is_local(),
         remote_clones,
+        clone_sources,
         node: (vmi.as_ref())
             .and_then(|v| v.status.as_ref()?.node_name.as_deref())
             .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),
@@ -339,27 +341,10 @@ pub async fn observe(
     })
 }
 
-/// The derived Secret as remembered while that is fresh, else read (and remembered), for the
-/// Machine with `key` and `uid`.
-async fn derived_secret(
-    ctx: &Context,
-    (key, uid): (&str, Option<&str>),
-    secrets: &Api<Secret>,
-    name: &str,
-) -> Result<Derived, kube::Error> {
-    let uid = uid.unwrap_or_default();
-    let memory = &ctx.per_machine.derived_secrets;
-    if let Some(known) = memory.recall(key, uid) {
-        return Ok(Derived::Remembered(known));
-    }
-    let live = secrets.get_opt(name).await?;
-    memory.remember(key, uid, Known::of(live.as_ref().map(|s| &s.metadata)));
-    Ok(Derived::Read(live.map(Box::new)))
-}
-
 pub mod cleanup;
 mod copies;
 mod data_sources;
+mod derived;
 pub mod judged;
 mod lookup;
 mod networks;
@@ -367,6 +352,7 @@ pub mod nodes;
 pub mod snapshots;
 mod storage;
 
+pub use derived::Derived;
 pub use networks::{unused_in, unused_networks};
 #[cfg(test)]
 mod tests;

@@ -146,11 +146,14 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
             }
         }
     };
+    // The spec it is worked from, resolved once for cleanup and for observe, and its class.
+    let catalog = ctx.settings.catalog.load_full();
+    let sized = decide::spec::sized(machine, &catalog);
     // A deleting Machine: what remains of it observed, its cleanup decided and carried out.
     let mut cluster_message = None;
     if deleting {
         let reach = cluster.as_deref().map_err(|(_, why)| why);
-        let remains = observe::cleanup::remains(machine, ctx, reach).await?;
+        let remains = observe::cleanup::remains(machine, &sized.spec, ctx, reach).await?;
         let plan = decide::cleanup::planned(&remains);
         act::cleanup::execute(ctx, cluster.as_deref().ok(), machine, &plan).await?;
         if plan.wait != Some(Wait::Cluster) {
@@ -180,8 +183,8 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
             write_status_in: None,
         });
     };
-    let observed = observe::observe(machine, ctx, &cluster).await?;
-    let mut decision = decide::decide(&observed, &ctx.settings.catalog.load(), &cluster.key);
+    let observed = observe::observe(machine, sized, &catalog, ctx, &cluster).await?;
+    let mut decision = decide::decide(&observed, &catalog, &cluster.key);
     // The restart budget lets a restart go ahead or holds it back, before anything is acted on.
     let budget: &RestartBudget = &ctx.settings.restart_budget;
     let budget = budget.gate(

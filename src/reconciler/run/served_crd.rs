@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::names::{MACHINE_CRD, VERSION};
-use crate::reconciler::act::apply::STATUS_FIELDS;
+use crate::reconciler::act::status::STATUS_FIELDS;
 use crate::reconciler::decide::status_write::{missing_in_schema, upgrade_warning};
 
 /// Reads the served Machine CRD and warns when its status schema lacks fields we write.

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
+use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::{Machine, MachineStatus};
 
 use super::cluster::Cluster;
@@ -46,7 +46,7 @@ pub async fn settle(
 ) -> Result<Settled, Error> {
     let machine = &o.machine;
     let machine_name = machine.name_any();
-    let running = run_strategy(o.spec.run_strategy.as_deref(), o.spec.running);
+    let running = o.run_strategy.as_str();
     let claim_view: Vec<(String, Option<&PersistentVolumeClaim>)> = (o.spec.disks.iter())
         .filter(|d| d.source.is_none())
         .map(|d| {
@@ -160,7 +160,7 @@ pub async fn unready(
     let stored = (ctx.statuses).newer_than(&key_of(machine), machine.resource_version().as_deref());
     let old = stored.as_ref().or(machine.status.as_ref());
     let generation = machine.metadata.generation;
-    let new = status::cluster::unready(old, generation, why, Timestamp::now());
+    let new = status::cluster_unready(old, generation, why, Timestamp::now());
     if status_write::differs(old, &new) {
         let ns = machine.namespace().unwrap_or_default();
         let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);

@@ -12,9 +12,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::reconciler::APPLIED_HASH_ANNOTATION;
+use crate::reconciler::decide::drift;
 
 /// How long a remembered derived Secret stands for the API's copy.
 pub const RECHECK: Duration = Duration::from_secs(600);
@@ -42,6 +44,17 @@ impl Known {
         match self {
             Known::Absent => None,
             Known::Present(m) => Some(m.as_ref()),
+        }
+    }
+
+    /// Whether it may stand for the API's copy when the Secret `want` is wanted (`None`: none
+    /// is): only if it [`holds`] that already. Otherwise it is read, and its ownership judged on
+    /// what the read returns.
+    pub fn stands_for(&self, want: Option<&Secret>) -> bool {
+        match (want, self) {
+            (None, _) => true,
+            (Some(want), Known::Present(meta)) => holds(meta, &drift::hash_of(want)),
+            (Some(_), Known::Absent) => false,
         }
     }
 }
@@ -197,5 +210,24 @@ mod tests {
                 .and_then(|m| m.managed_fields.clone()),
             None
         );
+    }
+
+    /// What is remembered stands for the API's copy only while it holds the Secret wanted (or
+    /// none is wanted): otherwise observe reads it.
+    #[test]
+    fn a_remembered_secret_stands_only_for_the_one_it_holds() {
+        let want = Secret {
+            metadata: meta(None),
+            ..Secret::default()
+        };
+        let hash = crate::reconciler::decide::drift::hash_of(&want);
+        let holding = Known::of(Some(&meta(Some(&hash))));
+        let stale = Known::of(Some(&meta(Some("0123456789abcdef"))));
+        assert!(holding.stands_for(Some(&want)));
+        assert!(!stale.stands_for(Some(&want)));
+        assert!(!Known::Absent.stands_for(Some(&want)));
+        for known in [holding, stale, Known::Absent] {
+            assert!(known.stands_for(None), "nothing wanted: {known:?}");
+        }
     }
 }

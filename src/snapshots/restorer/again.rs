@@ -20,8 +20,8 @@ use crate::api::names::PROOF_ANNOTATION;
 use crate::reconciler::apis::cdi::{DataVolume, StorageResources, StorageSpec};
 use crate::reconciler::decide::desired::datavolume;
 use crate::reconciler::decide::desired::meta::{controller_ref, machine_labels};
-use crate::reconciler::decide::disks::retains_disks;
 use crate::reconciler::decide::evidence::Target as ProofTarget;
+use crate::reconciler::observe::cleanup::retains_disks;
 
 /// What one disk is made again from: the Machine, the restored claim's spec, and the size (the
 /// larger of the restored claim's and the replaced claim's, recorded when adopting began).

@@ -1,8 +1,8 @@
 //! What cleanup's decision says: each object's fate with its reason, what the rest waits for,
 //! and whether the finalizer goes.
 
-use crate::reconciler::decide::disks::Release;
 use crate::reconciler::decide::problem::Kind;
+use crate::reconciler::decide::release::Release;
 
 /// Cleanup's plan for one deleting Machine, carried out in order by `act::cleanup`.
 #[derive(Debug, Default, PartialEq)]

@@ -12,7 +12,7 @@ use crate::api::names::{PROOF_ANNOTATION, RELEASE_ANNOTATION, RETAIN_DISKS_ANNOT
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::evidence::Target;
 use crate::reconciler::decide::ownership::MachineRef;
-use crate::reconciler::observe::cleanup::{Attachment, Verdicts, judge};
+use crate::reconciler::observe::cleanup::{Attachment, Verdicts, judge, retains_disks};
 use crate::reconciler::{MANAGED_BY, MANAGED_BY_LABEL};
 
 mod rules;
@@ -98,6 +98,7 @@ fn meta(kind: Kind, name: &str, proof: Proof, references: bool) -> ObjectMeta {
 
 fn remains(m: Machine) -> Remains {
     Remains {
+        retain_disks: retains_disks(&m),
         machine: m,
         restoring: None,
         away: None,

@@ -10,8 +10,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::api::Machine;
 use crate::api::machine::CloudInit;
+use crate::api::{Machine, MachineSpec};
 use crate::machine::resolve::DEFAULT_SECRET_KEY;
 use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
 use crate::reconciler::apis::kubevirt::{CloudInitNoCloud, LocalObjectReference, Volume};
@@ -50,6 +50,39 @@ pub fn secret_source(ci: Option<&CloudInit>) -> Option<(&str, &str)> {
         r.name.as_str(),
         r.key.as_deref().unwrap_or(DEFAULT_SECRET_KEY),
     ))
+}
+
+/// What the user's Secret holds under the key the spec's user data comes from, when it comes
+/// from a Secret (`source`: that Secret in the Machine's namespace, if it exists).
+pub fn secret_data<'a>(
+    ci: Option<&CloudInit>,
+    source: Option<&'a Secret>,
+) -> Option<SecretData<'a>> {
+    let (_, key) = secret_source(ci)?;
+    Some(match source {
+        None => SecretData::Missing,
+        Some(s) => (s.data.as_ref())
+            .and_then(|d| d.get(key))
+            .map_or(SecretData::KeyMissing, |b| SecretData::Present(&b.0)),
+    })
+}
+
+/// The derived Secret `decide` writes for `machine` (its resolved `spec`, the user's `source`
+/// Secret), on a `remote` cluster or not: what a remembered one must hold for observe to take
+/// it without a read (`observe::Derived`). `None` when none is wanted.
+pub fn derived_secret(
+    machine: &Machine,
+    spec: &MachineSpec,
+    source: Option<&Secret>,
+    remote: bool,
+) -> Option<Secret> {
+    let ci = spec.cloud_init.as_ref();
+    let mut secret = plan(machine, ci, (secret_data(ci, source), remote)).derived_secret?;
+    if remote {
+        // As `decide::remote` writes it there: no owner reference crosses clusters.
+        secret.metadata.owner_references = None;
+    }
+    Some(secret)
 }
 
 /// The cloud-init volume, a derived Secret when one is needed, or what is missing.

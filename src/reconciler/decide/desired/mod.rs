@@ -36,8 +36,8 @@ pub struct Inputs<'a> {
     pub network_configurations: &'a BTreeMap<String, NetworkConfiguration>,
     /// Names of the StorageClasses that exist.
     pub storage_classes: &'a BTreeSet<String>,
-    /// The cloud-init Secret's data when the spec takes user data from a Secret.
-    pub cloud_init_secret: Option<SecretData<'a>>,
+    /// The user's cloud-init Secret, when the spec takes user data from one and it exists.
+    pub source_secret: Option<&'a Secret>,
     /// The bridges and VLANs attachments may use (`--allowed-bridges`, `--allowed-vlans`).
     pub network_policy: &'a NetworkPolicy,
     /// `--default-eviction-strategy`, for a Machine that sets none.
@@ -108,10 +108,11 @@ pub fn derive(inputs: &Inputs) -> Desired {
         }
     }
 
+    let data = cloud_init::secret_data(spec.cloud_init.as_ref(), inputs.source_secret);
     let ci = cloud_init::plan(
         machine,
         spec.cloud_init.as_ref(),
-        (inputs.cloud_init_secret, inputs.copy_user_data),
+        (data, inputs.copy_user_data),
     );
     out.secret = ci.derived_secret;
     out.problems.extend(ci.problem);

@@ -2,13 +2,11 @@
 //!
 //! While its cluster cannot be worked on (its KubevirtConfig missing or not Ready, or its caches
 //! still filling), nothing else of the status is recomputed: what was last seen there stays, and
-//! `ClusterReady` and `Ready` say why it is not current.
+//! `ClusterReady` and `Ready` say why it is not current ([`super::cluster_unready`]).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::{Cond, condition, truncate_to_seconds};
-use crate::api::MachineStatus;
+use super::{Cond, condition};
 
 /// `ClusterReady` while the Machine's remote cluster is worked on.
 pub(super) fn ready(cluster: Option<&str>) -> Option<Cond> {
@@ -24,33 +22,6 @@ pub(super) fn ready(cluster: Option<&str>) -> Option<Cond> {
 /// The `ClusterReady` reason while the cluster is worked on (KubevirtConfig's own word).
 pub const READY: &str = "Ready";
 
-/// The status of a Machine whose remote cluster `name` cannot be worked on now, for `reason`
-/// (one CamelCase word, the KubevirtConfig's) and `message`: the previous status with the
-/// cluster recorded, and `ClusterReady` and `Ready` False.
-pub fn unready(
-    previous: Option<&MachineStatus>,
-    generation: Option<i64>,
-    (name, reason, message): (&str, &str, &str),
-    now: Timestamp,
-) -> MachineStatus {
-    let mut status = previous.cloned().unwrap_or_default();
-    status.cluster = Some(name.to_owned());
-    let message = format!("KubevirtConfig {name}: {message}");
-    let now = Time(truncate_to_seconds(now));
-    for type_ in [condition::CLUSTER_READY, condition::READY] {
-        let cond = Cond::new(type_, "False", reason, message.clone());
-        let new = cond.into_condition(generation, &status.conditions, &now);
-        match status.conditions.iter_mut().find(|c| c.type_ == type_) {
-            Some(c) => *c = new,
-            None => status.conditions.push(new),
-        }
-    }
-    if previous != Some(&status) {
-        status.last_updated = Some(now);
-    }
-    status
-}
-
 /// Whether `conditions` say the cluster was last seen working (or nothing says otherwise).
 pub fn was_ready(conditions: &[Condition]) -> bool {
     !conditions
@@ -60,7 +31,11 @@ pub fn was_ready(conditions: &[Condition]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::super::cluster_unready;
     use super::*;
+    use crate::api::MachineStatus;
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(s).unwrap_or_default()
@@ -73,7 +48,7 @@ mod tests {
             node_name: Some("n1".into()),
             ..MachineStatus::default()
         };
-        let s = unready(
+        let s = cluster_unready(
             Some(&before),
             Some(3),
             ("dc1", "Unreachable", "no answer"),
@@ -96,7 +71,7 @@ mod tests {
         }
         assert!(!was_ready(&s.conditions));
         // The same again later: nothing changes but time, so nothing is written.
-        let again = unready(
+        let again = cluster_unready(
             Some(&s),
             Some(3),
             ("dc1", "Unreachable", "no answer"),

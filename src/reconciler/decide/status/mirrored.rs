@@ -1,5 +1,6 @@
 //! KubeVirt's own conditions, mirrored on the Machine as KubeVirt words them: RestartRequired
-//! from the VM while it holds, LiveMigratable and AgentConnected from the VMI.
+//! from the VM while it holds, LiveMigratable and AgentConnected from the VMI; and the VMI's
+//! guest addresses.
 
 use super::super::{guest, migration, provisioning, restart};
 use super::{Cond, Reconciled, condition};
@@ -25,6 +26,26 @@ pub(super) fn conditions(r: &Reconciled) -> Vec<Cond> {
     if let Some((connected, reason, message)) = vmi.and_then(guest::agent_connected) {
         let status = if connected { "True" } else { "False" };
         out.push(Cond::new(guest::AGENT_CONNECTED, status, &reason, message));
+    }
+    out
+}
+
+/// Guest addresses from every interface, in interface order, without repeats.
+pub(super) fn ip_addresses(
+    s: &crate::reconciler::apis::kubevirt::VirtualMachineInstanceStatus,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for i in &s.interfaces {
+        let addrs = if i.ip_addresses.is_empty() {
+            i.ip_address.iter().cloned().collect()
+        } else {
+            i.ip_addresses.clone()
+        };
+        for a in addrs {
+            if !a.is_empty() && !out.contains(&a) {
+                out.push(a);
+            }
+        }
     }
     out
 }

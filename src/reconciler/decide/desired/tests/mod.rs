@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::ByteString;
 use serde_json::{Value, json};
 
 use super::*;
@@ -71,12 +72,25 @@ pub(super) fn derive_on(
     remote: bool,
 ) -> Desired {
     let spec = resolve(&m.spec, None, &Catalog::default()).spec;
+    // The user's Secret as observe would have read it: holding `secret` under the spec's key.
+    let key = cloud_init::secret_source(spec.cloud_init.as_ref()).map(|(_, key)| key);
+    let source = match secret {
+        None | Some(SecretData::Missing) => None,
+        Some(SecretData::KeyMissing) => Some(Secret::default()),
+        Some(SecretData::Present(bytes)) => Some(Secret {
+            data: Some(BTreeMap::from([(
+                key.unwrap_or_default().to_owned(),
+                ByteString(bytes.to_vec()),
+            )])),
+            ..Secret::default()
+        }),
+    };
     derive(&Inputs {
         machine: m,
         spec: &spec,
         network_configurations: &world.ncs,
         storage_classes: &world.scs,
-        cloud_init_secret: secret,
+        source_secret: source.as_ref(),
         network_policy: &test_networks(),
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
@@ -359,7 +373,7 @@ fn a_network_outside_the_allow_lists_becomes_no_attachment() {
         spec: &spec,
         network_configurations: &world.ncs,
         storage_classes: &world.scs,
-        cloud_init_secret: None,
+        source_secret: None,
         network_policy: &policy,
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
