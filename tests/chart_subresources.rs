@@ -51,7 +51,7 @@ fn rules(o: &Value) -> Vec<Value> {
 fn vmi_power() -> Value {
     json!({
         "apiGroups": ["subresources.kubevirt.io"],
-        "resources": ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot"],
+        "resources": ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot", "virtualmachines/stop"],
         "verbs": ["update"],
     })
 }

@@ -11,6 +11,7 @@ use kube::{Api, Client, Resource};
 
 use super::answer::{Shared, authenticate, status, unauthorized};
 use super::power::{self, Power, Target};
+use super::power_through_machine::{Button, act};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 
@@ -29,6 +30,10 @@ pub async fn put(
         Err(why) => return unauthorized(&why),
     };
     let Some(power) = Power::parse(&subresource) else {
+        if let Some(button) = Button::parse(&subresource) {
+            let at = (namespace.as_str(), name.as_str());
+            return act::put(&shared, at, button, &user, request.into_body()).await;
+        }
         let message = format!("machines/{subresource} is not served (yet)");
         return status(StatusCode::NOT_FOUND, "NotFound", &message);
     };
@@ -88,7 +93,7 @@ fn the_relay_ends_before_the_listener_cuts_it() {
     assert!(RELAY_TIMEOUT < super::serve::LIMITS.request_timeout);
 }
 
-fn unavailable(message: &str) -> Response {
+pub(super) fn unavailable(message: &str) -> Response {
     status(
         StatusCode::SERVICE_UNAVAILABLE,
         "ServiceUnavailable",
@@ -97,7 +102,7 @@ fn unavailable(message: &str) -> Response {
 }
 
 /// The operator's client of the VMI's cluster: its own, or the KubevirtConfig's while ready.
-fn cluster_client(shared: &Shared, target: &Target) -> Result<Client, Box<Response>> {
+pub(super) fn cluster_client(shared: &Shared, target: &Target) -> Result<Client, Box<Response>> {
     let Some(name) = &target.cluster else {
         return Ok(shared.client.clone());
     };

@@ -209,10 +209,11 @@ namespaceSelector: {}
 
 {{/*
 KubeVirt's power subresources of the VMIs on the operator's own cluster, which the aggregated API
-calls for the Machines there (src/subresources/relay.rs).
+calls for the Machines there (src/subresources/relay.rs), and the VMs' stop, asked with a stop's
+grace period (src/subresources/power_through_machine.rs).
 */}}
 {{- define "kubevirt-operator.vmiPowerRule" -}}
 - apiGroups: ["subresources.kubevirt.io"]
-  resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot"]
+  resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot", "virtualmachines/stop"]
   verbs: ["update"]
 {{- end -}}
