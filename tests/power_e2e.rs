@@ -194,7 +194,11 @@ async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_c
         .await
         .expect("KubeVirt deletes the VMI");
     vmi_gone(&admin, "team-a", "vm-1", uid).await;
-    assert!(event(&admin, "vm-1", "Stopped").await.contains("by alice"));
+    let note = event(&admin, "vm-1", "StopRequested").await;
+    assert!(
+        note.contains("by alice") && note.contains("grace period 300"),
+        "{note}"
+    );
 
     // The GitOps tool re-applies its manifest (runStrategy: Always), unchanged and then with a
     // change the reconciler acts on: the Machine stays stopped.
@@ -251,7 +255,12 @@ async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_c
         "KubeVirt's stop only for the grace"
     );
 
-    for reason in ["Stopped", "Started", "Restarted", "ForceStopped"] {
+    for reason in [
+        "StopRequested",
+        "StartRequested",
+        "RestartRequested",
+        "ForceStopped",
+    ] {
         let note = event(&admin, "vm-1", reason).await;
         assert!(note.contains("by alice"), "{reason}: {note}");
     }

@@ -13,6 +13,7 @@
 //! - [`discovery`]: what the group serves, as discovery documents.
 //! - [`power`]: the power buttons relayed to KubeVirt (pure: which VMI, which path).
 //! - [`relay`]: relaying one (the Machine read, KubeVirt called, an Event recorded).
+//! - [`buttons`]: which of the two a PUT of `machines/<name>/<subresource>` is.
 //! - [`power_through_machine`]: stop, forcestop, start, restart, performed through the Machine
 //!   (the decision; its `act` performs it).
 //! - [`answer`]: the handlers' shared state, the user named, Status answers.
@@ -23,6 +24,7 @@
 //! console, vnc (docs/user/console-and-power.md).
 
 pub mod answer;
+pub mod buttons;
 pub mod discovery;
 pub mod front_proxy;
 pub mod observe;

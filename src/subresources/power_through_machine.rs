@@ -61,13 +61,14 @@ impl Button {
         Button::ALL.into_iter().find(|b| b.as_str() == subresource)
     }
 
-    /// The reason of the Event recorded on the Machine.
+    /// The reason of the Event recorded on the Machine: a request the reconciler carries out
+    /// (its own Events follow, e.g. `Restarted`), or for forcestop, done at once.
     pub fn reason(self) -> &'static str {
         match self {
-            Button::Stop => "Stopped",
+            Button::Stop => "StopRequested",
             Button::ForceStop => "ForceStopped",
-            Button::Start => "Started",
-            Button::Restart => "Restarted",
+            Button::Start => "StartRequested",
+            Button::Restart => "RestartRequested",
         }
     }
 }

@@ -11,7 +11,6 @@ use kube::{Api, Client, Resource};
 
 use super::answer::{Shared, authenticate, status, unauthorized};
 use super::power::{self, Power, Target};
-use super::power_through_machine::{Button, act};
 use crate::api::Machine;
 use crate::api::names::FIELD_MANAGER;
 
@@ -30,10 +29,6 @@ pub async fn put(
         Err(why) => return unauthorized(&why),
     };
     let Some(power) = Power::parse(&subresource) else {
-        if let Some(button) = Button::parse(&subresource) {
-            let at = (namespace.as_str(), name.as_str());
-            return act::put(&shared, at, button, &user, request.into_body()).await;
-        }
         let message = format!("machines/{subresource} is not served (yet)");
         return status(StatusCode::NOT_FOUND, "NotFound", &message);
     };

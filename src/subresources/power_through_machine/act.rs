@@ -227,7 +227,12 @@ async fn record(client: &Client, machine: &Machine, button: Button, user: &str, 
         reason: button.reason().to_owned(),
         note: Some(format!(
             "{} by {user} through machines/{} ({what})",
-            button.reason().to_lowercase(),
+            match button {
+                Button::Stop => "stop requested",
+                Button::ForceStop => "force-stopped",
+                Button::Start => "start requested",
+                Button::Restart => "restart requested",
+            },
             button.as_str()
         )),
         action: button.reason().to_owned(),
