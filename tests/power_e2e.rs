@@ -95,10 +95,11 @@ fn annotation(m: &Machine, key: &str) -> Option<String> {
 }
 
 /// Waits until the VMI `ns/name` of uid `uid` on `cluster` is gone (or replaced).
-async fn vmi_gone(cluster: &Client, ns: &str, name: &str, uid: Option<String>) {
+async fn vmi_gone(env: &Started, cluster: &Client, (ns, name): (&str, &str), uid: Option<String>) {
     assert!(uid.is_some(), "a VMI to see go");
     let vmis = Api::<VirtualMachineInstance>::namespaced(cluster.clone(), ns);
-    eventually(WAIT, &format!("VMI {ns}/{name} deleted"), || async {
+    let log = || env.operator().log_tail();
+    support::eventually_with(WAIT, &format!("VMI {ns}/{name} deleted"), log, || async {
         let now = vmis.get_opt(name).await.ok()?;
         (now.is_none() || now.and_then(|v| v.metadata.uid) != uid).then_some(())
     })
@@ -193,7 +194,7 @@ async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_c
         .delete("vm-1", &Default::default())
         .await
         .expect("KubeVirt deletes the VMI");
-    vmi_gone(&admin, "team-a", "vm-1", uid).await;
+    vmi_gone(&env, &admin, ("team-a", "vm-1"), uid).await;
     let note = event(&admin, "vm-1", "StopRequested").await;
     assert!(
         note.contains("by alice") && note.contains("grace period 300"),
@@ -235,13 +236,13 @@ async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_c
         annotation(&m, RESTARTED_AT).is_some(),
         "the restart recorded"
     );
-    vmi_gone(&admin, "team-a", "vm-1", uid).await;
+    vmi_gone(&env, &admin, ("team-a", "vm-1"), uid).await;
     vmi_running(&admin, "team-a", "vm-1").await;
 
     // forcestop: recorded, and the VMI deleted by the operator at once.
     let uid = vmi_uid(&admin, "team-a", "vm-1").await;
     assert_eq!(put_status(&alice, &path("forcestop")).await, 200);
-    vmi_gone(&admin, "team-a", "vm-1", uid).await;
+    vmi_gone(&env, &admin, ("team-a", "vm-1"), uid).await;
     assert!(audited_vmi_deletion(&env, OPERATOR_USER, "team-a", "vm-1"));
     let m = machines.get("vm-1").await.expect("Machine");
     assert!(
@@ -295,7 +296,7 @@ async fn a_remote_machine_is_stopped_and_force_stopped_on_its_cluster() {
     // The guest does not shut down: forcestop deletes its VMI on dc1.
     let uid = vmi_uid(&far_admin, "team-a", "far").await;
     assert_eq!(put_status(&alice, &path("forcestop")).await, 200);
-    vmi_gone(&far_admin, "team-a", "far", uid).await;
+    vmi_gone(&env, &far_admin, ("team-a", "far"), uid).await;
     assert!(audited_vmi_deletion(
         &remote,
         "admin-token",

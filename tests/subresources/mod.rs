@@ -43,7 +43,7 @@ async fn let_operator_read_front_proxy_ca(admin: &Client) {
         .expect("auth reader binding");
 }
 
-/// The operator's rights on KubeVirt's subresources, as `manifests/subresources/rbac.yaml`
+/// The operator's rights on KubeVirt's subresources and VMIs, as `manifests/subresources/rbac.yaml`
 /// grants them on its own cluster (and the remote-cluster RBAC on a remote one).
 pub async fn grant_kubevirt_subresources(admin: &Client, user: &str) {
     let text = std::fs::read_to_string(
