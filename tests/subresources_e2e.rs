@@ -8,8 +8,6 @@ mod kubevirt;
 mod subresources;
 mod support;
 
-use kube::Client;
-
 use support::aggregation::FRONT_PROXY_NAME;
 use support::operator::OPERATOR_USER;
 use support::rbac::rule;

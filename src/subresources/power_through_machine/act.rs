@@ -38,33 +38,55 @@ pub async fn put(
         Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string()),
     };
     let machines = Api::<Machine>::namespaced(shared.client.clone(), namespace);
-    let machine = match machines.get_opt(name).await {
-        Ok(Some(machine)) => machine,
-        Ok(None) => {
-            let message = format!("Machine {namespace}/{name} not found");
-            return status(StatusCode::NOT_FOUND, "NotFound", &message);
+    // The record is written on the Machine as decided on; kube-apiserver refuses it when the
+    // Machine changed meanwhile (its status does, often), and then it is decided on again.
+    let mut stopped_by_kubevirt = false;
+    for _ in 0..RECORD_ATTEMPTS {
+        let machine = match machines.get_opt(name).await {
+            Ok(Some(machine)) => machine,
+            Ok(None) => {
+                let message = format!("Machine {namespace}/{name} not found");
+                return status(StatusCode::NOT_FOUND, "NotFound", &message);
+            }
+            Err(e) => return unavailable(&format!("reading Machine {namespace}/{name}: {e}")),
+        };
+        let plan = match super::decide(button, options, &machine, Timestamp::now()) {
+            Ok(plan) => plan,
+            Err(e) => return status(StatusCode::CONFLICT, "Conflict", &e.to_string()),
+        };
+        let performed = perform(shared, &machines, &machine, &plan, &mut stopped_by_kubevirt).await;
+        match performed {
+            Ok(cluster) => {
+                let grace = plan.kubevirt_stop.as_ref().map(|(_, g)| *g);
+                tracing::info!(user = %user.name, machine = %name, namespace = %namespace, cluster, subresource = button.as_str(), grace, "power button performed through the Machine");
+                let what = describe(&plan, &cluster);
+                record(&shared.client, &machine, button, &user.name, what).await;
+                return StatusCode::OK.into_response();
+            }
+            Err(Failed::Changed) => continue,
+            Err(Failed::Answer(response)) => return *response,
         }
-        Err(e) => return unavailable(&format!("reading Machine {namespace}/{name}: {e}")),
-    };
-    let plan = match super::decide(button, options, &machine, Timestamp::now()) {
-        Ok(plan) => plan,
-        Err(e) => return status(StatusCode::CONFLICT, "Conflict", &e.to_string()),
-    };
-    match perform(shared, &machines, &machine, &plan).await {
-        Ok(cluster) => {
-            let grace = plan.kubevirt_stop.as_ref().map(|(_, g)| *g);
-            tracing::info!(user = %user.name, machine = %name, namespace = %namespace, cluster, subresource = button.as_str(), grace, "power button performed through the Machine");
-            record(
-                &shared.client,
-                &machine,
-                button,
-                &user.name,
-                describe(&plan, &cluster),
-            )
-            .await;
-            StatusCode::OK.into_response()
-        }
-        Err(response) => *response,
+    }
+    let message = format!(
+        "Machine {namespace}/{name} changed {RECORD_ATTEMPTS} times while recording; try again"
+    );
+    status(StatusCode::CONFLICT, "Conflict", &message)
+}
+
+/// How often the record is tried on a Machine that keeps changing.
+const RECORD_ATTEMPTS: usize = 5;
+
+/// Why a plan was not performed.
+enum Failed {
+    /// The Machine changed since it was read: decide again.
+    Changed,
+    /// The answer telling the caller why not.
+    Answer(Box<Response>),
+}
+
+impl From<Box<Response>> for Failed {
+    fn from(response: Box<Response>) -> Failed {
+        Failed::Answer(response)
     }
 }
 
@@ -78,13 +100,14 @@ fn describe(plan: &Plan, cluster: &str) -> String {
 }
 
 /// The plan in its order: KubeVirt's stop, the record, the deletion. Returns the cluster acted
-/// on (for the log and the Event), or the answer telling why not.
+/// on (for the log and the Event), or why not.
 async fn perform(
     shared: &Shared,
     machines: &Api<Machine>,
     machine: &Machine,
     plan: &Plan,
-) -> Result<String, Box<Response>> {
+    stopped_by_kubevirt: &mut bool,
+) -> Result<String, Failed> {
     let target = plan
         .kubevirt_stop
         .as_ref()
@@ -93,16 +116,20 @@ async fn perform(
     let cluster = target
         .and_then(|t| t.cluster.clone())
         .unwrap_or_else(|| "the operator's own cluster".to_owned());
-    if let Some((target, grace)) = &plan.kubevirt_stop {
-        let client = cluster_client(shared, target)?;
-        kubevirt_stop(&client, target, *grace, &cluster).await?;
+    // The cluster's client first: a cluster not ready leaves the Machine as it was.
+    let client = target.map(|t| cluster_client(shared, t)).transpose()?;
+    // Asked once, however often the record is tried again.
+    if let (Some((target, grace)), Some(client), false) =
+        (&plan.kubevirt_stop, &client, *stopped_by_kubevirt)
+    {
+        kubevirt_stop(client, target, *grace, &cluster).await?;
+        *stopped_by_kubevirt = true;
     }
     if let Some(change) = &plan.record {
         write_record(machines, machine, change).await?;
     }
-    if let Some(target) = &plan.delete_vmi {
-        let client = cluster_client(shared, target)?;
-        delete_vmi(&client, target, &cluster).await?;
+    if let (Some(target), Some(client)) = (&plan.delete_vmi, &client) {
+        delete_vmi(client, target, &cluster).await?;
     }
     Ok(cluster)
 }
@@ -149,12 +176,12 @@ fn kubevirt_error(e: kube::Error, cluster: &str) -> Response {
 }
 
 /// The record, on the Machine as it was decided on (its resourceVersion: a Machine changed
-/// meanwhile is decided on again by the caller's retry, not written blindly).
+/// meanwhile is decided on again, not written blindly).
 async fn write_record(
     machines: &Api<Machine>,
     machine: &Machine,
     change: &Record,
-) -> Result<(), Box<Response>> {
+) -> Result<(), Failed> {
     let (key, value) = match change {
         Record::Set(key, value) => (*key, serde_json::Value::from(value.as_str())),
         Record::Remove(key) => (*key, serde_json::Value::Null),
@@ -166,29 +193,22 @@ async fn write_record(
         }
     });
     let name = machine.metadata.name.as_deref().unwrap_or_default();
-    let params = PatchParams::apply(POWER_FIELD_MANAGER);
     let params = PatchParams {
-        force: false,
-        ..params
+        field_manager: Some(POWER_FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
     };
     match machines.patch(name, &params, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Err(Box::new(status(
-            StatusCode::CONFLICT,
-            "Conflict",
-            &format!(
-                "Machine {name} changed meanwhile; try again ({})",
-                e.message
-            ),
-        ))),
+        Err(kube::Error::Api(e)) if e.code == 409 => Err(Failed::Changed),
         // Admission's refusal, or the API's: passed on as it is.
         Err(kube::Error::Api(e)) => {
             let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::BAD_GATEWAY);
-            Err(Box::new(status(code, &e.reason, &e.message)))
+            Err(Box::new(status(code, &e.reason, &e.message)).into())
         }
-        Err(e) => Err(Box::new(unavailable(&format!(
-            "recording on Machine {name}: {e}"
-        )))),
+        Err(e) => {
+            let message = format!("recording on Machine {name}: {e}");
+            Err(Box::new(unavailable(&message)).into())
+        }
     }
 }
 
