@@ -63,13 +63,15 @@ fn plan(record: Option<Record>, kubevirt_stop: Option<(Target, i64)>, delete: bo
     }
 }
 
+/// (case, button, options, the Machine, the plan or the refusal)
+type Case = (&'static str, Button, Options, M, Result<Plan, Refused>);
+
 #[test]
 fn each_button_is_recorded_on_the_machine_or_refused() {
     let grace = |g| Options { grace: Some(g) };
     let none = Options::default();
     let name = || "vm-1".to_owned();
-    // (case, button, options, the Machine, the plan or the refusal)
-    let cases: Vec<(&str, Button, Options, M, Result<Plan, Refused>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "stop",
             Button::Stop,
