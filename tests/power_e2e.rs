@@ -163,7 +163,7 @@ async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_c
     let team_b = machine_path("team-b", "vm-1", "stop");
     assert_eq!(put_status(&alice, &team_b).await, 403, "another namespace");
     // A grace period out of bounds, named.
-    let (code, message) = put_with(&alice, &path("stop"), r#"{"gracePeriod": 99999}"#).await;
+    let (code, message) = put_with(&alice, &path("stop"), r#"{"gracePeriod": 99999999}"#).await;
     assert_eq!(code, 400, "{message}");
     assert!(message.contains("gracePeriod"), "{message}");
     assert_eq!(virt_api.calls(), vec![], "nothing done");

@@ -24,9 +24,9 @@ use crate::api::Machine;
 use crate::api::names::{RESTARTED_AT_ANNOTATION, STOPPED_AT_ANNOTATION};
 use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 
-/// The longest grace period a stop may ask for: an hour (KubeVirt's default is 180 s; a guest
-/// that needs longer than an hour to shut down is better force-stopped after a look).
-pub const MAX_GRACE_SECONDS: i64 = 3600;
+/// The longest grace period a stop may ask for: a day, as `kubectl machine stop --grace`
+/// accepts (KubeVirt's default is 180 s; a Windows guest installing updates may need hours).
+pub const MAX_GRACE_SECONDS: i64 = 24 * 60 * 60;
 /// The largest request body read (KubeVirt's options are a few fields).
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 

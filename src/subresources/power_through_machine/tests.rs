@@ -279,7 +279,7 @@ fn bodies_are_kubevirts_options_and_bounded() {
         (Button::Stop, "{}", Ok(Options::default())),
         (Button::Stop, r#"{"gracePeriod": 300}"#, grace(300)),
         (Button::Stop, r#"{"gracePeriod": 0}"#, grace(0)),
-        (Button::Stop, r#"{"gracePeriod": 3600}"#, grace(3600)),
+        (Button::Stop, r#"{"gracePeriod": 86400}"#, grace(86400)),
         (
             Button::Stop,
             r#"{"kind": "StopOptions", "apiVersion": "subresources.kubevirt.io/v1", "gracePeriod": 5}"#,
@@ -287,8 +287,8 @@ fn bodies_are_kubevirts_options_and_bounded() {
         ),
         (
             Button::Stop,
-            r#"{"gracePeriod": 3601}"#,
-            Err(BadOptions::Grace(3601)),
+            r#"{"gracePeriod": 86401}"#,
+            Err(BadOptions::Grace(86401)),
         ),
         (
             Button::Stop,
