@@ -6,8 +6,9 @@
 //! manifest (server-side apply by another field manager, as a non-admin user) does not undo a
 //! stop.
 
+mod aggregated;
 mod kubevirt;
-mod subresources;
+mod power;
 mod support;
 
 use kube::Client;
@@ -21,7 +22,7 @@ use support::rbac::rule;
 use support::virt_api::{Call, PlayedVirtApi};
 use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually};
 
-use subresources::{
+use power::{
     Env, GROUP, WAIT, dc1, machine_path, put_status, put_with, remote_machine_with_vmi, vmi_running,
 };
 
@@ -141,7 +142,7 @@ async fn event(admin: &Client, name: &str, reason: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_cluster() {
-    let Env { env, .. } = subresources::start(&[], users).await;
+    let Env { env, .. } = power::start(&[], users).await;
     let admin = env.admin_client().await;
     let virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
     let (alice, bob, gitops) = (
@@ -270,7 +271,7 @@ async fn stop_start_restart_and_forcestop_through_the_machine_on_the_operators_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_machine_is_stopped_and_force_stopped_on_its_cluster() {
     let (Env { env, .. }, remote) = tokio::join!(
-        subresources::start(&["--kubevirt-config-probe-interval", "1s"], users),
+        power::start(&["--kubevirt-config-probe-interval", "1s"], users),
         Fixture::new().with_fixture_crds().start()
     );
     let admin = env.admin_client().await;

@@ -1,47 +1,24 @@
-//! The set-up shared by the aggregated API's e2e tests (issue 34): the operator's aggregated API
-//! `subresources.vitistack.io` registered with a real kube-apiserver (front-proxy certificates,
-//! an APIService for the operator's listener), Machines with a played VMI, a remote cluster as
-//! KubevirtConfig dc1, and requests as the fixture's users.
+//! power_e2e's set-up on top of `tests/aggregated/` (the aggregated API registered through a
+//! real kube-apiserver): the operator's KubeVirt rights as `manifests/subresources` grants them,
+//! users chosen by the test, Machines with a played VMI on the operator's cluster and on a
+//! remote one (KubevirtConfig dc1), and PUTs as the fixture's users.
 
 #![allow(dead_code)] // Not every test binary uses every helper.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::Client;
 use kube::api::{Api, PostParams};
 
 use kubevirt_operator::api::{KubevirtConfig, Machine};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
+use crate::aggregated::let_operator_read_front_proxy_ca;
+pub use crate::aggregated::{Env, GROUP, VERSION, WAIT, direct};
 use crate::kubevirt;
 use crate::support::aggregation::register_api_service;
 use crate::support::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
 use crate::support::{self, Fixture, OPERATOR_NAMESPACE, Started, eventually, free_port};
-
-pub const GROUP: &str = "subresources.vitistack.io";
-pub const VERSION: &str = "v1alpha1";
-pub const WAIT: Duration = Duration::from_secs(60);
-
-/// The operator may read the front proxy's CA as every aggregated server does: kube-system's
-/// built-in Role `extension-apiserver-authentication-reader`.
-async fn let_operator_read_front_proxy_ca(admin: &Client) {
-    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "kubevirt-operator-auth-reader", "namespace": "kube-system" },
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": "extension-apiserver-authentication-reader",
-        },
-        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER }],
-    }))
-    .expect("RoleBinding");
-    Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("auth reader binding");
-}
 
 /// The operator's rights on KubeVirt's subresources and VMIs, as `manifests/subresources/rbac.yaml`
 /// grants them on its own cluster (and the remote-cluster RBAC on a remote one).
@@ -72,42 +49,6 @@ pub async fn grant_kubevirt_subresources(admin: &Client, user: &str) {
         "KubeVirt's subresources and VMIs in the manifest"
     );
     support::rbac::grant_cluster_role(admin, "vmi-power", user, kubevirt).await;
-}
-
-/// An HTTPS client of the operator's port directly, presenting `identity` (certificate and key
-/// PEM) if any. The operator's own certificate is not checked: the caller is what is tested.
-pub fn direct(identity: Option<&(String, String)>) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .danger_accept_invalid_certs(true)
-        .http1_only()
-        .no_proxy()
-        .timeout(Duration::from_secs(5));
-    if let Some((cert, key)) = identity {
-        let pem = format!("{cert}{key}");
-        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
-    }
-    builder.build().expect("client")
-}
-
-pub struct Env {
-    pub env: Started,
-    pub port: u16,
-}
-
-/// Machine `ns/name` with a running VMI `name`, KubeVirt played (the reconciler records it).
-pub async fn machine_with_vmi(admin: &Client, ns: &str, name: &str) {
-    let machines = Api::<Machine>::namespaced(admin.clone(), ns);
-    let m: Machine = serde_json::from_value(serde_json::json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": { "name": name }, "spec": { "template": "small" },
-    }))
-    .expect("Machine");
-    machines
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create Machine");
-    vmi_running(admin, ns, name).await;
 }
 
 /// Once Machine `ns/name`'s VM is there: its VMI played running, and recorded in its status.
@@ -170,27 +111,6 @@ pub async fn start(extra: &[&str], users: impl FnOnce(Fixture) -> Fixture) -> En
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n{}", env.operator().log_tail()));
     Env { env, port }
-}
-
-/// Runs `line` with sh, the test's kubectl first on PATH, as the fixture's user `user` (without
-/// blocking the runtime: the played virt-api answers on it).
-pub async fn kubectl_as(env: &Started, user: &str, line: &str) -> std::process::Output {
-    let kubectl = support::kubectl_path().expect("kubectl");
-    let path = format!(
-        "{}:{}",
-        kubectl.parent().expect("kubectl's directory").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let kubeconfig = env
-        .write_kubeconfig(env.user(user), None)
-        .expect("kubeconfig");
-    tokio::process::Command::new("sh")
-        .args(["-c", line])
-        .env("PATH", path)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .await
-        .expect("sh")
 }
 
 /// The path of `machines/<machine>/<subresource>` in `ns`.
