@@ -51,8 +51,17 @@ fn rules(o: &Value) -> Vec<Value> {
 fn vmi_power() -> Value {
     json!({
         "apiGroups": ["subresources.kubevirt.io"],
-        "resources": ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot"],
+        "resources": ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot", "virtualmachines/stop"],
         "verbs": ["update"],
+    })
+}
+
+/// A force stop's deletion of the Machine's VMI.
+fn vmi_delete() -> Value {
+    json!({
+        "apiGroups": ["kubevirt.io"],
+        "resources": ["virtualmachineinstances"],
+        "verbs": ["delete"],
     })
 }
 
@@ -107,6 +116,7 @@ fn on_the_api_service_reaches_the_operators_listener_through_the_webhook_service
             json!({"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
                    "resourceNames": [NAME], "verbs": ["get", "list", "watch", "update"]}),
             vmi_power(),
+            vmi_delete(),
         ]
     );
     let reader = named(&objs, "RoleBinding", "kubevirt-operator-front-proxy-ca");
@@ -205,6 +215,6 @@ fn scoped_and_cert_manager_installs_narrow_the_operators_rights() {
                     && o["metadata"]["namespace"] == ns
             })
             .unwrap_or_else(|| panic!("no Role in {ns}"));
-        assert_eq!(rules(r), [vmi_power()]);
+        assert_eq!(rules(r), [vmi_power(), vmi_delete()]);
     }
 }

@@ -102,6 +102,7 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
     let paused = vec![Call {
         target: "team-a/vm-1/pause".to_owned(),
         user: OPERATOR_USER.to_owned(),
+        body: "{}".to_owned(),
     }];
     assert_eq!(virt_api.calls(), paused);
     assert_eq!(put_status(&alice, &pause_path("team-b", "vm-1")).await, 403);

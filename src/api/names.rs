@@ -25,6 +25,12 @@ pub const RELEASE_ANNOTATION: &str = "vitistack.io/released-for";
 pub const OWNERSHIP_KEY_SECRET: &str = "kubevirt-operator-ownership-key";
 /// A new value (an RFC 3339 time) restarts the Machine's VM once, like `kubectl rollout restart`.
 pub const RESTARTED_AT_ANNOTATION: &str = "vitistack.io/restarted-at";
+/// On a Machine, written by `machines/stop` and `machines/forcestop` (an RFC 3339 time): the VM is
+/// halted whatever `spec.runStrategy` says, until `machines/start` removes it. An annotation of
+/// its own, not a spec field, so a GitOps tool re-applying its manifest never undoes a stop.
+pub const STOPPED_AT_ANNOTATION: &str = "vitistack.io/stopped-at";
+/// Field manager of the Machine writes the power buttons make (the record of a stop or restart).
+pub const POWER_FIELD_MANAGER: &str = "kubevirt-operator-power";
 /// On a Machine, written by the mutating webhook: what each `dataSource` volume clones, as
 /// resolved and checked at admission (see `api::clone_sources`).
 pub const CLONE_SOURCES_ANNOTATION: &str = "vitistack.io/clone-sources";

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::api::names::{
     ABANDON_REMOTE_ANNOTATION, KUBEVIRT_CONFIG_ANNOTATION, RESTARTED_AT_ANNOTATION,
-    RETAIN_DISKS_ANNOTATION,
+    RETAIN_DISKS_ANNOTATION, STOPPED_AT_ANNOTATION,
 };
 use crate::api::operations::{RUN_STRATEGY_HALTED, run_strategy};
 
@@ -43,6 +43,16 @@ pub fn annotation_errors_at(old: Option<&Value>, new: &Value, now: Timestamp) ->
     }
     if let Some(s) = changed(old, new, RESTARTED_AT_ANNOTATION) {
         out.extend(restart_error(new, s, now));
+    }
+    if let Some(s) = changed(old, new, STOPPED_AT_ANNOTATION)
+        && s.parse::<Timestamp>().is_err()
+    {
+        let path = format!("metadata.annotations[{STOPPED_AT_ANNOTATION}]");
+        out.push(FieldError::invalid(
+            &FieldPath::new(&path),
+            s,
+            "must be an RFC 3339 time (when the Machine was stopped); remove it to start the Machine",
+        ));
     }
     out.extend(placement_error(old, new));
     out
@@ -171,6 +181,23 @@ mod tests {
                 e[0]
             );
         }
+    }
+
+    #[test]
+    fn stopped_at_is_a_time_when_set_or_changed() {
+        let stopped = |v: &str| json!({"metadata": {"annotations": {STOPPED_AT_ANNOTATION: v}}});
+        assert!(annotation_errors(None, &stopped("2026-11-28T15:00:00Z")).is_empty());
+        let e = annotation_errors(None, &stopped("true"));
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].to_string().starts_with(
+                "metadata.annotations[vitistack.io/stopped-at]: Invalid value: \"true\""
+            ),
+            "{}",
+            e[0]
+        );
+        // Kept from the stored object: not refused again.
+        assert!(annotation_errors(Some(&stopped("true")), &stopped("true")).is_empty());
     }
 
     #[test]

@@ -7,7 +7,15 @@ use serde_json::{Value, json};
 use super::{GROUP, VERSION};
 
 /// The subresources of `machines` served so far (`machines/<name>` in discovery).
-pub const SERVED: &[&str] = &["pause", "unpause", "softreboot"];
+pub const SERVED: &[&str] = &[
+    "pause",
+    "unpause",
+    "softreboot",
+    "stop",
+    "forcestop",
+    "start",
+    "restart",
+];
 
 fn group() -> Value {
     let version = json!({ "groupVersion": format!("{GROUP}/{VERSION}"), "version": VERSION });
@@ -67,7 +75,12 @@ mod tests {
         assert_eq!(list["groupVersion"], "subresources.vitistack.io/v1alpha1");
         assert_eq!(list["resources"][0]["name"], "machines/pause");
         assert_eq!(list["resources"][0]["verbs"][0], "update");
-        let served = super::super::power::Power::ALL.map(|p| p.as_str());
-        assert_eq!(SERVED, served, "discovery lists what is relayed");
+        let relayed = super::super::power::Power::ALL.map(|p| p.as_str());
+        let through_machine = super::super::power_through_machine::Button::ALL.map(|b| b.as_str());
+        assert_eq!(
+            SERVED,
+            [&relayed[..], &through_machine[..]].concat(),
+            "discovery lists what is served"
+        );
     }
 }

@@ -13,18 +13,23 @@
 //! - [`discovery`]: what the group serves, as discovery documents.
 //! - [`power`]: the power buttons relayed to KubeVirt (pure: which VMI, which path).
 //! - [`relay`]: relaying one (the Machine read, KubeVirt called, an Event recorded).
+//! - [`buttons`]: which of the two a PUT of `machines/<name>/<subresource>` is.
+//! - [`power_through_machine`]: stop, forcestop, start, restart, performed through the Machine
+//!   (the decision; its `act` performs it).
 //! - [`answer`]: the handlers' shared state, the user named, Status answers.
 //! - [`routes`]: the HTTP routes.
 //! - [`serve`]: the listener.
 //!
-//! Served: `pause`, `unpause`, `softreboot`. Not yet: console, vnc, stop/start and the rest
-//! (docs/user/console-and-power.md).
+//! Served: `pause`, `unpause`, `softreboot`, `stop`, `forcestop`, `start`, `restart`. Not yet:
+//! console, vnc (docs/user/console-and-power.md).
 
 pub mod answer;
+pub mod buttons;
 pub mod discovery;
 pub mod front_proxy;
 pub mod observe;
 pub mod power;
+pub mod power_through_machine;
 pub mod relay;
 pub mod routes;
 pub mod serve;

@@ -11,7 +11,7 @@ use axum::routing::{get, put};
 
 use super::answer::{Shared, authenticate, status, unauthorized};
 use super::{GROUP, VERSION};
-use super::{discovery, relay};
+use super::{buttons, discovery};
 
 pub fn router(shared: Shared) -> Router {
     Router::new()
@@ -28,7 +28,7 @@ pub fn router(shared: Shared) -> Router {
             &format!(
                 "/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/machines/{{name}}/{{subresource}}"
             ),
-            put(relay::put),
+            put(buttons::put),
         )
         .fallback(not_served)
         .with_state(shared)

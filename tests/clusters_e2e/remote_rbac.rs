@@ -101,6 +101,13 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             vec!["update"],
             Some("team-a"),
         ),
+        // machines/stop with a grace period: KubeVirt's stop of the VM.
+        (
+            "subresources.kubevirt.io",
+            "virtualmachines/stop",
+            vec!["update"],
+            Some("team-a"),
+        ),
         ("", "persistentvolumeclaims", rw.to_vec(), Some("team-a")),
         (
             "cdi.kubevirt.io",
@@ -200,6 +207,19 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         (
             "subresources.kubevirt.io",
             "virtualmachineinstances/freeze",
+            "update",
+            Some("team-a"),
+        ),
+        // start and restart are the reconciler's (the Machine's records), not KubeVirt's.
+        (
+            "subresources.kubevirt.io",
+            "virtualmachines/start",
+            "update",
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachines/restart",
             "update",
             Some("team-a"),
         ),

@@ -1,7 +1,7 @@
 //! KubeVirt's subresource API (`subresources.kubevirt.io/v1`, virt-api's) played on a test
 //! control plane: an HTTPS server on loopback registered as its APIService, answering the power
-//! subresources of any VMI with 200 and recording each call (and who kube-apiserver said made
-//! it).
+//! subresources of any VMI, and a VM's stop, with 200 and recording each call (who
+//! kube-apiserver said made it, and its body).
 
 use std::sync::{Arc, Mutex};
 
@@ -19,10 +19,12 @@ const VERSION: &str = "v1";
 /// One call kube-apiserver proxied to the played virt-api.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Call {
-    /// `namespace/vmi/subresource`.
+    /// `namespace/vmi/subresource` (of a VM: `virtualmachines/namespace/vm/subresource`).
     pub target: String,
     /// X-Remote-User: who kube-apiserver authenticated.
     pub user: String,
+    /// The request body as sent.
+    pub body: String,
 }
 
 pub struct PlayedVirtApi {
@@ -57,6 +59,12 @@ impl PlayedVirtApi {
                     "/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{vmi}}/{{sub}}"
                 ),
                 put(record),
+            )
+            .route(
+                &format!(
+                    "/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/virtualmachines/{{vm}}/{{sub}}"
+                ),
+                put(record_vm),
             )
             .with_state(calls.clone());
         let server = tokio::spawn(async move {
@@ -97,6 +105,11 @@ async fn discovery() -> axum::Json<serde_json::Value> {
                 "kind": "VirtualMachineInstance", "verbs": ["update"],
             })
         })
+        .chain(std::iter::once(serde_json::json!({
+            "name": "virtualmachines/stop",
+            "singularName": "", "namespaced": true,
+            "kind": "VirtualMachine", "verbs": ["update"],
+        })))
         .collect();
     axum::Json(serde_json::json!({
         "kind": "APIResourceList", "apiVersion": "v1",
@@ -109,17 +122,30 @@ async fn record(
     Path((ns, vmi, sub)): Path<(String, String, String)>,
     request: Request,
 ) -> StatusCode {
+    push(&calls, format!("{ns}/{vmi}/{sub}"), request).await
+}
+
+async fn record_vm(
+    State(calls): State<Arc<Mutex<Vec<Call>>>>,
+    Path((ns, vm, sub)): Path<(String, String, String)>,
+    request: Request,
+) -> StatusCode {
+    push(&calls, format!("virtualmachines/{ns}/{vm}/{sub}"), request).await
+}
+
+async fn push(calls: &Mutex<Vec<Call>>, target: String, request: Request) -> StatusCode {
     let user = request
         .headers()
         .get("x-remote-user")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let body = axum::body::to_bytes(request.into_body(), 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     if let Ok(mut calls) = calls.lock() {
-        calls.push(Call {
-            target: format!("{ns}/{vmi}/{sub}"),
-            user,
-        });
+        calls.push(Call { target, user, body });
     }
     StatusCode::OK
 }

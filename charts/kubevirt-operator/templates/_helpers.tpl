@@ -209,10 +209,14 @@ namespaceSelector: {}
 
 {{/*
 KubeVirt's power subresources of the VMIs on the operator's own cluster, which the aggregated API
-calls for the Machines there (src/subresources/relay.rs).
+calls for the Machines there (src/subresources/relay.rs), the VMs' stop, asked with a stop's
+grace period, and the VMIs' deletion, a force stop's (src/subresources/power_through_machine.rs).
 */}}
 {{- define "kubevirt-operator.vmiPowerRule" -}}
 - apiGroups: ["subresources.kubevirt.io"]
-  resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot"]
+  resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot", "virtualmachines/stop"]
   verbs: ["update"]
+- apiGroups: ["kubevirt.io"]
+  resources: ["virtualmachineinstances"]
+  verbs: ["delete"]
 {{- end -}}

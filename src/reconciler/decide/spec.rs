@@ -17,7 +17,8 @@ pub struct Sized {
 
 /// Resolved like the webhook would, so a Machine that bypassed admission is treated the same as
 /// one that went through it; from the class recorded in the Machine when there is one, so
-/// editing, disabling or deleting its class never changes a Machine (or its VM).
+/// editing, disabling or deleting its class never changes a Machine (or its VM). Halted while
+/// the Machine is stopped by `machines/stop` ([`super::stopped`]).
 pub fn sized(machine: &Machine, catalog: &Catalog) -> Sized {
     let annotations = machine.annotations();
     let defaults = annotations.get(DEFAULTS_ANNOTATION);
@@ -31,6 +32,8 @@ pub fn sized(machine: &Machine, catalog: &Catalog) -> Sized {
     let name = template.unwrap_or_else(|| catalog.default_name());
     let class = choose(catalog, name, Use::Kept(kept.as_ref())).cloned();
     let spec = resolve_in(&machine.spec, recorded.as_ref(), name, class.as_ref().ok()).spec;
+    // A stop by `machines/stop` halts the VM whatever the spec says (see `stopped`).
+    let spec = super::stopped::held(spec, annotations);
     Sized { spec, class }
 }
 
