@@ -56,15 +56,6 @@ fn vmi_power() -> Value {
     })
 }
 
-/// A force stop's deletion of the Machine's VMI.
-fn vmi_delete() -> Value {
-    json!({
-        "apiGroups": ["kubevirt.io"],
-        "resources": ["virtualmachineinstances"],
-        "verbs": ["delete"],
-    })
-}
-
 #[test]
 fn off_by_default_nothing_of_the_aggregated_api_is_installed() {
     let objs = render("{}\n");
@@ -116,7 +107,6 @@ fn on_the_api_service_reaches_the_operators_listener_through_the_webhook_service
             json!({"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
                    "resourceNames": [NAME], "verbs": ["get", "list", "watch", "update"]}),
             vmi_power(),
-            vmi_delete(),
         ]
     );
     let reader = named(&objs, "RoleBinding", "kubevirt-operator-front-proxy-ca");
@@ -215,6 +205,6 @@ fn scoped_and_cert_manager_installs_narrow_the_operators_rights() {
                     && o["metadata"]["namespace"] == ns
             })
             .unwrap_or_else(|| panic!("no Role in {ns}"));
-        assert_eq!(rules(r), [vmi_power(), vmi_delete()]);
+        assert_eq!(rules(r), [vmi_power()]);
     }
 }

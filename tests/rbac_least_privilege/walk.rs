@@ -20,7 +20,8 @@ use kubevirt_operator::reconciler::apis::snapshot::{
     VirtualMachineRestore, VirtualMachineSnapshot,
 };
 
-/// Plays KubeVirt: a VMI for alpha, running, then gone, twice.
+/// Plays KubeVirt: a VMI for alpha, running, then gone, twice: KubeVirt deletes the first, the
+/// operator the second (a restart asked by `vitistack.io/restarted-at`).
 pub async fn vmis(admin: &Client, ns: &str) {
     // KubeVirt's part: a VMI for alpha, running, then gone; twice, so that the repeated
     // "Running" Event is patched (a series) rather than created.
@@ -37,7 +38,7 @@ pub async fn vmis(admin: &Client, ns: &str) {
         .expect("alpha's VM")
         .metadata
         .uid;
-    for _ in 0..2 {
+    for round in 0..2 {
         let vmi: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
             "metadata": {"name": "alpha", "labels": {
@@ -61,9 +62,26 @@ pub async fn vmis(admin: &Client, ns: &str) {
             (phase(&machines, "alpha").await.as_deref() == Some("Running")).then_some(())
         })
         .await;
-        vmis.delete("alpha", &DeleteParams::default())
-            .await
-            .expect("delete VMI");
+        if round == 0 {
+            vmis.delete("alpha", &DeleteParams::default())
+                .await
+                .expect("delete VMI");
+        } else {
+            // A restart asked for after the VMI started (a second ahead: creation times are
+            // whole seconds): the operator deletes that VMI.
+            let at = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(2);
+            let restart = json!({"metadata": {"annotations": {
+                kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION:
+                    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}}});
+            machines
+                .patch("alpha", &PatchParams::default(), &Patch::Merge(restart))
+                .await
+                .expect("restarted-at");
+            eventually(WAIT, "alpha's VMI deleted by the restart", || async {
+                vmis.get_opt("alpha").await.ok()?.is_none().then_some(())
+            })
+            .await;
+        }
         eventually(WAIT, "alpha no longer Running", || async {
             (phase(&machines, "alpha").await.as_deref() != Some("Running")).then_some(())
         })

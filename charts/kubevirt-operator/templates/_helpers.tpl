@@ -80,9 +80,10 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["kubevirt.io"]
   resources: ["virtualmachines"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# VMIs are deleted (by uid) to restart a VM; KubeVirt starts the new one.
 - apiGroups: ["kubevirt.io"]
   resources: ["virtualmachineinstances"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "delete"]
 # Claims: also read by name by the validating webhook, to learn whether a new disk would adopt
 # one that exists (its author is then asked for update and delete on it).
 - apiGroups: [""]
@@ -209,14 +210,12 @@ namespaceSelector: {}
 
 {{/*
 KubeVirt's power subresources of the VMIs on the operator's own cluster, which the aggregated API
-calls for the Machines there (src/subresources/relay.rs), the VMs' stop, asked with a stop's
-grace period, and the VMIs' deletion, a force stop's (src/subresources/power_through_machine.rs).
+calls for the Machines there (src/subresources/relay.rs), and the VMs' stop, asked with a stop's
+grace period (src/subresources/power_through_machine.rs). A force stop's VMI deletion is the
+operator's own right (its ClusterRole: restarts delete VMIs too).
 */}}
 {{- define "kubevirt-operator.vmiPowerRule" -}}
 - apiGroups: ["subresources.kubevirt.io"]
   resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot", "virtualmachines/stop"]
   verbs: ["update"]
-- apiGroups: ["kubevirt.io"]
-  resources: ["virtualmachineinstances"]
-  verbs: ["delete"]
 {{- end -}}
