@@ -4,7 +4,7 @@
 //! does not undo it:
 //!
 //! - `stop`: `vitistack.io/stopped-at` (the reconciler halts the VM while it is there, see
-//!   `reconciler::decide::stopped`); with a grace period and a running VMI, KubeVirt's own
+//!   `reconciler::decide::spec`); with a grace period and a running VMI, KubeVirt's own
 //!   `virtualmachines/<vm>/stop` is asked first with it (only KubeVirt may change a running
 //!   VMI's `terminationGracePeriodSeconds`).
 //! - `forcestop`: the same record, then the VMI deleted with grace period 0.

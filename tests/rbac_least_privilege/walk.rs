@@ -69,7 +69,8 @@ pub async fn vmis(admin: &Client, ns: &str) {
         } else {
             // A restart asked for after the VMI started (a second ahead: creation times are
             // whole seconds): the operator deletes that VMI.
-            let at = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(2);
+            let at = k8s_openapi::jiff::Timestamp::now()
+                + k8s_openapi::jiff::SignedDuration::from_secs(2);
             let restart = json!({"metadata": {"annotations": {
                 kubevirt_operator::api::names::RESTARTED_AT_ANNOTATION:
                     at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}}});

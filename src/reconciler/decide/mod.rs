@@ -40,7 +40,6 @@ pub mod restart_budget;
 pub mod spec;
 pub mod status;
 pub mod status_write;
-pub mod stopped;
 pub mod storage_defaults;
 pub mod volumes;
 

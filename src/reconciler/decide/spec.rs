@@ -1,8 +1,17 @@
 //! The spec a reconcile works from, and the class that sizes it.
+//!
+//! A Machine stopped by `machines/stop` or `machines/forcestop` is held here too: while it
+//! carries `vitistack.io/stopped-at`, the spec the reconciler works from says
+//! `runStrategy: Halted`, whatever the Machine's own spec says. The VM is therefore halted, a
+//! restart is not made and the status reports it halted; `machines/start` removes the
+//! annotation and the spec's run strategy is back in force. The spec itself is never written,
+//! so whoever owns it (a GitOps tool applying its manifest) does not undo the stop, nor does
+//! the stop undo their spec.
 
 use kube::ResourceExt;
 
-use crate::api::names::CLASS_ANNOTATION;
+use crate::api::names::{CLASS_ANNOTATION, STOPPED_AT_ANNOTATION};
+use crate::api::operations::RUN_STRATEGY_HALTED;
 use crate::api::{Machine, MachineSpec};
 use crate::machine::classes::{Class, Use, choose, recorded_class};
 use crate::machine::resolve::resolve_in;
@@ -18,7 +27,7 @@ pub struct Sized {
 /// Resolved like the webhook would, so a Machine that bypassed admission is treated the same as
 /// one that went through it; from the class recorded in the Machine when there is one, so
 /// editing, disabling or deleting its class never changes a Machine (or its VM). Halted while
-/// the Machine is stopped by `machines/stop` ([`super::stopped`]).
+/// the Machine is stopped by `machines/stop` (the module's doc).
 pub fn sized(machine: &Machine, catalog: &Catalog) -> Sized {
     let annotations = machine.annotations();
     let defaults = annotations.get(DEFAULTS_ANNOTATION);
@@ -31,9 +40,13 @@ pub fn sized(machine: &Machine, catalog: &Catalog) -> Sized {
     );
     let name = template.unwrap_or_else(|| catalog.default_name());
     let class = choose(catalog, name, Use::Kept(kept.as_ref())).cloned();
-    let spec = resolve_in(&machine.spec, recorded.as_ref(), name, class.as_ref().ok()).spec;
-    // A stop by `machines/stop` halts the VM whatever the spec says (see `stopped`).
-    let spec = super::stopped::held(spec, annotations);
+    let mut spec = resolve_in(&machine.spec, recorded.as_ref(), name, class.as_ref().ok()).spec;
+    // Held by a stop (the module's doc), inline: nothing returns here after the resolution.
+    if annotations.contains_key(STOPPED_AT_ANNOTATION) {
+        spec.run_strategy = Some(RUN_STRATEGY_HALTED.to_owned());
+        // `running` must agree with a run strategy or be unset (KubeVirt's rule).
+        spec.running = None;
+    }
     Sized { spec, class }
 }
 
@@ -43,6 +56,9 @@ mod tests {
 
     use super::*;
     use crate::api::MachineClass;
+    use std::collections::BTreeMap;
+
+    use crate::api::operations::run_strategy;
 
     fn xlarge(cores: i64) -> MachineClass {
         serde_json::from_value(json!({
@@ -120,5 +136,91 @@ mod tests {
         let s = sized(&m, &catalog);
         assert_eq!(s.spec, old.spec);
         assert_eq!(cores(&s), Some(2));
+    }
+
+    #[test]
+    fn a_stop_halts_whatever_the_spec_says_and_start_gives_it_back() {
+        let stopped: BTreeMap<String, String> = [(
+            STOPPED_AT_ANNOTATION.to_owned(),
+            "2026-11-28T15:00:00Z".to_owned(),
+        )]
+        .into();
+        let other: BTreeMap<String, String> =
+            [("vitistack.io/restarted-at".to_owned(), "x".to_owned())].into();
+        let spec = |strategy: Option<&str>, running: Option<bool>| MachineSpec {
+            run_strategy: strategy.map(str::to_owned),
+            running,
+            ..Default::default()
+        };
+        // (case, spec, annotations, the run strategy in force)
+        let cases = [
+            (
+                "Always, stopped",
+                spec(Some("Always"), None),
+                &stopped,
+                "Halted",
+            ),
+            (
+                "running true, stopped",
+                spec(None, Some(true)),
+                &stopped,
+                "Halted",
+            ),
+            (
+                "Manual, stopped",
+                spec(Some("Manual"), None),
+                &stopped,
+                "Halted",
+            ),
+            (
+                "RerunOnFailure, stopped",
+                spec(Some("RerunOnFailure"), Some(true)),
+                &stopped,
+                "Halted",
+            ),
+            (
+                "Halted, stopped",
+                spec(Some("Halted"), Some(false)),
+                &stopped,
+                "Halted",
+            ),
+            (
+                "Always, started",
+                spec(Some("Always"), None),
+                &other,
+                "Always",
+            ),
+            (
+                "running true, started",
+                spec(None, Some(true)),
+                &other,
+                "Always",
+            ),
+            (
+                "running false, started",
+                spec(None, Some(false)),
+                &other,
+                "Halted",
+            ),
+            (
+                "Manual, started",
+                spec(Some("Manual"), None),
+                &other,
+                "Manual",
+            ),
+        ];
+        let catalog = Catalog::default();
+        for (case, spec, annotations, want) in cases {
+            let mut m = Machine::new("m", spec);
+            m.metadata.annotations = Some(annotations.clone());
+            let out = sized(&m, &catalog).spec;
+            let got = run_strategy(out.run_strategy.as_deref(), out.running);
+            assert_eq!(got, want, "{case}");
+            if annotations.contains_key(STOPPED_AT_ANNOTATION) {
+                assert_eq!(out.running, None, "{case}: running agrees (unset)");
+            } else {
+                assert_eq!(out.running, m.spec.running, "{case}: untouched");
+            }
+        }
     }
 }
