@@ -17,6 +17,7 @@
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod access;
+pub mod addresses;
 pub mod admission;
 pub mod api;
 pub mod certs;

@@ -61,17 +61,25 @@ pub struct CloudInitPlan {
 
 /// `secret`: what was found of the user's Secret, and whether to copy it even under `userdata`
 /// (a remote cluster, where the user's Secret is not).
+/// `network_config`: the one derived from the Machine's addresses (`crate::addresses`), used
+/// when the user wrote no network data (theirs wins; admission refused it if it contradicts).
 pub fn plan(
     machine: &Machine,
     ci: Option<&CloudInit>,
     (secret, copy): (Option<SecretData>, bool),
+    network_config: Option<String>,
 ) -> CloudInitPlan {
     let mut out = CloudInitPlan {
         volume: None,
         derived_secret: None,
         problem: None,
     };
-    let Some(ci) = ci else { return out };
+    let none = CloudInit::default();
+    let ci = match (ci, &network_config) {
+        (Some(ci), _) => ci,
+        (None, Some(_)) => &none,
+        (None, None) => return out,
+    };
     let derived = derived_secret_name(&machine.name_any());
     let mut data = BTreeMap::new();
     let mut source = CloudInitNoCloud {
@@ -79,6 +87,14 @@ pub fn plan(
         network_data: ci.network_data.clone(),
         ..CloudInitNoCloud::default()
     };
+    // Through the derived Secret, like long user network data: addresses stay out of the VM
+    // object, and one place holds what the guest is given.
+    if let Some(config) = network_config.filter(|_| ci.network_data.is_none()) {
+        data.insert(NETWORKDATA_KEY.to_owned(), ByteString(config.into_bytes()));
+        source.network_data_secret_ref = Some(LocalObjectReference {
+            name: derived.clone(),
+        });
+    }
     if let Some(network) = ci
         .network_data
         .as_ref()
