@@ -43,6 +43,14 @@ fn addresses(n: &[Network]) -> Vec<Vec<String>> {
 fn interfaces_on_an_ipam_network_keep_theirs_adopt_what_the_vm_reports_or_get_a_free_one() {
     let live = lan_live();
     hold(&live, "ns/other", "ns/lan", "10.0.0.10", Origin::Spec);
+    // The stored Machine, as the watch indexed it.
+    let stored =
+        [("10.0.0.12", Origin::Spec), ("10.0.0.11", Origin::Reported)].map(|(a, origin)| Held {
+            network: "ns/lan".into(),
+            address: pack(a.parse().expect("ip")),
+            origin,
+        });
+    live.with_shared(|s| s.index.set(0, "ns/web", stored.to_vec()));
     let old = json!({
         "spec": {"networks": [
             {"name": "a", "networkName": "lan", "addresses": ["10.0.0.12/24"]},
