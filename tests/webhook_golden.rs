@@ -99,12 +99,18 @@ fn with_classes(case: &Case) -> bool {
     case.name.starts_with("mc")
 }
 
-/// `mac*` and `ip*` cases go to a server that assigns MAC addresses (deterministic draws) and
-/// knows one in use: 52:54:00:aa:bb:cc, by Machine `default/db`; and static addresses: the
-/// NetworkConfiguration `default/lab` has ipam (10.20.0.0/24, gateway .1, DNS .2, ranges .100-.101),
-/// `default/db` holds 10.20.0.50 and 10.20.0.100 on it.
+/// `mac*` cases go to a server that assigns MAC addresses (deterministic draws) and knows one
+/// in use: 52:54:00:aa:bb:cc, by Machine `default/db`.
 fn with_macs(case: &Case) -> bool {
-    case.name.starts_with("mac") || case.name.starts_with("ip")
+    case.name.starts_with("mac")
+}
+
+/// `ip*` cases go to a server of their own (its MAC draws do not shift the `mac*` cases') that
+/// also hands out static addresses: the NetworkConfiguration `default/lab` has ipam
+/// (10.20.0.0/24, gateway .1, DNS .2, ranges .100-.101), and `default/db` holds 10.20.0.50 and
+/// 10.20.0.100 on it.
+fn with_addresses(case: &Case) -> bool {
+    case.name.starts_with("ip")
 }
 
 fn address_index() -> LiveAddresses {
@@ -209,9 +215,18 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
     let mut class_conn = HttpsConn::connect(classes.addr, config.clone())
         .await
         .expect("verified TLS connection");
-    let macs =
-        Server::start_with_macs(&ca.issue("golden macs"), mac_index(), address_index()).await;
-    let mut mac_conn = HttpsConn::connect(macs.addr, config)
+    let macs = Server::start_with_macs(
+        &ca.issue("golden macs"),
+        mac_index(),
+        LiveAddresses::fixed([]),
+    )
+    .await;
+    let mut mac_conn = HttpsConn::connect(macs.addr, config.clone())
+        .await
+        .expect("verified TLS connection");
+    let addresses =
+        Server::start_with_macs(&ca.issue("golden ips"), mac_index(), address_index()).await;
+    let mut address_conn = HttpsConn::connect(addresses.addr, config)
         .await
         .expect("verified TLS connection");
 
@@ -228,6 +243,8 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
             &mut class_conn
         } else if with_macs(case) {
             &mut mac_conn
+        } else if with_addresses(case) {
+            &mut address_conn
         } else {
             &mut conn
         };
