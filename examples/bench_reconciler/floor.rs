@@ -82,6 +82,7 @@ pub async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
                         .map(|(n, p)| (n.clone(), p.as_ref()))
                         .collect(),
                     networks: 0,
+                    spec_networks: &[],
                     provisioning: None,
                     disks: Vec::new(),
                     retain: false,

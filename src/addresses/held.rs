@@ -39,23 +39,22 @@ pub fn held_by<'a>(
     let mut out = Vec::new();
     for (name, network, addresses) in networks {
         let network = format!("{namespace}/{network}");
-        let (list, parse, origin): (&[String], fn(&str) -> Option<IpAddr>, _) =
-            if addresses.is_empty() {
-                (reported(name), address, Origin::Reported)
-            } else {
-                (addresses, spec_address, Origin::Spec)
-            };
+        let (list, origin) = if addresses.is_empty() {
+            (reported(name), Origin::Reported)
+        } else {
+            (addresses, Origin::Spec)
+        };
+        // A spec value is a CIDR, a reported one a bare address.
+        let parse = |s: &String| match origin {
+            Origin::Spec => spec_address(s),
+            Origin::Reported => address(s),
+        };
         let usable = |ip: &IpAddr| origin == Origin::Spec || !link_local(ip);
-        out.extend(
-            list.iter()
-                .filter_map(|s| parse(s))
-                .filter(usable)
-                .map(|ip| Held {
-                    network: network.clone(),
-                    address: pack(ip),
-                    origin,
-                }),
-        );
+        out.extend(list.iter().filter_map(parse).filter(usable).map(|ip| Held {
+            network: network.clone(),
+            address: pack(ip),
+            origin,
+        }));
     }
     out
 }

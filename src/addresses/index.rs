@@ -15,6 +15,8 @@ pub type MachineKey = Arc<str>;
 pub type Source = usize;
 /// A NetworkConfiguration (`namespace/name`), interned.
 type Net = u32;
+/// One address a Machine holds, as the index keeps it.
+type Holding = (Net, u128, Origin);
 
 /// How long an address handed out by the mutating webhook stays reserved for the Machine it was
 /// given to while no Machine shows it: past admission (at most 30 s of webhook timeouts), the
@@ -27,7 +29,7 @@ pub struct AddressIndex {
     /// Each address and the Machines that hold it: normally one; more only for addresses stored
     /// past the webhook (or reported by VMs from before the rule). The first spec one holds.
     holders: BTreeMap<(Net, u128), Vec<(MachineKey, Origin)>>,
-    by_machine: HashMap<MachineKey, (Source, Vec<(Net, u128, Origin)>)>,
+    by_machine: HashMap<MachineKey, (Source, Vec<Holding>)>,
     /// Handed out, not yet shown by a Machine: the Machine it went to, and until when.
     reserved: BTreeMap<(Net, u128), (MachineKey, Instant)>,
     /// Per network, where the next draw starts (after the last one).
@@ -105,7 +107,7 @@ impl AddressIndex {
 
     /// A Machine was created or changed: what it keeps it keeps (never handed on and back).
     pub fn set(&mut self, source: Source, key: &str, held: Vec<Held>) {
-        let new: Vec<(Net, u128, Origin)> = (held.into_iter())
+        let new: Vec<Holding> = (held.into_iter())
             .map(|h| (self.net(&h.network), h.address, h.origin))
             .collect();
         let key: MachineKey = match self.by_machine.get_key_value(key) {

@@ -119,7 +119,8 @@ fn addresses_taken_outside_or_reserved_are_refused_naming_the_field_and_holder()
         .allocate("ns/lan", &lan(), "ns/pending")
         .expect("drawn");
     assert_eq!(given, "10.0.0.10/24");
-    let cases: Vec<(Value, Option<Value>, Vec<(&str, &str)>)> = vec![
+    type Case<'a> = (Value, Option<Value>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
         (
             json!([{"name": "a", "networkName": "lan", "addresses": ["10.0.0.60/24"]}]),
             None,
