@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use crate::machine::{FieldError, FieldPath};
 use crate::machine::names::parse_mac as mac_number;
+use crate::machine::{FieldError, FieldPath};
 
 use super::held::spec_address;
 use super::ip::address;
