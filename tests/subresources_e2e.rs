@@ -4,151 +4,23 @@
 //! buttons relayed to a played virt-api (APIService `v1.subresources.kubevirt.io`) on the
 //! Machine's cluster, the operator's own and a remote one (KubevirtConfig dc1).
 
+mod aggregated;
 mod kubevirt;
 mod support;
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::Role;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
 use kubevirt_operator::api::{KubevirtConfig, Machine};
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 
-use support::aggregation::{FRONT_PROXY_NAME, register_api_service};
-use support::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
-use support::rbac::rule;
+use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start};
+use support::aggregation::FRONT_PROXY_NAME;
+use support::operator::OPERATOR_USER;
 use support::virt_api::{Call, PlayedVirtApi};
-use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually, free_port};
-
-const GROUP: &str = "subresources.vitistack.io";
-const VERSION: &str = "v1alpha1";
-const WAIT: Duration = Duration::from_secs(60);
-
-/// The operator may read the front proxy's CA as every aggregated server does: kube-system's
-/// built-in Role `extension-apiserver-authentication-reader`.
-async fn let_operator_read_front_proxy_ca(admin: &Client) {
-    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "kubevirt-operator-auth-reader", "namespace": "kube-system" },
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": "extension-apiserver-authentication-reader",
-        },
-        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER }],
-    }))
-    .expect("RoleBinding");
-    Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("auth reader binding");
-}
-
-/// An HTTPS client of the operator's port directly, presenting `identity` (certificate and key
-/// PEM) if any. The operator's own certificate is not checked: the caller is what is tested.
-fn direct(identity: Option<&(String, String)>) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .danger_accept_invalid_certs(true)
-        .http1_only()
-        .no_proxy()
-        .timeout(Duration::from_secs(5));
-    if let Some((cert, key)) = identity {
-        let pem = format!("{cert}{key}");
-        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
-    }
-    builder.build().expect("client")
-}
-
-struct Env {
-    env: Started,
-    port: u16,
-}
-
-/// Machine `ns/name` with a running VMI `name`, KubeVirt played (the reconciler records it).
-async fn machine_with_vmi(admin: &Client, ns: &str, name: &str) {
-    let machines = Api::<Machine>::namespaced(admin.clone(), ns);
-    let m: Machine = serde_json::from_value(serde_json::json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": { "name": name }, "spec": { "template": "small" },
-    }))
-    .expect("Machine");
-    machines
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create Machine");
-    let vms = Api::<VirtualMachine>::namespaced(admin.clone(), ns);
-    eventually(WAIT, "the Machine's VM", || async {
-        vms.get_opt(name).await.ok().flatten()
-    })
-    .await;
-    kubevirt::vmi(admin, ns, name, serde_json::json!({ "phase": "Running" })).await;
-    eventually(WAIT, "the Machine's status to name its VMI", || async {
-        let m = machines.get(name).await.ok()?;
-        (m.status?.vmi_name.as_deref() == Some(name)).then_some(())
-    })
-    .await;
-}
-
-/// The operator with its aggregated API on a free port, registered as the APIService; alice may
-/// pause Machines in team-a only.
-async fn start(extra: &[&str]) -> Env {
-    let port = free_port().expect("port");
-    let listen = format!("127.0.0.1:{port}");
-    let env = Fixture::new()
-        .with_all_crds()
-        .namespace("team-a")
-        .namespace("team-b")
-        .user("alice", &[])
-        .grant(
-            "team-a",
-            "alice",
-            vec![rule(GROUP, "machines/pause", &["update"])],
-        )
-        .operator(
-            "aggregated",
-            &[&["--subresources-listen", listen.as_str()], extra].concat(),
-        )
-        .start()
-        .await;
-    let admin = env.admin_client().await;
-    let_operator_read_front_proxy_ca(&admin).await;
-    // What the remote-cluster RBAC grants on a VM's cluster, here the operator's own.
-    let power = ["pause", "unpause", "softreboot"].map(|sub| {
-        rule(
-            "subresources.kubevirt.io",
-            &format!("virtualmachineinstances/{sub}"),
-            &["update"],
-        )
-    });
-    support::rbac::grant_cluster_role(&admin, "vmi-power", OPERATOR_USER, power.to_vec()).await;
-    // Registered once the operator lets the front proxy in, so kube-apiserver's first
-    // availability check passes.
-    let front_proxy = env.front_proxy_identity().expect("front proxy identity");
-    let discovery = format!("https://127.0.0.1:{port}/apis/{GROUP}/{VERSION}");
-    eventually(WAIT, "the operator lets the front proxy in", || async {
-        let answer = direct(Some(&front_proxy))
-            .get(&discovery)
-            .send()
-            .await
-            .ok()?;
-        answer.status().is_success().then_some(())
-    })
-    .await;
-    let ca = env.operator().serving_cert_pem();
-    register_api_service(
-        &admin,
-        (GROUP, VERSION),
-        (OPERATOR_NAMESPACE, SUBRESOURCES_SERVICE),
-        port,
-        &ca,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}\n{}", env.operator().log_tail()));
-    Env { env, port }
-}
+use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually};
 
 /// The pause command of docs/user/console-and-power.md (team-a's vm-1).
 fn documented_pause() -> String {
