@@ -29,6 +29,7 @@ pub mod clusters;
 pub mod commands;
 pub mod config;
 pub mod discovery;
+pub mod heap;
 pub mod leader;
 pub mod listen;
 pub mod machine;

@@ -72,6 +72,7 @@ async fn write_one(
         eviction_strategy: catalog.eviction_strategy(),
         label_prefixes: catalog.label_prefixes(),
         copy_user_data: false,
+        hardware: &Default::default(),
         pins: &kubevirt_operator::api::clone_sources::read(m.metadata.annotations.as_ref())
             .unwrap_or_default(),
     });

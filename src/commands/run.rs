@@ -204,6 +204,8 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     }
     // Every replica keeps the MachineClasses it admits Machines against.
     let class_watch = tokio::spawn(classes::watch::follow(clients.api.clone(), catalog.clone()));
+    // Freed memory back to the system (the reconciler's lists and convergence free much).
+    let trimmer = tokio::spawn(crate::heap::trim_every(crate::heap::TRIM_EVERY));
     let mac_watch = tokio::spawn(macs::watch::follow(
         clients.api.clone(),
         args.watch_namespaces.clone(),
@@ -360,6 +362,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     class_watch.abort();
     mac_watch.abort();
     pool_watch.abort();
+    trimmer.abort();
     served.context("webhook server")?;
     aggregated.context("aggregated API server")?;
     led?;

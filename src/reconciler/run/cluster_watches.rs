@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 
 use super::cluster::{ClusterStores, ClusterWriters, ClusterWritten};
 use super::metrics::BindTimes;
-use super::watches::{self, Scope, ignore, managed};
+use super::watches::{self, Lists, Scope, ignore, managed};
 use crate::clusters::Apis;
 use crate::reconciler::MACHINE_LABEL;
 use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
@@ -49,31 +49,43 @@ pub fn streams(
     bind_times: Arc<BindTimes>,
     apis: Apis,
 ) -> Streams {
+    // On the local cluster the Machines' own list reconciles every Machine once (the changed
+    // first: `first_pass`); its objects' lists would queue all 10,000 again, unordered. A
+    // remote cluster's relist still triggers its Machines.
+    let lists = if name.is_none() {
+        Lists::Quiet
+    } else {
+        Lists::Trigger
+    };
     let w = written.vms.clone();
-    let vms = watches::watch_packed(client, scope, managed(), writers.vms, move |s| {
+    let vms = watches::watch_packed(client, scope, managed(), (writers.vms, lists), move |s| {
         w.observed(s.key, s.resource_version)
     });
     let w = written.pvcs.clone();
-    let pvcs = watches::watch_packed(client, scope, managed(), writers.pvcs, move |s| {
+    let pvcs = watches::watch_packed(client, scope, managed(), (writers.pvcs, lists), move |s| {
         w.observed(s.key, s.resource_version);
         if let Some(uid) = s.deleted {
             bind_times.forget(uid);
         }
     });
     let vmi_config = watcher::Config::default().labels(MACHINE_LABEL);
-    let vmis = watches::watch_packed(client, scope, vmi_config, writers.vmis, ignore);
+    let vmis = watches::watch_packed(client, scope, vmi_config, (writers.vmis, lists), ignore);
     let w = written.nads.clone();
     let nads = apis.multus.then(|| {
-        watches::watch_packed(client, scope, managed(), writers.nads, move |s| {
+        watches::watch_packed(client, scope, managed(), (writers.nads, lists), move |s| {
             w.observed(s.key, s.resource_version)
         })
         .boxed()
     });
     let w = written.data_volumes.clone();
     let data_volumes = apis.cdi.then(|| {
-        watches::watch_packed(client, scope, managed(), writers.data_volumes, move |s| {
-            w.observed(s.key, s.resource_version)
-        })
+        watches::watch_packed(
+            client,
+            scope,
+            managed(),
+            (writers.data_volumes, lists),
+            move |s| w.observed(s.key, s.resource_version),
+        )
         .boxed()
     });
     let storage_classes = watches::watch(

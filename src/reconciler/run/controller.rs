@@ -28,6 +28,7 @@ use crate::api::{Machine, MachineRestore, MachineSnapshot, NetworkConfiguration}
 pub use super::cluster::{Cluster, ClusterStores, ClusterWriters, ClusterWritten};
 use super::cluster_watches;
 pub use super::context::{Clients, Context, Settings, Stores, Writers};
+use super::first_pass::Pacer;
 use super::metrics::BindTimes;
 use super::readiness::State;
 use super::reconcile::{error_policy, reconcile};
@@ -93,7 +94,9 @@ pub async fn run_scope(
     let w = statuses.clone();
     let (machines_listed_tx, machines_listed) = watch::channel(false);
     let (memory, listed) = (per_machine.clone(), machines.clone());
-    let machine_stream = watches::packed_events::<Machine>(&client, &scope, Default::default())
+    // A relist's converged Machines wait behind its changed ones (see `first_pass`).
+    let (pacer, paced) = Pacer::new(settings.max_concurrent_reconciles);
+    let machine_events = watches::packed_events::<Machine>(&client, &scope, Default::default())
         .reflect(writers.machines)
         .inspect(move |e| match e {
             // After `reflect`: the store holds the list by the time this is seen.
@@ -107,7 +110,9 @@ pub async fn run_scope(
             }
             Ok(watcher::Event::Delete(m)) => memory.forget(&watches::key_of(m)),
             _ => {}
-        })
+        });
+    let machine_stream = pacer
+        .split(machine_events)
         .applied_objects()
         .inspect(move |r| {
             if let Ok(m) = r {
@@ -258,20 +263,24 @@ pub async fn run_scope(
     // What changes on remote clusters, and a remote cluster's readiness.
     let remote_triggers = futures::stream::poll_fn(move |cx| remote_rx.poll_recv(cx));
     controller
+        .reconcile_on(paced)
         .reconcile_on(remote_triggers)
         .reconcile_on(local_streams.nodes)
         .trigger_backoff(EachWatchBacksOff)
         .with_config(controller::Config::default().concurrency(settings.max_concurrent_reconciles))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok(_) => {}
-                Err(controller::Error::ReconcilerFailed(..)) => {} // Logged by error_policy.
-                Err(controller::Error::ObjectNotFound(r)) => {
-                    tracing::debug!(object = %r, "Machine gone before its reconcile");
+        .for_each(|result| {
+            pacer.finished();
+            async move {
+                match result {
+                    Ok(_) => {}
+                    Err(controller::Error::ReconcilerFailed(..)) => {} // Logged by error_policy.
+                    Err(controller::Error::ObjectNotFound(r)) => {
+                        tracing::debug!(object = %r, "Machine gone before its reconcile");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "watch or queue error"),
                 }
-                Err(e) => tracing::warn!(error = %e, "watch or queue error"),
             }
         })
         .await;

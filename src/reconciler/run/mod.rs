@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod cluster_watches;
 pub mod context;
 pub mod controller;
+pub mod first_pass;
 pub mod key_evidence;
 pub mod metrics;
 pub mod nodes;

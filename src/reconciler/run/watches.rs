@@ -148,6 +148,15 @@ pub struct Seen<'a> {
     pub deleted: Option<&'a str>,
 }
 
+/// Whether the objects of a (re)list are yielded as changes (triggers), or only stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lists {
+    Trigger,
+    /// Only later changes are yielded: the objects' Machines are reconciled by the Machines'
+    /// own list (paced, see `first_pass`) and the resync.
+    Quiet,
+}
+
 /// A watch that fills `writer` and yields every object it sees change (including deletions),
 /// telling `seen` of each.
 pub fn watch<K>(
@@ -162,7 +171,12 @@ where
     K::DynamicType: Eq + Hash + Clone + Default,
     K::Scope: 'static,
 {
-    reflect(events::<K>(client, scope, config), writer, seen)
+    reflect(
+        events::<K>(client, scope, config),
+        writer,
+        seen,
+        Lists::Trigger,
+    )
 }
 
 /// Fills `writer` from `events` and yields every object changed, telling `seen` of each.
@@ -170,6 +184,7 @@ fn reflect<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     seen: impl Fn(Seen) + Send + 'static,
+    lists: Lists,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
@@ -188,6 +203,10 @@ where
                 resource_version: meta.resource_version.as_deref(),
                 deleted: deleted.then(|| meta.uid.as_deref().unwrap_or_default()),
             });
+        })
+        .filter(move |e| {
+            let listed = matches!(e, Ok(watcher::Event::InitApply(_)));
+            futures::future::ready(lists == Lists::Trigger || !listed)
         })
         .touched_objects()
 }
@@ -247,14 +266,19 @@ pub fn watch_packed<K>(
     client: &Client,
     scope: &Scope,
     config: watcher::Config,
-    writer: reflector::store::Writer<Packed<K>>,
+    (writer, lists): (reflector::store::Writer<Packed<K>>, Lists),
     seen: impl Fn(Seen) + Send + 'static,
 ) -> impl Stream<Item = Result<Packed<K>, watcher::Error>> + Send + 'static
 where
     K: Packable,
     K::Scope: 'static,
 {
-    reflect(packed_events::<K>(client, scope, config), writer, seen)
+    reflect(
+        packed_events::<K>(client, scope, config),
+        writer,
+        seen,
+        lists,
+    )
 }
 
 /// Fills `presence` with the names of every `K` in `scope`, whoever made it (metadata-only

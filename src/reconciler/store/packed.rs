@@ -198,6 +198,10 @@ pub struct MachineBrief {
     /// The KubevirtConfig whose cluster runs it (see `machine::placement`; the default is not
     /// applied here: the webhook writes it into the annotation).
     pub cluster: Option<Box<str>>,
+    /// `metadata.generation` is not the one the status says it describes (or there is no
+    /// status): a spec change no reconcile has answered yet. A new leader takes these first
+    /// (see `run::first_pass`).
+    pub spec_ahead: bool,
 }
 
 impl Brief for Machine {
@@ -224,6 +228,8 @@ impl Brief for Machine {
             cluster: crate::machine::placement::of(self, None)
                 .remote()
                 .map(Into::into),
+            spec_ahead: self.status.as_ref().and_then(|s| s.observed_generation)
+                != self.metadata.generation,
         }
     }
 }
