@@ -18,6 +18,7 @@
 //! - [`commands`]: the subcommands' thin I/O shells.
 
 pub mod access;
+pub mod addresses;
 pub mod admission;
 pub mod api;
 pub mod certs;

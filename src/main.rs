@@ -85,8 +85,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                         }
                         print!("---\n{}", serde_yaml::to_string(&machine)?);
                     }
-                    Checked::Class { class } => {
-                        print!("---\n{}", serde_yaml::to_string(&class)?);
+                    Checked::Class { class: doc } | Checked::Network { network: doc } => {
+                        print!("---\n{}", serde_yaml::to_string(&doc)?);
                     }
                     Checked::Invalid { message, .. } => {
                         failed = true;

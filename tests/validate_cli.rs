@@ -93,3 +93,57 @@ mod validate_cli {
     mod offline;
     mod refusals;
 }
+
+/// `validate -f` knows issue 35's fields: a NetworkConfiguration's ipam is checked, and hands
+/// out addresses from its ranges to the Machines after it; an address held by an earlier
+/// document is refused naming it, one outside the subnet naming the field.
+#[test]
+fn validate_hands_out_and_checks_addresses_among_the_documents() {
+    let stream = r#"
+apiVersion: vitistack.io/v1alpha1
+kind: NetworkConfiguration
+metadata: {name: lab, namespace: default}
+spec: {bridge: br0, ipam: {subnet: 10.9.0.0/24, gateway: 10.9.0.1, ranges: [{start: 10.9.0.10, end: 10.9.0.20}]}}
+---
+apiVersion: vitistack.io/v1alpha1
+kind: Machine
+metadata: {name: given, namespace: default}
+spec: {template: small, networks: [{name: eth0, networkName: lab}]}
+---
+apiVersion: vitistack.io/v1alpha1
+kind: Machine
+metadata: {name: asking, namespace: default}
+spec: {template: small, networks: [{name: eth0, networkName: lab, addresses: [10.9.0.10/24]}]}
+---
+apiVersion: vitistack.io/v1alpha1
+kind: Machine
+metadata: {name: outside, namespace: default}
+spec: {template: small, networks: [{name: eth0, networkName: lab, addresses: [10.8.0.5/24]}]}
+"#;
+    let out = run(&["validate", "-f", "-"], Some(stream));
+    assert!(!out.status.success());
+    let docs = documents(&out);
+    assert_eq!(
+        docs.len(),
+        2,
+        "the network and one Machine pass: {}",
+        stderr(&out)
+    );
+    assert_eq!(
+        docs[1]["spec"]["networks"][0]["addresses"],
+        serde_json::json!(["10.9.0.10/24"])
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(r#"spec.networks[0].addresses[0]: Duplicate value: "10.9.0.10/24": already used on NetworkConfiguration lab by Machine default/given"#),
+        "{err}"
+    );
+    assert!(err.contains("is outside the subnet 10.9.0.0/24"), "{err}");
+    let bad = stream.replace("end: 10.9.0.20", "end: 10.9.1.20");
+    let out = run(&["validate", "-f", "-"], Some(&bad));
+    assert!(
+        stderr(&out).contains("spec.ipam.ranges[0].end"),
+        "{}",
+        stderr(&out)
+    );
+}

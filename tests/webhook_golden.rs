@@ -16,12 +16,17 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use common::{HttpsConn, Server, TestCa};
+use kubevirt_operator::addresses::held::{Held as AddressHeld, Origin};
+use kubevirt_operator::addresses::ip::pack;
+use kubevirt_operator::addresses::{LiveAddresses, Pool};
 use kubevirt_operator::admission::{
     MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, RESTORE_VALIDATE_PATH, SNAPSHOT_VALIDATE_PATH,
     VALIDATE_PATH,
 };
 use kubevirt_operator::api::MachineClass;
+use kubevirt_operator::api::network_configuration::Ipam;
 use kubevirt_operator::machine::Catalog;
+use kubevirt_operator::machine::FieldPath;
 use kubevirt_operator::macs::LiveMacs;
 use kubevirt_operator::macs::held::Held;
 use serde_json::{Value, json};
@@ -98,6 +103,31 @@ fn with_classes(case: &Case) -> bool {
 /// in use: 52:54:00:aa:bb:cc, by Machine `default/db`.
 fn with_macs(case: &Case) -> bool {
     case.name.starts_with("mac")
+}
+
+/// `ip*` cases go to a server of their own (its MAC draws do not shift the `mac*` cases') that
+/// also hands out static addresses: the NetworkConfiguration `default/lab` has ipam
+/// (10.20.0.0/24, gateway .1, DNS .2, ranges .100-.101), and `default/db` holds 10.20.0.50 and
+/// 10.20.0.100 on it.
+fn with_addresses(case: &Case) -> bool {
+    case.name.starts_with("ip")
+}
+
+fn address_index() -> LiveAddresses {
+    let ipam: Ipam = serde_json::from_value(json!({
+        "subnet": "10.20.0.0/24", "gateway": "10.20.0.1", "dns": ["10.20.0.2"],
+        "ranges": [{"start": "10.20.0.100", "end": "10.20.0.101"}]
+    }))
+    .expect("ipam");
+    let pool = Pool::check(&ipam, &FieldPath::new("spec")).expect("pool");
+    let live = LiveAddresses::fixed([("default/lab".to_owned(), pool)]);
+    let held = ["10.20.0.50", "10.20.0.100"].map(|a| AddressHeld {
+        network: "default/lab".into(),
+        address: pack(a.parse().expect("ip")),
+        origin: Origin::Spec,
+    });
+    live.with_shared(|s| s.index.set(0, "default/db", held.to_vec()));
+    live
 }
 
 fn mac_index() -> LiveMacs {
@@ -185,8 +215,18 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
     let mut class_conn = HttpsConn::connect(classes.addr, config.clone())
         .await
         .expect("verified TLS connection");
-    let macs = Server::start_with_macs(&ca.issue("golden macs"), mac_index()).await;
-    let mut mac_conn = HttpsConn::connect(macs.addr, config)
+    let macs = Server::start_with_macs(
+        &ca.issue("golden macs"),
+        mac_index(),
+        LiveAddresses::fixed([]),
+    )
+    .await;
+    let mut mac_conn = HttpsConn::connect(macs.addr, config.clone())
+        .await
+        .expect("verified TLS connection");
+    let addresses =
+        Server::start_with_macs(&ca.issue("golden ips"), mac_index(), address_index()).await;
+    let mut address_conn = HttpsConn::connect(addresses.addr, config)
         .await
         .expect("verified TLS connection");
 
@@ -203,6 +243,8 @@ async fn golden_cases_replay_over_one_verified_keep_alive_connection() {
             &mut class_conn
         } else if with_macs(case) {
             &mut mac_conn
+        } else if with_addresses(case) {
+            &mut address_conn
         } else {
             &mut conn
         };

@@ -105,6 +105,7 @@ async fn write_one(
             .map(|(n, p)| (n.clone(), p.as_ref()))
             .collect(),
         networks: 0,
+        spec_networks: &[],
         provisioning: None,
         disks: Vec::new(),
         retain: false,

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::access::AccessReviewer;
+use crate::addresses::LiveAddresses;
 use crate::api::names::CLASS_ANNOTATION;
 use crate::classes::LiveCatalog;
 use crate::machine::placement;
@@ -13,6 +14,7 @@ use crate::machine::validation::resources::running_update_errors;
 use crate::machine::{Catalog, DEFAULTS_ANNOTATION};
 use crate::macs::LiveMacs;
 
+use super::addresses::{self, FillError};
 use super::macs;
 pub use super::patch_ops::annotation_op;
 use super::patch_ops::{annotations_op, finalizer_op};
@@ -37,6 +39,9 @@ pub struct Admission {
     access: Option<AccessReviewer>,
     /// The MAC addresses in use; none: interfaces keep what their author wrote (offline).
     macs: Option<LiveMacs>,
+    /// The static addresses in use and the networks' pools; none: addresses are checked
+    /// against nothing but the static rules (offline).
+    addresses: Option<LiveAddresses>,
     /// `--default-kubevirt-config`: written into new Machines that name no cluster.
     default_cluster: Option<String>,
 }
@@ -57,6 +62,7 @@ impl Admission {
             schema: SchemaCheck::machine()?,
             access: None,
             macs: None,
+            addresses: None,
             default_cluster: None,
         })
     }
@@ -71,6 +77,13 @@ impl Admission {
     /// follows, and a new address another Machine uses is refused.
     pub fn with_macs(mut self, macs: LiveMacs) -> Self {
         self.macs = Some(macs);
+        self
+    }
+
+    /// Interfaces on a network with ipam get a free address of its ranges, and an address
+    /// another Machine holds on the same network is refused.
+    pub fn with_addresses(mut self, addresses: LiveAddresses) -> Self {
+        self.addresses = Some(addresses);
         self
     }
 
@@ -131,6 +144,20 @@ impl Admission {
             match macs::fill(&mut resolved.spec.networks, old, &key, macs) {
                 Ok(given_up) => warnings = given_up,
                 Err(e) => return Verdict::deny(internal(&e)),
+            }
+        }
+        if let Some(live) = &self.addresses {
+            let key = macs::machine_key(req, &parsed.name);
+            let ns = req.namespace.as_deref().unwrap_or_default();
+            let old = req.old_object.as_ref();
+            match addresses::fill(&mut resolved.spec.networks, old, ns, &key, live) {
+                Ok(()) => {}
+                Err(FillError::NotLoaded) => {
+                    return Verdict::deny(unavailable(addresses::ADDRESSES_NOT_LOADED));
+                }
+                Err(FillError::Exhausted(e)) => {
+                    return Verdict::deny(invalid(&parsed.name, &[e]));
+                }
             }
         }
         let (spec, record) = match (
@@ -212,6 +239,19 @@ impl Admission {
                 Err(why) => return Verdict::deny(unavailable(why)),
             }
         }
+        if let Some(live) = &self.addresses {
+            let key = macs::machine_key(req, &parsed.name);
+            let ns = req.namespace.as_deref().unwrap_or_default();
+            let old = req.old_object.as_ref();
+            match addresses::errors(&parsed.spec.networks, old, ns, &key, live) {
+                Ok(taken) => errors.extend(taken),
+                Err(why) => return Verdict::deny(unavailable(why)),
+            }
+        }
+        errors.extend(addresses::network_data_errors(
+            &parsed.spec.networks,
+            parsed.spec.cloud_init.as_ref(),
+        ));
         if let (Some(old), Some(class)) = (stored.as_ref(), class) {
             // The stored disks are the truth: every stored value counts as set, so nothing a
             // class says today can make an unchanged disk look resized.

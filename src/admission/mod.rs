@@ -2,6 +2,7 @@
 //! decisions, and the HTTP routes that serve them.
 
 pub mod access;
+pub mod addresses;
 pub mod decide;
 pub mod denials;
 pub mod lanes;

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::addresses::Pool;
 use crate::api::NetworkConfigurationSpec;
 use crate::machine::{FieldError, FieldPath};
 
@@ -45,7 +46,16 @@ impl Admission {
             .and_then(Value::as_str)
             .unwrap_or(&req.name);
         let errors = match serde_json::from_value::<Option<NetworkConfigurationSpec>>(new) {
-            Ok(spec) => self.catalog().networks().check(&spec.unwrap_or_default()),
+            Ok(spec) => {
+                let spec = spec.unwrap_or_default();
+                let mut errors = self.catalog().networks().check(&spec);
+                if let Some(ipam) = &spec.ipam {
+                    let path = FieldPath::new("spec");
+                    let path = path.child("ipam");
+                    errors.extend(Pool::check(ipam, &path).err().unwrap_or_default());
+                }
+                errors
+            }
             Err(e) => vec![FieldError::type_invalid(
                 &FieldPath::new("spec"),
                 Value::Null,

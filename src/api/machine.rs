@@ -226,6 +226,12 @@ pub struct Network {
     /// Unicast MAC address (e.g. 52:54:00:12:34:56), unique within the Machine. Unset: assigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac_address: Option<String>,
+    /// Static addresses as CIDRs (e.g. 10.0.0.5/24), each unique within the NetworkConfiguration
+    /// and inside its ipam subnet when it has one. Unset on a network with ipam: assigned from
+    /// its ranges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_ADDRESSES, "items" = {"type": "string", "maxLength": 43}))]
+    pub addresses: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -390,5 +396,7 @@ pub const BOOT_DEVICES: &[&str] = &["disk", "network", "cdrom"];
 pub const MAX_DISKS: usize = 256;
 /// Interfaces per Machine: far more than a real VM attaches, far below PCI exhaustion.
 pub const MAX_NETWORKS: usize = 32;
+/// Addresses per network interface.
+pub const MAX_ADDRESSES: usize = 8;
 /// Three boot device kinds, none repeated.
 pub const MAX_BOOT_ORDER: usize = 3;

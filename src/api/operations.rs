@@ -27,6 +27,10 @@ pub struct InterfaceStatus {
     /// The interface's name inside the guest (from the guest agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface_name: Option<String>,
+    /// The addresses the Machine's spec gives this interface (`spec.networks[].addresses`),
+    /// beside what the guest reports in `ipAddresses`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub desired_addresses: Vec<String>,
 }
 
 /// The guest's operating system, from the guest agent while it is connected.

@@ -8,6 +8,7 @@ use anyhow::Context;
 use futures::FutureExt;
 
 use crate::access::AccessReviewer;
+use crate::addresses::LiveAddresses;
 use crate::admission::{Admission, routes};
 use crate::api::names::FIELD_MANAGER;
 use crate::certs::{self, CertManager};
@@ -133,10 +134,13 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     // Validation asks, as the Machine's author, whether they may read what it refers to.
     // Interfaces get MAC addresses unique among the Machines this operator serves.
     let macs = LiveMacs::watched(macs::watch::watches(&args.watch_namespaces));
+    // Static addresses: unique per NetworkConfiguration, handed out from its ipam ranges.
+    let addresses = LiveAddresses::watched(macs::watch::watches(&args.watch_namespaces));
     let admission = Arc::new(
         Admission::with_catalog(catalog.clone())?
             .with_access(AccessReviewer::new(access_client))
             .with_macs(macs.clone())
+            .with_addresses(addresses.clone())
             .with_default_cluster(args.clusters.default_kubevirt_config.clone()),
     );
     let listener = crate::listen::bind(args.listen).await.with_context(|| {
@@ -206,6 +210,12 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         clients.api.clone(),
         args.watch_namespaces.clone(),
         macs,
+        addresses.clone(),
+    ));
+    let pool_watch = tokio::spawn(crate::addresses::watch::follow_pools(
+        clients.api.clone(),
+        args.watch_namespaces.clone(),
+        addresses,
     ));
     let subresources = match subresources_listener {
         Some(listener) => {
@@ -351,6 +361,7 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     endpoints.abort();
     class_watch.abort();
     mac_watch.abort();
+    pool_watch.abort();
     trimmer.abort();
     served.context("webhook server")?;
     aggregated.context("aggregated API server")?;

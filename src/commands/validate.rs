@@ -3,18 +3,25 @@
 //! refused), and put in force beside the built-ins; then each Machine, wherever it is in the
 //! input, is mutated (defaults, class merge) and validated exactly as kube-apiserver would have
 //! the webhooks do it on CREATE, against those classes. CI can so check Machines against a
-//! cluster's classes (`kubectl get mc -o yaml`) without the cluster.
+//! cluster's classes (`kubectl get mc -o yaml`) without the cluster. NetworkConfigurations in
+//! the input have their `ipam` checked and hand out addresses to the Machines after them;
+//! addresses are unique among the documents.
 
 use std::io::Read;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::addresses::watch as address_watch;
+use crate::addresses::{LiveAddresses, Pool};
 use crate::admission::Admission;
 use crate::admission::review::{GroupVersionKind, Request, Verdict};
-use crate::api::MachineClass;
 use crate::api::names::{GROUP, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION};
-use crate::machine::Catalog;
+use crate::api::{Machine, MachineClass, NetworkConfiguration};
+use crate::machine::field_error::join;
+use crate::machine::{Catalog, FieldPath};
+
+const NETWORK_KIND: &str = "NetworkConfiguration";
 
 /// What became of one document.
 #[derive(Debug, PartialEq)]
@@ -28,6 +35,9 @@ pub enum Checked {
     Invalid { name: String, message: String },
     /// A MachineClass the webhook admits, as given.
     Class { class: Value },
+    /// A NetworkConfiguration whose `ipam` is valid, as given: its ranges hand out addresses to
+    /// the Machines after it in the stream.
+    Network { network: Value },
 }
 
 /// Reads `path` (`-` for standard input).
@@ -72,16 +82,63 @@ pub fn check_documents(input: &str, catalog: &Catalog) -> Result<Vec<Checked>, S
         checked_classes.push((*index, result));
     }
     let (catalog, _) = catalog.with_class_objects(&classes);
-    let admission = Admission::new(catalog).map_err(|e| e.to_string())?;
+    let addresses = LiveAddresses::fixed([]);
+    let admission = Admission::new(catalog)
+        .map_err(|e| e.to_string())?
+        .with_addresses(addresses.clone());
     let mut checked_classes = checked_classes.into_iter().peekable();
     let mut out = Vec::with_capacity(docs.len());
     for (index, doc) in docs {
-        match checked_classes.next_if(|(i, _)| *i == index) {
-            Some((_, class)) => out.push(class),
-            None => out.push(check_one(doc, index, &admission)),
+        if let Some((_, class)) = checked_classes.next_if(|(i, _)| *i == index) {
+            out.push(class);
+            continue;
         }
+        if kind_of(&doc) == (format!("{GROUP}/{VERSION}").as_str(), NETWORK_KIND) {
+            out.push(check_network(doc, &addresses));
+            continue;
+        }
+        let checked = check_one(doc, index, &admission);
+        if let Checked::Valid { machine, .. } = &checked
+            && let Ok(m) = serde_json::from_value::<Machine>(machine.clone())
+        {
+            // Later documents see its addresses as held, as the cluster's index would.
+            let (key, held) = address_watch::addresses(&m);
+            addresses.with_shared(|s| s.index.set(0, &key, held));
+        }
+        out.push(checked);
     }
     Ok(out)
+}
+
+/// A NetworkConfiguration's `ipam` checked as its webhook does (the bridge and VLAN allow-lists
+/// are the cluster's, not checked offline); a valid one's pool is put in force.
+fn check_network(doc: Value, addresses: &LiveAddresses) -> Checked {
+    let name = name_of(&doc);
+    let nc = match serde_json::from_value::<NetworkConfiguration>(doc.clone()) {
+        Ok(nc) => nc,
+        Err(e) => {
+            return Checked::Invalid {
+                message: format!("NetworkConfiguration {name}: {e}"),
+                name,
+            };
+        }
+    };
+    if let Some(ipam) = &nc.spec.ipam {
+        let root = FieldPath::new("spec");
+        let path = root.child("ipam");
+        if let Err(errors) = Pool::check(ipam, &path) {
+            return Checked::Invalid {
+                message: format!(
+                    "NetworkConfiguration.vitistack.io {name:?} is invalid: {}",
+                    join(&errors)
+                ),
+                name,
+            };
+        }
+    }
+    let (key, pool) = address_watch::pool(&nc);
+    addresses.with_shared(|s| s.set_pool(key, pool));
+    Checked::Network { network: doc }
 }
 
 fn kind_of(object: &Value) -> (&str, &str) {

@@ -7,6 +7,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 
+use crate::addresses::LiveAddresses;
+use crate::addresses::watch as address_watch;
 use crate::api::Machine;
 use crate::config::WatchScope;
 
@@ -60,9 +62,10 @@ pub fn watches(scope: &WatchScope) -> usize {
     }
 }
 
-/// Follows the Machines of `scope` into `live` until the task is dropped: one watch for all
-/// namespaces, or one per namespace listed (the operator's RBAC may be namespaced then).
-pub async fn follow(client: Client, scope: WatchScope, live: LiveMacs) {
+/// Follows the Machines of `scope` into `live` (and `addresses`: one watch feeds both indexes)
+/// until the task is dropped: one watch for all namespaces, or one per namespace listed (the
+/// operator's RBAC may be namespaced then).
+pub async fn follow(client: Client, scope: WatchScope, live: LiveMacs, addresses: LiveAddresses) {
     let apis: Vec<Api<Machine>> = match scope {
         WatchScope::All => vec![Api::all(client)],
         WatchScope::Namespaces(names) => names
@@ -78,7 +81,10 @@ pub async fn follow(client: Client, scope: WatchScope, live: LiveMacs) {
     }));
     while let Some((source, event)) = events.next().await {
         match event {
-            Ok(event) => live.with_index(|index| apply(index, source, event)),
+            Ok(event) => {
+                addresses.with_shared(|s| address_watch::apply(&mut s.index, source, &event));
+                live.with_index(|index| apply(index, source, event))
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "watching Machines for their MAC addresses failed; retrying")
             }

@@ -41,13 +41,18 @@ impl Server {
     }
 
     /// The server giving interfaces MAC addresses from `macs` and refusing those it holds.
-    pub async fn start_with_macs(pair: &ServingPair, macs: LiveMacs) -> Server {
+    pub async fn start_with_macs(
+        pair: &ServingPair,
+        macs: LiveMacs,
+        addresses: kubevirt_operator::addresses::LiveAddresses,
+    ) -> Server {
         install_crypto_provider();
         let slot = CertSlot::new();
         slot.store(pair.certified_key());
         let admission = Admission::new(Catalog::default())
             .expect("schema compiles")
-            .with_macs(macs);
+            .with_macs(macs)
+            .with_addresses(addresses);
         Self::start_admission(slot, admission).await
     }
 

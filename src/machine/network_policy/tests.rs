@@ -4,6 +4,7 @@ fn spec(bridge: Option<&str>, vlan: Option<i64>) -> NetworkConfigurationSpec {
     NetworkConfigurationSpec {
         bridge: bridge.map(str::to_owned),
         vlan,
+        ipam: None,
     }
 }
 

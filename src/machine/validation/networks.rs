@@ -1,9 +1,9 @@
 //! A Machine's network interfaces: unique names, a NetworkConfiguration named in each, a known
-//! NIC model and a unicast MAC address used once.
+//! NIC model, a unicast MAC address used once, and static addresses written as CIDRs.
 
 use std::collections::HashMap;
 
-use crate::api::machine::{NIC_MODELS, Network};
+use crate::api::machine::{MAX_ADDRESSES, NIC_MODELS, Network};
 
 use super::super::field_error::{FieldError, FieldPath};
 use super::super::names::{dns1123_label, dns1123_subdomain, parse_mac};
@@ -68,6 +68,33 @@ pub(super) fn validate_networks(out: &mut Outcome, path: &FieldPath, networks: &
                     }
                 }
             }
+        }
+        validate_addresses(out, &p.child("addresses"), &net.addresses);
+    }
+}
+
+/// Each address a CIDR (the address with its prefix), none twice. Whether it fits the network
+/// and is free is for the admission webhook, which knows the NetworkConfigurations and the
+/// other Machines (`crate::admission::addresses`).
+fn validate_addresses(out: &mut Outcome, path: &FieldPath, addresses: &[String]) {
+    if addresses.len() > MAX_ADDRESSES {
+        out.errors
+            .push(FieldError::too_many(path, addresses.len(), MAX_ADDRESSES));
+        return;
+    }
+    let mut seen = Vec::with_capacity(addresses.len());
+    for (j, a) in addresses.iter().enumerate() {
+        let at = path.index(j);
+        match a.parse::<ipnet::IpNet>() {
+            Err(_) => out.errors.push(FieldError::invalid(
+                &at,
+                a.as_str(),
+                "must be an address with its prefix length (CIDR), e.g. 10.0.0.5/24 or fd00::5/64",
+            )),
+            Ok(net) if seen.contains(&net.addr()) => {
+                out.errors.push(FieldError::duplicate(&at, a.as_str()))
+            }
+            Ok(net) => seen.push(net.addr()),
         }
     }
 }

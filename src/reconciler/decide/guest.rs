@@ -2,6 +2,7 @@
 //! name inside the guest, the operating system from the guest agent, and whether that agent is
 //! connected (also why an address may be missing).
 
+use crate::api::machine::Network;
 use crate::api::operations::{GuestInfo, InterfaceStatus};
 use crate::reconciler::apis::kubevirt::VirtualMachineInstanceStatus;
 
@@ -25,9 +26,33 @@ pub fn interfaces(vmi: &VirtualMachineInstanceStatus, max: usize) -> Vec<Interfa
                 mac_address: i.mac.clone(),
                 ip_addresses: ips,
                 interface_name: i.interface_name.clone(),
+                desired_addresses: Vec::new(),
             }
         })
         .collect()
+}
+
+/// `interfaces` with each spec network's addresses as `desiredAddresses`; a network with
+/// addresses the VMI does not report (stopped, not yet running) is listed with those alone.
+/// At most `max` in all.
+pub fn with_desired(
+    mut interfaces: Vec<InterfaceStatus>,
+    networks: &[Network],
+    max: usize,
+) -> Vec<InterfaceStatus> {
+    for n in networks.iter().filter(|n| !n.addresses.is_empty()) {
+        let found = (interfaces.iter()).position(|i| i.name.as_deref() == Some(n.name.as_str()));
+        match found {
+            Some(i) => interfaces[i].desired_addresses = n.addresses.clone(),
+            None if interfaces.len() < max => interfaces.push(InterfaceStatus {
+                name: Some(n.name.clone()),
+                desired_addresses: n.addresses.clone(),
+                ..InterfaceStatus::default()
+            }),
+            None => {}
+        }
+    }
+    interfaces
 }
 
 /// The guest's operating system, when the agent reported one.
@@ -95,6 +120,7 @@ mod tests {
                     mac_address: Some("02:00:00:aa:bb:cc".into()),
                     ip_addresses: vec!["10.0.0.5".into(), "fd00::5".into()],
                     interface_name: Some("enp1s0".into()),
+                    desired_addresses: Vec::new(),
                 },
                 InterfaceStatus {
                     name: Some("eth1".into()),

@@ -38,6 +38,8 @@ pub struct Reconciled<'a> {
     pub claims: Vec<(String, Option<&'a PersistentVolumeClaim>)>,
     /// Number of networks in the spec (0: the pod network).
     pub networks: usize,
+    /// The spec's networks: their addresses are shown as `interfaces[].desiredAddresses`.
+    pub spec_networks: &'a [crate::api::machine::Network],
     /// The DataVolumes' verdict (disks with a source, CD-ROMs); `None` without any.
     pub provisioning: Option<&'a Verdict>,
     /// `status.disks[]`.
@@ -146,9 +148,13 @@ pub fn compute(
         disks: r.disks.clone(),
         vm_status: provisioning::vm_status(r.vm),
         migration: vmi_status.and_then(migration::status),
-        interfaces: vmi_status
-            .map(|s| guest::interfaces(s, MAX_INTERFACE_STATUSES))
-            .unwrap_or_default(),
+        interfaces: guest::with_desired(
+            vmi_status
+                .map(|s| guest::interfaces(s, MAX_INTERFACE_STATUSES))
+                .unwrap_or_default(),
+            r.spec_networks,
+            MAX_INTERFACE_STATUSES,
+        ),
         guest: vmi_status.and_then(guest::guest),
         last_restart: r.last_restart.clone(),
         last_restart_generation: r.last_restart_generation,

@@ -55,6 +55,7 @@ fn observed(m: Machine) -> Observed {
         NetworkConfigurationSpec {
             vlan: Some(10),
             bridge: Some("br0".into()),
+            ipam: None,
         },
     );
     nc.metadata.namespace = Some("ns".into());

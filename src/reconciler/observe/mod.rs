@@ -229,8 +229,11 @@ pub async fn observe(
         .as_ref()
         .and_then(|ci| ci.network_data.as_ref())
         .is_some_and(|d| d.len() > MAX_INLINE_NETWORK_DATA);
+    // So do the addresses' network-config (`crate::addresses`).
+    let addressed = spec.networks.iter().any(|n| !n.addresses.is_empty());
     let derived_secret = if source_secret.is_some()
         || large_network_data
+        || addressed
         || vm
             .as_ref()
             .is_some_and(|vm| references_secret(vm, &derived))
@@ -238,8 +241,16 @@ pub async fn observe(
         // What decide would write (nothing while the spec is invalid): a remembered Secret
         // that may not hold it is read, and judged below with the rest.
         let remote = !cluster.is_local();
+        // As decide reads them: none without Multus (no VM is made then).
+        let no_networks = BTreeMap::new();
+        let configurations = if cluster.apis.multus || spec.networks.is_empty() {
+            &network_configurations
+        } else {
+            &no_networks
+        };
+        let source = (source_secret.as_ref(), remote);
         let want = (spec_errors.is_empty())
-            .then(|| cloud_init::derived_secret(machine, &spec, source_secret.as_ref(), remote))
+            .then(|| cloud_init::derived_secret(machine, &spec, source, configurations))
             .flatten();
         let key = key_of(machine);
         let for_whom = (key.as_str(), me, &cluster.key);

@@ -77,6 +77,7 @@ pub async fn settle(
         vmi: own_vmi(vm, o.vmi.as_ref()),
         claims: claim_view,
         networks: o.spec.networks.len(),
+        spec_networks: &o.spec.networks,
         provisioning: verdict,
         disks: provisioning.disks.clone(),
         retain: acted.retain,

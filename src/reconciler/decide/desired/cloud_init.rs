@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use crate::api::machine::CloudInit;
-use crate::api::{Machine, MachineSpec};
+use crate::api::{Machine, MachineSpec, NetworkConfiguration};
 use crate::machine::resolve::DEFAULT_SECRET_KEY;
 use crate::machine::validation::MAX_INLINE_NETWORK_DATA;
 use crate::reconciler::apis::kubevirt::{CloudInitNoCloud, LocalObjectReference, Volume};
@@ -68,16 +68,19 @@ pub fn secret_data<'a>(
 }
 
 /// The derived Secret `decide` writes for `machine` (its resolved `spec`, the user's `source`
-/// Secret), on a `remote` cluster or not: what a remembered one must hold for observe to take
-/// it without a read (`observe::Derived`). `None` when none is wanted.
+/// Secret, the NetworkConfigurations its addresses are drawn from), on a `remote` cluster or
+/// not: what a remembered one must hold for observe to take it without a read
+/// (`observe::Derived`). `None` when none is wanted.
 pub fn derived_secret(
     machine: &Machine,
     spec: &MachineSpec,
-    source: Option<&Secret>,
-    remote: bool,
+    (source, remote): (Option<&Secret>, bool),
+    network_configurations: &BTreeMap<String, NetworkConfiguration>,
 ) -> Option<Secret> {
     let ci = spec.cloud_init.as_ref();
-    let mut secret = plan(machine, ci, (secret_data(ci, source), remote)).derived_secret?;
+    let network_config = super::network::network_config(&spec.networks, network_configurations);
+    let data = (secret_data(ci, source), remote);
+    let mut secret = plan(machine, ci, data, network_config).derived_secret?;
     if remote {
         // As `decide::remote` writes it there: no owner reference crosses clusters.
         secret.metadata.owner_references = None;
@@ -94,17 +97,25 @@ pub struct CloudInitPlan {
 
 /// `secret`: what was found of the user's Secret, and whether to copy it even under `userdata`
 /// (a remote cluster, where the user's Secret is not).
+/// `network_config`: the one derived from the Machine's addresses (`crate::addresses`), used
+/// when the user wrote no network data (theirs wins; admission refused it if it contradicts).
 pub fn plan(
     machine: &Machine,
     ci: Option<&CloudInit>,
     (secret, copy): (Option<SecretData>, bool),
+    network_config: Option<String>,
 ) -> CloudInitPlan {
     let mut out = CloudInitPlan {
         volume: None,
         derived_secret: None,
         problem: None,
     };
-    let Some(ci) = ci else { return out };
+    let none = CloudInit::default();
+    let ci = match (ci, &network_config) {
+        (Some(ci), _) => ci,
+        (None, Some(_)) => &none,
+        (None, None) => return out,
+    };
     let derived = derived_secret_name(&machine.name_any());
     let mut data = BTreeMap::new();
     let mut source = CloudInitNoCloud {
@@ -112,6 +123,14 @@ pub fn plan(
         network_data: ci.network_data.clone(),
         ..CloudInitNoCloud::default()
     };
+    // Through the derived Secret, like long user network data: addresses stay out of the VM
+    // object, and one place holds what the guest is given.
+    if let Some(config) = network_config.filter(|_| ci.network_data.is_none()) {
+        data.insert(NETWORKDATA_KEY.to_owned(), ByteString(config.into_bytes()));
+        source.network_data_secret_ref = Some(LocalObjectReference {
+            name: derived.clone(),
+        });
+    }
     if let Some(network) = ci
         .network_data
         .as_ref()

@@ -113,6 +113,7 @@ pub fn derive(inputs: &Inputs) -> Desired {
         machine,
         spec.cloud_init.as_ref(),
         (data, inputs.copy_user_data),
+        network::network_config(&spec.networks, inputs.network_configurations),
     );
     out.secret = ci.derived_secret;
     out.problems.extend(ci.problem);

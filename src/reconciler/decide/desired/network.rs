@@ -8,9 +8,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
+use crate::addresses::Pool;
+use crate::addresses::network_config::{Nic, render};
 use crate::api::NetworkConfiguration;
 use crate::api::machine::Network;
 use crate::api::names::{MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL};
+use crate::machine::FieldPath;
 use crate::machine::field_error::join;
 use crate::machine::network_policy::NetworkPolicy;
 use crate::reconciler::apis::kubevirt::{self, Empty, Interface, MultusNetwork};
@@ -112,4 +115,30 @@ pub fn vm_networks(networks: &[Network]) -> (Vec<Interface>, Vec<kubevirt::Netwo
             )
         })
         .unzip()
+}
+/// The cloud-init network-config for the Machine's addresses (`None` without any), with each
+/// network's gateway and DNS from its NetworkConfiguration's ipam.
+pub fn network_config(
+    networks: &[Network],
+    configurations: &BTreeMap<String, NetworkConfiguration>,
+) -> Option<String> {
+    if networks.iter().all(|n| n.addresses.is_empty()) {
+        return None;
+    }
+    let root = FieldPath::new("spec");
+    let path = root.child("ipam");
+    let pools: Vec<Option<Pool>> = (networks.iter())
+        .map(|n| {
+            let ipam = configurations.get(&n.network_name)?.spec.ipam.as_ref()?;
+            Pool::check(ipam, &path).ok()
+        })
+        .collect();
+    let nics: Vec<Nic> = (networks.iter().zip(&pools))
+        .map(|(n, pool)| Nic {
+            mac: n.mac_address.as_deref(),
+            addresses: &n.addresses,
+            pool: pool.as_ref(),
+        })
+        .collect();
+    render(&nics)
 }

@@ -65,7 +65,8 @@ fn observe_looks_for_the_hash_of_the_secret_decide_writes() {
         o.derived_secret = Derived::Read(None);
         let d = decide(&o, &Catalog::default(), &key());
         let written = d.secret.as_ref().expect("a derived Secret");
-        let want = derived_secret(&o.machine, &o.spec, o.source_secret.as_ref(), remote);
+        let source = (o.source_secret.as_ref(), remote);
+        let want = derived_secret(&o.machine, &o.spec, source, &o.network_configurations);
         assert_eq!(want.as_ref(), Some(written), "remote={remote}");
     }
 }

@@ -25,6 +25,7 @@ pub(super) fn nc(name: &str, bridge: Option<&str>, vlan: Option<i64>) -> Network
         NetworkConfigurationSpec {
             vlan,
             bridge: bridge.map(str::to_owned),
+            ipam: None,
         },
     );
     n.metadata.namespace = Some("ns".into());

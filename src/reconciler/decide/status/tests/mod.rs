@@ -82,6 +82,7 @@ impl<'a> Case<'a> {
             vmi: self.vmi,
             claims: self.claims.clone(),
             networks: self.networks,
+            spec_networks: &[],
             provisioning: self.provisioning.as_ref(),
             disks: self.disks.clone(),
             retain: self.retain,
