@@ -8,6 +8,8 @@ use super::{GROUP, VERSION};
 
 /// The subresources of `machines` served so far (`machines/<name>` in discovery).
 pub const SERVED: &[&str] = &["pause", "unpause", "softreboot"];
+/// The WebSocket streams served (GET with an upgrade: verb `get`).
+pub const STREAMS: &[&str] = &["console", "vnc"];
 
 fn group() -> Value {
     let version = json!({ "groupVersion": format!("{GROUP}/{VERSION}"), "version": VERSION });
@@ -30,17 +32,18 @@ pub fn api_group() -> Value {
     group()
 }
 
-/// `/apis/<group>/<version>`: each served subresource, namespaced, by its verb (PUT: update).
+/// `/apis/<group>/<version>`: each served subresource, namespaced, by its verb (PUT: update,
+/// a stream: get).
 pub fn resource_list() -> Value {
-    let resources: Vec<Value> = SERVED
-        .iter()
-        .map(|sub| {
+    let resources: Vec<Value> = (SERVED.iter().map(|sub| (*sub, "update")))
+        .chain(STREAMS.iter().map(|sub| (*sub, "get")))
+        .map(|(sub, verb)| {
             json!({
                 "name": format!("machines/{sub}"),
                 "singularName": "",
                 "namespaced": true,
                 "kind": "Machine",
-                "verbs": ["update"],
+                "verbs": [verb],
             })
         })
         .collect();
@@ -69,5 +72,11 @@ mod tests {
         assert_eq!(list["resources"][0]["verbs"][0], "update");
         let served = super::super::power::Power::ALL.map(|p| p.as_str());
         assert_eq!(SERVED, served, "discovery lists what is relayed");
+        let streams = super::super::sessions::Kind::ALL.map(|k| k.as_str());
+        assert_eq!(STREAMS, streams, "and the streams");
+        let console = list["resources"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["name"] == "machines/console"));
+        assert_eq!(console.map(|c| &c["verbs"][0]), Some(&json!("get")));
     }
 }

@@ -13,21 +13,30 @@
 //! - [`discovery`]: what the group serves, as discovery documents.
 //! - [`power`]: the power buttons relayed to KubeVirt (pure: which VMI, which path).
 //! - [`relay`]: relaying one (the Machine read, KubeVirt called, an Event recorded).
+//! - [`sessions`]: console and VNC sessions (pure: whether one opens, whether it should end).
+//! - [`held`]: the sessions a replica holds, counted; [`session_args`]: their settings.
+//! - [`console`]: opening a session; [`upstream`]: KubeVirt's side; [`pipe`]: relaying one.
 //! - [`answer`]: the handlers' shared state, the user named, Status answers.
 //! - [`routes`]: the HTTP routes.
 //! - [`serve`]: the listener.
 //!
-//! Served: `pause`, `unpause`, `softreboot`. Not yet: console, vnc, stop/start and the rest
+//! Served: `pause`, `unpause`, `softreboot`, `console`, `vnc`. Not yet: stop/start and the rest
 //! (docs/user/console-and-power.md).
 
 pub mod answer;
+pub mod console;
 pub mod discovery;
 pub mod front_proxy;
+pub mod held;
 pub mod observe;
+pub mod pipe;
 pub mod power;
 pub mod relay;
 pub mod routes;
 pub mod serve;
+pub mod session_args;
+pub mod sessions;
+pub mod upstream;
 pub mod verifier;
 
 /// The API group kube-apiserver routes to us (the APIService `v1alpha1.subresources.vitistack.io`).

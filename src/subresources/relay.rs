@@ -88,7 +88,7 @@ fn the_relay_ends_before_the_listener_cuts_it() {
     assert!(RELAY_TIMEOUT < super::serve::LIMITS.request_timeout);
 }
 
-fn unavailable(message: &str) -> Response {
+pub(super) fn unavailable(message: &str) -> Response {
     status(
         StatusCode::SERVICE_UNAVAILABLE,
         "ServiceUnavailable",
@@ -97,7 +97,7 @@ fn unavailable(message: &str) -> Response {
 }
 
 /// The operator's client of the VMI's cluster: its own, or the KubevirtConfig's while ready.
-fn cluster_client(shared: &Shared, target: &Target) -> Result<Client, Box<Response>> {
+pub(super) fn cluster_client(shared: &Shared, target: &Target) -> Result<Client, Box<Response>> {
     let Some(name) = &target.cluster else {
         return Ok(shared.client.clone());
     };

@@ -101,6 +101,19 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             vec!["update"],
             Some("team-a"),
         ),
+        // The consoles, KubeVirt's streams (GET).
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/console",
+            vec!["get"],
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/vnc",
+            vec!["get"],
+            Some("team-a"),
+        ),
         ("", "persistentvolumeclaims", rw.to_vec(), Some("team-a")),
         (
             "cdi.kubevirt.io",

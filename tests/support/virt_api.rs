@@ -1,14 +1,17 @@
 //! KubeVirt's subresource API (`subresources.kubevirt.io/v1`, virt-api's) played on a test
 //! control plane: an HTTPS server on loopback registered as its APIService, answering the power
-//! subresources of any VMI with 200 and recording each call (and who kube-apiserver said made
-//! it).
+//! subresources of any VMI with 200, and its `console` and `vnc` as virt-api does (a WebSocket
+//! upgrade, subprotocol `plain.kubevirt.io`) with a guest that echoes every message; each call
+//! is recorded (and who kube-apiserver said made it).
 
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
+use futures::{SinkExt, StreamExt};
 use kube::Client;
 
 use super::aggregation::register_api_service;
@@ -56,7 +59,7 @@ impl PlayedVirtApi {
                 &format!(
                     "/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{vmi}}/{{sub}}"
                 ),
-                put(record),
+                put(record).get(stream),
             )
             .with_state(calls.clone());
         let server = tokio::spawn(async move {
@@ -88,13 +91,14 @@ impl Drop for PlayedVirtApi {
 }
 
 async fn discovery() -> axum::Json<serde_json::Value> {
-    let resources: Vec<serde_json::Value> = ["pause", "unpause", "softreboot"]
-        .iter()
-        .map(|sub| {
+    let power = ["pause", "unpause", "softreboot"].map(|sub| (sub, "update"));
+    let streams = ["console", "vnc"].map(|sub| (sub, "get"));
+    let resources: Vec<serde_json::Value> = (power.iter().chain(streams.iter()))
+        .map(|(sub, verb)| {
             serde_json::json!({
                 "name": format!("virtualmachineinstances/{sub}"),
                 "singularName": "", "namespaced": true,
-                "kind": "VirtualMachineInstance", "verbs": ["update"],
+                "kind": "VirtualMachineInstance", "verbs": [verb],
             })
         })
         .collect();
@@ -104,11 +108,7 @@ async fn discovery() -> axum::Json<serde_json::Value> {
     }))
 }
 
-async fn record(
-    State(calls): State<Arc<Mutex<Vec<Call>>>>,
-    Path((ns, vmi, sub)): Path<(String, String, String)>,
-    request: Request,
-) -> StatusCode {
+fn push(calls: &Mutex<Vec<Call>>, target: String, request: &Request) {
     let user = request
         .headers()
         .get("x-remote-user")
@@ -116,10 +116,81 @@ async fn record(
         .unwrap_or_default()
         .to_owned();
     if let Ok(mut calls) = calls.lock() {
-        calls.push(Call {
-            target: format!("{ns}/{vmi}/{sub}"),
-            user,
-        });
+        calls.push(Call { target, user });
     }
+}
+
+async fn record(
+    State(calls): State<Arc<Mutex<Vec<Call>>>>,
+    Path((ns, vmi, sub)): Path<(String, String, String)>,
+    request: Request,
+) -> StatusCode {
+    push(&calls, format!("{ns}/{vmi}/{sub}"), &request);
     StatusCode::OK
+}
+
+/// KubeVirt's subprotocol for console and VNC.
+pub const PLAIN: &str = "plain.kubevirt.io";
+
+/// `console` or `vnc` as virt-api serves them: only a WebSocket upgrade offering
+/// `plain.kubevirt.io`; the guest echoes every message back as it came.
+async fn stream(
+    State(calls): State<Arc<Mutex<Vec<Call>>>>,
+    Path((ns, vmi, sub)): Path<(String, String, String)>,
+    mut request: Request,
+) -> Response {
+    let headers = request.headers();
+    let offered = headers
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|p| p.trim() == PLAIN));
+    let key = headers
+        .get(header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let on_upgrade = request
+        .extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>();
+    let (Some(key), Some(on_upgrade), true, true) = (
+        key,
+        on_upgrade,
+        offered,
+        ["console", "vnc"].contains(&sub.as_str()),
+    ) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    push(&calls, format!("{ns}/{vmi}/{sub}"), &request);
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let mut socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            hyper_util::rt::TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(message)) = socket.next().await {
+            if message.is_binary() || message.is_text() {
+                if socket.send(message).await.is_err() {
+                    break;
+                }
+            } else if message.is_close() {
+                break;
+            }
+        }
+    });
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(
+        header::SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static(PLAIN),
+    );
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
 }

@@ -215,4 +215,7 @@ calls for the Machines there (src/subresources/relay.rs).
 - apiGroups: ["subresources.kubevirt.io"]
   resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot"]
   verbs: ["update"]
+- apiGroups: ["subresources.kubevirt.io"]
+  resources: ["virtualmachineinstances/console", "virtualmachineinstances/vnc"]
+  verbs: ["get"]
 {{- end -}}

@@ -1,0 +1,306 @@
+//! Issue 34, consoles: a Machine's serial console and VNC through the operator's aggregated API
+//! (`machines/console`, `machines/vnc`: WebSockets, subprotocol `plain.kubevirt.io`) on a real
+//! kube-apiserver, relayed to a played virt-api (APIService `v1.subresources.kubevirt.io`) on
+//! the Machine's cluster, here the remote dc1 and the operator's own; authorized by kube-apiserver
+//! on the Machine, and bounded by the session limits, which end sessions and count them.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use kube::Client;
+use kube::api::{Api, DeleteParams};
+use kubevirt_operator::subresources::upstream::{self, PROTOCOL, Socket, UpstreamError};
+use tokio_tungstenite::tungstenite::Message;
+
+use support::aggregated::{self, Env, GROUP, VERSION, WAIT, dc1, direct, machine_with_vmi};
+use support::operator::OPERATOR_USER;
+use support::rbac::rule;
+use support::virt_api::PlayedVirtApi;
+use support::{Fixture, OPERATOR_NAMESPACE, eventually, free_port};
+
+/// What the operator needs on a VM's cluster for consoles (the remote RBAC grants the same).
+const CONSOLE_RIGHTS: [(&str, &str); 2] = [("console", "get"), ("vnc", "get")];
+
+fn stream_path(ns: &str, machine: &str, kind: &str) -> String {
+    format!("/apis/{GROUP}/{VERSION}/namespaces/{ns}/machines/{machine}/{kind}")
+}
+
+/// team-a and team-b; alice may open consoles in team-a, bob may only pause there.
+fn fixture() -> Fixture {
+    Fixture::new()
+        .with_all_crds()
+        .namespace("team-a")
+        .namespace("team-b")
+        .user("alice", &[])
+        .user("bob", &[])
+        .grant(
+            "team-a",
+            "alice",
+            vec![
+                rule(GROUP, "machines/console", &["get"]),
+                rule(GROUP, "machines/vnc", &["get"]),
+            ],
+        )
+        .grant(
+            "team-b",
+            "alice",
+            vec![rule(GROUP, "machines/pause", &["update"])],
+        )
+        .grant(
+            "team-a",
+            "bob",
+            vec![rule(GROUP, "machines/pause", &["update"])],
+        )
+}
+
+/// Opens `path` as `client` (through kube-apiserver), as virtctl does: a WebSocket upgrade
+/// offering `plain.kubevirt.io`.
+async fn open(client: &Client, path: &str) -> Result<Socket, UpstreamError> {
+    upstream::connect(client, path).await
+}
+
+/// The HTTP status a refused open was answered with.
+fn refused_with(opened: Result<Socket, UpstreamError>) -> u16 {
+    match opened {
+        Err(UpstreamError::Refused { code, message }) => {
+            eprintln!("refused: {code} {message}");
+            code.as_u16()
+        }
+        Err(e) => panic!("not an answer: {e}"),
+        Ok(_) => panic!("opened"),
+    }
+}
+
+/// Sends `bytes` as one binary message and reads the next data message.
+async fn round_trip(socket: &mut Socket, bytes: &[u8]) -> Vec<u8> {
+    socket
+        .send(Message::Binary(bytes.to_vec().into()))
+        .await
+        .expect("send");
+    loop {
+        let next = tokio::time::timeout(WAIT, socket.next()).await;
+        match next.expect("an answer in time") {
+            Some(Ok(Message::Binary(b))) => return b.to_vec(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            other => panic!("not the echo: {other:?}"),
+        }
+    }
+}
+
+/// The close frame's code and reason the session ends with (no data expected before it).
+async fn closed(socket: &mut Socket, within: Duration) -> (u16, String) {
+    loop {
+        let next = tokio::time::timeout(within, socket.next()).await;
+        match next.expect("closed in time") {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                return (u16::from(frame.code), frame.reason.to_string());
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            other => panic!("not a close frame: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_reach_it() {
+    let (Env { env, port }, remote) = tokio::join!(
+        aggregated::start(
+            fixture(),
+            &["--kubevirt-config-probe-interval", "1s"],
+            &CONSOLE_RIGHTS
+        ),
+        Fixture::new().with_fixture_crds().start()
+    );
+    let admin = env.admin_client().await;
+    let far_admin = remote.admin_client().await;
+    let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
+    dc1(&admin, &remote).await;
+    aggregated::remote_machine(&env, &remote, "team-a", "far").await;
+    machine_with_vmi(&admin, "team-b", "vm-1").await;
+
+    // Alice, with machines/console in team-a, reaches the remote VM's serial console through
+    // kube-apiserver and the operator; bytes come back as the guest echoed them.
+    let alice = env.client_of("alice").await;
+    let mut console = open(&alice, &stream_path("team-a", "far", "console"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", env.operator().log_tail()));
+    assert_eq!(round_trip(&mut console, b"root\r").await, b"root\r");
+    let all_bytes: Vec<u8> = (0..=255).collect();
+    assert_eq!(round_trip(&mut console, &all_bytes).await, all_bytes);
+    let mut vnc = open(&alice, &stream_path("team-a", "far", "vnc"))
+        .await
+        .expect("vnc");
+    assert_eq!(
+        round_trip(&mut vnc, b"RFB 003.008\n").await,
+        b"RFB 003.008\n"
+    );
+    let calls = virt_api.calls();
+    let targets: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(targets, ["team-a/far/console", "team-a/far/vnc"], "on dc1");
+    assert!(
+        calls.iter().all(|c| c.user == "admin-token"),
+        "the operator's credentials for dc1: {calls:?}"
+    );
+
+    // Refused by kube-apiserver: team-b's Machine (alice may only pause there), and bob, whose
+    // Role in team-a lacks machines/console.
+    let team_b = open(&alice, &stream_path("team-b", "vm-1", "console")).await;
+    assert_eq!(refused_with(team_b), 403);
+    let bob = env.client_of("bob").await;
+    assert_eq!(
+        refused_with(open(&bob, &stream_path("team-a", "far", "console")).await),
+        403
+    );
+    assert_eq!(
+        refused_with(open(&bob, &stream_path("team-a", "far", "vnc")).await),
+        403
+    );
+    let nobody = env.client_of(OPERATOR_USER).await;
+    assert_eq!(
+        refused_with(open(&nobody, &stream_path("team-a", "far", "console")).await),
+        403,
+        "the operator's own user has no Machine rights"
+    );
+
+    // The operator's port directly, with the upgrade: only the front proxy completes the
+    // handshake, and then a request naming no user is refused.
+    let url = format!(
+        "https://127.0.0.1:{port}{}",
+        stream_path("team-a", "far", "console")
+    );
+    let upgrade = |client: reqwest::Client| {
+        client
+            .get(&url)
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .header("Sec-WebSocket-Protocol", PROTOCOL)
+    };
+    let alice_cert = {
+        let user = env.user("alice");
+        (user.cert_pem.clone(), user.key_pem.clone())
+    };
+    let forged = env.mint_front_proxy("alice").expect("forged front proxy");
+    for (who, identity) in [
+        ("no certificate", None),
+        ("a user's certificate", Some(&alice_cert)),
+        ("the front-proxy CA, another name", Some(&forged)),
+    ] {
+        let answer = upgrade(direct(identity)).send().await;
+        assert!(answer.is_err(), "{who}: {answer:?}");
+    }
+    let front_proxy = env.front_proxy_identity().expect("front proxy identity");
+    let anonymous = upgrade(direct(Some(&front_proxy)))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(anonymous.status(), 401, "no X-Remote-User");
+    assert_eq!(virt_api.calls().len(), 2, "nothing relayed directly");
+
+    // The sessions go on past the listener's request deadline (10 s) while in use.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(round_trip(&mut console, b"\x1b[A").await, b"\x1b[A");
+    }
+    console.close(None).await.expect("close");
+}
+
+/// `GET /metrics` of the operator at `metrics`.
+async fn scrape(metrics: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{metrics}/metrics"))
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("body")
+}
+
+#[tokio::test]
+async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
+    let metrics = free_port().expect("port");
+    let metrics_listen = format!("127.0.0.1:{metrics}");
+    let flags = [
+        "--console-max-sessions-per-user",
+        "1",
+        "--console-idle-timeout",
+        "4s",
+        "--metrics-bind-address",
+        metrics_listen.as_str(),
+    ];
+    let Env { env, .. } = aggregated::start(fixture(), &flags, &CONSOLE_RIGHTS).await;
+    let admin = env.admin_client().await;
+    let virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
+    machine_with_vmi(&admin, "team-a", "vm-1").await;
+    let alice = env.client_of("alice").await;
+    let path = stream_path("team-a", "vm-1", "console");
+
+    // Her one session opens; a second is refused (429) and counted, none relayed.
+    let mut first = open(&alice, &path)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", env.operator().log_tail()));
+    assert_eq!(round_trip(&mut first, b"ls\r").await, b"ls\r");
+    assert_eq!(refused_with(open(&alice, &path).await), 429);
+    assert_eq!(virt_api.calls().len(), 1);
+    let text = scrape(metrics).await;
+    assert!(
+        text.contains("kubevirt_operator_console_sessions_refused_total{kind=\"console\",reason=\"user_cap\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kubevirt_operator_console_sessions{kind=\"console\"} 1"),
+        "{text}"
+    );
+
+    // Left idle, it ends with a close frame naming why, and is counted.
+    assert_eq!(
+        closed(&mut first, WAIT).await,
+        (1000, "idle_timeout".to_owned())
+    );
+    eventually(WAIT, "the idle end counted", || async {
+        let text = scrape(metrics).await;
+        let ended = "kubevirt_operator_console_sessions_ended_total{kind=\"console\",reason=\"idle_timeout\"} 1";
+        (text.contains(ended) && text.contains("kubevirt_operator_console_sessions{kind=\"console\"} 0"))
+            .then_some(())
+    })
+    .await;
+
+    // Her place is given back; kept busy, the session ends when the VMI goes.
+    let mut second = open(&alice, &path).await.expect("a place again");
+    let vmis = Api::<kube::api::DynamicObject>::namespaced_with(
+        admin.clone(),
+        "team-a",
+        &kube::api::ApiResource::erase::<
+            kubevirt_operator::reconciler::apis::kubevirt::VirtualMachineInstance,
+        >(&()),
+    );
+    vmis.delete("vm-1", &DeleteParams::default())
+        .await
+        .expect("delete VMI");
+    let end = tokio::time::timeout(WAIT, async {
+        loop {
+            second
+                .send(Message::Binary(b"x".to_vec().into()))
+                .await
+                .expect("send");
+            match tokio::time::timeout(Duration::from_secs(1), second.next()).await {
+                Ok(Some(Ok(Message::Close(Some(frame))))) => {
+                    return (u16::from(frame.code), frame.reason.to_string());
+                }
+                Ok(Some(Ok(_))) | Err(_) => continue,
+                other => panic!("not a close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("closed in time");
+    assert_eq!(end, (1000, "vmi_gone".to_owned()));
+    eventually(WAIT, "the VMI's end counted", || async {
+        let text = scrape(metrics).await;
+        text.contains("kubevirt_operator_console_sessions_ended_total{kind=\"console\",reason=\"vmi_gone\"} 1")
+            .then_some(())
+    })
+    .await;
+}
