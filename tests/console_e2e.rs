@@ -215,12 +215,22 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
     assert_eq!(anonymous.status(), 401, "no X-Remote-User");
     assert_eq!(virt_api.calls().len(), 2, "nothing relayed directly");
 
-    // The sessions go on past the listener's request deadline (10 s) while in use.
-    for _ in 0..6 {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+    // The sessions outlive the listener's request deadline (10 s) and kube-apiserver's (60 s),
+    // the console in use, VNC quiet.
+    let opened = std::time::Instant::now();
+    while opened.elapsed() < Duration::from_secs(65) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(round_trip(&mut console, b"\x1b[A").await, b"\x1b[A");
     }
-    console.close(None).await.expect("close");
+    assert_eq!(round_trip(&mut vnc, b"\x03").await, b"\x03");
+
+    // The operator shuts down: each session is told so (1001, going away) and ends.
+    env.operator().terminate();
+    assert_eq!(
+        closed(&mut console, WAIT).await,
+        (1001, "draining".to_owned())
+    );
+    assert_eq!(closed(&mut vnc, WAIT).await, (1001, "draining".to_owned()));
 }
 
 /// `GET /metrics` of the operator at `metrics`.
@@ -249,6 +259,7 @@ async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
     let admin = env.admin_client().await;
     let virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
     machine_with_vmi(&admin, "team-a", "vm-1").await;
+    machine_with_vmi(&admin, "team-a", "vm-2").await;
     let alice = user_client(&env, "alice").await;
     let path = stream_path("team-a", "vm-1", "console");
 
@@ -298,13 +309,45 @@ async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
     vmis.delete("vm-1", &DeleteParams::default())
         .await
         .expect("delete VMI");
-    let end = tokio::time::timeout(WAIT, async {
+    let end = closed_while_busy(&mut second).await;
+    assert_eq!(end, (1000, "vmi_gone".to_owned()));
+    eventually(WAIT, "the VMI's end counted", || async {
+        let text = scrape(metrics).await;
+        text.contains("kubevirt_operator_console_sessions_ended_total{kind=\"console\",reason=\"vmi_gone\"} 1")
+            .then_some(())
+    })
+    .await;
+
+    // A session on VNC of another Machine ends when that Machine is deleted.
+    let mut third = open(&alice, &stream_path("team-a", "vm-2", "vnc"))
+        .await
+        .expect("vm-2's VNC");
+    Api::<kubevirt_operator::api::Machine>::namespaced(admin.clone(), "team-a")
+        .delete("vm-2", &DeleteParams::default())
+        .await
+        .expect("delete Machine");
+    assert_eq!(
+        closed_while_busy(&mut third).await,
+        (1000, "machine_deleted".to_owned())
+    );
+    eventually(WAIT, "the Machine's end counted", || async {
+        let text = scrape(metrics).await;
+        text.contains("kubevirt_operator_console_sessions_ended_total{kind=\"vnc\",reason=\"machine_deleted\"} 1")
+            .then_some(())
+    })
+    .await;
+}
+
+/// Keeps `socket` busy (a byte a second, so no idle timeout) until it is closed; the close
+/// frame's code and reason.
+async fn closed_while_busy(socket: &mut Socket) -> (u16, String) {
+    tokio::time::timeout(WAIT, async {
         loop {
-            second
+            socket
                 .send(Message::Binary(b"x".to_vec().into()))
                 .await
                 .expect("send");
-            match tokio::time::timeout(Duration::from_secs(1), second.next()).await {
+            match tokio::time::timeout(Duration::from_secs(1), socket.next()).await {
                 Ok(Some(Ok(Message::Close(Some(frame))))) => {
                     return (u16::from(frame.code), frame.reason.to_string());
                 }
@@ -314,14 +357,7 @@ async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
         }
     })
     .await
-    .expect("closed in time");
-    assert_eq!(end, (1000, "vmi_gone".to_owned()));
-    eventually(WAIT, "the VMI's end counted", || async {
-        let text = scrape(metrics).await;
-        text.contains("kubevirt_operator_console_sessions_ended_total{kind=\"console\",reason=\"vmi_gone\"} 1")
-            .then_some(())
-    })
-    .await;
+    .expect("closed in time")
 }
 
 /// Round-trip times of `n` small messages (sorted), and bytes per second echoed for `secs`
