@@ -9,12 +9,14 @@ mod support;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use kube::Client;
 use kube::api::{Api, DeleteParams};
-use kubevirt_operator::subresources::upstream::{self, PROTOCOL, Socket, UpstreamError};
+use kubevirt_operator::subresources::upstream::{PROTOCOL, Socket};
 use tokio_tungstenite::tungstenite::Message;
 
 use support::aggregated::{self, Env, GROUP, VERSION, WAIT, dc1, direct, machine_with_vmi};
+use support::console_client::{
+    closed, closed_while_busy, open, refused_with, round_trip, scrape, user_client,
+};
 use support::operator::OPERATOR_USER;
 use support::rbac::rule;
 use support::virt_api::PlayedVirtApi;
@@ -53,69 +55,6 @@ fn fixture() -> Fixture {
             "bob",
             vec![rule(GROUP, "machines/pause", &["update"])],
         )
-}
-
-/// A client of `user` from their kubeconfig, as a console client makes it: without kube's
-/// default retries, which would retry a refused (429) open until a place comes free.
-async fn user_client(env: &support::Started, user: &str) -> Client {
-    let path = env
-        .write_kubeconfig(env.user(user), None)
-        .expect("kubeconfig");
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("read kubeconfig");
-    let options = kube::config::KubeConfigOptions::default();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .expect("config");
-    config.default_retry = false;
-    Client::try_from(config).expect("client")
-}
-
-/// Opens `path` as `client` (through kube-apiserver), as virtctl does: a WebSocket upgrade
-/// offering `plain.kubevirt.io`.
-async fn open(client: &Client, path: &str) -> Result<Socket, UpstreamError> {
-    upstream::connect(client, path).await
-}
-
-/// The HTTP status a refused open was answered with.
-fn refused_with(opened: Result<Socket, UpstreamError>) -> u16 {
-    match opened {
-        Err(UpstreamError::Refused { code, message }) => {
-            eprintln!("refused: {code} {message}");
-            code.as_u16()
-        }
-        Err(e) => panic!("not an answer: {e}"),
-        Ok(_) => panic!("opened"),
-    }
-}
-
-/// Sends `bytes` as one binary message and reads the next data message.
-async fn round_trip(socket: &mut Socket, bytes: &[u8]) -> Vec<u8> {
-    socket
-        .send(Message::Binary(bytes.to_vec().into()))
-        .await
-        .expect("send");
-    loop {
-        let next = tokio::time::timeout(WAIT, socket.next()).await;
-        match next.expect("an answer in time") {
-            Some(Ok(Message::Binary(b))) => return b.to_vec(),
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            other => panic!("not the echo: {other:?}"),
-        }
-    }
-}
-
-/// The close frame's code and reason the session ends with (no data expected before it).
-async fn closed(socket: &mut Socket, within: Duration) -> (u16, String) {
-    loop {
-        let next = tokio::time::timeout(within, socket.next()).await;
-        match next.expect("closed in time") {
-            Some(Ok(Message::Close(Some(frame)))) => {
-                return (u16::from(frame.code), frame.reason.to_string());
-            }
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            other => panic!("not a close frame: {other:?}"),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,16 +172,6 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
     assert_eq!(closed(&mut vnc, WAIT).await, (1001, "draining".to_owned()));
 }
 
-/// `GET /metrics` of the operator at `metrics`.
-async fn scrape(metrics: u16) -> String {
-    reqwest::get(format!("http://127.0.0.1:{metrics}/metrics"))
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("body")
-}
-
 #[tokio::test]
 async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
     let metrics = free_port().expect("port");
@@ -336,28 +265,6 @@ async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
             .then_some(())
     })
     .await;
-}
-
-/// Keeps `socket` busy (a byte a second, so no idle timeout) until it is closed; the close
-/// frame's code and reason.
-async fn closed_while_busy(socket: &mut Socket) -> (u16, String) {
-    tokio::time::timeout(WAIT, async {
-        loop {
-            socket
-                .send(Message::Binary(b"x".to_vec().into()))
-                .await
-                .expect("send");
-            match tokio::time::timeout(Duration::from_secs(1), socket.next()).await {
-                Ok(Some(Ok(Message::Close(Some(frame))))) => {
-                    return (u16::from(frame.code), frame.reason.to_string());
-                }
-                Ok(Some(Ok(_))) | Err(_) => continue,
-                other => panic!("not a close frame: {other:?}"),
-            }
-        }
-    })
-    .await
-    .expect("closed in time")
 }
 
 /// Round-trip times of `n` small messages (sorted), and bytes per second echoed for `secs`

@@ -18,6 +18,8 @@ use super::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
 use super::rbac::rule;
 use super::{Fixture, OPERATOR_NAMESPACE, Started, eventually};
 
+// KubeVirt played as the e2e tests play it; a test crate that loads it too has its own copy.
+#[allow(clippy::duplicate_mod)]
 #[path = "../kubevirt/mod.rs"]
 mod kubevirt;
 

@@ -12,6 +12,7 @@ mod apiserver_extras;
 mod assets;
 mod audit;
 mod clients;
+pub mod console_client;
 mod control_plane;
 mod controller_manager;
 mod crds;
