@@ -40,6 +40,8 @@ LABEL org.opencontainers.image.title="kubevirt-operator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.base.name="gcr.io/distroless/cc-debian12:nonroot"
+# The same binary is the kubectl plugin `kubectl machine` when copied out under the name
+# kubectl-machine (docs/user/console-and-power.md, "The kubectl machine plugin").
 COPY --from=build /src/target/release/kubevirt-operator /usr/local/bin/kubevirt-operator
 USER 65532:65532
 EXPOSE 8443 8080 8081

@@ -12,16 +12,20 @@
 //!   Machines are: defaulted, and carrying the cleanup finalizer;
 //! - memory: the operator's peak RSS (VmHWM) once it has converged on N Machines;
 //! - what a user feels (`--modes`, see `bench_reconciler/felt.rs`): apply → VM and spec change
-//!   → VM latency, failover, and the idle operator's requests, with N Machines converged.
+//!   → VM latency, failover, and the idle operator's requests, with N Machines converged;
+//! - many clusters (`--clusters 10x1000`, see `bench_reconciler/clusters.rs`): one operator,
+//!   C remote control planes of M Machines each, against the floor, and its peak RSS.
 //!
 //! Usage: bench_reconciler [--machines 100,1000] [--rss 0,1000,10000] [--qps 50] [--burst 100]
 //!        [--rss-qps 500] [--operator target/release/kubevirt-operator]
 //!        [--modes apply,change,idle,failover] [--converged 10000] [--applies 200]
-//!        [--apply-qps 50] [--idle-for 180]
+//!        [--apply-qps 50] [--idle-for 180] [--clusters 10x1000]
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "bench_reconciler/clusters.rs"]
+mod clusters;
 #[path = "bench_reconciler/felt.rs"]
 mod felt;
 #[path = "bench_reconciler/floor.rs"]
@@ -60,6 +64,7 @@ struct Args {
     rss_qps: f64,
     operator: PathBuf,
     felt: felt::Felt,
+    clusters: Vec<clusters::Shape>,
 }
 
 fn list(s: &str) -> Result<Vec<usize>> {
@@ -80,6 +85,7 @@ fn args() -> Result<Args> {
         rss_qps: 500.0,
         operator: PathBuf::from("target/release/kubevirt-operator"),
         felt: felt::Felt::default(),
+        clusters: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -91,11 +97,19 @@ fn args() -> Result<Args> {
             "--burst" => a.burst = value.parse()?,
             "--rss-qps" => a.rss_qps = value.parse()?,
             "--operator" => a.operator = PathBuf::from(value),
+            "--clusters" => {
+                a.clusters = value
+                    .split(',')
+                    .map(clusters::Shape::parse)
+                    .collect::<Result<_>>()?
+            }
             other => a.felt.flag(other, &value)?,
         }
     }
-    // Asked for latency modes only: no convergence or memory runs unless named too.
-    if !a.felt.modes.is_empty() && !std::env::args().any(|f| f == "--machines" || f == "--rss") {
+    // Asked for latency modes or many clusters only: no convergence or memory runs unless named
+    // too.
+    let only = !a.felt.modes.is_empty() || !a.clusters.is_empty();
+    if only && !std::env::args().any(|f| f == "--machines" || f == "--rss") {
         (a.machines, a.rss) = (Vec::new(), Vec::new());
     }
     Ok(a)
@@ -105,18 +119,25 @@ fn machine_api(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
 }
 
-/// Creates `n` medium Machines (one disk, pod network) as fast as the API server takes them.
-async fn create_machines(client: &Client, ns: &str, n: usize) -> Result<Duration> {
+/// Creates `n` medium Machines (one disk, pod network) as fast as the API server takes them;
+/// with `clusters` > 0, placed round robin on the KubevirtConfigs `dc0` .. (`clusters.rs`).
+async fn create_machines(client: &Client, ns: &str, n: usize, clusters: usize) -> Result<Duration> {
     let api = machine_api(client, ns);
     let started = Instant::now();
     stream::iter(0..n)
         .map(|i| {
             let api = api.clone();
             async move {
-                let obj: DynamicObject = serde_json::from_value(json!({
+                let mut obj: DynamicObject = serde_json::from_value(json!({
                     "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
                     "metadata": {"name": format!("m-{i:05}")}, "spec": {"template": "medium"}
                 }))?;
+                if clusters > 0 {
+                    obj.annotations_mut().insert(
+                        kubevirt_operator::api::names::KUBEVIRT_CONFIG_ANNOTATION.to_owned(),
+                        clusters::cluster_of(i, clusters),
+                    );
+                }
                 api.create(&PostParams::default(), &obj).await?;
                 anyhow::Ok(())
             }
@@ -140,7 +161,7 @@ async fn control_plane() -> Result<(ControlPlane, Client, String)> {
 /// A control plane holding `n` Machines stored as written (no webhook): the floor's input.
 async fn fresh(n: usize) -> Result<(ControlPlane, Client, String)> {
     let (cp, client, ns) = control_plane().await?;
-    let took = create_machines(&client, &ns, n).await?;
+    let took = create_machines(&client, &ns, n, 0).await?;
     eprintln!("  created {n} Machines in {took:.2?}");
     Ok((cp, client, ns))
 }
@@ -186,10 +207,11 @@ async fn create_admitted_machines(
     cp: &ControlPlane,
     client: &Client,
     ns: &str,
-    n: usize,
+    placed: Placed,
     port: u16,
     dir: &Path,
 ) -> Result<()> {
+    let Placed { n, clusters } = placed;
     // The webhook configurations a cluster gets from the chart, here for the URL; the operator
     // fills their caBundle.
     support::webhooks::install_for_url(
@@ -225,7 +247,7 @@ async fn create_admitted_machines(
     }
     let mut server = webhook_server(&args.operator, dir, port)?;
     wait_until_admitted(client, ns, &mut server).await?;
-    let took = create_machines(client, ns, n).await?;
+    let took = create_machines(client, ns, n, clusters).await?;
     server.terminate(Duration::from_secs(10));
     let carrying = Api::<Machine>::namespaced(client.clone(), ns)
         .list_metadata(&ListParams::default())
@@ -241,6 +263,19 @@ async fn create_admitted_machines(
     Ok(())
 }
 
+/// How many Machines, placed on how many remote clusters (0: the operator's own).
+#[derive(Clone, Copy, Debug)]
+struct Placed {
+    n: usize,
+    clusters: usize,
+}
+
+impl Placed {
+    fn local(n: usize) -> Placed {
+        Placed { n, clusters: 0 }
+    }
+}
+
 struct Run {
     took: Duration,
     peak_rss_kib: u64,
@@ -254,7 +289,7 @@ async fn operator_run(args: &Args, n: usize, qps: f64, burst: u32) -> Result<Run
     let dir = cp.dir().join("bench-operator");
     std::fs::create_dir_all(&dir)?;
     let port = support::free_port()?;
-    create_admitted_machines(args, &cp, &admin, &ns, n, port, &dir).await?;
+    create_admitted_machines(args, &cp, &admin, &ns, Placed::local(n), port, &dir).await?;
     let before = writes(&admin).await?;
     let started = Instant::now();
     let mut op = support::Proc::spawn(
@@ -368,6 +403,9 @@ async fn main() -> Result<()> {
         ));
     }
     report.extend(felt::run(&args).await?);
+    for &shape in &args.clusters {
+        report.push(clusters::run(&args, shape).await?);
+    }
     println!("{}", report.join("\n"));
     Ok(())
 }

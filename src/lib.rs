@@ -12,6 +12,7 @@
 //! - [`clusters`]: remote KubeVirt clusters (KubevirtConfig), their clients and health (leader only).
 //! - [`snapshots`]: MachineSnapshots and MachineRestores through KubeVirt (leader only).
 //! - [`subresources`]: the aggregated API `subresources.vitistack.io` (Machine subresources).
+//! - [`plugin`]: `kubectl machine`, the client of those subresources (the binary as `kubectl-machine`).
 //! - [`listen`]: dual-stack listeners.
 //! - [`discovery`]: whether an optional API is served, asked with retries.
 //! - [`commands`]: the subcommands' thin I/O shells.
@@ -32,6 +33,7 @@ pub mod listen;
 pub mod machine;
 pub mod macs;
 pub mod orphans;
+pub mod plugin;
 pub mod reconciler;
 pub mod snapshots;
 pub mod subresources;

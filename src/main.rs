@@ -2,9 +2,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kubevirt_operator::commands::{self, Cli, Command, validate::Checked};
-use kubevirt_operator::{api, telemetry, tls};
+use kubevirt_operator::{api, plugin, telemetry, tls};
 
 fn main() -> ExitCode {
+    // The same binary is `kubectl machine` when installed as `kubectl-machine`.
+    if plugin::invoked_as_plugin(std::env::args_os().next().as_deref()) {
+        return plugin::run::main(std::env::args_os());
+    }
     let cli = Cli::parse();
     telemetry::logging::init(cli.log_format);
     tls::install_crypto_provider();

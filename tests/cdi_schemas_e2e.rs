@@ -69,6 +69,7 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
             eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
             label_prefixes: &[],
             copy_user_data: false,
+            hardware: &Default::default(),
             pins: &kubevirt_operator::api::clone_sources::read(
                 machine.metadata.annotations.as_ref(),
             )
@@ -113,4 +114,59 @@ async fn the_schema_refuses_what_cdi_would_not_accept() {
             .await
             .expect_err("refused");
     assert!(err.to_string().contains("spec.sourceRef.kind"), "{err}");
+}
+
+/// Issue 35: the VM of the GPU example's Machine, with its class's devices, dedicated CPUs, CPU
+/// model, hugepages and merged placement, is stored by KubeVirt's CRD exactly as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_s_hardware_on_the_vm_is_stored_as_sent() {
+    let cp = Fixture::new().with_fixture_crds().shared().await;
+    let client = cp.client().await.expect("admin client");
+    let ns = cp.namespace("kubevirt-hardware").await.expect("namespace");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gpu-class.yaml"),
+    )
+    .expect("example");
+    let mut docs = serde_yaml::Deserializer::from_str(&text);
+    let class: kubevirt_operator::api::MachineClass =
+        serde::Deserialize::deserialize(docs.next().expect("class")).expect("class YAML");
+    let mut machine: Machine =
+        serde::Deserialize::deserialize(docs.next().expect("machine")).expect("machine YAML");
+    machine.metadata.namespace = Some(ns.clone());
+    machine.metadata.uid = Some("0a1b2c3d-0000-4000-8000-0000000012e3".into());
+    let (catalog, warnings) = Catalog::default().with_class_objects(&[class]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let spec = resolve(&machine.spec, None, &catalog).spec;
+    let hardware = &catalog.class("gpu-a10").expect("the class").hardware;
+    let d = desired::derive(&Inputs {
+        machine: &machine,
+        spec: &spec,
+        network_configurations: &BTreeMap::new(),
+        storage_classes: &BTreeSet::new(),
+        cloud_init_secret: None,
+        network_policy: &Default::default(),
+        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
+        copy_user_data: false,
+        hardware,
+        pins: &Default::default(),
+    });
+    let vm = d.vm.as_ref().expect("a VM");
+    let sent = serde_json::to_value(vm).unwrap();
+    let template = &sent["spec"]["template"]["spec"];
+    assert_eq!(template["domain"]["devices"]["gpus"][0]["name"], "gpu1");
+    assert_eq!(
+        template["domain"]["devices"]["hostDevices"][0]["name"],
+        "qat1"
+    );
+    assert_eq!(template["domain"]["cpu"]["dedicatedCpuPlacement"], true);
+    assert_eq!(template["domain"]["cpu"]["model"], "host-passthrough");
+    assert_eq!(template["domain"]["memory"]["hugepages"]["pageSize"], "1Gi");
+    assert_eq!(
+        template["nodeSelector"].as_object().map(|o| o.len()),
+        Some(2)
+    );
+    assert_eq!(template["tolerations"][0]["key"], "nvidia.com/gpu");
+    let stored = create::<VirtualMachine>(&client, &ns, vm).await;
+    assert_eq!(stored["spec"], sent["spec"], "nothing pruned");
 }

@@ -268,9 +268,19 @@ fn the_deployment_has_no_traps() {
 fn the_webhook_service_name_follows_renames() {
     let prefixed = kustomize(&overlay(
         "name-prefix",
-        "resources: [../../../manifests]\nnamePrefix: team-\n",
+        "resources: [../../../manifests]\ncomponents: [../../../manifests/subresources]\nnamePrefix: team-\n",
     ));
     let objs = docs(&prefixed);
+    // The APIService keeps the name its API group fixes and calls the renamed Service.
+    let api_service = one(&objs, "APIService");
+    assert_eq!(
+        api_service["metadata"]["name"],
+        "v1alpha1.subresources.vitistack.io"
+    );
+    assert_eq!(
+        api_service["spec"]["service"]["name"],
+        "team-kubevirt-operator-webhook"
+    );
     let d = one(&objs, "Deployment");
     assert_eq!(
         env(d, "WEBHOOK_SERVICE_NAME").as_deref(),

@@ -6,7 +6,8 @@
 //!   own kinds (Machine, MachineClass, MachineSnapshot, MachineRestore, NetworkConfiguration,
 //!   KubevirtConfig) passes the CRD schema the operator generates (the webhooks' own check).
 //! - Every `kubevirt-operator ...` command, in `sh`/`bash`/`console` blocks and in inline code,
-//!   names subcommands and flags the binary accepts (clap's definition, as `--help` shows it).
+//!   names subcommands and flags the binary accepts (clap's definition, as `--help` shows it);
+//!   so does every `kubectl machine ...` (or `kubectl-machine ...`), held to the plugin's.
 //!
 //! A block that illustrates rather than runs is marked on the line before its fence with
 //! `<!-- docs-check: illustration (why) -->`: it must still parse as YAML, but is not held to
@@ -21,6 +22,7 @@ use clap::CommandFactory;
 use kubevirt_operator::admission::schema::{SchemaCheck, prune_nulls};
 use kubevirt_operator::api::crd;
 use kubevirt_operator::commands::Cli;
+use kubevirt_operator::plugin::args::MachineCli;
 
 use docs::{Block, ILLUSTRATION, Page, anchors, links, pages, parse, rel, slug, split_code};
 
@@ -207,14 +209,28 @@ fn invocations(line: &str) -> Vec<Vec<String>> {
                 .take_while(|w| !w.starts_with('>') && !w.starts_with('<') && *w != ")")
                 .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_owned())
                 .collect();
-            (words.first().map(String::as_str) == Some("kubevirt-operator")).then_some(words)
+            match words.first().map(String::as_str) {
+                Some("kubevirt-operator" | PLUGIN) => Some(words),
+                // kubectl runs the plugin for `kubectl machine ...`.
+                Some("kubectl") if words.get(1).map(String::as_str) == Some("machine") => {
+                    Some([vec![PLUGIN.to_owned()], words[2..].to_vec()].concat())
+                }
+                _ => None,
+            }
         })
         .collect()
 }
 
+/// The plugin's name: `kubectl machine` and `kubectl-machine` commands are held to its CLI.
+const PLUGIN: &str = "kubectl-machine";
+
 /// Why the binary would refuse these words' subcommands or flags, if it would.
 fn refusal(words: &[String]) -> Option<String> {
-    let mut cmd = Cli::command();
+    let mut cmd = if words[0] == PLUGIN {
+        MachineCli::command()
+    } else {
+        Cli::command()
+    };
     cmd.build();
     let mut cmd = &cmd;
     let rest = words[1..].iter().filter(|w| !w.is_empty());
@@ -250,12 +266,13 @@ fn refusal(words: &[String]) -> Option<String> {
             ));
         }
     }
-    (!has_sub).then(|| "names no subcommand".to_owned())
+    let help = words.iter().any(|w| w == "--help" || w == "-h");
+    (!has_sub && !help).then(|| "names no subcommand".to_owned())
 }
 
 fn cmd_name(cmd: &clap::Command, words: &[String]) -> String {
     let name = cmd.get_name();
-    if name == "kubevirt-operator" {
+    if name == "kubevirt-operator" || name == PLUGIN {
         name.to_owned()
     } else {
         let at = words.iter().position(|w| w == name).unwrap_or(0);
@@ -278,10 +295,11 @@ fn every_kubevirt_operator_command_names_what_the_binary_accepts() {
         }
         for (start, paragraph) in &page.paragraphs {
             let (_, code) = split_code(*start, paragraph);
-            lines.extend(
-                code.into_iter()
-                    .filter(|(_, c)| c.starts_with("kubevirt-operator ")),
-            );
+            lines.extend(code.into_iter().filter(|(_, c)| {
+                ["kubevirt-operator ", "kubectl machine ", "kubectl-machine "]
+                    .iter()
+                    .any(|p| c.starts_with(p))
+            }));
         }
         for (line, text) in lines {
             for words in invocations(&text.replace('\n', " ")) {
@@ -331,6 +349,17 @@ fn the_checks_themselves_catch_what_they_should() {
     assert!(refusal(&words("kubevirt-operator certs rotate --cas")).is_some());
     assert!(refusal(&words("kubevirt-operator certz status")).is_some());
     assert!(refusal(&words("kubevirt-operator")).is_some());
+    assert_eq!(
+        refusal(&words("kubectl machine stop vm-1 -n team-a --grace 300s")),
+        None
+    );
+    assert_eq!(
+        refusal(&words("kubectl-machine vnc vm-1 --proxy-only")),
+        None
+    );
+    assert!(refusal(&words("kubectl machine stop vm-1 --grace-period 300")).is_some());
+    assert!(refusal(&words("kubectl machine reboot vm-1")).is_some());
+    assert_eq!(invocations("kubectl get machines").len(), 0);
     assert_eq!(
         invocations("helm install kubevirt-operator charts/kubevirt-operator").len(),
         0

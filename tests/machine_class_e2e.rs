@@ -9,6 +9,9 @@ mod access;
 mod machine_class;
 mod support;
 
+#[path = "machine_class/hardware.rs"]
+mod hardware;
+
 use std::time::{Duration, Instant};
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

@@ -4,37 +4,23 @@
 //! buttons relayed to a played virt-api (APIService `v1.subresources.kubevirt.io`) on the
 //! Machine's cluster, the operator's own and a remote one (KubevirtConfig dc1).
 
+mod aggregated;
+mod kubevirt;
 mod support;
 
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::Role;
 use kube::Client;
+use kube::api::{Api, PostParams};
 
-use support::aggregated::{self, Env, GROUP, VERSION, WAIT, dc1, direct, machine_with_vmi};
+use kubevirt_operator::api::{KubevirtConfig, Machine};
+use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
+
+use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start};
 use support::aggregation::FRONT_PROXY_NAME;
 use support::operator::OPERATOR_USER;
-use support::rbac::rule;
 use support::virt_api::{Call, PlayedVirtApi};
 use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually};
-
-/// The operator with its aggregated API, registered as the APIService; alice may pause
-/// Machines in team-a only.
-async fn start(extra: &[&str]) -> Env {
-    let fixture = Fixture::new()
-        .with_all_crds()
-        .namespace("team-a")
-        .namespace("team-b")
-        .user("alice", &[])
-        .grant(
-            "team-a",
-            "alice",
-            vec![rule(GROUP, "machines/pause", &["update"])],
-        );
-    let power = [
-        ("pause", "update"),
-        ("unpause", "update"),
-        ("softreboot", "update"),
-    ];
-    aggregated::start(fixture, extra, &power).await
-}
 
 /// The pause command of docs/user/console-and-power.md (team-a's vm-1).
 fn documented_pause() -> String {
@@ -169,8 +155,54 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
         .send()
         .await
         .expect("answered");
-    assert_eq!(named.status(), 404, "a user, and no PUT on the console");
+    assert_eq!(named.status(), 404, "a user, and console not served yet");
     assert_eq!(virt_api.calls(), paused, "nothing relayed directly");
+}
+
+/// The KubevirtConfig `dc1` for `remote`, with its admin's token (the remote RBAC is
+/// `tests/clusters_e2e.rs`'s), and the operator's rights to read its Secret.
+async fn dc1(admin: &Client, remote: &Started) {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(remote.ca_pem());
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: r, cluster: {{server: '{}', certificate-authority-data: {ca}}}}}]\nusers: [{{name: u, user: {{token: {}}}}}]\ncontexts: [{{name: r, context: {{cluster: r, user: u}}}}]\ncurrent-context: r\n",
+        remote.server_url(),
+        remote.admin_token()
+    );
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "dc1-kubeconfig" }, "stringData": { "kubeconfig": kubeconfig },
+    }))
+    .expect("Secret");
+    Api::<Secret>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("kubeconfig Secret");
+    let role: Role = serde_yaml::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("manifests/rbac/kubevirt_config_role.yaml"),
+        )
+        .expect("kubevirt_config_role.yaml"),
+    )
+    .expect("Role");
+    support::rbac::grant_role(
+        admin,
+        OPERATOR_NAMESPACE,
+        "kubevirt-config",
+        OPERATOR_USER,
+        role.rules.unwrap_or_default(),
+    )
+    .await;
+    let config: KubevirtConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
+        "metadata": { "name": "dc1" },
+        "spec": { "kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OPERATOR_NAMESPACE },
+    }))
+    .expect("KubevirtConfig");
+    Api::<KubevirtConfig>::all(admin.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("KubevirtConfig");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +217,48 @@ async fn a_remote_machine_is_paused_on_its_cluster() {
     let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
     dc1(&admin, &remote).await;
 
-    aggregated::remote_machine(&env, &remote, "team-a", "far").await;
+    let machines = Api::<Machine>::namespaced(admin.clone(), "team-a");
+    let m: Machine = serde_json::from_value(serde_json::json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": { "name": "far", "annotations": { "vitistack.io/kubevirt-config": "dc1" } },
+        "spec": { "template": "small" },
+    }))
+    .expect("Machine");
+    machines
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create Machine");
+    let far_vms = Api::<VirtualMachine>::namespaced(far_admin.clone(), "team-a");
+    let seen = std::sync::Mutex::new(String::new());
+    let log = || {
+        let status = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        format!("Machine status: {status}\n{}", env.operator().log_tail())
+    };
+    support::eventually_with(WAIT, "the Machine's VM on dc1", log, || async {
+        if let (Ok(m), Ok(mut seen)) = (machines.get("far").await, seen.lock()) {
+            *seen = format!("{:?}", m.status.map(|s| s.conditions));
+        }
+        far_vms.get_opt("far").await.ok().flatten()
+    })
+    .await;
+    kubevirt::vmi(
+        &far_admin,
+        "team-a",
+        "far",
+        serde_json::json!({ "phase": "Running" }),
+    )
+    .await;
+    support::eventually_with(
+        WAIT,
+        "the remote VMI in the Machine's status",
+        log,
+        || async {
+            let status = machines.get("far").await.ok()?.status?;
+            (status.vmi_name.as_deref() == Some("far") && status.cluster.as_deref() == Some("dc1"))
+                .then_some(())
+        },
+    )
+    .await;
 
     let alice = env.client_of("alice").await;
     assert_eq!(put_status(&alice, &pause_path("team-a", "far")).await, 200);

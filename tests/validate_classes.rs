@@ -159,3 +159,55 @@ fn without_classes_in_the_input_the_built_ins_alone() {
         4
     );
 }
+
+/// Issue 35: `validate -f` knows a class's hardware: the example's GPU class is accepted and
+/// recorded in its Machine with its devices; a class's bad hardware and a Machine asking for
+/// devices or CPU settings of its own are refused naming each field.
+#[test]
+fn the_gpu_example_and_hardware_refusals() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gpu-class.yaml");
+    let output = validate(&std::fs::read_to_string(path).expect("example"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let docs = documents(&output);
+    let record: Value = serde_json::from_str(
+        docs[1]["metadata"]["annotations"]["vitistack.io/machine-class"]
+            .as_str()
+            .expect("the class record"),
+    )
+    .expect("JSON");
+    assert_eq!(record["gpus"][0]["deviceName"], "nvidia.com/GA102GL_A10");
+    assert_eq!(record["cpu"]["dedicated"], true);
+    assert_eq!(record["memory"]["hugepages"]["pageSize"], "1Gi");
+    assert_eq!(
+        record["placement"]["nodeSelector"]["nvidia.com/gpu.product"],
+        "A10"
+    );
+
+    let input = stream(&[
+        class(
+            "gpu",
+            json!({"cpu": {"cores": 2, "model": "Skylake Server"},
+                   "memory": {"size": "3Gi", "hugepages": {"pageSize": "2Gi"}},
+                   "gpus": [{"name": "g", "deviceName": "nvidia.com/x"}],
+                   "hostDevices": [{"name": "g", "deviceName": "intel.com/qat"}]}),
+        ),
+        machine(
+            "greedy",
+            json!({"template": "small", "gpus": [{"name": "g", "deviceName": "nvidia.com/x"}],
+                   "resources": {"cpu": {"dedicated": true, "model": "host-model"}}}),
+        ),
+    ]);
+    let output = validate(&input);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    for expected in [
+        r#"spec.cpu.model: Invalid value: "Skylake Server""#,
+        r#"spec.memory.hugepages.pageSize: Unsupported value: "2Gi": supported values: "1Gi", "2Mi""#,
+        r#"spec.hostDevices[0].name: Duplicate value: "g""#,
+        "spec.gpus: Forbidden: a Machine cannot ask for devices",
+        "spec.resources.cpu.dedicated: Forbidden",
+        r#"spec.resources.cpu.model: Forbidden: MachineClass "small" sets no CPU model and allows none"#,
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+}

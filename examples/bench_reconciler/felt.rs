@@ -34,7 +34,7 @@ use kubevirt_operator::api::Machine;
 use super::measure::writes;
 use super::replica::{replica, webhook_server};
 use super::support::{self, Proc};
-use super::{Args, control_plane, create_admitted_machines};
+use super::{Args, Placed, control_plane, create_admitted_machines};
 use latency::VmWatch;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -116,7 +116,7 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
     let dir = cp.dir().join("bench-operator");
     std::fs::create_dir_all(&dir)?;
     let port = support::free_port()?;
-    create_admitted_machines(args, &cp, &admin, &ns, n, port, &dir).await?;
+    create_admitted_machines(args, &cp, &admin, &ns, Placed::local(n), port, &dir).await?;
     let mut webhook = webhook_server(&args.operator, &dir, port)?;
 
     let rss_burst = (args.rss_qps * 2.0) as u32;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
 
 use kubevirt_operator::api::Machine;
 use kubevirt_operator::machine::{Catalog, resolve};
@@ -28,83 +28,97 @@ pub async fn floor(n: usize, qps: f64, burst: u32) -> Result<Duration> {
         .list(&ListParams::default())
         .await?
         .items;
-    let catalog = Catalog::default();
     let started = Instant::now();
-    stream::iter(machines)
-        .map(|m| {
-            let client = client.clone();
-            let ns = ns.clone();
-            let catalog = catalog.clone();
-            async move {
-                let spec = resolve(&m.spec, None, &catalog).spec;
-                let d = desired::derive(&Inputs {
-                    machine: &m,
-                    spec: &spec,
-                    network_configurations: &BTreeMap::new(),
-                    storage_classes: &Default::default(),
-                    cloud_init_secret: None,
-                    network_policy: catalog.networks(),
-                    eviction_strategy: catalog.eviction_strategy(),
-                    label_prefixes: catalog.label_prefixes(),
-                    copy_user_data: false,
-                    pins: &kubevirt_operator::api::clone_sources::read(
-                        m.metadata.annotations.as_ref(),
-                    )
-                    .unwrap_or_default(),
-                });
-                // PVC and VM concurrently, then the status: as few round trips as the operator's.
-                let pvcs = Api::namespaced(client.clone(), &ns);
-                let vms = Api::<VirtualMachine>::namespaced(client.clone(), &ns);
-                let claims_written = futures::future::try_join_all(d.pvcs.into_iter().map(|p| {
-                    let pvcs = pvcs.clone();
-                    async move {
-                        let name = p.name_any();
-                        let applied = apply::ensure(&pvcs, p, None, &LastWrite::default()).await?;
-                        anyhow::Ok((name, Some(applied)))
-                    }
-                }));
-                let vm_written = async {
-                    match d.vm {
-                        Some(vm) => anyhow::Ok(Some(
-                            apply::ensure(&vms, vm, None, &LastWrite::default()).await?,
-                        )),
-                        None => Ok(None),
-                    }
-                };
-                let (claims, vm) = futures::try_join!(claims_written, vm_written)?;
-                let obs = Reconciled {
-                    running: true,
-                    problems: &[],
-                    vm: vm.as_ref(),
-                    vmi: None,
-                    claims: claims
-                        .iter()
-                        .map(|(n, p)| (n.clone(), p.as_ref()))
-                        .collect(),
-                    networks: 0,
-                    provisioning: None,
-                    disks: Vec::new(),
-                    retain: false,
-                    last_restart: None,
-                    last_restart_generation: None,
-                    restoring: None,
-                    snapshots: None,
-                    cluster: None,
-                    cluster_identity: None,
-                    eviction: None,
-                    node: None,
-                    restart_pending: None,
-                };
-                let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
-                apply::write_status(&Api::namespaced(client.clone(), &ns), &m.name_any(), &s)
-                    .await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(5)
-        .try_collect::<Vec<()>>()
-        .await?;
+    let placed = machines.into_iter().map(|m| (m, client.clone()));
+    write_all(placed, &client, &ns).await?;
     let took = started.elapsed();
     drop(cp);
     Ok(took)
+}
+
+/// Each Machine's claims and VM written with the client of its cluster, then its status with
+/// `status`, five Machines at a time like `MAX_CONCURRENT_RECONCILES`.
+pub async fn write_all(
+    placed: impl Iterator<Item = (Machine, Client)>,
+    status: &Client,
+    ns: &str,
+) -> Result<()> {
+    let catalog = Catalog::default();
+    stream::iter(placed)
+        .map(|(m, objects)| write_one(m, objects, status.clone(), ns, catalog.clone()))
+        .buffer_unordered(5)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// One Machine's writes: PVC and VM concurrently, then the status, as few round trips as the
+/// operator's.
+async fn write_one(
+    m: Machine,
+    client: Client,
+    status_client: Client,
+    ns: &str,
+    catalog: Catalog,
+) -> Result<()> {
+    let spec = resolve(&m.spec, None, &catalog).spec;
+    let d = desired::derive(&Inputs {
+        machine: &m,
+        spec: &spec,
+        network_configurations: &BTreeMap::new(),
+        storage_classes: &Default::default(),
+        cloud_init_secret: None,
+        network_policy: catalog.networks(),
+        eviction_strategy: catalog.eviction_strategy(),
+        label_prefixes: catalog.label_prefixes(),
+        copy_user_data: false,
+        hardware: &Default::default(),
+        pins: &kubevirt_operator::api::clone_sources::read(m.metadata.annotations.as_ref())
+            .unwrap_or_default(),
+    });
+    let pvcs = Api::namespaced(client.clone(), ns);
+    let vms = Api::<VirtualMachine>::namespaced(client.clone(), ns);
+    let claims_written = futures::future::try_join_all(d.pvcs.into_iter().map(|p| {
+        let pvcs = pvcs.clone();
+        async move {
+            let name = p.name_any();
+            let applied = apply::ensure(&pvcs, p, None, &LastWrite::default()).await?;
+            anyhow::Ok((name, Some(applied)))
+        }
+    }));
+    let vm_written = async {
+        match d.vm {
+            Some(vm) => anyhow::Ok(Some(
+                apply::ensure(&vms, vm, None, &LastWrite::default()).await?,
+            )),
+            None => Ok(None),
+        }
+    };
+    let (claims, vm) = futures::try_join!(claims_written, vm_written)?;
+    let obs = Reconciled {
+        running: true,
+        problems: &[],
+        vm: vm.as_ref(),
+        vmi: None,
+        claims: claims
+            .iter()
+            .map(|(n, p)| (n.clone(), p.as_ref()))
+            .collect(),
+        networks: 0,
+        provisioning: None,
+        disks: Vec::new(),
+        retain: false,
+        last_restart: None,
+        last_restart_generation: None,
+        restoring: None,
+        snapshots: None,
+        cluster: None,
+        cluster_identity: None,
+        eviction: None,
+        node: None,
+        restart_pending: None,
+    };
+    let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
+    apply::write_status(&Api::namespaced(status_client, ns), &m.name_any(), &s).await?;
+    Ok(())
 }

@@ -5,7 +5,9 @@ use serde_json::Value;
 
 use crate::api::MachineSpec;
 use crate::api::names::CLASS_ANNOTATION;
-use crate::machine::classes::{Bounds, Class, Use, choose, limit_errors, recorded_class};
+use crate::machine::classes::{
+    Bounds, Class, Use, choose, hardware_errors, limit_errors, recorded_class,
+};
 use crate::machine::{Catalog, DEFAULTS_ANNOTATION, FieldError, FieldPath};
 
 use super::review::Request;
@@ -103,7 +105,7 @@ pub fn stored_class<'a>(stored: &'a Stored, catalog: &'a Catalog) -> (&'a str, O
     (name, class)
 }
 
-/// The overrides of `spec` outside its class's limits: the class's limits as they are now, or
+/// The overrides of `spec` outside its class's limits, and the hardware it may not ask for: the class's limits as they are now, or
 /// as recorded when the class was deleted. Fields with an error already are not checked again.
 pub fn over_limits(
     spec: &MachineSpec,
@@ -120,6 +122,12 @@ pub fn over_limits(
         class: &class.name,
     };
     let mut errors = limit_errors(spec, class, &bounds, stored.map(|s| &s.spec));
+    errors.extend(hardware_errors(
+        spec,
+        class,
+        limits,
+        stored.map(|s| &s.spec),
+    ));
     errors.retain(|e| !reported.iter().any(|r| r.field == e.field));
     errors
 }

@@ -9,6 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::hardware::{Device, Hugepages, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
 use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES, UPDATE_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
 use super::quantity::Quantity;
@@ -99,6 +100,18 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
 
+    /// Not a Machine's to set: GPUs come from its MachineClass (spec.gpus of the class), and a
+    /// Machine that lists any is refused. Here so the refusal names the field instead of the
+    /// API server dropping it unseen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CLASS_DEVICES))]
+    pub gpus: Vec<Device>,
+
+    /// Not a Machine's to set, like `gpus`: host devices come from its MachineClass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CLASS_DEVICES))]
+    pub host_devices: Vec<Device>,
+
     /// How changes that need a restart are applied: Manual (default; the RestartRequired
     /// condition says one waits) or Restart (the operator restarts the VM once to apply them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +155,15 @@ pub struct Cpu {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
     pub max_sockets: Option<i64>,
+    /// Pin each vCPU to a host CPU of its own (KubeVirt's dedicatedCpuPlacement). A Machine
+    /// may differ from its class only where the class's limits.cpu.allowDedicated says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedicated: Option<bool>,
+    /// The CPU model the guest sees (e.g. host-passthrough, Skylake-Server); unset: KubeVirt's
+    /// cluster default. A Machine may name only its class's own or one of limits.cpu.models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = MAX_CPU_MODEL))]
+    pub model: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -154,6 +176,10 @@ pub struct Memory {
     /// hot-plug); immutable while the VM runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_size: Option<Quantity>,
+    /// Back guest memory with hugepages of this size (a class's field: a Machine gets its
+    /// class's and cannot set its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<Hugepages>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

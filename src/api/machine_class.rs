@@ -6,15 +6,19 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::hardware::{Device, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
 use super::machine::{CORES, Cpu, MAX_DISKS, Memory, SOCKETS, THREADS};
+use super::placement::Placement;
 use super::quantity::Quantity;
-use super::schema::{required_without_default, without_hot_plug_maxima};
+use super::schema::{class_placement, required_without_default, without_hot_plug_maxima};
 
 /// Free text is shown by `kubectl`, never parsed: bounded so a class stays small.
 pub const MAX_DISPLAY_NAME: usize = 63;
 pub const MAX_DESCRIPTION: usize = 1024;
 /// Disks a class may give every Machine of it; a Machine adds its own up to `MAX_DISKS`.
 pub const MAX_CLASS_DISKS: usize = 16;
+/// CPU models a class's limits may list.
+pub const MAX_CPU_MODELS: usize = 32;
 
 /// A size the cluster admin offers, and the limits on a Machine's overrides of it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -65,6 +69,21 @@ pub struct MachineClassSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = MAX_CLASS_DISKS))]
     pub disks: Vec<ClassDisk>,
+    /// GPUs every Machine of the class gets (KubeVirt's domain.devices.gpus). Machines cannot
+    /// ask for devices of their own: accelerators are the admin's to hand out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CLASS_DEVICES))]
+    pub gpus: Vec<Device>,
+    /// Host devices (PCI or mediated, through a device plugin) every Machine of the class gets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CLASS_DEVICES))]
+    pub host_devices: Vec<Device>,
+    /// Where every Machine of the class runs: nodeSelector and tolerations only. Merged with the
+    /// Machine's own: the class's nodeSelector entries win (a Machine cannot leave the class's
+    /// nodes), tolerations are the union.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = class_placement)]
+    pub placement: Option<Placement>,
     /// Bounds on what a Machine of the class may ask for through its overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ClassLimits>,
@@ -113,6 +132,13 @@ pub struct CpuLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("minimum" = SOCKETS.0, "maximum" = SOCKETS.1))]
     pub max_sockets: Option<i64>,
+    /// Whether a Machine may set its own cpu.dedicated (default false: the class's stands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_dedicated: Option<bool>,
+    /// The CPU models a Machine may name besides the class's own (default none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = MAX_CPU_MODELS, "items" = {"type": "string", "maxLength": MAX_CPU_MODEL}))]
+    pub models: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

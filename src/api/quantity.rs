@@ -37,6 +37,11 @@ impl Amount {
         self.0 > 0
     }
 
+    /// Whether this is a whole number of `unit`s (a zero unit divides nothing).
+    pub fn is_multiple_of(self, unit: Amount) -> bool {
+        unit.0 != 0 && self.0 % unit.0 == 0
+    }
+
     /// Whether this is a whole number of units (no fractional bytes).
     pub fn is_whole(self) -> bool {
         self.0 % NANO == 0

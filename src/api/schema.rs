@@ -30,3 +30,12 @@ pub(crate) fn without_hot_plug_maxima(schema: &mut schemars::Schema) {
         props.remove("maxSize");
     }
 }
+
+/// A class's placement is a Machine's without affinity and priorityClassName: the class bounds
+/// where its Machines run (nodeSelector, tolerations); the rest stays each Machine's choice.
+pub(crate) fn class_placement(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        props.remove("affinity");
+        props.remove("priorityClassName");
+    }
+}

@@ -9,7 +9,8 @@
 //! - [`rotation`]: the decisions — observed state + settings + now in, a list of actions out.
 //! - [`webhook_config`]: the desired webhook configurations (pure) and their comparison;
 //!   [`scope`]: their namespaceSelector from `--watch-namespaces`.
-//! - [`api_service`]: the aggregated API's APIService, whose caBundle is filled the same way.
+//! - [`api_service`]: the aggregated API's APIService, whose caBundle is filled the same way;
+//!   [`holder`]: the one trait over the three objects that carry our caBundle.
 //! - [`store`]: reading and conditionally writing the Secrets, ConfigMap and webhook configurations.
 //! - [`manager`]: the leader's loop that observes, decides and acts.
 //! - [`watch`]: every replica's serving-Secret watcher that feeds the TLS server's `CertSlot`.
@@ -18,6 +19,7 @@
 pub mod api_service;
 pub mod bundle;
 pub mod config;
+pub mod holder;
 pub mod issue;
 pub mod manager;
 pub mod metrics;

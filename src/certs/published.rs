@@ -7,34 +7,31 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::CA_BUNDLE_WRITTEN_ANNOTATION;
-use super::api_service;
 use super::config::Settings;
+use super::holder::CaBundleHolder;
 use super::observed::{Observed, Stored, ca_bundle_written_at};
-use super::webhook_config::{WebhookConfiguration, bundles};
 
-/// Stamps `desired` (a fill of `live`): the live stamp when the caBundles of our webhooks stay
+/// Stamps `desired` (a fill of `live`): the live stamp when the caBundles of what calls us stay
 /// the same and it has one, else `now`.
-pub fn stamp<T: WebhookConfiguration>(
+pub fn stamp<T: CaBundleHolder>(
     desired: &mut T,
     live: &T,
     settings: &Settings,
     now: DateTime<Utc>,
 ) {
-    let same = bundles(live, settings) == bundles(desired, settings);
-    stamp_meta(desired.meta_mut(), live.meta(), same, now);
-}
-
-/// Stamps `desired` (a fill of `live`): the live stamp when the caBundle stays the `same` and
-/// it has one, else `now`. For any object carrying a caBundle (the APIService too).
-pub fn stamp_meta(desired: &mut ObjectMeta, live: &ObjectMeta, same: bool, now: DateTime<Utc>) {
-    let kept = Some(live)
+    let same = live.bundles(settings) == desired.bundles(settings);
+    let kept = Some(live.metadata())
         .filter(|_| same)
         .and_then(ca_bundle_written_at)
         .unwrap_or(now);
-    desired.annotations.get_or_insert_default().insert(
-        CA_BUNDLE_WRITTEN_ANNOTATION.to_owned(),
-        kept.to_rfc3339_opts(SecondsFormat::Secs, true),
-    );
+    desired
+        .metadata_mut()
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            CA_BUNDLE_WRITTEN_ANNOTATION.to_owned(),
+            kept.to_rfc3339_opts(SecondsFormat::Secs, true),
+        );
 }
 
 /// When both webhook configurations (and the APIService, when served) last received their
@@ -53,11 +50,10 @@ pub fn published(observed: &Observed, settings: &Settings) -> Published {
     let stamps = [
         stamp_of(&observed.mutating, settings),
         stamp_of(&observed.validating, settings),
-        observed
+        settings
             .api_service
-            .ok()
-            .filter(|_| settings.api_service)
-            .and_then(|a| api_service::written_at(a, settings)),
+            .then(|| stamp_of(&observed.api_service, settings))
+            .flatten(),
     ];
     let mut latest = None;
     for s in stamps.into_iter().flatten() {
@@ -71,13 +67,13 @@ pub fn published(observed: &Observed, settings: &Settings) -> Published {
 
 /// None: nothing to wait for (not installed, or no webhook of it calls us); Some(None): one
 /// that calls us, without a stamp.
-fn stamp_of<T: WebhookConfiguration>(
+fn stamp_of<T: CaBundleHolder>(
     stored: &Stored<T>,
     settings: &Settings,
 ) -> Option<Option<DateTime<Utc>>> {
     match stored {
-        Stored::Ok(live) if !bundles(live, settings).is_empty() => {
-            Some(ca_bundle_written_at(live.meta()))
+        Stored::Ok(live) if !live.bundles(settings).is_empty() => {
+            Some(ca_bundle_written_at(live.metadata()))
         }
         _ => None,
     }

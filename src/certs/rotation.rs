@@ -17,12 +17,11 @@
 use chrono::{DateTime, Utc};
 
 use super::config::Settings;
+use super::holder::CaBundleHolder;
 use super::observed::{Observed, Stored, StoredCa};
 use super::published::{self, Published};
-use super::webhook_config::WebhookConfiguration;
 use super::x509::Cert;
-use super::{api_service, bundle, issue, trust, webhook_config};
-use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use super::{bundle, issue, trust, webhook_config};
 
 mod plan;
 pub use plan::{Action, Plan, Problem, Reason, Target};
@@ -140,8 +139,9 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
 
     if settings.api_service {
         let problems = &mut plan.problems;
+        let target = Target::ApiService;
         if let Some((desired, reason)) =
-            fill_api_service(&observed.api_service, settings, &pem, now, problems)
+            fill(&observed.api_service, settings, &pem, now, target, problems)
         {
             plan.actions.push(Action::WriteApiService {
                 desired: Box::new(desired),
@@ -194,24 +194,13 @@ pub fn decide(observed: &Observed, settings: &Settings, now: DateTime<Utc>) -> P
     };
     // A configuration that is not installed sends nothing here: not waited for.
     let reached_webhooks = |c: &Cert| {
-        let trusts = |live: Option<bool>| live.unwrap_or(true);
-        trusts(
-            observed
-                .mutating
-                .ok()
-                .map(|l| webhook_config::trusts(l, settings, c)),
-        ) && trusts(
-            observed
+        let api_service = observed.api_service.ok().filter(|_| settings.api_service);
+        observed.mutating.ok().is_none_or(|l| l.trusts(settings, c))
+            && observed
                 .validating
                 .ok()
-                .map(|l| webhook_config::trusts(l, settings, c)),
-        ) && trusts(
-            observed
-                .api_service
-                .ok()
-                .filter(|_| settings.api_service)
-                .map(|l| api_service::trusts(l, settings, c)),
-        )
+                .is_none_or(|l| l.trusts(settings, c))
+            && api_service.is_none_or(|l| l.trusts(settings, c))
     };
     if !published.contains(&ca.cert) || !reached_webhooks(&ca.cert) {
         plan.waiting = Some(format!(
@@ -267,7 +256,7 @@ fn write_bundle(cas: &[Cert], reason: Reason) -> Action {
 /// The fill of an installed webhook configuration, and why, when it needs writing: its
 /// webhooks that call us lack the bundle (`missing` while none has one), or it has no record of
 /// when they got it. Not installed, or nothing in it calls us: a problem, nothing to write.
-fn fill<T: WebhookConfiguration>(
+fn fill<T: CaBundleHolder>(
     stored: &Stored<T>,
     settings: &Settings,
     pem: &str,
@@ -275,12 +264,12 @@ fn fill<T: WebhookConfiguration>(
     target: Target,
     problems: &mut Vec<Problem>,
 ) -> Option<(T, Reason)> {
-    let name = settings.webhook_configuration.clone();
+    let name = T::installed_name(settings);
     let Stored::Ok(live) = stored else {
         problems.push(Problem::NotInstalled { target, name });
         return None;
     };
-    let Some(mut desired) = webhook_config::fill(live, settings, pem.as_bytes()) else {
+    let Some(mut desired) = live.filled(settings, pem.as_bytes()) else {
         let callee = webhook_config::callee(settings);
         problems.push(Problem::NotCallingUs {
             target,
@@ -290,52 +279,14 @@ fn fill<T: WebhookConfiguration>(
         return None;
     };
     published::stamp(&mut desired, live, settings, now);
-    let before = webhook_config::bundles(live, settings);
-    let reason = if before != webhook_config::bundles(&desired, settings) {
+    let before = live.bundles(settings);
+    let reason = if before != desired.bundles(settings) {
         if before.iter().all(Option::is_none) {
             Reason::Missing
         } else {
             Reason::Outdated
         }
-    } else if published::unstamped(live.meta()) {
-        Reason::Unrecorded
-    } else {
-        return None;
-    };
-    Some((desired, reason))
-}
-
-/// The same for the aggregated API's APIService: filled only when it names our Service.
-fn fill_api_service(
-    stored: &Stored<APIService>,
-    settings: &Settings,
-    pem: &str,
-    now: DateTime<Utc>,
-    problems: &mut Vec<Problem>,
-) -> Option<(APIService, Reason)> {
-    let target = Target::ApiService;
-    let name = api_service::NAME.to_owned();
-    let Stored::Ok(live) = stored else {
-        problems.push(Problem::NotInstalled { target, name });
-        return None;
-    };
-    let Some(mut desired) = api_service::fill(live, settings, pem.as_bytes()) else {
-        let callee = webhook_config::callee(settings);
-        problems.push(Problem::NotCallingUs {
-            target,
-            name,
-            callee,
-        });
-        return None;
-    };
-    let changes = api_service::bundle_changes(live, &desired);
-    published::stamp_meta(&mut desired.metadata, &live.metadata, !changes, now);
-    let reason = if changes {
-        match live.spec.as_ref().and_then(|s| s.ca_bundle.as_ref()) {
-            None => Reason::Missing,
-            Some(_) => Reason::Outdated,
-        }
-    } else if published::unstamped(&live.metadata) {
+    } else if published::unstamped(live.metadata()) {
         Reason::Unrecorded
     } else {
         return None;

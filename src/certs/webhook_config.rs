@@ -12,7 +12,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::config::Settings;
-use super::x509::Cert;
 use super::{NAME_LABEL, OPERATOR_NAME};
 use crate::admission::{
     MACHINE_CLASS_VALIDATE_PATH, MUTATE_PATH, NETWORK_VALIDATE_PATH, RESTORE_VALIDATE_PATH,
@@ -301,18 +300,6 @@ pub fn fill<T: WebhookConfiguration>(live: &T, settings: &Settings, ca_bundle: &
         }
     }
     (ours > 0).then_some(desired)
-}
-
-fn bundle_has(ca_bundle: Option<&ByteString>, ca: &Cert) -> bool {
-    ca_bundle.is_some_and(|b| Cert::all_from_pem(&b.0).0.contains(ca))
-}
-
-/// Whether every webhook of `live` that calls us trusts `ca` (the new CA has "reached" it).
-/// A configuration none of whose webhooks calls us sends no request here: nothing to wait for.
-pub fn trusts<T: WebhookConfiguration>(live: &T, settings: &Settings, ca: &Cert) -> bool {
-    bundles(live, settings)
-        .into_iter()
-        .all(|b| bundle_has(b, ca))
 }
 
 #[cfg(test)]

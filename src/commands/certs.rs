@@ -72,8 +72,11 @@ pub async fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the cluster (KUBECONFIG or in-cluster configuration)")?;
-    let store = Store::new(client, &args.namespace)
-        .with_webhook_configuration(&args.webhook_configuration_name);
+    // The APIService is read too: `status` shows whether it carries the bundle (missing while the
+    // aggregated API is off).
+    let store = Store::new(client.clone(), &args.namespace)
+        .with_webhook_configuration(&args.webhook_configuration_name)
+        .with_api_service(client, matches!(args.command, CertsCommand::Status));
     match args.command {
         CertsCommand::Status => {
             let snapshot = store.snapshot().await?;
@@ -229,16 +232,32 @@ pub fn render_status(
     });
     webhook_line(
         &mut out,
-        "Mutating",
+        "MutatingWebhookConfiguration",
         &o.mutating,
         mutating.as_deref(),
         &bundle,
     );
     webhook_line(
         &mut out,
-        "Validating",
+        "ValidatingWebhookConfiguration",
         &o.validating,
         validating.as_deref(),
+        &bundle,
+    );
+    let _ = writeln!(
+        out,
+        "\nAggregated API ({}):",
+        crate::certs::api_service::NAME
+    );
+    let api_service = o
+        .api_service
+        .ok()
+        .map(|a| vec![a.spec.as_ref().and_then(|s| s.ca_bundle.clone())]);
+    webhook_line(
+        &mut out,
+        "APIService",
+        &o.api_service,
+        api_service.as_deref(),
         &bundle,
     );
 
@@ -310,7 +329,7 @@ fn webhook_line<T>(
     bundles: Option<&[Option<ByteString>]>,
     published: &[Cert],
 ) {
-    let _ = write!(out, "  {kind}WebhookConfiguration:");
+    let _ = write!(out, "  {kind}:");
     match (state, bundles) {
         (Stored::Ok(_), Some(bundles)) => {
             let same = !bundles.is_empty()
@@ -332,7 +351,7 @@ fn webhook_line<T>(
         (Stored::Missing, _) => {
             let _ = writeln!(
                 out,
-                " not installed (the chart or manifests/ install it; the operator only fills its caBundle)"
+                " not installed (the chart or manifests/ install it, the APIService only with the aggregated API on; the operator only fills its caBundle)"
             );
         }
         _ => {

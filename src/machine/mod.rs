@@ -11,6 +11,7 @@ pub mod namespace_selector;
 pub mod network_policy;
 pub mod placement;
 pub mod resolve;
+pub mod scheduling;
 pub mod sizes;
 pub mod sources;
 pub mod templates;

@@ -78,6 +78,9 @@ pub fn resolve_in(
         // changing --default-eviction-strategy reaches every Machine that did not choose.
         eviction_strategy: explicit.eviction_strategy.clone(),
         placement: explicit.placement.clone(),
+        // Refused by validation (devices are the class's), kept so the refusal can name them.
+        gpus: explicit.gpus.clone(),
+        host_devices: explicit.host_devices.clone(),
         update_strategy: explicit.update_strategy.clone(),
         snapshots: explicit.snapshots.clone(),
     };
@@ -111,6 +114,10 @@ fn resolve_resources(
         threads: Some(pick(cpu.threads, t.threads, &mut recorded_cpu.threads)),
         sockets: Some(pick(cpu.sockets, t.sockets, &mut recorded_cpu.sockets)),
         max_sockets: cpu.max_sockets,
+        // The Machine's own only (the class's reach the VM from its record); the class's
+        // limits decide whether they are allowed.
+        dedicated: cpu.dedicated,
+        model: cpu.model.clone(),
     };
     let size = memory.unwrap_or_else(|| {
         record
@@ -118,7 +125,7 @@ fn resolve_resources(
             .get_or_insert_with(Resources::default)
             .memory = Some(Memory {
             size: Some(t.memory.clone()),
-            max_size: None,
+            ..Memory::default()
         });
         t.memory.clone()
     });
@@ -132,6 +139,10 @@ fn resolve_resources(
             max_size: explicit
                 .and_then(|r| r.memory.as_ref())
                 .and_then(|m| m.max_size.clone()),
+            // Refused by validation (a class's field), kept so the refusal can name it.
+            hugepages: explicit
+                .and_then(|r| r.memory.as_ref())
+                .and_then(|m| m.hugepages.clone()),
         }),
     })
 }
@@ -247,7 +258,8 @@ pub fn strip_defaults(spec: &MachineSpec, recorded: &MachineSpec) -> MachineSpec
         }
         if let (Some(mem), Some(rec_mem)) = (res.memory.as_mut(), rec.memory.as_ref()) {
             unset_if_same(&mut mem.size, &rec_mem.size);
-            if mem.size.is_none() {
+            // Only an empty entry goes: the Machine's own maxSize and hugepages stay its own.
+            if *mem == Memory::default() {
                 res.memory = None;
             }
         }

@@ -170,6 +170,7 @@ async fn certs_rotate_on_demand_and_status() {
         "127.0.0.1".to_owned(),
         "MutatingWebhookConfiguration: caBundle = the bundle (2 CA(s))".to_owned(),
         "ValidatingWebhookConfiguration: caBundle = the bundle (2 CA(s))".to_owned(),
+        "APIService: not installed".to_owned(),
         "kube-apiserver trusts the serving certificate (checked for 127.0.0.1).".to_owned(),
     ] {
         assert!(out.contains(&expected), "status lacks {expected:?}:\n{out}");

@@ -124,6 +124,7 @@ fn derived(machine: &Machine, ncs: &BTreeMap<String, NetworkConfiguration>) -> d
         eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: false,
+        hardware: &Default::default(),
         pins: &kubevirt_operator::api::clone_sources::read(machine.metadata.annotations.as_ref())
             .unwrap_or_default(),
     })

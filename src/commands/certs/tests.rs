@@ -106,4 +106,24 @@ fn status_shows_every_certificate_and_the_verdict() {
     );
     assert!(later.contains("1h ago, EXPIRED"), "{later}");
     assert!(later.contains("would REJECT"), "{later}");
+    assert!(text.contains("APIService: not installed"), "{text}");
+
+    // An APIService that still trusts only the old CA is shown as differing.
+    let stale = serde_json::json!({
+        "metadata": { "name": crate::certs::api_service::NAME },
+        "spec": {
+            "group": "subresources.vitistack.io", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15,
+            "caBundle": k8s_openapi::ByteString(old.cert_pem.clone().into_bytes()),
+        },
+    });
+    let snapshot = Snapshot {
+        api_service: Some(serde_json::from_value(stale).unwrap()),
+        ..snapshot
+    };
+    let text = render_status(&snapshot, "ns", WEBHOOK_CONFIGURATION, now);
+    assert!(
+        text.contains("APIService: caBundle DIFFERS from the bundle"),
+        "{text}"
+    );
 }

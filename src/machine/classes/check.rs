@@ -17,6 +17,7 @@ use super::super::field_error::{FieldError, FieldPath};
 use super::super::names::{dns1123_label, dns1123_subdomain};
 use super::super::sizes::MIN_MEMORY;
 use super::super::sizes::claim_size_problem;
+use super::hardware::check_hardware;
 
 /// Every problem with `spec`, with field paths below `spec`.
 pub fn check_class(spec: &MachineClassSpec) -> Vec<FieldError> {
@@ -89,6 +90,7 @@ pub fn check_class(spec: &MachineClassSpec) -> Vec<FieldError> {
         Some(q) => at_least(&mut errors, &size_path, q, MIN_MEMORY, "64Mi"),
     };
     let disk_sizes = check_disks(&mut errors, &root, spec);
+    check_hardware(&mut errors, &root, spec, memory);
     if let Some(limits) = &spec.limits {
         check_limits(
             &mut errors,

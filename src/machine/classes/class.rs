@@ -3,8 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Toleration;
+
+use crate::api::hardware::{Device, Hugepages};
 use crate::api::machine::{Cpu, Memory};
 use crate::api::machine_class::{ClassDisk, ClassLimits, MachineClassSpec};
+use crate::api::placement::Placement;
 use crate::api::quantity::{Amount, Quantity};
 
 use super::super::field_error::FieldError;
@@ -21,11 +27,43 @@ pub struct Class {
     /// Every disk has a size.
     pub disks: Vec<ClassDisk>,
     pub limits: Limits,
+    /// What every Machine of the class gets on its VM beyond its size.
+    pub hardware: Hardware,
     pub enabled: bool,
     pub default: bool,
     /// The Machine's `vitistack.io/machine-class` annotation for this class: the values and
     /// limits, without the presentation (displayName, description) or the admin's switches.
     pub record: String,
+}
+
+/// A class's hardware: devices, CPU pinning and model, hugepages, and where its Machines run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Hardware {
+    pub gpus: Vec<Device>,
+    pub host_devices: Vec<Device>,
+    pub dedicated: bool,
+    pub model: Option<String>,
+    pub page_size: Option<String>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Hardware {
+    fn from_spec(spec: &MachineClassSpec) -> Hardware {
+        let cpu = spec.cpu.clone().unwrap_or_default();
+        let placement = spec.placement.clone().unwrap_or_default();
+        Hardware {
+            gpus: spec.gpus.clone(),
+            host_devices: spec.host_devices.clone(),
+            dedicated: cpu.dedicated == Some(true),
+            model: cpu.model,
+            page_size: (spec.memory.as_ref())
+                .and_then(|m| m.hugepages.as_ref())
+                .and_then(|h| h.page_size.clone()),
+            node_selector: placement.node_selector,
+            tolerations: placement.tolerations,
+        }
+    }
 }
 
 /// The annotation's shape: the class's name and the spec fields that size and bound a Machine.
@@ -54,6 +92,7 @@ impl Class {
             memory: memory.unwrap_or_else(|| Quantity::from("64Mi")),
             disks: spec.disks.clone(),
             limits: limits_spec,
+            hardware: Hardware::from_spec(spec),
             enabled: spec.enabled != Some(false),
             default: spec.default == Some(true),
         }))
@@ -77,6 +116,7 @@ impl Class {
                 })
                 .collect(),
             limits: ClassLimits::default(),
+            hardware: Hardware::default(),
             enabled: true,
             default: false,
         })
@@ -90,6 +130,7 @@ impl Class {
 
     fn new(v: ClassValues) -> Class {
         let limits = Limits::from_spec(&v.limits);
+        let hw = &v.hardware;
         let recorded = Record {
             name: v.name.clone(),
             spec: MachineClassSpec {
@@ -98,17 +139,29 @@ impl Class {
                     threads: Some(v.threads),
                     sockets: Some(v.sockets),
                     max_sockets: None,
+                    dedicated: hw.dedicated.then_some(true),
+                    model: hw.model.clone(),
                 }),
                 memory: Some(Memory {
                     size: Some(v.memory.clone()),
                     max_size: None,
+                    hugepages: (hw.page_size.clone()).map(|p| Hugepages { page_size: Some(p) }),
                 }),
                 disks: v.disks.clone(),
+                gpus: hw.gpus.clone(),
+                host_devices: hw.host_devices.clone(),
+                placement: (!hw.node_selector.is_empty() || !hw.tolerations.is_empty()).then(
+                    || Placement {
+                        node_selector: hw.node_selector.clone(),
+                        tolerations: hw.tolerations.clone(),
+                        ..Placement::default()
+                    },
+                ),
                 limits: (v.limits != ClassLimits::default()).then_some(v.limits),
                 ..MachineClassSpec::default()
             },
         };
-        // Strings, integers and lists only: serialising cannot fail. An empty record would
+        // Strings, integers, booleans and lists only: serialising cannot fail. An empty record would
         // only be ignored when read back (the class is then looked up by name).
         let record = serde_json::to_string(&recorded).unwrap_or_default();
         Class {
@@ -119,6 +172,7 @@ impl Class {
             memory: v.memory,
             disks: v.disks,
             limits,
+            hardware: v.hardware,
             enabled: v.enabled,
             default: v.default,
             record,
@@ -139,6 +193,7 @@ struct ClassValues {
     memory: Quantity,
     disks: Vec<ClassDisk>,
     limits: ClassLimits,
+    hardware: Hardware,
     enabled: bool,
     default: bool,
 }
@@ -153,6 +208,9 @@ pub struct Limits {
     pub memory_max: Option<Bound>,
     pub max_count: Option<usize>,
     pub max_size: Option<Bound>,
+    pub allow_dedicated: bool,
+    /// Models a Machine may name besides the class's own.
+    pub models: Vec<String>,
 }
 
 /// A quantity bound: its value, and its text for messages.
@@ -183,6 +241,8 @@ impl Limits {
             memory_max: bound(memory.max.as_ref()),
             max_count: disks.max_count.and_then(|n| usize::try_from(n).ok()),
             max_size: bound(disks.max_size.as_ref()),
+            allow_dedicated: cpu.allow_dedicated == Some(true),
+            models: cpu.models,
         }
     }
 

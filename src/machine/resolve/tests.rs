@@ -365,6 +365,7 @@ fn strip_only_removes_unchanged_recorded_values() {
             threads: Some(1),
             sockets: None,
             max_sockets: None,
+            ..Cpu::default()
         }
     );
     // Modes an earlier version recorded stay: its claim was made with them.

@@ -4,17 +4,16 @@
 //! cannot honour.
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, Toleration,
+    Affinity, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::api::MachineSpec;
-use crate::api::placement::{
-    EVICTION_LIVE_MIGRATE, EVICTION_STRATEGIES, MAX_NODE_SELECTOR, MAX_TOLERATIONS, Placement,
-};
+use crate::api::placement::{EVICTION_LIVE_MIGRATE, EVICTION_STRATEGIES, Placement};
 
 use super::super::field_error::{FieldError, FieldPath};
 use super::super::names::{dns1123_subdomain, label_value, qualified_name};
+use super::super::scheduling::{node_selector_errors, tolerations_errors};
 use super::{Outcome, bounded, check_enum, push_all};
 
 /// Terms, expressions and values per selector: far above real use, bounding the work.
@@ -23,8 +22,6 @@ const MAX_VALUES: usize = 64;
 
 const NODE_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
 const LABEL_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
-const TOLERATION_OPERATORS: &[&str] = &["Exists", "Equal"];
-const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 pub fn validate(out: &mut Outcome, spec_path: &FieldPath, spec: &MachineSpec) {
     let strategy = spec.eviction_strategy.as_deref();
@@ -55,67 +52,17 @@ pub fn validate(out: &mut Outcome, spec_path: &FieldPath, spec: &MachineSpec) {
 
 fn placement(out: &mut Outcome, path: &FieldPath, p: &Placement) {
     let selector = path.child("nodeSelector");
-    if p.node_selector.len() > MAX_NODE_SELECTOR {
-        out.errors.push(FieldError::too_many(
-            &selector,
-            p.node_selector.len(),
-            MAX_NODE_SELECTOR,
-        ));
-    }
-    for (key, value) in p.node_selector.iter().take(MAX_NODE_SELECTOR) {
-        push_all(out, &selector, key, qualified_name(key));
-        push_all(out, &selector.child(key), value, label_value(value));
-    }
+    out.errors
+        .extend(node_selector_errors(&selector, &p.node_selector));
     let tolerations = path.child("tolerations");
-    let list = bounded(out, &tolerations, &p.tolerations, MAX_TOLERATIONS);
-    for (i, t) in list.iter().enumerate() {
-        toleration(out, &tolerations.index(i), t);
-    }
+    out.errors
+        .extend(tolerations_errors(&tolerations, &p.tolerations));
     if let Some(a) = &p.affinity {
         affinity(out, &path.child("affinity"), a);
     }
     if let Some(name) = &p.priority_class_name {
         let path = path.child("priorityClassName");
         push_all(out, &path, name, dns1123_subdomain(name));
-    }
-}
-
-fn toleration(out: &mut Outcome, path: &FieldPath, t: &Toleration) {
-    let key = t.key.as_deref().unwrap_or_default();
-    let operator = t.operator.as_deref().unwrap_or("Equal");
-    if !key.is_empty() {
-        push_all(out, &path.child("key"), key, qualified_name(key));
-    } else if operator != "Exists" {
-        out.errors.push(FieldError::invalid(
-            &path.child("operator"),
-            operator,
-            "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
-        ));
-    }
-    check_enum(
-        out,
-        &path.child("operator"),
-        t.operator.as_deref(),
-        TOLERATION_OPERATORS,
-    );
-    let value = t.value.as_deref().unwrap_or_default();
-    if operator == "Exists" && !value.is_empty() {
-        out.errors.push(FieldError::invalid(
-            &path.child("value"),
-            value,
-            "value must be empty when `operator` is 'Exists'",
-        ));
-    } else {
-        push_all(out, &path.child("value"), value, label_value(value));
-    }
-    let effect = t.effect.as_deref().filter(|e| !e.is_empty());
-    check_enum(out, &path.child("effect"), effect, TAINT_EFFECTS);
-    if t.toleration_seconds.is_some() && effect != Some("NoExecute") {
-        out.errors.push(FieldError::invalid(
-            &path.child("effect"),
-            effect.unwrap_or_default(),
-            "effect must be 'NoExecute' when `tolerationSeconds` is set",
-        ));
     }
 }
 

@@ -50,6 +50,7 @@ use kube::ResourceExt;
 
 use crate::api::clone_sources::{self, CloneSources};
 use crate::machine::Catalog;
+use crate::machine::classes::Hardware;
 
 use crate::reconciler::FINALIZER;
 use crate::reconciler::apis::cdi::DataVolume;
@@ -187,6 +188,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         &no_networks
     };
     let (pins, mut unusable) = clone_sources(o);
+    let no_hardware = Hardware::default();
     let mut desired = desired::derive(&Inputs {
         machine,
         spec: &o.spec,
@@ -198,6 +200,7 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         label_prefixes: catalog.label_prefixes(),
         copy_user_data: o.remote,
         pins: &pins,
+        hardware: o.class.as_ref().map_or(&no_hardware, |c| &c.hardware),
     });
     let sourced = &o.sourced;
     if !o.cdi_installed && !sourced.is_empty() {

@@ -129,12 +129,7 @@ fn a_new_ca_waits_for_the_api_service_too() {
         bundle::encode(std::slice::from_ref(&old.cert)).as_bytes(),
     )
     .unwrap();
-    published::stamp_meta(
-        &mut a.metadata,
-        &APIService::default().metadata,
-        false,
-        t0(),
-    );
+    published::stamp(&mut a, &APIService::default(), &s, t0());
     o.api_service = Stored::Ok(a);
     assert!(
         decide(&o, &s, t0() + TimeDelta::hours(1))

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod hardware;
 mod vmi;
 
+pub use hardware::{HostDevice, Hugepages};
 pub use vmi::*;
 
 foreign_resource! {
@@ -102,6 +104,15 @@ pub struct Cpu {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_sockets: Option<u32>,
+    /// Each vCPU pinned to a host CPU of its own.
+    #[serde(
+        rename = "dedicatedCpuPlacement",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dedicated_cpu_placement: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -112,6 +123,8 @@ pub struct Memory {
     /// Set: guest memory changes up to it are hot-plugged.
     #[serde(rename = "maxGuest", default, skip_serializing_if = "Option::is_none")]
     pub max_guest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<Hugepages>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -184,6 +197,10 @@ pub struct Devices {
     pub disks: Vec<Disk>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interfaces: Vec<Interface>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<HostDevice>,
+    #[serde(rename = "hostDevices", default, skip_serializing_if = "Vec::is_empty")]
+    pub host_devices: Vec<HostDevice>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 
 pub mod cloud_init;
 pub mod datavolume;
+pub mod hardware;
 pub mod meta;
 pub mod network;
 pub mod pvc;
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 
 use crate::api::clone_sources::CloneSources;
 use crate::api::{Machine, MachineSpec, NetworkConfiguration};
+use crate::machine::classes::Hardware;
 use crate::machine::network_policy::NetworkPolicy;
 
 use crate::reconciler::apis::cdi::DataVolume;
@@ -45,6 +47,8 @@ pub struct Inputs<'a> {
     /// The VM is on a remote cluster, where the user's Secret is not: its user data is copied
     /// into the derived Secret even under the key `userdata`.
     pub copy_user_data: bool,
+    /// The hardware of the Machine's class (its GPUs, CPU pinning, placement, …).
+    pub hardware: &'a Hardware,
     /// What each `dataSource` volume clones: pinned at admission for a local Machine, resolved
     /// on its cluster for a remote one (`super::remote_clones`).
     pub pins: &'a CloneSources,
@@ -121,6 +125,7 @@ pub fn derive(inputs: &Inputs) -> Desired {
             &vm::Settings {
                 eviction_strategy: inputs.eviction_strategy,
                 label_prefixes: inputs.label_prefixes,
+                hardware: inputs.hardware,
             },
         ));
     }

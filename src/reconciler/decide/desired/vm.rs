@@ -8,6 +8,7 @@ use crate::api::Machine;
 use crate::api::machine::{Domain, MachineSpec};
 use crate::api::operations::run_strategy;
 use crate::api::placement::EVICTION_NONE;
+use crate::machine::classes::Hardware;
 use crate::machine::machine_types::DEFAULT_MACHINE_TYPE;
 use crate::reconciler::CLOUD_INIT_VOLUME;
 use crate::reconciler::apis::kubevirt::{
@@ -17,6 +18,7 @@ use crate::reconciler::apis::kubevirt::{
 };
 
 use super::datavolume;
+use super::hardware;
 use super::meta::{machine_labels, owned_by_machine};
 
 pub const DISK_BUS: &str = "virtio";
@@ -29,6 +31,8 @@ pub struct Settings<'a> {
     pub eviction_strategy: &'a str,
     /// `--propagate-label-prefixes`.
     pub label_prefixes: &'a [String],
+    /// The Machine's class's hardware (as recorded in the Machine).
+    pub hardware: &'a Hardware,
 }
 
 pub fn vm(
@@ -70,7 +74,7 @@ pub fn vm(
     if let Some(own) = metadata.labels.as_mut() {
         own.extend(labels.clone());
     }
-    VirtualMachine {
+    let mut vm = VirtualMachine {
         metadata,
         spec: VirtualMachineSpec {
             run_strategy: Some(run_strategy(spec.run_strategy.as_deref(), spec.running).to_owned()),
@@ -89,30 +93,44 @@ pub fn vm(
                             threads: c.threads.and_then(to_u32),
                             sockets: c.sockets.and_then(to_u32),
                             max_sockets: c.max_sockets.and_then(to_u32),
+                            ..Cpu::default()
                         }),
                         memory: memory.filter(|m| m.size.is_some()).map(|m| Memory {
                             guest: m.size.as_ref().map(|q| q.0.clone()),
                             max_guest: m.max_size.as_ref().map(|q| q.0.clone()),
+                            ..Memory::default()
                         }),
                         machine: Some(MachineType {
                             type_: Some(kubevirt_machine_type(&domain)),
                         }),
                         features: features(&domain),
                         firmware: firmware(&domain),
-                        devices: Devices { disks, interfaces },
+                        devices: Devices {
+                            disks,
+                            interfaces,
+                            ..Devices::default()
+                        },
                     },
                     networks,
                     volumes,
                     eviction_strategy: eviction_strategy(spec, settings.eviction_strategy),
-                    node_selector: placement.node_selector,
+                    node_selector: hardware::node_selector(
+                        placement.node_selector,
+                        &settings.hardware.node_selector,
+                    ),
                     affinity: placement.affinity,
-                    tolerations: placement.tolerations,
+                    tolerations: hardware::tolerations(
+                        placement.tolerations,
+                        &settings.hardware.tolerations,
+                    ),
                     priority_class_name: placement.priority_class_name,
                 },
             },
         },
         status: None,
-    }
+    };
+    hardware::apply(&mut vm.spec.template.spec.domain, cpu, settings.hardware);
+    vm
 }
 
 /// The Machine's labels under one of `prefixes`, except the operator's own label keys (a Machine

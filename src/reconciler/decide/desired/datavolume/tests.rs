@@ -66,6 +66,7 @@ fn derived(m: &Machine) -> Desired {
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: false,
+        hardware: &Default::default(),
         pins: &crate::api::clone_sources::read(m.metadata.annotations.as_ref()).unwrap_or_default(),
     })
 }
@@ -285,6 +286,7 @@ fn a_missing_storage_class_holds_back_the_data_volume_too() {
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: false,
+        hardware: &Default::default(),
         pins: &crate::api::clone_sources::read(m.metadata.annotations.as_ref()).unwrap_or_default(),
     });
     assert!(d.data_volumes.is_empty() && d.vm.is_none() && d.problems.len() == 1);

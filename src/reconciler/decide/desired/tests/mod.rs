@@ -81,6 +81,7 @@ pub(super) fn derive_on(
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: remote,
+        hardware: &Default::default(),
         pins: &crate::api::clone_sources::read(m.metadata.annotations.as_ref()).unwrap_or_default(),
     })
 }
@@ -363,6 +364,7 @@ fn a_network_outside_the_allow_lists_becomes_no_attachment() {
         eviction_strategy: crate::api::placement::DEFAULT_EVICTION_STRATEGY,
         label_prefixes: &[],
         copy_user_data: false,
+        hardware: &Default::default(),
         pins: &crate::api::clone_sources::read(m.metadata.annotations.as_ref()).unwrap_or_default(),
     });
     assert!(d.attachments.is_empty() && d.vm.is_none());
