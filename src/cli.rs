@@ -326,6 +326,8 @@ pub struct RunArgs {
     pub certs: crate::certs::CertificateArgs,
     #[command(flatten)]
     pub clusters: ClusterArgs,
+    #[command(flatten)]
+    pub sessions: crate::subresources::session_args::SessionArgs,
 }
 
 /// Remote KubeVirt clusters (KubevirtConfigs).

@@ -56,6 +56,14 @@ fn vmi_power() -> Value {
     })
 }
 
+fn vmi_console() -> Value {
+    json!({
+        "apiGroups": ["subresources.kubevirt.io"],
+        "resources": ["virtualmachineinstances/console", "virtualmachineinstances/vnc"],
+        "verbs": ["get"],
+    })
+}
+
 #[test]
 fn off_by_default_nothing_of_the_aggregated_api_is_installed() {
     let objs = render("{}\n");
@@ -107,6 +115,7 @@ fn on_the_api_service_reaches_the_operators_listener_through_the_webhook_service
             json!({"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
                    "resourceNames": [NAME], "verbs": ["get", "list", "watch", "update"]}),
             vmi_power(),
+            vmi_console(),
         ]
     );
     let reader = named(&objs, "RoleBinding", "kubevirt-operator-front-proxy-ca");
@@ -205,6 +214,6 @@ fn scoped_and_cert_manager_installs_narrow_the_operators_rights() {
                     && o["metadata"]["namespace"] == ns
             })
             .unwrap_or_else(|| panic!("no Role in {ns}"));
-        assert_eq!(rules(r), [vmi_power()]);
+        assert_eq!(rules(r), [vmi_power(), vmi_console()]);
     }
 }

@@ -228,6 +228,11 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
                 shutdown.clone(),
                 drain.clone(),
                 metrics.listener_refused.clone(),
+                crate::subresources::held::Held::new(
+                    args.sessions.limits(),
+                    metrics.sessions.clone(),
+                    drain.draining.clone(),
+                ),
             ))
         }
         None => futures::future::Either::Right(async { Ok(()) }),

@@ -16,6 +16,8 @@ pub const SERVED: &[&str] = &[
     "start",
     "restart",
 ];
+/// The WebSocket streams served (GET with an upgrade: verb `get`).
+pub const STREAMS: &[&str] = &["console", "vnc"];
 
 fn group() -> Value {
     let version = json!({ "groupVersion": format!("{GROUP}/{VERSION}"), "version": VERSION });
@@ -38,17 +40,18 @@ pub fn api_group() -> Value {
     group()
 }
 
-/// `/apis/<group>/<version>`: each served subresource, namespaced, by its verb (PUT: update).
+/// `/apis/<group>/<version>`: each served subresource, namespaced, by its verb (PUT: update,
+/// a stream: get).
 pub fn resource_list() -> Value {
-    let resources: Vec<Value> = SERVED
-        .iter()
-        .map(|sub| {
+    let resources: Vec<Value> = (SERVED.iter().map(|sub| (*sub, "update")))
+        .chain(STREAMS.iter().map(|sub| (*sub, "get")))
+        .map(|(sub, verb)| {
             json!({
                 "name": format!("machines/{sub}"),
                 "singularName": "",
                 "namespaced": true,
                 "kind": "Machine",
-                "verbs": ["update"],
+                "verbs": [verb],
             })
         })
         .collect();
@@ -82,5 +85,11 @@ mod tests {
             [&relayed[..], &through_machine[..]].concat(),
             "discovery lists what is served"
         );
+        let streams = super::super::sessions::Kind::ALL.map(|k| k.as_str());
+        assert_eq!(STREAMS, streams, "and the streams");
+        let console = list["resources"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["name"] == "machines/console"));
+        assert_eq!(console.map(|c| &c["verbs"][0]), Some(&json!("get")));
     }
 }

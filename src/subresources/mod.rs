@@ -16,23 +16,32 @@
 //! - [`buttons`]: which of the two a PUT of `machines/<name>/<subresource>` is.
 //! - [`power_through_machine`]: stop, forcestop, start, restart, performed through the Machine
 //!   (the decision; its `act` performs it).
+//! - [`sessions`]: console and VNC sessions (pure: whether one opens, whether it should end).
+//! - [`held`]: the sessions a replica holds, counted; [`session_args`]: their settings.
+//! - [`console`]: opening a session; [`upstream`]: KubeVirt's side; [`pipe`]: relaying one.
 //! - [`answer`]: the handlers' shared state, the user named, Status answers.
 //! - [`routes`]: the HTTP routes.
 //! - [`serve`]: the listener.
 //!
-//! Served: `pause`, `unpause`, `softreboot`, `stop`, `forcestop`, `start`, `restart`. Not yet:
-//! console, vnc (docs/user/console-and-power.md).
+//! Served: `pause`, `unpause`, `softreboot`, `stop`, `forcestop`, `start`, `restart`,
+//! `console`, `vnc` (docs/user/console-and-power.md).
 
 pub mod answer;
 pub mod buttons;
+pub mod console;
 pub mod discovery;
 pub mod front_proxy;
+pub mod held;
 pub mod observe;
+pub mod pipe;
 pub mod power;
 pub mod power_through_machine;
 pub mod relay;
 pub mod routes;
 pub mod serve;
+pub mod session_args;
+pub mod sessions;
+pub mod upstream;
 pub mod verifier;
 
 /// The API group kube-apiserver routes to us (the APIService `v1alpha1.subresources.vitistack.io`).

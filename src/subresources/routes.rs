@@ -4,16 +4,19 @@
 
 use axum::Json;
 use axum::Router;
+use axum::extract::Extension;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, put};
 
 use super::answer::{Shared, authenticate, status, unauthorized};
+use super::held::Held;
 use super::{GROUP, VERSION};
-use super::{buttons, discovery};
+use super::{buttons, console, discovery};
 
-pub fn router(shared: Shared) -> Router {
+/// `held`: the console and VNC sessions' places ([`console`]).
+pub fn router(shared: Shared, held: Held) -> Router {
     Router::new()
         .route("/apis", get(|| async { Json(discovery::group_list()) }))
         .route(
@@ -28,9 +31,10 @@ pub fn router(shared: Shared) -> Router {
             &format!(
                 "/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/machines/{{name}}/{{subresource}}"
             ),
-            put(buttons::put),
+            put(buttons::put).get(console::get),
         )
         .fallback(not_served)
+        .layer(Extension(held))
         .with_state(shared)
 }
 

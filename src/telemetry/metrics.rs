@@ -121,6 +121,8 @@ pub struct Metrics {
     pub certs: super::certs::Metrics,
     /// Leftovers per cluster, counted by the leader (`telemetry::orphans`).
     pub orphans: super::orphans::Metrics,
+    /// Console and VNC sessions (`telemetry::sessions`).
+    pub sessions: super::sessions::Metrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -143,6 +145,8 @@ impl Metrics {
         certs.register(&mut registry);
         let orphans = super::orphans::Metrics::default();
         orphans.register(&mut registry);
+        let sessions = super::sessions::Metrics::default();
+        sessions.register(&mut registry);
         let machines = Family::default();
         registry.register(
             "kubevirt_operator_machines_total",
@@ -246,6 +250,7 @@ impl Metrics {
             listener_refused,
             certs,
             orphans,
+            sessions,
         }
     }
 

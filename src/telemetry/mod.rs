@@ -6,5 +6,6 @@ pub mod logging;
 pub mod metrics;
 pub mod orphans;
 pub mod process;
+pub mod sessions;
 
 pub use metrics::Metrics;

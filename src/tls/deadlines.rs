@@ -25,6 +25,8 @@ pub struct Deadlines<IO> {
     // Boxed so the wrapper stays Unpin, as hyper needs its IO to be.
     deadline: Pin<Box<Sleep>>,
     in_request: bool,
+    /// Switched to another protocol (a WebSocket): its handler bounds it from now on.
+    upgraded: bool,
     request: Duration,
     idle: Duration,
 }
@@ -37,6 +39,7 @@ impl<IO> Deadlines<IO> {
             io,
             deadline,
             in_request: false,
+            upgraded: false,
             request,
             idle,
         }
@@ -47,6 +50,11 @@ impl<IO> Deadlines<IO> {
         self.in_request = false;
         self.deadline.as_mut().reset(Instant::now() + self.idle);
     }
+}
+
+/// Whether a write is `101 Switching Protocols`: the connection is then another protocol's.
+fn is_switching_protocols(written: &[u8]) -> bool {
+    written.starts_with(b"HTTP/1.1 101 ")
 }
 
 /// Whether a write begins a final response (`HTTP/1.x` and a status of 200 or more). An interim
@@ -97,6 +105,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Deadlines<IO> {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending if this.upgraded => Poll::Pending,
             Poll::Pending => {
                 ready!(this.deadline.as_mut().poll(cx));
                 Poll::Ready(Err(expired(this.in_request)))
@@ -112,7 +121,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Deadlines<IO> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let written = ready!(Pin::new(&mut self.io).poll_write(cx, data))?;
-        if written > 0 && is_final_response(data) {
+        if written > 0 && is_switching_protocols(data) {
+            self.upgraded = true;
+        } else if written > 0 && is_final_response(data) {
             self.answered();
         }
         Poll::Ready(Ok(written))
@@ -128,7 +139,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Deadlines<IO> {
             .iter()
             .find(|b| !b.is_empty())
             .map_or(&[][..], |b| &b[..]);
-        if written > 0 && is_final_response(first) {
+        if written > 0 && is_switching_protocols(first) {
+            self.upgraded = true;
+        } else if written > 0 && is_final_response(first) {
             self.answered();
         }
         Poll::Ready(Ok(written))
@@ -224,6 +237,25 @@ mod tests {
         let err = conn.read(&mut buf).await.expect_err("the body is late");
         assert_eq!(err.to_string(), "request not completed in time");
         assert_eq!(start.elapsed(), REQ);
+    }
+
+    /// After `101 Switching Protocols` the connection is a WebSocket, bounded by its session's
+    /// rules: neither deadline cuts it.
+    #[tokio::test(start_paused = true)]
+    async fn an_upgraded_connection_is_not_cut_by_the_deadlines() {
+        let (mut client, server) = duplex(256);
+        let mut conn = Deadlines::new(server, REQ, IDLE);
+        client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        let mut buf = [0u8; 256];
+        assert!(conn.read(&mut buf).await.unwrap() > 0);
+        conn.write_all(b"HTTP/1.1 101 Switching Protocols\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(IDLE * 3).await;
+        client.write_all(b"frame").await.unwrap();
+        assert_eq!(conn.read(&mut buf).await.unwrap(), 5);
+        let silent = tokio::time::timeout(IDLE * 3, conn.read(&mut buf)).await;
+        assert!(silent.is_err(), "still open: {silent:?}");
     }
 
     #[test]

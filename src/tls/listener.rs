@@ -129,6 +129,8 @@ pub async fn serve<IO, A, AF>(
         unlogged: 0,
     };
     let graceful = GracefulShutdown::new();
+    // HTTP/1.1 connections learn of the stop here, HTTP/2 ones from `graceful`.
+    let stop = tokio::sync::watch::Sender::new(false);
     let stop_accepting = async {
         shutdown.await;
         drain.draining.begin();
@@ -161,6 +163,7 @@ pub async fn serve<IO, A, AF>(
         let _ = tcp.set_nodelay(true);
         let (accept, app, watcher) = (accept.clone(), app.clone(), graceful.watcher());
         let (in_flight, draining) = (in_flight.clone(), drain.draining.clone());
+        let mut closing = stop.subscribe();
         tokio::spawn(async move {
             let _slot = slot;
             let Some(io) = accept(tcp, peer).await else {
@@ -185,8 +188,23 @@ pub async fn serve<IO, A, AF>(
                 .keep_alive(limits.max_requests_per_connection > 1);
             let io = Deadlines::new(io, limits.request_timeout, limits.idle_timeout);
             let service = bounded(app, limits, in_flight, draining, peer);
-            let conn = builder.serve_connection(TokioIo::new(io), service);
-            if let Err(e) = watcher.watch(conn).await {
+            // Upgrades (the aggregated API's WebSockets) hand the connection to their handler;
+            // hyper-util's graceful watcher does not take an upgradeable connection, so the
+            // stop is watched here (`closing`).
+            drop(watcher);
+            let conn = builder
+                .serve_connection(TokioIo::new(io), service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            let stopping = async move { closing.wait_for(|stop| *stop).await.is_ok() };
+            let ended = tokio::select! {
+                ended = conn.as_mut() => ended,
+                _ = stopping => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
@@ -194,10 +212,9 @@ pub async fn serve<IO, A, AF>(
     drop(listener);
     // In-flight requests are bounded by the request deadline; a second covers the last write.
     let grace = limits.request_timeout + Duration::from_secs(1);
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    stop.send_replace(true);
+    let all_closed = futures::future::join(graceful.shutdown(), stop.closed());
+    if tokio::time::timeout(grace, all_closed).await.is_err() {
         tracing::warn!("in-flight requests did not finish within the request deadline");
     }
 }
@@ -231,7 +248,9 @@ fn bounded(
         async move {
             let wait = limits.max_stream_wait;
             let mut response = streams::answer(app, &in_flight, peer.ip(), wait, request).await;
-            if last || draining.is_draining() {
+            // An upgrade answered keeps its connection (the WebSocket goes on over it).
+            let upgraded = response.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS;
+            if (last || draining.is_draining()) && !upgraded {
                 response
                     .headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));

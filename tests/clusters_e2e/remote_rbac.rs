@@ -108,6 +108,19 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             vec!["update"],
             Some("team-a"),
         ),
+        // The consoles, KubeVirt's streams (GET).
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/console",
+            vec!["get"],
+            Some("team-a"),
+        ),
+        (
+            "subresources.kubevirt.io",
+            "virtualmachineinstances/vnc",
+            vec!["get"],
+            Some("team-a"),
+        ),
         ("", "persistentvolumeclaims", rw.to_vec(), Some("team-a")),
         (
             "cdi.kubevirt.io",
@@ -191,17 +204,17 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
             "create",
             Some("team-a"),
         ),
-        // Only the power buttons relayed so far: no console, no VNC, no other subresource.
+        // Only the subresources relayed: the consoles only opened (get), no other one.
         (
             "subresources.kubevirt.io",
             "virtualmachineinstances/console",
-            "get",
+            "update",
             Some("team-a"),
         ),
         (
             "subresources.kubevirt.io",
             "virtualmachineinstances/vnc",
-            "get",
+            "create",
             Some("team-a"),
         ),
         (

@@ -5,12 +5,14 @@
 //! so unused items and re-exports are expected here.
 #![allow(dead_code, unused_imports)]
 
+pub mod aggregated;
 pub mod aggregation;
 mod apiserver;
 mod apiserver_extras;
 mod assets;
 mod audit;
 mod clients;
+pub mod console_client;
 mod control_plane;
 mod controller_manager;
 mod crds;

@@ -176,11 +176,13 @@ impl Operator {
             dir.join("tls.key").into(),
             "--listen".into(),
             "127.0.0.1:0".into(),
-            "--metrics-bind-address".into(),
-            "127.0.0.1:0".into(),
             "--health-probe-bind-address".into(),
             format!("127.0.0.1:{probes}").into(),
         ];
+        // A test that scrapes /metrics names its own port.
+        if !extra.contains(&"--metrics-bind-address") {
+            args.extend(["--metrics-bind-address".into(), "127.0.0.1:0".into()]);
+        }
         // RESYNC unless the test chose its own (one that must not lean on resyncs).
         if !extra.contains(&"--reconcile-interval") {
             args.extend([

@@ -1,14 +1,17 @@
 //! KubeVirt's subresource API (`subresources.kubevirt.io/v1`, virt-api's) played on a test
 //! control plane: an HTTPS server on loopback registered as its APIService, answering the power
-//! subresources of any VMI, and a VM's stop, with 200 and recording each call (who
-//! kube-apiserver said made it, and its body).
+//! subresources of any VMI, and a VM's stop, with 200, and a VMI's `console` and `vnc` as
+//! virt-api does (a WebSocket upgrade, subprotocol `plain.kubevirt.io`) with a guest that echoes
+//! every message; each call is recorded (who kube-apiserver said made it, and its body).
 
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
+use futures::{SinkExt, StreamExt};
 use kube::Client;
 
 use super::aggregation::register_api_service;
@@ -58,7 +61,7 @@ impl PlayedVirtApi {
                 &format!(
                     "/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/virtualmachineinstances/{{vmi}}/{{sub}}"
                 ),
-                put(record),
+                put(record).get(stream),
             )
             .route(
                 &format!(
@@ -96,13 +99,14 @@ impl Drop for PlayedVirtApi {
 }
 
 async fn discovery() -> axum::Json<serde_json::Value> {
-    let resources: Vec<serde_json::Value> = ["pause", "unpause", "softreboot"]
-        .iter()
-        .map(|sub| {
+    let power = ["pause", "unpause", "softreboot"].map(|sub| (sub, "update"));
+    let streams = ["console", "vnc"].map(|sub| (sub, "get"));
+    let resources: Vec<serde_json::Value> = (power.iter().chain(streams.iter()))
+        .map(|(sub, verb)| {
             serde_json::json!({
                 "name": format!("virtualmachineinstances/{sub}"),
                 "singularName": "", "namespaced": true,
-                "kind": "VirtualMachineInstance", "verbs": ["update"],
+                "kind": "VirtualMachineInstance", "verbs": [verb],
             })
         })
         .chain(std::iter::once(serde_json::json!({
@@ -122,7 +126,7 @@ async fn record(
     Path((ns, vmi, sub)): Path<(String, String, String)>,
     request: Request,
 ) -> StatusCode {
-    push(&calls, format!("{ns}/{vmi}/{sub}"), request).await
+    recorded(&calls, format!("{ns}/{vmi}/{sub}"), request).await
 }
 
 async fn record_vm(
@@ -130,22 +134,106 @@ async fn record_vm(
     Path((ns, vm, sub)): Path<(String, String, String)>,
     request: Request,
 ) -> StatusCode {
-    push(&calls, format!("virtualmachines/{ns}/{vm}/{sub}"), request).await
+    recorded(&calls, format!("virtualmachines/{ns}/{vm}/{sub}"), request).await
 }
 
-async fn push(calls: &Mutex<Vec<Call>>, target: String, request: Request) -> StatusCode {
-    let user = request
-        .headers()
-        .get("x-remote-user")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+/// A PUT recorded with its body, answered 200.
+async fn recorded(calls: &Mutex<Vec<Call>>, target: String, request: Request) -> StatusCode {
+    let user = user_of(&request);
     let body = axum::body::to_bytes(request.into_body(), 64 * 1024)
         .await
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    if let Ok(mut calls) = calls.lock() {
-        calls.push(Call { target, user, body });
-    }
+    push(calls, Call { target, user, body });
     StatusCode::OK
+}
+
+fn user_of(request: &Request) -> String {
+    request
+        .headers()
+        .get("x-remote-user")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn push(calls: &Mutex<Vec<Call>>, call: Call) {
+    if let Ok(mut calls) = calls.lock() {
+        calls.push(call);
+    }
+}
+
+/// KubeVirt's subprotocol for console and VNC.
+pub const PLAIN: &str = "plain.kubevirt.io";
+
+/// `console` or `vnc` as virt-api serves them: only a WebSocket upgrade offering
+/// `plain.kubevirt.io`; the guest echoes every message back as it came.
+async fn stream(
+    State(calls): State<Arc<Mutex<Vec<Call>>>>,
+    Path((ns, vmi, sub)): Path<(String, String, String)>,
+    mut request: Request,
+) -> Response {
+    let headers = request.headers();
+    let offered = headers
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|p| p.trim() == PLAIN));
+    let key = headers
+        .get(header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let on_upgrade = request
+        .extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>();
+    let (Some(key), Some(on_upgrade), true, true) = (
+        key,
+        on_upgrade,
+        offered,
+        ["console", "vnc"].contains(&sub.as_str()),
+    ) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let target = format!("{ns}/{vmi}/{sub}");
+    let user = user_of(&request);
+    push(
+        &calls,
+        Call {
+            target,
+            user,
+            body: String::new(),
+        },
+    );
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let mut socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            hyper_util::rt::TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(message)) = socket.next().await {
+            if message.is_binary() || message.is_text() {
+                if socket.send(message).await.is_err() {
+                    break;
+                }
+            } else if message.is_close() {
+                break;
+            }
+        }
+    });
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(
+        header::SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static(PLAIN),
+    );
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
 }

@@ -218,4 +218,7 @@ operator's own right (its ClusterRole: restarts delete VMIs too).
 - apiGroups: ["subresources.kubevirt.io"]
   resources: ["virtualmachineinstances/pause", "virtualmachineinstances/unpause", "virtualmachineinstances/softreboot", "virtualmachines/stop"]
   verbs: ["update"]
+- apiGroups: ["subresources.kubevirt.io"]
+  resources: ["virtualmachineinstances/console", "virtualmachineinstances/vnc"]
+  verbs: ["get"]
 {{- end -}}
