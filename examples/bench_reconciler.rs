@@ -276,6 +276,39 @@ impl Placed {
     }
 }
 
+/// Waits until every Machine has a status naming its VM; the time it took.
+pub async fn wait_converged(
+    admin: &Client,
+    ns: &str,
+    n: usize,
+    op: &mut support::Proc,
+) -> Result<Duration> {
+    let machines = Api::<Machine>::namespaced(admin.clone(), ns);
+    let started = Instant::now();
+    loop {
+        if let Some(status) = op.exited() {
+            bail!("operator exited ({status})\n{}", op.log_tail(30));
+        }
+        let ready = machines
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|m| m.status.as_ref().is_some_and(|s| s.vm_name.is_some()))
+            .count();
+        if ready >= n {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > Duration::from_secs(3600) {
+            bail!(
+                "only {ready} of {n} Machines converged\n{}",
+                op.log_tail(30)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(if n > 2000 { 3000 } else { 500 })).await;
+    }
+}
+
 struct Run {
     took: Duration,
     peak_rss_kib: u64,
@@ -291,37 +324,13 @@ async fn operator_run(args: &Args, n: usize, qps: f64, burst: u32) -> Result<Run
     let port = support::free_port()?;
     create_admitted_machines(args, &cp, &admin, &ns, Placed::local(n), port, &dir).await?;
     let before = writes(&admin).await?;
-    let started = Instant::now();
     let mut op = support::Proc::spawn(
         "kubevirt-operator",
         &args.operator,
         run_argv(&cp, port, qps, burst),
         dir.join("operator.log"),
     )?;
-    let machines = Api::<Machine>::namespaced(admin.clone(), &ns);
-    let deadline = started + Duration::from_secs(3600);
-    let took = loop {
-        if let Some(status) = op.exited() {
-            bail!("operator exited ({status})\n{}", op.log_tail(30));
-        }
-        let ready = machines
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|m| m.status.as_ref().is_some_and(|s| s.vm_name.is_some()))
-            .count();
-        if ready == n {
-            break started.elapsed();
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "only {ready} of {n} Machines converged\n{}",
-                op.log_tail(30)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(if n > 2000 { 2000 } else { 250 })).await;
-    };
+    let took = wait_converged(&admin, &ns, n, &mut op).await?;
     let vms = Api::<VirtualMachine>::namespaced(admin.clone(), &ns)
         .list_metadata(&ListParams::default())
         .await?

@@ -4,6 +4,8 @@
 //! the Machine's cluster, here the remote dc1 and the operator's own; authorized by kube-apiserver
 //! on the Machine, and bounded by the session limits, which end sessions and count them.
 
+mod aggregated;
+mod kubevirt;
 mod support;
 
 use std::time::Duration;
@@ -13,7 +15,8 @@ use kube::api::{Api, DeleteParams};
 use kubevirt_operator::subresources::upstream::{PROTOCOL, Socket};
 use tokio_tungstenite::tungstenite::Message;
 
-use support::aggregated::{self, Env, GROUP, VERSION, WAIT, dc1, direct, machine_with_vmi};
+use aggregated::remote::{dc1, remote_machine};
+use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start_fixture, vmi_rules};
 use support::console_client::{
     closed, closed_while_busy, open, refused_with, round_trip, scrape, user_client,
 };
@@ -31,10 +34,7 @@ fn stream_path(ns: &str, machine: &str, kind: &str) -> String {
 
 /// team-a and team-b; alice may open consoles in team-a, bob may only pause there.
 fn fixture() -> Fixture {
-    Fixture::new()
-        .with_all_crds()
-        .namespace("team-a")
-        .namespace("team-b")
+    aggregated::teams()
         .user("alice", &[])
         .user("bob", &[])
         .grant(
@@ -60,10 +60,10 @@ fn fixture() -> Fixture {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_reach_it() {
     let (Env { env, port }, remote) = tokio::join!(
-        aggregated::start(
+        start_fixture(
             fixture(),
             &["--kubevirt-config-probe-interval", "1s"],
-            &CONSOLE_RIGHTS
+            vmi_rules(&CONSOLE_RIGHTS)
         ),
         Fixture::new().with_fixture_crds().start()
     );
@@ -71,7 +71,7 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
     let far_admin = remote.admin_client().await;
     let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
     dc1(&admin, &remote).await;
-    aggregated::remote_machine(&env, &remote, "team-a", "far").await;
+    remote_machine(&env, &remote, "team-a", "far").await;
     machine_with_vmi(&admin, "team-b", "vm-1").await;
 
     // Alice, with machines/console in team-a, reaches the remote VM's serial console through
@@ -184,7 +184,7 @@ async fn session_limits_refuse_and_idle_sessions_end_counted_in_metrics() {
         "--metrics-bind-address",
         metrics_listen.as_str(),
     ];
-    let Env { env, .. } = aggregated::start(fixture(), &flags, &CONSOLE_RIGHTS).await;
+    let Env { env, .. } = start_fixture(fixture(), &flags, vmi_rules(&CONSOLE_RIGHTS)).await;
     let admin = env.admin_client().await;
     let virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
     machine_with_vmi(&admin, "team-a", "vm-1").await;
@@ -320,7 +320,7 @@ async fn measure(socket: &mut Socket, n: usize, secs: u64) -> (Vec<Duration>, f6
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a measurement; run by hand"]
 async fn relay_cost() {
-    let Env { env, .. } = aggregated::start(fixture(), &[], &CONSOLE_RIGHTS).await;
+    let Env { env, .. } = start_fixture(fixture(), &[], vmi_rules(&CONSOLE_RIGHTS)).await;
     let admin = env.admin_client().await;
     let _virt_api = PlayedVirtApi::start(&admin, OPERATOR_NAMESPACE, "virt-api").await;
     machine_with_vmi(&admin, "team-a", "vm-1").await;

@@ -23,7 +23,7 @@ use support::virt_api::{Call, PlayedVirtApi};
 use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually};
 
 use power::{
-    Env, GROUP, WAIT, dc1, machine_path, put_status, put_with, remote_machine_with_vmi, vmi_running,
+    Env, GROUP, WAIT, dc1, machine_path, put_status, put_with, remote_machine, vmi_running,
 };
 
 const STOPPED_AT: &str = "vitistack.io/stopped-at";
@@ -278,7 +278,7 @@ async fn a_remote_machine_is_stopped_and_force_stopped_on_its_cluster() {
     let far_admin = remote.admin_client().await;
     let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
     dc1(&admin, &remote).await;
-    remote_machine_with_vmi(&env, &remote, "far").await;
+    remote_machine(&env, &remote, "team-a", "far").await;
     let alice = env.client_of("alice").await;
     let path = |sub| machine_path("team-a", "far", sub);
 

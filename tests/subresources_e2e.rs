@@ -8,15 +8,10 @@ mod aggregated;
 mod kubevirt;
 mod support;
 
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::Role;
-use kube::Client;
-use kube::api::{Api, PostParams};
-
-use kubevirt_operator::api::{KubevirtConfig, Machine};
-use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
-
-use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start};
+use aggregated::remote::{dc1, remote_machine};
+use aggregated::{
+    Env, GROUP, VERSION, WAIT, direct, machine_path, machine_with_vmi, put_status, start,
+};
 use support::aggregation::FRONT_PROXY_NAME;
 use support::operator::OPERATOR_USER;
 use support::virt_api::{Call, PlayedVirtApi};
@@ -56,23 +51,7 @@ async fn kubectl_as(env: &Started, user: &str, line: &str) -> std::process::Outp
 }
 
 fn pause_path(ns: &str, machine: &str) -> String {
-    format!("/apis/{GROUP}/{VERSION}/namespaces/{ns}/machines/{machine}/pause")
-}
-
-/// The HTTP status kube-apiserver answers `client`'s PUT of `path` with.
-async fn put_status(client: &Client, path: &str) -> u16 {
-    let request = http::Request::put(path)
-        .header("Content-Type", "application/json")
-        .body(b"{}".to_vec())
-        .expect("request");
-    match client.request_text(request).await {
-        Ok(_) => 200,
-        Err(kube::Error::Api(e)) => {
-            eprintln!("PUT {path}: {} {}", e.code, e.message);
-            e.code
-        }
-        Err(e) => panic!("PUT {path}: {e}"),
-    }
+    machine_path(ns, machine, "pause")
 }
 
 #[tokio::test]
@@ -160,52 +139,6 @@ async fn only_kube_apiserver_reaches_the_aggregated_api_and_authorizes_on_the_ma
     assert_eq!(virt_api.calls(), paused, "nothing relayed directly");
 }
 
-/// The KubevirtConfig `dc1` for `remote`, with its admin's token (the remote RBAC is
-/// `tests/clusters_e2e.rs`'s), and the operator's rights to read its Secret.
-async fn dc1(admin: &Client, remote: &Started) {
-    use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(remote.ca_pem());
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters: [{{name: r, cluster: {{server: '{}', certificate-authority-data: {ca}}}}}]\nusers: [{{name: u, user: {{token: {}}}}}]\ncontexts: [{{name: r, context: {{cluster: r, user: u}}}}]\ncurrent-context: r\n",
-        remote.server_url(),
-        remote.admin_token()
-    );
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "dc1-kubeconfig" }, "stringData": { "kubeconfig": kubeconfig },
-    }))
-    .expect("Secret");
-    Api::<Secret>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("kubeconfig Secret");
-    let role: Role = serde_yaml::from_str(
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("manifests/rbac/kubevirt_config_role.yaml"),
-        )
-        .expect("kubevirt_config_role.yaml"),
-    )
-    .expect("Role");
-    support::rbac::grant_role(
-        admin,
-        OPERATOR_NAMESPACE,
-        "kubevirt-config",
-        OPERATOR_USER,
-        role.rules.unwrap_or_default(),
-    )
-    .await;
-    let config: KubevirtConfig = serde_json::from_value(serde_json::json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "KubevirtConfig",
-        "metadata": { "name": "dc1" },
-        "spec": { "kubeconfigSecretRef": "dc1-kubeconfig", "secretNamespace": OPERATOR_NAMESPACE },
-    }))
-    .expect("KubevirtConfig");
-    Api::<KubevirtConfig>::all(admin.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("KubevirtConfig");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_machine_is_paused_on_its_cluster() {
     let (Env { env, .. }, remote) = tokio::join!(
@@ -217,49 +150,7 @@ async fn a_remote_machine_is_paused_on_its_cluster() {
     let far_admin = remote.admin_client().await;
     let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
     dc1(&admin, &remote).await;
-
-    let machines = Api::<Machine>::namespaced(admin.clone(), "team-a");
-    let m: Machine = serde_json::from_value(serde_json::json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
-        "metadata": { "name": "far", "annotations": { "vitistack.io/kubevirt-config": "dc1" } },
-        "spec": { "template": "small" },
-    }))
-    .expect("Machine");
-    machines
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create Machine");
-    let far_vms = Api::<VirtualMachine>::namespaced(far_admin.clone(), "team-a");
-    let seen = std::sync::Mutex::new(String::new());
-    let log = || {
-        let status = seen.lock().map(|s| s.clone()).unwrap_or_default();
-        format!("Machine status: {status}\n{}", env.operator().log_tail())
-    };
-    support::eventually_with(WAIT, "the Machine's VM on dc1", log, || async {
-        if let (Ok(m), Ok(mut seen)) = (machines.get("far").await, seen.lock()) {
-            *seen = format!("{:?}", m.status.map(|s| s.conditions));
-        }
-        far_vms.get_opt("far").await.ok().flatten()
-    })
-    .await;
-    kubevirt::vmi(
-        &far_admin,
-        "team-a",
-        "far",
-        serde_json::json!({ "phase": "Running" }),
-    )
-    .await;
-    support::eventually_with(
-        WAIT,
-        "the remote VMI in the Machine's status",
-        log,
-        || async {
-            let status = machines.get("far").await.ok()?.status?;
-            (status.vmi_name.as_deref() == Some("far") && status.cluster.as_deref() == Some("dc1"))
-                .then_some(())
-        },
-    )
-    .await;
+    remote_machine(&env, &remote, "team-a", "far").await;
 
     let alice = env.client_of("alice").await;
     assert_eq!(put_status(&alice, &pause_path("team-a", "far")).await, 200);

@@ -25,7 +25,9 @@ use super::floor::write_all;
 use super::measure::proc_status;
 use super::replica::run_argv;
 use super::support::{self, ControlPlane, Proc};
-use super::{Args, Placed, control_plane, create_admitted_machines, create_machines};
+use super::{
+    Args, Placed, control_plane, create_admitted_machines, create_machines, wait_converged,
+};
 
 /// C clusters of M Machines each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,37 +154,13 @@ async fn operator(args: &Args, shape: Shape) -> Result<(Duration, u64)> {
         clusters: shape.clusters,
     };
     create_admitted_machines(args, &cp, &admin, &ns, placed, port, &dir).await?;
-    let started = Instant::now();
     let mut op = Proc::spawn(
         "kubevirt-operator",
         &args.operator,
         run_argv(&cp, port, args.qps, args.burst),
         dir.join("operator.log"),
     )?;
-    let machines = Api::<Machine>::namespaced(admin.clone(), &ns);
-    let deadline = started + Duration::from_secs(3600);
-    let took = loop {
-        if let Some(status) = op.exited() {
-            bail!("operator exited ({status})\n{}", op.log_tail(30));
-        }
-        let ready = machines
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|m| m.status.as_ref().is_some_and(|s| s.vm_name.is_some()))
-            .count();
-        if ready == n {
-            break started.elapsed();
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "only {ready} of {n} Machines converged\n{}",
-                op.log_tail(30)
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    };
+    let took = wait_converged(&admin, &ns, n, &mut op).await?;
     for (i, remote) in remotes.iter().enumerate() {
         let vms = Api::<VirtualMachine>::namespaced(remote.client().await?, &ns)
             .list_metadata(&ListParams::default())

@@ -23,18 +23,13 @@ mod idle;
 #[path = "latency.rs"]
 mod latency;
 
-use std::time::{Duration, Instant};
-
-use anyhow::{Context, Result, bail};
-use kube::Client;
-use kube::api::{Api, ListParams};
-
-use kubevirt_operator::api::Machine;
+use std::time::Duration;
 
 use super::measure::writes;
 use super::replica::{replica, webhook_server};
-use super::support::{self, Proc};
-use super::{Args, Placed, control_plane, create_admitted_machines};
+use super::support;
+use super::{Args, Placed, control_plane, create_admitted_machines, wait_converged};
+use anyhow::{Context, Result, bail};
 use latency::VmWatch;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -189,32 +184,4 @@ pub async fn run(args: &Args) -> Result<Vec<String>> {
     webhook.kill();
     drop(cp);
     Ok(report)
-}
-
-/// Waits until every Machine has a status naming its VM.
-async fn wait_converged(admin: &Client, ns: &str, n: usize, op: &mut Proc) -> Result<Duration> {
-    let machines = Api::<Machine>::namespaced(admin.clone(), ns);
-    let started = Instant::now();
-    loop {
-        if let Some(status) = op.exited() {
-            bail!("operator exited ({status})\n{}", op.log_tail(30));
-        }
-        let ready = machines
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|m| m.status.as_ref().is_some_and(|s| s.vm_name.is_some()))
-            .count();
-        if ready >= n {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() > Duration::from_secs(3600) {
-            bail!(
-                "only {ready} of {n} Machines converged\n{}",
-                op.log_tail(30)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(if n > 2000 { 3000 } else { 500 })).await;
-    }
 }

@@ -16,10 +16,10 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use super::answer::{Shared, authenticate, status, unauthorized};
 use super::held::Held;
 use super::pipe::{self, Session};
-use super::relay::{RELAY_TIMEOUT, cluster_client, unavailable};
+use super::relay::{RELAY_TIMEOUT, machine_target, unavailable};
+use super::sessions;
 use super::sessions::{Kind, Refusal};
 use super::upstream::{self, PROTOCOL, UpstreamError};
-use super::{power, sessions};
 use crate::api::Machine;
 
 /// GET `.../namespaces/{namespace}/machines/{name}/{subresource}`.
@@ -57,27 +57,14 @@ pub async fn get(
         let message = "this connection cannot be upgraded (HTTP/1.1 only)";
         return status(StatusCode::BAD_REQUEST, "BadRequest", message);
     };
-    let machines = Api::<Machine>::namespaced(shared.client.clone(), &namespace);
-    let machine = match machines.get_opt(&name).await {
-        Ok(Some(machine)) => machine,
-        Ok(None) => {
-            let message = format!("Machine {namespace}/{name} not found");
-            return status(StatusCode::NOT_FOUND, "NotFound", &message);
-        }
-        Err(e) => return unavailable(&format!("reading Machine {namespace}/{name}: {e}")),
-    };
-    let target = match power::target(&machine) {
-        Ok(target) => target,
-        Err(e) => return status(StatusCode::CONFLICT, "Conflict", &e.to_string()),
+    let (_, target, cluster) = match machine_target(&shared, &namespace, &name).await {
+        Ok(found) => found,
+        Err(response) => return *response,
     };
     let cluster_name = target
         .cluster
         .clone()
         .unwrap_or_else(|| "the operator's own cluster".to_owned());
-    let cluster = match cluster_client(&shared, &target) {
-        Ok(client) => client,
-        Err(response) => return *response,
-    };
     let ticket = match held.open(&user.name, kind) {
         Ok(ticket) => ticket,
         Err(refusal) => return refused(refusal),
@@ -105,7 +92,7 @@ pub async fn get(
         ticket,
         limits: *held.limits(),
         draining: held.draining().clone(),
-        machines,
+        machines: Api::<Machine>::namespaced(shared.client.clone(), &namespace),
         machine: name.clone(),
         cluster,
         target,

@@ -32,21 +32,8 @@ pub async fn put(
         let message = format!("machines/{subresource} is not served (yet)");
         return status(StatusCode::NOT_FOUND, "NotFound", &message);
     };
-    let machines = Api::<Machine>::namespaced(shared.client.clone(), &namespace);
-    let machine = match machines.get_opt(&name).await {
-        Ok(Some(machine)) => machine,
-        Ok(None) => {
-            let message = format!("Machine {namespace}/{name} not found");
-            return status(StatusCode::NOT_FOUND, "NotFound", &message);
-        }
-        Err(e) => return unavailable(&format!("reading Machine {namespace}/{name}: {e}")),
-    };
-    let target = match power::target(&machine) {
-        Ok(target) => target,
-        Err(e) => return status(StatusCode::CONFLICT, "Conflict", &e.to_string()),
-    };
-    let client = match cluster_client(&shared, &target) {
-        Ok(client) => client,
+    let (machine, target, client) = match machine_target(&shared, &namespace, &name).await {
+        Ok(found) => found,
         Err(response) => return *response,
     };
     let path = power::kubevirt_path(power, &target);
@@ -94,6 +81,40 @@ pub(super) fn unavailable(message: &str) -> Response {
         "ServiceUnavailable",
         message,
     )
+}
+
+/// The Machine `namespace/name`, the VMI its status names and the operator's client of that
+/// VMI's cluster; or the answer saying why not (404, 409, 503).
+pub(super) async fn machine_target(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+) -> Result<(Machine, Target, Client), Box<Response>> {
+    let machines = Api::<Machine>::namespaced(shared.client.clone(), namespace);
+    let machine = match machines.get_opt(name).await {
+        Ok(Some(machine)) => machine,
+        Ok(None) => {
+            let message = format!("Machine {namespace}/{name} not found");
+            return Err(Box::new(status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &message,
+            )));
+        }
+        Err(e) => {
+            let message = format!("reading Machine {namespace}/{name}: {e}");
+            return Err(Box::new(unavailable(&message)));
+        }
+    };
+    let target = match power::target(&machine) {
+        Ok(target) => target,
+        Err(e) => {
+            let message = e.to_string();
+            return Err(Box::new(status(StatusCode::CONFLICT, "Conflict", &message)));
+        }
+    };
+    let client = cluster_client(shared, &target)?;
+    Ok((machine, target, client))
 }
 
 /// The operator's client of the VMI's cluster: its own, or the KubevirtConfig's while ready.

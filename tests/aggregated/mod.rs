@@ -1,9 +1,9 @@
-//! The set-up of issue 34's tests, shared by the crates that test the aggregated API
-//! `subresources.vitistack.io` (the server, `subresources_e2e`; its kubectl plugin,
-//! `plugin_e2e`): the operator with its aggregated API registered through a real
-//! kube-apiserver, and Machines with a running VMI, KubeVirt played. A test crate that uses it
-//! declares `mod aggregated; mod kubevirt; mod support;` (the VMI is written by `kubevirt`,
-//! which `support` is compiled without).
+//! The set-up of issue 34's tests, shared by every crate that tests the aggregated API
+//! `subresources.vitistack.io` (`subresources_e2e`, `power_e2e`, `console_e2e`, `plugin_e2e`):
+//! the operator with its aggregated API registered through a real kube-apiserver, Machines with
+//! a running VMI (KubeVirt played), PUTs of the buttons, and the remote cluster dc1
+//! ([`remote`]). A test crate that uses it declares `mod aggregated; mod kubevirt; mod
+//! support;` (the VMI is written by `kubevirt`, which `support` is compiled without).
 #![allow(dead_code)]
 
 use std::time::Duration;
@@ -20,6 +20,8 @@ use crate::support::aggregation::register_api_service;
 use crate::support::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
 use crate::support::rbac::rule;
 use crate::support::{Fixture, OPERATOR_NAMESPACE, Started, eventually, free_port};
+
+pub mod remote;
 
 pub const GROUP: &str = "subresources.vitistack.io";
 pub const VERSION: &str = "v1alpha1";
@@ -77,6 +79,12 @@ pub async fn machine_with_vmi(admin: &Client, ns: &str, name: &str) {
         .create(&PostParams::default(), &m)
         .await
         .expect("create Machine");
+    vmi_running(admin, ns, name).await;
+}
+
+/// Once Machine `ns/name`'s VM is there: its VMI played running, and recorded in its status.
+pub async fn vmi_running(admin: &Client, ns: &str, name: &str) {
+    let machines = Api::<Machine>::namespaced(admin.clone(), ns);
     let vms = Api::<VirtualMachine>::namespaced(admin.clone(), ns);
     eventually(WAIT, "the Machine's VM", || async {
         vms.get_opt(name).await.ok().flatten()
@@ -90,22 +98,54 @@ pub async fn machine_with_vmi(admin: &Client, ns: &str, name: &str) {
     .await;
 }
 
+/// Rules on KubeVirt's subresources of VMIs (`(subresource, verb)`), as the operator needs them.
+pub fn vmi_rules(rights: &[(&str, &str)]) -> Vec<PolicyRule> {
+    (rights.iter())
+        .map(|(sub, verb)| {
+            rule(
+                "subresources.kubevirt.io",
+                &format!("virtualmachineinstances/{sub}"),
+                &[verb],
+            )
+        })
+        .collect()
+}
+
 /// [`start_with`]: alice may pause Machines in team-a only.
 pub async fn start(extra: &[&str]) -> Env {
     start_with(extra, vec![rule(GROUP, "machines/pause", &["update"])]).await
 }
 
 /// The operator with its aggregated API on a free port, registered as the APIService; alice
-/// holds `alice_rules` in team-a (and nothing in team-b).
+/// holds `alice_rules` in team-a (and nothing in team-b); the operator may pause, unpause and
+/// soft-reboot VMIs.
 pub async fn start_with(extra: &[&str], alice_rules: Vec<PolicyRule>) -> Env {
-    let port = free_port().expect("port");
-    let listen = format!("127.0.0.1:{port}");
-    let env = Fixture::new()
+    let fixture = teams()
+        .user("alice", &[])
+        .grant("team-a", "alice", alice_rules);
+    let power = [
+        ("pause", "update"),
+        ("unpause", "update"),
+        ("softreboot", "update"),
+    ];
+    start_fixture(fixture, extra, vmi_rules(&power)).await
+}
+
+/// The namespaces team-a and team-b, every CRD installed.
+pub fn teams() -> Fixture {
+    Fixture::new()
         .with_all_crds()
         .namespace("team-a")
         .namespace("team-b")
-        .user("alice", &[])
-        .grant("team-a", "alice", alice_rules)
+}
+
+/// The operator of `fixture` (its namespaces, users and grants) with its aggregated API on a
+/// free port and `extra` flags, registered as the APIService; the operator holds `kubevirt`
+/// (KubeVirt's rights) on its own cluster, as the remote-cluster RBAC grants them on a VM's.
+pub async fn start_fixture(fixture: Fixture, extra: &[&str], kubevirt: Vec<PolicyRule>) -> Env {
+    let port = free_port().expect("port");
+    let listen = format!("127.0.0.1:{port}");
+    let env = fixture
         .operator(
             "aggregated",
             &[&["--subresources-listen", listen.as_str()], extra].concat(),
@@ -114,16 +154,7 @@ pub async fn start_with(extra: &[&str], alice_rules: Vec<PolicyRule>) -> Env {
         .await;
     let admin = env.admin_client().await;
     let_operator_read_front_proxy_ca(&admin).await;
-    // What the remote-cluster RBAC grants on a VM's cluster, here the operator's own.
-    let power = ["pause", "unpause", "softreboot"].map(|sub| {
-        rule(
-            "subresources.kubevirt.io",
-            &format!("virtualmachineinstances/{sub}"),
-            &["update"],
-        )
-    });
-    crate::support::rbac::grant_cluster_role(&admin, "vmi-power", OPERATOR_USER, power.to_vec())
-        .await;
+    crate::support::rbac::grant_cluster_role(&admin, "vmi-power", OPERATOR_USER, kubevirt).await;
     // Registered once the operator lets the front proxy in, so kube-apiserver's first
     // availability check passes.
     let front_proxy = env.front_proxy_identity().expect("front proxy identity");
@@ -148,4 +179,30 @@ pub async fn start_with(extra: &[&str], alice_rules: Vec<PolicyRule>) -> Env {
     .await
     .unwrap_or_else(|e| panic!("{e:#}\n{}", env.operator().log_tail()));
     Env { env, port }
+}
+
+/// The path of `machines/<machine>/<subresource>` in `ns`.
+pub fn machine_path(ns: &str, machine: &str, subresource: &str) -> String {
+    format!("/apis/{GROUP}/{VERSION}/namespaces/{ns}/machines/{machine}/{subresource}")
+}
+
+/// The HTTP status and message kube-apiserver answers `client`'s PUT of `path` with `body`.
+pub async fn put_with(client: &Client, path: &str, body: &str) -> (u16, String) {
+    let request = http::Request::put(path)
+        .header("Content-Type", "application/json")
+        .body(body.as_bytes().to_vec())
+        .expect("request");
+    match client.request_text(request).await {
+        Ok(_) => (200, String::new()),
+        Err(kube::Error::Api(e)) => {
+            eprintln!("PUT {path}: {} {}", e.code, e.message);
+            (e.code, e.message)
+        }
+        Err(e) => panic!("PUT {path}: {e}"),
+    }
+}
+
+/// The HTTP status kube-apiserver answers `client`'s PUT of `path` (body `{}`) with.
+pub async fn put_status(client: &Client, path: &str) -> u16 {
+    put_with(client, path, "{}").await.0
 }

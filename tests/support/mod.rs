@@ -5,7 +5,6 @@
 //! so unused items and re-exports are expected here.
 #![allow(dead_code, unused_imports)]
 
-pub mod aggregated;
 pub mod aggregation;
 mod apiserver;
 mod apiserver_extras;
