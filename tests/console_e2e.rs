@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams};
 use kubevirt_operator::subresources::upstream::{PROTOCOL, Socket};
 use tokio_tungstenite::tungstenite::Message;
 
+use aggregated::plugin::kubectl_machine;
 use aggregated::remote::{dc1, remote_machine};
 use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start_fixture, vmi_rules};
 use support::console_client::{
@@ -98,6 +99,23 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
         "the operator's credentials for dc1: {calls:?}"
     );
 
+    // The same as a user runs it: `kubectl machine console` (the binary as kubectl-machine,
+    // alice's kubeconfig, stdin piped): the guest's echo comes back on its stdout.
+    let dir = env.dir().join("plugin");
+    let kubeconfig = env
+        .write_kubeconfig(env.user("alice"), None)
+        .expect("alice's kubeconfig");
+    let args = ["console", "far", "-n", "team-a"];
+    let out = kubectl_machine(&dir, Some(&kubeconfig), &args, b"uname -a\r").await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "uname -a\r");
+    let last = virt_api.calls().pop().map(|c| c.target);
+    assert_eq!(
+        last.as_deref(),
+        Some("team-a/far/console"),
+        "relayed to dc1"
+    );
+
     // Refused by kube-apiserver: team-b's Machine (alice may only pause there), and bob, whose
     // Role in team-a lacks machines/console.
     let team_b = open(&alice, &stream_path("team-b", "vm-1", "console")).await;
@@ -137,6 +155,7 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
         let user = env.user("alice");
         (user.cert_pem.clone(), user.key_pem.clone())
     };
+    let relayed = virt_api.calls().len();
     let forged = env.mint_front_proxy("alice").expect("forged front proxy");
     for (who, identity) in [
         ("no certificate", None),
@@ -152,7 +171,7 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
         .await
         .expect("answered");
     assert_eq!(anonymous.status(), 401, "no X-Remote-User");
-    assert_eq!(virt_api.calls().len(), 2, "nothing relayed directly");
+    assert_eq!(virt_api.calls().len(), relayed, "nothing relayed directly");
 
     // The sessions outlive the listener's request deadline (10 s) and kube-apiserver's (60 s),
     // the console in use, VNC quiet.

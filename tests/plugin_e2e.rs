@@ -14,8 +14,7 @@ mod kubevirt;
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use futures::{SinkExt, StreamExt};
@@ -23,63 +22,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 
+use aggregated::plugin::{installed_plugin, kubectl_machine};
 use aggregated::{GROUP, WAIT, machine_with_vmi, start_with};
 use support::operator::OPERATOR_USER;
 use support::rbac::rule;
 use support::virt_api::PlayedVirtApi;
 use support::{OPERATOR_NAMESPACE, events_about, eventually};
-
-/// The operator's binary as `kubectl-machine`, as installed: a symlink of that name in a
-/// directory of its own under `dir`.
-fn installed_plugin(dir: &Path) -> PathBuf {
-    let bin = dir.join("plugin-bin");
-    std::fs::create_dir_all(&bin).expect("plugin dir");
-    let plugin = bin.join("kubectl-machine");
-    if !plugin.exists() {
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubevirt-operator"), &plugin)
-            .expect("symlink kubectl-machine");
-    }
-    plugin
-}
-
-/// Runs `kubectl-machine args` under `dir` with `kubeconfig` as `KUBECONFIG` (when given),
-/// `stdin` piped to it, and returns how it ended. After the console's server side is merged,
-/// the full console e2e is this with `["console", NAME, "-n", NS]` and a user's kubeconfig.
-pub async fn kubectl_machine(
-    dir: &Path,
-    kubeconfig: Option<&Path>,
-    args: &[&str],
-    stdin: &[u8],
-) -> Output {
-    let mut command = tokio::process::Command::new(installed_plugin(dir));
-    command
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(k) = kubeconfig {
-        command.env("KUBECONFIG", k);
-    }
-    let mut child = command.spawn().expect("kubectl-machine");
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(stdin).await.expect("write stdin");
-    drop(input);
-    let output = tokio::time::timeout(WAIT, child.wait_with_output())
-        .await
-        .expect("kubectl-machine ends")
-        .expect("kubectl-machine output");
-    eprintln!(
-        "kubectl-machine {}: {}\nstdout: {}\nstderr: {}",
-        args.join(" "),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
 
 /// One kubeconfig with two contexts on `env`'s API server: `bob` (current) and `alice`,
 /// both in team-a.

@@ -21,6 +21,7 @@ use crate::support::operator::{OPERATOR_USER, SUBRESOURCES_SERVICE};
 use crate::support::rbac::rule;
 use crate::support::{Fixture, OPERATOR_NAMESPACE, Started, eventually, free_port};
 
+pub mod plugin;
 pub mod remote;
 
 pub const GROUP: &str = "subresources.vitistack.io";
