@@ -196,14 +196,16 @@ pub async fn serve<IO, A, AF>(
                 .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
             tokio::pin!(conn);
-            let stopping = async move { closing.wait_for(|stop| *stop).await.is_ok() };
+            // `closing` lives until the connection has ended: `serve` waits for every one of
+            // them to be dropped, so a request in flight is answered before the process exits.
             let ended = tokio::select! {
                 ended = conn.as_mut() => ended,
-                _ = stopping => {
+                _ = async { closing.wait_for(|stop| *stop).await.is_ok() } => {
                     conn.as_mut().graceful_shutdown();
                     conn.await
                 }
             };
+            drop(closing);
             if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
