@@ -16,7 +16,7 @@ use kubevirt_operator::subresources::upstream::{PROTOCOL, Socket};
 use tokio_tungstenite::tungstenite::Message;
 
 use aggregated::plugin::kubectl_machine;
-use aggregated::remote::{dc1, remote_machine};
+use aggregated::remote::far_machine;
 use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start_fixture, vmi_rules};
 use support::console_client::{
     closed, closed_while_busy, open, refused_with, round_trip, scrape, user_client,
@@ -69,10 +69,7 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
         Fixture::new().with_fixture_crds().start()
     );
     let admin = env.admin_client().await;
-    let far_admin = remote.admin_client().await;
-    let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
-    dc1(&admin, &remote).await;
-    remote_machine(&env, &remote, "team-a", "far").await;
+    let virt_api = far_machine(&env, &remote).await;
     machine_with_vmi(&admin, "team-b", "vm-1").await;
 
     // Alice, with machines/console in team-a, reaches the remote VM's serial console through

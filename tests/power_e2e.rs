@@ -22,9 +22,7 @@ use support::rbac::rule;
 use support::virt_api::{Call, PlayedVirtApi};
 use support::{Fixture, OPERATOR_NAMESPACE, Started, events_about, eventually};
 
-use power::{
-    Env, GROUP, WAIT, dc1, machine_path, put_status, put_with, remote_machine, vmi_running,
-};
+use power::{Env, GROUP, WAIT, far_machine, machine_path, put_status, put_with, vmi_running};
 
 const STOPPED_AT: &str = "vitistack.io/stopped-at";
 const RESTARTED_AT: &str = "vitistack.io/restarted-at";
@@ -276,9 +274,7 @@ async fn a_remote_machine_is_stopped_and_force_stopped_on_its_cluster() {
     );
     let admin = env.admin_client().await;
     let far_admin = remote.admin_client().await;
-    let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
-    dc1(&admin, &remote).await;
-    remote_machine(&env, &remote, "team-a", "far").await;
+    let virt_api = far_machine(&env, &remote).await;
     let alice = env.client_of("alice").await;
     let path = |sub| machine_path("team-a", "far", sub);
 

@@ -8,7 +8,7 @@ mod aggregated;
 mod kubevirt;
 mod support;
 
-use aggregated::remote::{dc1, remote_machine};
+use aggregated::remote::far_machine;
 use aggregated::{
     Env, GROUP, VERSION, WAIT, direct, machine_path, machine_with_vmi, put_status, start,
 };
@@ -146,11 +146,7 @@ async fn a_remote_machine_is_paused_on_its_cluster() {
         // No team-a there: the operator makes it (one it did not make is refused).
         Fixture::new().with_fixture_crds().start()
     );
-    let admin = env.admin_client().await;
-    let far_admin = remote.admin_client().await;
-    let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
-    dc1(&admin, &remote).await;
-    remote_machine(&env, &remote, "team-a", "far").await;
+    let virt_api = far_machine(&env, &remote).await;
 
     let alice = env.client_of("alice").await;
     assert_eq!(put_status(&alice, &pause_path("team-a", "far")).await, 200);

@@ -12,7 +12,18 @@ use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
 use super::WAIT;
 use crate::kubevirt;
 use crate::support::operator::OPERATOR_USER;
+use crate::support::virt_api::PlayedVirtApi;
 use crate::support::{OPERATOR_NAMESPACE, Started};
+
+/// `remote` as dc1 of the operator of `env`, a virt-api played there, and Machine `team-a/far`
+/// on it with its VMI running there.
+pub async fn far_machine(env: &Started, remote: &Started) -> PlayedVirtApi {
+    let far_admin = remote.admin_client().await;
+    let virt_api = PlayedVirtApi::start(&far_admin, OPERATOR_NAMESPACE, "virt-api").await;
+    dc1(&env.admin_client().await, remote).await;
+    remote_machine(env, remote, "team-a", "far").await;
+    virt_api
+}
 
 /// The KubevirtConfig `dc1` for `remote`, with its admin's token (the remote RBAC is
 /// `tests/clusters_e2e.rs`'s), and the operator's rights to read its Secret.

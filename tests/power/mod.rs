@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 
-pub use crate::aggregated::remote::{dc1, remote_machine};
+pub use crate::aggregated::remote::far_machine;
 use crate::aggregated::{self, start_fixture};
 pub use crate::aggregated::{Env, GROUP, WAIT, machine_path, put_status, put_with, vmi_running};
 use crate::support::Fixture;
