@@ -157,10 +157,13 @@ pub async fn start_fixture(fixture: Fixture, extra: &[&str], kubevirt: Vec<Polic
     let_operator_read_front_proxy_ca(&admin).await;
     crate::support::rbac::grant_cluster_role(&admin, "vmi-power", OPERATOR_USER, kubevirt).await;
     // Registered once the operator lets the front proxy in, so kube-apiserver's first
-    // availability check passes.
+    // availability check passes. The operator started before it could read the front proxy's
+    // CA, so it reads it on its watcher's retry, whose backoff grows: on a busy machine that
+    // took over 60 s once (CI), hence the longer bound for this state.
     let front_proxy = env.front_proxy_identity().expect("front proxy identity");
     let discovery = format!("https://127.0.0.1:{port}/apis/{GROUP}/{VERSION}");
-    eventually(WAIT, "the operator lets the front proxy in", || async {
+    let bound = Duration::from_secs(180);
+    eventually(bound, "the operator lets the front proxy in", || async {
         let answer = direct(Some(&front_proxy))
             .get(&discovery)
             .send()
