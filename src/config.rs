@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use crate::tls::listener::Limits;
 
 mod image;
+mod scoped;
 pub use image::parse_image;
+pub use scoped::watch_each;
 
 /// Parses a bind address the way the Go operators write it: `:8443` means every interface, IPv6
 /// and IPv4 (`[::]:8443`, bound dual-stack by [`crate::listen::bind`], which falls back to

@@ -3,13 +3,11 @@
 //! pools are kept, never the objects.
 
 use futures::StreamExt;
-use futures::stream::select_all;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::watcher::Event;
+use kube::{Client, ResourceExt};
 
 use crate::api::{Machine, NetworkConfiguration};
-use crate::config::WatchScope;
+use crate::config::{WatchScope, watch_each};
 use crate::machine::FieldPath;
 
 use super::LiveAddresses;
@@ -67,21 +65,9 @@ pub fn pool(nc: &NetworkConfiguration) -> (String, Option<Pool>) {
 
 /// Follows the NetworkConfigurations of `scope` into `live` until the task is dropped.
 pub async fn follow_pools(client: Client, scope: WatchScope, live: LiveAddresses) {
-    let (apis, prefixes): (Vec<Api<NetworkConfiguration>>, Vec<Option<String>>) = match scope {
-        WatchScope::All => (vec![Api::all(client)], vec![None]),
-        WatchScope::Namespaces(names) => names
-            .iter()
-            .map(|ns| (Api::namespaced(client.clone(), ns), Some(format!("{ns}/"))))
-            .unzip(),
-    };
-    let mut events = select_all(apis.into_iter().enumerate().map(|(source, api)| {
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .map(move |e| (source, e))
-            .boxed()
-    }));
+    let mut events = watch_each::<NetworkConfiguration>(client, &scope);
     while let Some((source, event)) = events.next().await {
-        let prefix = prefixes.get(source).cloned().flatten();
+        let prefix = scope.namespace(source).map(|ns| format!("{ns}/"));
         match event {
             Ok(event) => live.with_shared(|s| match event {
                 Event::Init => s.begin_pools(source),

@@ -133,9 +133,9 @@ pub async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     // Webhooks, on every replica.
     // Validation asks, as the Machine's author, whether they may read what it refers to.
     // Interfaces get MAC addresses unique among the Machines this operator serves.
-    let macs = LiveMacs::watched(macs::watch::watches(&args.watch_namespaces));
+    let macs = LiveMacs::watched(args.watch_namespaces.watches());
     // Static addresses: unique per NetworkConfiguration, handed out from its ipam ranges.
-    let addresses = LiveAddresses::watched(macs::watch::watches(&args.watch_namespaces));
+    let addresses = LiveAddresses::watched(args.watch_namespaces.watches());
     let admission = Arc::new(
         Admission::with_catalog(catalog.clone())?
             .with_access(AccessReviewer::new(access_client))

@@ -2,15 +2,13 @@
 //! kept, never the object.
 
 use futures::StreamExt;
-use futures::stream::select_all;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::watcher::Event;
+use kube::{Client, ResourceExt};
 
 use crate::addresses::LiveAddresses;
 use crate::addresses::watch as address_watch;
 use crate::api::Machine;
-use crate::config::WatchScope;
+use crate::config::{WatchScope, watch_each};
 
 use super::LiveMacs;
 use super::held::{Held, held_by};
@@ -54,31 +52,11 @@ pub fn apply(index: &mut MacIndex, source: Source, event: Event<Machine>) {
     }
 }
 
-/// How many watches [`follow`] runs for `scope` (what [`LiveMacs::watched`] waits for).
-pub fn watches(scope: &WatchScope) -> usize {
-    match scope {
-        WatchScope::All => 1,
-        WatchScope::Namespaces(names) => names.len(),
-    }
-}
-
 /// Follows the Machines of `scope` into `live` (and `addresses`: one watch feeds both indexes)
 /// until the task is dropped: one watch for all namespaces, or one per namespace listed (the
 /// operator's RBAC may be namespaced then).
 pub async fn follow(client: Client, scope: WatchScope, live: LiveMacs, addresses: LiveAddresses) {
-    let apis: Vec<Api<Machine>> = match scope {
-        WatchScope::All => vec![Api::all(client)],
-        WatchScope::Namespaces(names) => names
-            .iter()
-            .map(|ns| Api::namespaced(client.clone(), ns))
-            .collect(),
-    };
-    let mut events = select_all(apis.into_iter().enumerate().map(|(source, api)| {
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .map(move |e| (source, e))
-            .boxed()
-    }));
+    let mut events = watch_each::<Machine>(client, &scope);
     while let Some((source, event)) = events.next().await {
         match event {
             Ok(event) => {
