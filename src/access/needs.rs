@@ -65,12 +65,46 @@ pub const GUEST_FIELDS: &[&str] = &[
 ];
 
 /// The references a Machine can carry, each yielding the permissions it needs.
-pub const SOURCES: &[fn(&Change) -> Vec<Permission>] =
-    &[cloud_init_secret, disk_sources, adopted_claims];
+pub const SOURCES: &[fn(&Change) -> Vec<Permission>] = &[
+    clone_source,
+    cloud_init_secret,
+    disk_sources,
+    adopted_claims,
+];
 
 /// Every permission the change needs from its author, in field order.
 pub fn machine_needs(change: &Change) -> Vec<Permission> {
     SOURCES.iter().flat_map(|source| source(change)).collect()
+}
+
+/// `spec.cloneFrom.machine`: the operator reads that Machine and copies it, so on CREATE (the
+/// field is immutable) the author must be able to `get` it. Its disks' clones are asked as any
+/// `pvc` clone ([`disk_sources`]): the mutating webhook has filled them in.
+fn clone_source(change: &Change) -> Vec<Permission> {
+    let source = change
+        .new
+        .pointer("/spec/cloneFrom/machine")
+        .and_then(Value::as_str);
+    match source {
+        Some(name) if change.old.is_none() && !name.is_empty() => {
+            vec![source_machine(change.namespace, name)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `get` on Machine `name` in `namespace`, needed by `spec.cloneFrom.machine`.
+pub fn source_machine(namespace: &str, name: &str) -> Permission {
+    Permission {
+        field: "spec.cloneFrom.machine".to_owned(),
+        verb: "get".to_owned(),
+        group: crate::api::names::GROUP.to_owned(),
+        resource: "machines".to_owned(),
+        subresource: String::new(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        adopted: false,
+    }
 }
 
 /// `spec.cloudInit.secretRef`: the operator reads that Secret and hands its data to the guest,

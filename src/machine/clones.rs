@@ -191,7 +191,10 @@ fn disks(source: &SourceMachine, mine: &[Disk]) -> (Vec<Disk>, Vec<FieldError>) 
             Disk {
                 name: d.name.clone(),
                 size: own.size.clone().or_else(|| d.size.clone()),
-                storage_class: own.storage_class.clone().or_else(|| d.storage_class.clone()),
+                storage_class: own
+                    .storage_class
+                    .clone()
+                    .or_else(|| d.storage_class.clone()),
                 access_mode: own.access_mode.clone().or_else(|| d.access_mode.clone()),
                 volume_mode: own.volume_mode.clone().or_else(|| d.volume_mode.clone()),
                 source: Some(wanted),

@@ -110,13 +110,21 @@ fn what_the_new_machine_sets_wins() {
 fn refusals_name_the_field_and_the_reason() {
     let from = stored_source();
     let text = |r: Result<MachineSpec, Vec<FieldError>>| -> Vec<String> {
-        r.expect_err("refused").iter().map(ToString::to_string).collect()
+        r.expect_err("refused")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     };
     // A disk of the source's name with a source of its own.
     let other = clone_of(json!({"disks": [{"name": "root", "source": {"pvc": {"name": "mine"}}}]}));
     let got = text(fill(&source(&from), &other, None));
     assert_eq!(got.len(), 1);
-    assert!(got[0].starts_with("spec.disks[0].source: Forbidden: disk \"root\" is a clone of the claim web-root"), "{got:?}");
+    assert!(
+        got[0].starts_with(
+            "spec.disks[0].source: Forbidden: disk \"root\" is a clone of the claim web-root"
+        ),
+        "{got:?}"
+    );
     // The source on another cluster.
     let remote = SourceMachine {
         cluster: Some("dc2"),
@@ -126,7 +134,12 @@ fn refusals_name_the_field_and_the_reason() {
     assert!(got[0].starts_with("spec.cloneFrom.machine: Forbidden: Machine web runs on the cluster of KubevirtConfig dc2"), "{got:?}");
     // The new Machine on another cluster.
     let got = text(fill(&source(&from), &clone_of(json!({})), Some("dc2")));
-    assert!(got[0].starts_with("spec.cloneFrom: Forbidden: this Machine is placed on the cluster of KubevirtConfig dc2"), "{got:?}");
+    assert!(
+        got[0].starts_with(
+            "spec.cloneFrom: Forbidden: this Machine is placed on the cluster of KubevirtConfig dc2"
+        ),
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -140,11 +153,16 @@ fn the_field_names_one_machine_and_never_changes() {
         ),
         (
             json!({"cloneFrom": {"machine": "Web_1"}}),
-            vec!["spec.cloneFrom.machine: Invalid value: \"Web_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"],
+            vec![
+                "spec.cloneFrom.machine: Invalid value: \"Web_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ],
         ),
     ];
     for (v, want) in cases {
-        let got: Vec<String> = errors(&spec(v.clone())).iter().map(ToString::to_string).collect();
+        let got: Vec<String> = errors(&spec(v.clone()))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(got, want, "{v}");
     }
     let a = spec(json!({"cloneFrom": {"machine": "web"}}));
@@ -153,10 +171,15 @@ fn the_field_names_one_machine_and_never_changes() {
     assert!(update_errors(&a, &a).is_empty());
     assert!(update_errors(&none, &none).is_empty());
     for (old, new) in [(&a, &b), (&a, &none), (&none, &a)] {
-        let got: Vec<String> = update_errors(old, new).iter().map(ToString::to_string).collect();
+        let got: Vec<String> = update_errors(old, new)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
             got,
-            ["spec.cloneFrom: Forbidden: is immutable: the Machine was made from its source when it was created"]
+            [
+                "spec.cloneFrom: Forbidden: is immutable: the Machine was made from its source when it was created"
+            ]
         );
     }
 }
