@@ -17,11 +17,13 @@ use crate::addresses::watch as address_watch;
 use crate::addresses::{LiveAddresses, Pool};
 use crate::admission::Admission;
 use crate::admission::review::{GroupVersionKind, Request, Verdict};
-use crate::api::names::{GROUP, KUBEVIRT_CONFIG_ANNOTATION, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION};
+use crate::api::names::{
+    GROUP, KUBEVIRT_CONFIG_ANNOTATION, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION,
+};
 use crate::api::{Machine, MachineClass, MachineSpec, NetworkConfiguration};
 use crate::machine::clones::{self, SourceMachine};
-use crate::machine::placement;
 use crate::machine::field_error::join;
+use crate::machine::placement;
 use crate::machine::{Catalog, FieldPath};
 
 const NETWORK_KIND: &str = "NetworkConfiguration";
@@ -188,7 +190,10 @@ fn filled_clone(mut doc: Value, earlier: &[Machine]) -> Result<Value, Checked> {
         cluster: placed.remote(),
     };
     let cluster = doc
-        .pointer(&format!("/metadata/annotations/{}", KUBEVIRT_CONFIG_ANNOTATION.replace('/', "~1")))
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            KUBEVIRT_CONFIG_ANNOTATION.replace('/', "~1")
+        ))
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty());
     match clones::fill(&from, &spec, cluster).map(serde_json::to_value) {
@@ -201,7 +206,10 @@ fn filled_clone(mut doc: Value, earlier: &[Machine]) -> Result<Value, Checked> {
             name,
         }),
         Err(errors) => Err(Checked::Invalid {
-            message: format!("Machine.vitistack.io {name:?} is invalid: {}", join(&errors)),
+            message: format!(
+                "Machine.vitistack.io {name:?} is invalid: {}",
+                join(&errors)
+            ),
             name,
         }),
     }
