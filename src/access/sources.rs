@@ -101,6 +101,11 @@ fn for_source(
         let ns = p.namespace.as_deref().unwrap_or(namespace);
         out.push(clone(ns, &p.name, format!("{path}.pvc.namespace")));
     }
+    if let Some(v) = &s.snapshot {
+        // CDI asks the same right for a snapshot clone, named like the VolumeSnapshot.
+        let ns = v.namespace.as_deref().unwrap_or(namespace);
+        out.push(clone(ns, &v.name, format!("{path}.snapshot.namespace")));
+    }
     if let Some(d) = &s.data_source {
         // What the DataSource points to, as resolved by the shell; one that points nowhere is
         // refused by the caller (`data_sources::unresolved`).

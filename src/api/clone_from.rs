@@ -16,11 +16,28 @@ pub struct CloneFrom {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("maxLength" = MAX_SOURCE_NAME))]
     pub machine: Option<String>,
+    /// A MachineSnapshot in this namespace (Succeeded, ready to use, of a Machine that still
+    /// exists): every disk of its Machine becomes a CDI clone of the disk's VolumeSnapshot in it;
+    /// the rest is taken from that Machine as for `machine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = MAX_SOURCE_NAME))]
+    pub snapshot: Option<String>,
+}
+
+/// The source `spec.cloneFrom` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named<'a> {
+    Machine(&'a str),
+    Snapshot(&'a str),
 }
 
 impl CloneFrom {
-    /// The source Machine's name, when one is set.
-    pub fn machine(&self) -> Option<&str> {
-        self.machine.as_deref()
+    /// The one source named, when exactly one is.
+    pub fn named(&self) -> Option<Named<'_>> {
+        match (&self.machine, &self.snapshot) {
+            (Some(m), None) => Some(Named::Machine(m)),
+            (None, Some(s)) => Some(Named::Snapshot(s)),
+            _ => None,
+        }
     }
 }

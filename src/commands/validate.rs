@@ -5,8 +5,10 @@
 //! the webhooks do it on CREATE, against those classes. CI can so check Machines against a
 //! cluster's classes (`kubectl get mc -o yaml`) without the cluster. NetworkConfigurations in
 //! the input have their `ipam` checked and hand out addresses to the Machines after them;
-//! addresses are unique among the documents. A Machine with `spec.cloneFrom` is filled from the
-//! Machine of that name before it in the input, as the webhook fills it from the cluster's.
+//! addresses are unique among the documents. A Machine with `spec.cloneFrom.machine` is filled
+//! from the Machine of that name before it in the input, as the webhook fills it from the
+//! cluster's; one with `spec.cloneFrom.snapshot` is checked as written (the copies it would be
+//! filled from are on the cluster).
 
 use std::io::Read;
 
@@ -17,11 +19,12 @@ use crate::addresses::watch as address_watch;
 use crate::addresses::{LiveAddresses, Pool};
 use crate::admission::Admission;
 use crate::admission::review::{GroupVersionKind, Request, Verdict};
+use crate::api::clone_from::Named;
 use crate::api::names::{
     GROUP, KUBEVIRT_CONFIG_ANNOTATION, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION,
 };
 use crate::api::{Machine, MachineClass, MachineSpec, NetworkConfiguration};
-use crate::machine::clones::{self, SourceMachine};
+use crate::machine::clones::{self, Copies, SourceMachine};
 use crate::machine::field_error::join;
 use crate::machine::placement;
 use crate::machine::{Catalog, FieldPath};
@@ -165,7 +168,9 @@ fn filled_clone(mut doc: Value, earlier: &[Machine]) -> Result<Value, Checked> {
     let Ok(spec) = serde_json::from_value::<MachineSpec>(spec.clone()) else {
         return Ok(doc);
     };
-    let Some(source) = clones::source_of(&spec) else {
+    // A snapshot's copies are on the cluster: such a clone is checked as written (the webhook
+    // fills it there).
+    let Some(Named::Machine(source)) = clones::source_of(&spec) else {
         return Ok(doc);
     };
     let name = name_of(&doc);
@@ -188,6 +193,7 @@ fn filled_clone(mut doc: Value, earlier: &[Machine]) -> Result<Value, Checked> {
         name: source,
         spec: &found.spec,
         cluster: placed.remote(),
+        copies: Copies::Claims,
     };
     let cluster = doc
         .pointer(&format!(

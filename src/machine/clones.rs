@@ -16,8 +16,10 @@
 //! `gpus` and `hostDevices` (the class's). The VM's firmware UUID is KubeVirt's, derived from the
 //! VM's name, so a clone (another name) gets its own.
 
+use std::collections::BTreeMap;
+
 use crate::api::MachineSpec;
-use crate::api::clone_from::CloneFrom;
+use crate::api::clone_from::{CloneFrom, Named};
 use crate::api::machine::{Disk, Network};
 use crate::api::names::pvc_name;
 use crate::api::source::{DiskSource, ObjectRef};
@@ -32,27 +34,54 @@ pub struct SourceMachine<'a> {
     pub spec: &'a MachineSpec,
     /// The KubevirtConfig it is placed on; none: the operator's own cluster.
     pub cluster: Option<&'a str>,
+    /// What each of its disks is cloned from.
+    pub copies: Copies<'a>,
+}
+
+/// What the disks of a clone are cloned from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Copies<'a> {
+    /// The source Machine's claims, `<machine>-<disk>` (`spec.cloneFrom.machine`).
+    Claims,
+    /// The VolumeSnapshot of each disk (volume name to VolumeSnapshot) in the MachineSnapshot
+    /// `snapshot` (`spec.cloneFrom.snapshot`).
+    Snapshot {
+        snapshot: &'a str,
+        volumes: &'a BTreeMap<String, String>,
+    },
 }
 
 /// `spec.cloneFrom` and its fields, as errors name them.
 const FROM: &str = "spec.cloneFrom";
 const FROM_MACHINE: &str = "spec.cloneFrom.machine";
+const FROM_SNAPSHOT: &str = "spec.cloneFrom.snapshot";
 
 /// The rules on `spec.cloneFrom` itself: exactly one source, named like a Kubernetes object.
 pub fn errors(spec: &MachineSpec) -> Vec<FieldError> {
     let Some(from) = &spec.clone_from else {
         return Vec::new();
     };
-    let path = FieldPath::new(FROM_MACHINE);
-    let Some(machine) = from.machine() else {
-        return vec![FieldError::required(
-            &path,
-            "the Machine to clone, in this namespace",
-        )];
+    let (field, name) = match (&from.machine, &from.snapshot) {
+        (Some(m), None) => (FROM_MACHINE, m),
+        (None, Some(s)) => (FROM_SNAPSHOT, s),
+        (None, None) => {
+            return vec![FieldError::required(
+                &FieldPath::new(FROM),
+                "exactly one of machine (a Machine) or snapshot (a MachineSnapshot) in this \
+                 namespace",
+            )];
+        }
+        (Some(_), Some(_)) => {
+            return vec![FieldError::forbidden(
+                &FieldPath::new(FROM),
+                "exactly one of machine or snapshot may be set, found both",
+            )];
+        }
     };
-    dns1123_subdomain(machine)
+    let path = FieldPath::new(field);
+    dns1123_subdomain(name)
         .into_iter()
-        .map(|m| FieldError::invalid(&path, machine, m))
+        .map(|m| FieldError::invalid(&path, name.as_str(), m))
         .collect()
 }
 
@@ -67,9 +96,9 @@ pub fn update_errors(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> {
     )]
 }
 
-/// The source the new Machine's `spec.cloneFrom` names, if any.
-pub fn source_of(spec: &MachineSpec) -> Option<&str> {
-    spec.clone_from.as_ref().and_then(CloneFrom::machine)
+/// The source the new Machine's `spec.cloneFrom` names, if exactly one.
+pub fn source_of(spec: &MachineSpec) -> Option<Named<'_>> {
+    spec.clone_from.as_ref().and_then(CloneFrom::named)
 }
 
 /// The new Machine `new` (namespace-local clone of `source`), as its author wrote it, filled from
@@ -80,7 +109,10 @@ pub fn fill(
     new: &MachineSpec,
     cluster: Option<&str>,
 ) -> Result<MachineSpec, Vec<FieldError>> {
-    let field = FieldPath::new(FROM_MACHINE);
+    let field = FieldPath::new(match source.copies {
+        Copies::Claims => FROM_MACHINE,
+        Copies::Snapshot { .. } => FROM_SNAPSHOT,
+    });
     if let Some(remote) = source.cluster {
         return Err(vec![FieldError::forbidden(
             &field,
@@ -147,14 +179,37 @@ fn fresh_network(n: &Network) -> Network {
     }
 }
 
-/// What a disk of the source is cloned from: its claim, in the namespace of both Machines.
-fn clone_source(source: &str, disk: &str) -> DiskSource {
-    DiskSource {
-        pvc: Some(ObjectRef {
-            name: pvc_name(source, disk),
-            namespace: None,
+/// What disk `disk` of the source is cloned from (in the namespace of both Machines): its claim,
+/// or its VolumeSnapshot in the MachineSnapshot; `Err` names what is missing.
+fn clone_source(source: &SourceMachine, disk: &str) -> Result<DiskSource, String> {
+    let local = |name: String| ObjectRef {
+        name,
+        namespace: None,
+    };
+    match &source.copies {
+        Copies::Claims => Ok(DiskSource {
+            pvc: Some(local(pvc_name(source.name, disk))),
+            ..DiskSource::default()
         }),
-        ..DiskSource::default()
+        Copies::Snapshot { snapshot, volumes } => match volumes.get(disk) {
+            Some(v) => Ok(DiskSource {
+                snapshot: Some(local(v.clone())),
+                ..DiskSource::default()
+            }),
+            None => Err(format!(
+                "MachineSnapshot {snapshot} holds no copy of disk {disk:?} of Machine {}",
+                source.name
+            )),
+        },
+    }
+}
+
+/// What disk `disk` is cloned from, described for a refusal.
+fn described(s: &DiskSource) -> String {
+    match (&s.pvc, &s.snapshot) {
+        (Some(p), _) => format!("the claim {}", p.name),
+        (_, Some(v)) => format!("the VolumeSnapshot {}", v.name),
+        _ => "its source".to_owned(),
     }
 }
 
@@ -168,37 +223,41 @@ fn disks(source: &SourceMachine, mine: &[Disk]) -> (Vec<Disk>, Vec<FieldError>) 
         .spec
         .disks
         .iter()
-        .map(|d| {
-            let wanted = clone_source(source.name, &d.name);
+        .filter_map(|d| {
+            let wanted = match clone_source(source, &d.name) {
+                Ok(wanted) => wanted,
+                Err(why) => {
+                    let field = FieldPath::new(FROM_SNAPSHOT);
+                    errors.push(FieldError::forbidden(&field, why));
+                    return None;
+                }
+            };
             let Some((i, own)) = mine.iter().enumerate().find(|(_, m)| m.name == d.name) else {
-                return Disk {
+                return Some(Disk {
                     source: Some(wanted),
                     ..d.clone()
-                };
+                });
             };
             if own.source.as_ref().is_some_and(|s| *s != wanted) {
                 errors.push(FieldError::forbidden(
                     &path.index(i).child("source"),
                     format!(
-                        "disk {:?} is a clone of the claim {} of Machine {} (spec.cloneFrom): \
-                         leave its source unset, or give the disk another name",
+                        "disk {:?} is a clone of {} of Machine {} (spec.cloneFrom): leave its \
+                         source unset, or give the disk another name",
                         d.name,
-                        pvc_name(source.name, &d.name),
+                        described(&wanted),
                         source.name
                     ),
                 ));
             }
-            Disk {
+            Some(Disk {
                 name: d.name.clone(),
-                size: own.size.clone().or_else(|| d.size.clone()),
-                storage_class: own
-                    .storage_class
-                    .clone()
-                    .or_else(|| d.storage_class.clone()),
-                access_mode: own.access_mode.clone().or_else(|| d.access_mode.clone()),
-                volume_mode: own.volume_mode.clone().or_else(|| d.volume_mode.clone()),
+                size: or(&own.size, &d.size),
+                storage_class: or(&own.storage_class, &d.storage_class),
+                access_mode: or(&own.access_mode, &d.access_mode),
+                volume_mode: or(&own.volume_mode, &d.volume_mode),
                 source: Some(wanted),
-            }
+            })
         })
         .collect();
     let theirs = |name: &str| source.spec.disks.iter().any(|d| d.name == name);

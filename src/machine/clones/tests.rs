@@ -34,6 +34,7 @@ fn source(s: &MachineSpec) -> SourceMachine<'_> {
         name: "web",
         spec: s,
         cluster: None,
+        copies: Copies::Claims,
     }
 }
 
@@ -149,7 +150,9 @@ fn the_field_names_one_machine_and_never_changes() {
         (json!({}), vec![]),
         (
             json!({"cloneFrom": {}}),
-            vec!["spec.cloneFrom.machine: Required value: the Machine to clone, in this namespace"],
+            vec![
+                "spec.cloneFrom: Required value: exactly one of machine (a Machine) or snapshot (a MachineSnapshot) in this namespace",
+            ],
         ),
         (
             json!({"cloneFrom": {"machine": "Web_1"}}),
@@ -182,4 +185,67 @@ fn the_field_names_one_machine_and_never_changes() {
             ]
         );
     }
+}
+
+#[test]
+fn a_clone_of_a_snapshot_clones_each_disks_volume_snapshot() {
+    let from = stored_source();
+    let volumes = std::collections::BTreeMap::from([
+        ("root".to_owned(), "vmsnapshot-1-volume-root".to_owned()),
+        ("data".to_owned(), "vmsnapshot-1-volume-data".to_owned()),
+    ]);
+    let snap = SourceMachine {
+        copies: Copies::Snapshot {
+            snapshot: "web-nightly",
+            volumes: &volumes,
+        },
+        ..source(&from)
+    };
+    let new = spec(json!({"cloneFrom": {"snapshot": "web-nightly"}}));
+    let filled = fill(&snap, &new, None).expect("filled");
+    let disks = serde_json::to_value(&filled.disks).expect("json");
+    assert_eq!(
+        disks,
+        json!([
+            {"name": "root", "size": "40Gi", "accessMode": "ReadWriteOnce", "volumeMode": "Block",
+             "source": {"snapshot": {"name": "vmsnapshot-1-volume-root"}}},
+            {"name": "data", "size": "100Gi", "storageClass": "fast",
+             "source": {"snapshot": {"name": "vmsnapshot-1-volume-data"}}}
+        ])
+    );
+    assert_eq!(fill(&snap, &filled, None), Ok(filled.clone()));
+    // A disk the snapshot holds no copy of (added to the Machine after it was taken).
+    let partial = std::collections::BTreeMap::from([(
+        "root".to_owned(),
+        "vmsnapshot-1-volume-root".to_owned(),
+    )]);
+    let short = SourceMachine {
+        copies: Copies::Snapshot {
+            snapshot: "web-nightly",
+            volumes: &partial,
+        },
+        ..source(&from)
+    };
+    let got: Vec<String> = (fill(&short, &new, None).expect_err("refused").iter())
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "spec.cloneFrom.snapshot: Forbidden: MachineSnapshot web-nightly holds no copy of disk \"data\" of Machine web"
+        ]
+    );
+    // Both sources, or a malformed snapshot name.
+    let both = spec(json!({"cloneFrom": {"machine": "web", "snapshot": "s"}}));
+    let text: Vec<String> = errors(&both).iter().map(ToString::to_string).collect();
+    assert_eq!(
+        text,
+        ["spec.cloneFrom: Forbidden: exactly one of machine or snapshot may be set, found both"]
+    );
+    let bad = spec(json!({"cloneFrom": {"snapshot": "S"}}));
+    assert!(
+        errors(&bad)[0]
+            .to_string()
+            .starts_with("spec.cloneFrom.snapshot: Invalid value: \"S\"")
+    );
 }
