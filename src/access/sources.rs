@@ -150,7 +150,8 @@ mod tests {
                 {"name": "c", "source": {"pvc": {"name": "local"}}},
                 {"name": "d", "source": {"pvc": {"name": "same", "namespace": "team"}}},
                 {"name": "e", "size": "1Gi", "source": {"http": {"url": "https://a/b", "secretRef": {"name": "creds"}, "certConfigMap": "ca"}}},
-                {"name": "f", "size": "1Gi"}
+                {"name": "f", "size": "1Gi"},
+                {"name": "g", "source": {"snapshot": {"name": "vmsnapshot-1-volume-root"}}}
             ],
             "cdroms": [{"name": "iso", "source": {"registry": {"url": "docker://q/a", "secretRef": {"name": "pull"}}}}]
         }));
@@ -161,6 +162,8 @@ mod tests {
                 "create cdi.kubevirt.io/datavolumes/source in os-images golden",
                 "create cdi.kubevirt.io/datavolumes/source in team local",
                 "create cdi.kubevirt.io/datavolumes/source in team same",
+                // A VolumeSnapshot clone: CDI asks the same right, named like the snapshot.
+                "create cdi.kubevirt.io/datavolumes/source in team vmsnapshot-1-volume-root",
                 "get /configmaps/ in team ca",
                 "get /secrets/ in team creds",
                 "get /secrets/ in team pull",
