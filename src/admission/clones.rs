@@ -106,6 +106,21 @@ pub async fn expand(
     with_spec(admission.mutate(&written), filled)
 }
 
+/// Without a cluster to read the source from (the standalone `webhook` command), a clone is
+/// refused rather than stored unfilled.
+pub fn unfilled(req: &Request, verdict: Verdict) -> Verdict {
+    if !verdict.allowed || requested(req).is_none() {
+        return verdict;
+    }
+    let field = FieldPath::new("spec.cloneFrom");
+    let error = FieldError::forbidden(
+        &field,
+        "this webhook has no cluster access to read the source (the standalone webhook \
+         command): a clone is made only where kubevirt-operator runs with `run`",
+    );
+    Verdict::deny(invalid(&req.name, &[error]))
+}
+
 /// A refusal, as the webhook answers it.
 type Denied = Box<Verdict>;
 
@@ -199,7 +214,9 @@ impl Reader<'_> {
         };
         self.ask(need).await?;
         let machine = self.read::<Machine>(field, of).await?;
-        copies::taken_of(&snap, machine.as_ref()).map_err(|why| self.refused(field, name, why))?;
+        let machine = copies::taken_of(&snap, machine.as_ref())
+            .map_err(|why| self.refused(field, name, why))?
+            .clone();
         let vm_snap = self
             .read::<VirtualMachineSnapshot>(field, vm_snapshot)
             .await?;
@@ -210,7 +227,6 @@ impl Reader<'_> {
             .await?;
         let volumes = copies::volumes(vm_snapshot, content.as_ref())
             .map_err(|why| self.refused(field, name, why))?;
-        let machine = machine.ok_or_else(|| Box::new(Verdict::deny(internal("no Machine"))))?;
         Ok((machine, Some((name.to_owned(), volumes))))
     }
 }

@@ -221,6 +221,9 @@ async fn serve(
                     let req = &review.request;
                     super::snapshot_access::check_snapshot(reviewer, req, verdict, deadline).await
                 }
+                (AccessCheck::PinSources, None) => {
+                    super::clones::unfilled(&review.request, verdict)
+                }
                 (AccessCheck::RestoreAuthor, Some(reviewer)) => {
                     let req = &review.request;
                     super::snapshot_access::check_restore(reviewer, req, verdict, deadline).await

@@ -36,7 +36,10 @@ pub fn usable(snap: &MachineSnapshot) -> Result<&str, String> {
 
 /// The Machine it was taken of still exists (`machine`, read by `spec.machineName`) and is that
 /// very Machine, not a later one of its name: its disks and settings are what the clone copies.
-pub fn taken_of(snap: &MachineSnapshot, machine: Option<&Machine>) -> Result<(), String> {
+pub fn taken_of<'m>(
+    snap: &MachineSnapshot,
+    machine: Option<&'m Machine>,
+) -> Result<&'m Machine, String> {
     let name = snap.metadata.name.as_deref().unwrap_or_default();
     let of = &snap.spec.machine_name;
     let Some(machine) = machine else {
@@ -52,7 +55,7 @@ pub fn taken_of(snap: &MachineSnapshot, machine: Option<&Machine>) -> Result<(),
              from a snapshot of a Machine that still exists"
         ));
     }
-    Ok(())
+    Ok(machine)
 }
 
 /// The VirtualMachineSnapshot `vm_snapshot` is the one the MachineSnapshot controls (the

@@ -46,7 +46,8 @@ fn the_machine_must_be_the_one_it_was_taken_of() {
         .expect("machine")
     };
     let s = snap(good());
-    assert_eq!(taken_of(&s, Some(&machine("web-uid"))), Ok(()));
+    let web = machine("web-uid");
+    assert_eq!(taken_of(&s, Some(&web)), Ok(&web));
     assert!(
         taken_of(&s, Some(&machine("later")))
             .expect_err("later")
