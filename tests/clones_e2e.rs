@@ -12,6 +12,11 @@
 mod access;
 mod support;
 
+/// The clone from a MachineSnapshot, a part of the one test (still one test binary).
+mod clones_e2e {
+    pub mod snapshot;
+}
+
 use std::time::Instant;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -20,26 +25,23 @@ use kube::{Client, Error};
 use serde_json::{Value, json};
 
 use access::{OP_NS, WAIT, fixture, machine_object, machines, register_cluster, rule};
+use kubevirt_operator::api::NetworkConfiguration;
 use kubevirt_operator::api::names::KUBEVIRT_CONFIG_ANNOTATION;
-use kubevirt_operator::api::{MachineSnapshot, NetworkConfiguration};
 use kubevirt_operator::reconciler::apis::cdi::DataVolume;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
-use kubevirt_operator::reconciler::apis::snapshot::{
-    VirtualMachineSnapshot, VirtualMachineSnapshotContent,
-};
 use support::Proc;
 
-const NS: &str = "team-a";
+pub const NS: &str = "team-a";
 /// The VolumeSnapshot of web's root disk, as KubeVirt names it in the played content.
-const ROOT_COPY: &str = "vmsnapshot-1a2b-volume-root";
+pub const ROOT_COPY: &str = "vmsnapshot-1a2b-volume-root";
 
-fn read_snapshots() -> PolicyRule {
+pub fn read_snapshots() -> PolicyRule {
     rule("vitistack.io", "machinesnapshots", &["get"])
 }
 
 /// Creates `obj` as `api`'s user once the replica answers with a verdict (kube-apiserver may not
 /// call it yet; a replica that has not listed the Machines and networks asks to retry).
-async fn create(
+pub async fn create(
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
     op: &Proc,
@@ -59,11 +61,11 @@ async fn create(
     }
 }
 
-fn str_at<'a>(m: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
+pub fn str_at<'a>(m: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
     m.data.pointer(pointer).and_then(Value::as_str)
 }
 
-async fn data_volume(admin: &Client, name: &str, op: &Proc) -> DataVolume {
+pub async fn data_volume(admin: &Client, name: &str, op: &Proc) -> DataVolume {
     let api: Api<DataVolume> = Api::namespaced(admin.clone(), NS);
     support::eventually_with(
         WAIT,
@@ -87,7 +89,7 @@ async fn vm(admin: &Client, name: &str, op: &Proc) -> Value {
 }
 
 /// CDI's clone right on the claims named, as CDI asks it (`create datavolumes/source`).
-fn clone_claims(names: &[&str]) -> PolicyRule {
+pub fn clone_claims(names: &[&str]) -> PolicyRule {
     PolicyRule {
         resource_names: Some(names.iter().map(|n| n.to_string()).collect()),
         ..rule("cdi.kubevirt.io", "datavolumes/source", &["create"])
@@ -314,121 +316,6 @@ async fn a_clone_gets_the_sources_disks_as_clones_and_an_identity_of_its_own() {
             "{refused}"
         );
     }
-    from_a_snapshot(&env, &admin, op).await;
+    clones_e2e::snapshot::from_a_snapshot(&env, &admin, op).await;
     let _ = OP_NS;
-}
-
-/// A clone from a MachineSnapshot of web: each disk a CDI clone of its VolumeSnapshot there
-/// (KubeVirt's content played: the snapshot controller and CSI are not here).
-async fn from_a_snapshot(env: &support::Started, admin: &Client, op: &Proc) {
-    let snaps = Api::<MachineSnapshot>::namespaced(admin.clone(), NS);
-    let snap: MachineSnapshot = serde_json::from_value(json!({
-        "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineSnapshot",
-        "metadata": {"name": "web-snap"}, "spec": {"machineName": "web"}}))
-    .expect("snapshot");
-    snaps
-        .create(&PostParams::default(), &snap)
-        .await
-        .expect("MachineSnapshot");
-    let vm_snaps = Api::<VirtualMachineSnapshot>::namespaced(admin.clone(), NS);
-    support::eventually_with(
-        WAIT,
-        "the VirtualMachineSnapshot web-snap",
-        || op.log_tail(40),
-        || async { vm_snaps.get_opt("web-snap").await.ok().flatten() },
-    )
-    .await;
-    let content: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineSnapshotContent",
-        "metadata": {"name": "vmsnapshot-content-web-snap"},
-        "spec": {"source": {"virtualMachine": {"metadata": {"name": "web"}, "spec": {"template": {}}}},
-                 "virtualMachineSnapshotName": "web-snap",
-                 "volumeBackups": [{"volumeName": "root", "volumeSnapshotName": ROOT_COPY,
-                     "persistentVolumeClaim": {"metadata": {"name": "web-root"}, "spec": {}}}]}}))
-    .expect("content");
-    let contents: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        NS,
-        &ApiResource::erase::<VirtualMachineSnapshotContent>(&()),
-    );
-    contents
-        .create(&PostParams::default(), &content)
-        .await
-        .expect("KubeVirt's content (its real CRD)");
-    vm_snaps
-        .patch_status(
-            "web-snap",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Succeeded", "readyToUse": true,
-                "creationTime": "2026-11-28T02:00:03Z",
-                "virtualMachineSnapshotContentName": "vmsnapshot-content-web-snap",
-                "snapshotVolumes": {"includedVolumes": ["root"]}}})),
-        )
-        .await
-        .expect("KubeVirt took it");
-    support::eventually_with(
-        WAIT,
-        "web-snap ready",
-        || op.log_tail(40),
-        || async {
-            let s = snaps.get("web-snap").await.ok()?.status?;
-            (s.ready_to_use == Some(true)).then_some(())
-        },
-    )
-    .await;
-
-    let web = machines(admin, NS).get("web").await.expect("web");
-    let web_mac = str_at(&web, "/spec/networks/0/macAddress").map(str::to_owned);
-    let from_snap = || json!({"cloneFrom": {"snapshot": "web-snap"}, "runStrategy": "Halted"});
-    let dora = machines(&env.client_of("dora").await, NS);
-    let copy = create(&dora, &machine_object("web-7", from_snap()), op)
-        .await
-        .expect("dora may clone web-snap");
-    assert_eq!(
-        copy.data.pointer("/spec/disks/0/source"),
-        Some(&json!({"snapshot": {"name": ROOT_COPY}})),
-        "{:?}",
-        copy.data
-    );
-    assert_eq!(str_at(&copy, "/spec/cloneFrom/snapshot"), Some("web-snap"));
-    let mac = str_at(&copy, "/spec/networks/0/macAddress").map(str::to_owned);
-    assert!(mac.is_some() && mac != web_mac, "{mac:?} {web_mac:?}");
-    let dv = data_volume(admin, "web-7-root", op).await;
-    let source = dv.spec.source.as_ref().and_then(|s| s.snapshot.as_ref());
-    assert_eq!(
-        source.map(|v| (v.namespace.as_str(), v.name.as_str())),
-        Some((NS, ROOT_COPY)),
-        "a CDI snapshot clone, accepted by CDI's CRD"
-    );
-
-    // amy may not read snapshots; cara may, but not clone the VolumeSnapshot.
-    let amy = machines(&env.client_of("amy").await, NS);
-    let (code, said) = create(&amy, &machine_object("web-8", from_snap()), op)
-        .await
-        .expect_err("amy may not get web-snap");
-    assert_eq!(code, 403, "{said}");
-    assert!(
-        said.contains(
-            r#"user "amy" cannot get machinesnapshots.vitistack.io in namespace "team-a""#
-        ),
-        "{said}"
-    );
-    let cara = machines(&env.client_of("cara").await, NS);
-    let (code, said) = create(&cara, &machine_object("web-9", from_snap()), op)
-        .await
-        .expect_err("cara may not clone the VolumeSnapshot");
-    assert_eq!(code, 403, "{said}");
-    assert!(
-        said.contains(&format!(
-            r#"user "cara" cannot create datavolumes/source.cdi.kubevirt.io "{ROOT_COPY}" in namespace "team-a""#
-        )),
-        "{said}"
-    );
-    let dvs: Api<DataVolume> = Api::namespaced(admin.clone(), NS);
-    for refused in ["web-8-root", "web-9-root"] {
-        assert!(
-            dvs.get_opt(refused).await.expect("get").is_none(),
-            "{refused}"
-        );
-    }
 }
