@@ -65,12 +65,60 @@ pub const GUEST_FIELDS: &[&str] = &[
 ];
 
 /// The references a Machine can carry, each yielding the permissions it needs.
-pub const SOURCES: &[fn(&Change) -> Vec<Permission>] =
-    &[cloud_init_secret, disk_sources, adopted_claims];
+pub const SOURCES: &[fn(&Change) -> Vec<Permission>] = &[
+    clone_source,
+    cloud_init_secret,
+    disk_sources,
+    adopted_claims,
+];
 
 /// Every permission the change needs from its author, in field order.
 pub fn machine_needs(change: &Change) -> Vec<Permission> {
     SOURCES.iter().flat_map(|source| source(change)).collect()
+}
+
+/// `spec.cloneFrom`: the operator reads the Machine (or MachineSnapshot) named and copies it, so
+/// on CREATE (the field is immutable) the author must be able to `get` it. The disks' clones are
+/// asked as any `pvc` or `snapshot` clone ([`disk_sources`]): the mutating webhook has filled
+/// them in (and asked `get` on a snapshot's Machine before reading it).
+fn clone_source(change: &Change) -> Vec<Permission> {
+    let named = |key: &str| {
+        (change.new.pointer(&format!("/spec/cloneFrom/{key}")))
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty() && change.old.is_none())
+    };
+    let machine = named("machine").map(|n| source_machine(change.namespace, n));
+    let snapshot = named("snapshot").map(|n| source_snapshot(change.namespace, n));
+    machine.into_iter().chain(snapshot).collect()
+}
+
+/// `get` on `resource` `name` of the vitistack.io group in `namespace`, for `field`.
+fn get_source(field: &str, resource: &str, namespace: &str, name: &str) -> Permission {
+    Permission {
+        field: field.to_owned(),
+        verb: "get".to_owned(),
+        group: crate::api::names::GROUP.to_owned(),
+        resource: resource.to_owned(),
+        subresource: String::new(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        adopted: false,
+    }
+}
+
+/// `get` on Machine `name` in `namespace`, needed by `spec.cloneFrom.machine`.
+pub fn source_machine(namespace: &str, name: &str) -> Permission {
+    get_source("spec.cloneFrom.machine", "machines", namespace, name)
+}
+
+/// `get` on MachineSnapshot `name` in `namespace`, needed by `spec.cloneFrom.snapshot`.
+pub fn source_snapshot(namespace: &str, name: &str) -> Permission {
+    get_source(
+        "spec.cloneFrom.snapshot",
+        "machinesnapshots",
+        namespace,
+        name,
+    )
 }
 
 /// `spec.cloudInit.secretRef`: the operator reads that Secret and hands its data to the guest,
@@ -122,6 +170,7 @@ pub fn cross_namespace_clones(change: &Change) -> Vec<(String, String)> {
             [
                 ("pvc", s.pvc.as_ref()),
                 ("dataSource", s.data_source.as_ref()),
+                ("snapshot", s.snapshot.as_ref()),
             ]
             .into_iter()
             .filter_map(move |(kind, r)| {

@@ -101,6 +101,11 @@ fn for_source(
         let ns = p.namespace.as_deref().unwrap_or(namespace);
         out.push(clone(ns, &p.name, format!("{path}.pvc.namespace")));
     }
+    if let Some(v) = &s.snapshot {
+        // CDI asks the same right for a snapshot clone, named like the VolumeSnapshot.
+        let ns = v.namespace.as_deref().unwrap_or(namespace);
+        out.push(clone(ns, &v.name, format!("{path}.snapshot.namespace")));
+    }
     if let Some(d) = &s.data_source {
         // What the DataSource points to, as resolved by the shell; one that points nowhere is
         // refused by the caller (`data_sources::unresolved`).
@@ -145,7 +150,8 @@ mod tests {
                 {"name": "c", "source": {"pvc": {"name": "local"}}},
                 {"name": "d", "source": {"pvc": {"name": "same", "namespace": "team"}}},
                 {"name": "e", "size": "1Gi", "source": {"http": {"url": "https://a/b", "secretRef": {"name": "creds"}, "certConfigMap": "ca"}}},
-                {"name": "f", "size": "1Gi"}
+                {"name": "f", "size": "1Gi"},
+                {"name": "g", "source": {"snapshot": {"name": "vmsnapshot-1-volume-root"}}}
             ],
             "cdroms": [{"name": "iso", "source": {"registry": {"url": "docker://q/a", "secretRef": {"name": "pull"}}}}]
         }));
@@ -156,6 +162,8 @@ mod tests {
                 "create cdi.kubevirt.io/datavolumes/source in os-images golden",
                 "create cdi.kubevirt.io/datavolumes/source in team local",
                 "create cdi.kubevirt.io/datavolumes/source in team same",
+                // A VolumeSnapshot clone: CDI asks the same right, named like the snapshot.
+                "create cdi.kubevirt.io/datavolumes/source in team vmsnapshot-1-volume-root",
                 "get /configmaps/ in team ca",
                 "get /secrets/ in team creds",
                 "get /secrets/ in team pull",

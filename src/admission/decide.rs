@@ -93,6 +93,11 @@ impl Admission {
         self
     }
 
+    /// `--default-kubevirt-config`, which new Machines naming no cluster are placed on.
+    pub fn default_cluster(&self) -> Option<&str> {
+        self.default_cluster.as_deref()
+    }
+
     pub fn access(&self) -> Option<&AccessReviewer> {
         self.access.as_ref()
     }

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod addresses;
+pub mod clones;
 pub mod decide;
 pub mod denials;
 pub mod lanes;

@@ -141,7 +141,8 @@ async fn validate_restore(
 /// point, or the author's rights.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum AccessCheck {
-    /// The mutating webhook: pins what each DataSource points to (`super::pins`).
+    /// The mutating webhook: fills clones from their source (`super::clones`), then pins what
+    /// each DataSource points to (`super::pins`).
     PinSources,
     AsAuthor,
     /// A NetworkConfiguration's author may create the attachment it makes.
@@ -207,7 +208,11 @@ async fn serve(
                     super::access::check(reviewer, &review.request, verdict, deadline).await
                 }
                 (AccessCheck::PinSources, Some(reviewer)) => {
-                    super::pins::pin(reviewer, &review.request, verdict, deadline).await
+                    let req = &review.request;
+                    let admission = &shared.admission;
+                    let verdict =
+                        super::clones::expand(admission, reviewer, req, verdict, deadline).await;
+                    super::pins::pin(reviewer, req, verdict, deadline).await
                 }
                 (AccessCheck::NetworkAuthor, Some(reviewer)) => {
                     super::access::check_network(reviewer, &review.request, verdict, deadline).await
@@ -215,6 +220,9 @@ async fn serve(
                 (AccessCheck::SnapshotAuthor, Some(reviewer)) => {
                     let req = &review.request;
                     super::snapshot_access::check_snapshot(reviewer, req, verdict, deadline).await
+                }
+                (AccessCheck::PinSources, None) => {
+                    super::clones::unfilled(&review.request, verdict)
                 }
                 (AccessCheck::RestoreAuthor, Some(reviewer)) => {
                     let req = &review.request;

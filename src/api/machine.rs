@@ -9,6 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::clone_from::CloneFrom;
 use super::hardware::{Device, Hugepages, MAX_CLASS_DEVICES, MAX_CPU_MODEL};
 use super::operations::{GuestInfo, InterfaceStatus, RUN_STRATEGIES, UPDATE_STRATEGIES};
 use super::placement::{EVICTION_STRATEGIES, MigrationStatus, Placement};
@@ -123,6 +124,10 @@ pub struct MachineSpec {
     /// Runs closer than the operator's minimum interval (15 min by default) are skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<SnapshotSchedule>,
+
+    /// Create this Machine as a copy of another (see docs/user): immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_from: Option<CloneFrom>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

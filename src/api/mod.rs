@@ -1,5 +1,6 @@
 //! API types: the resources this operator defines, and the CRDs generated from them.
 
+pub mod clone_from;
 pub mod clone_sources;
 pub mod crd;
 pub mod hardware;

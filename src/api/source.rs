@@ -36,6 +36,10 @@ pub struct DiskSource {
     /// Clone the volume a CDI DataSource (golden image) points at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_source: Option<ObjectRef>,
+    /// Clone a CSI VolumeSnapshot (CDI's snapshot clone), such as a MachineSnapshot's copy of a
+    /// disk; a Machine cloned from a MachineSnapshot gets these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<ObjectRef>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -142,6 +146,7 @@ impl DiskSource {
             (self.registry.is_some(), "registry"),
             (self.pvc.is_some(), "pvc"),
             (self.data_source.is_some(), "dataSource"),
+            (self.snapshot.is_some(), "snapshot"),
         ]
         .into_iter()
         .filter_map(|(set, kind)| set.then_some(kind))
@@ -155,8 +160,10 @@ impl DiskSource {
 
     /// The object a clone reads, when this is a clone.
     pub fn clone_ref(&self) -> Option<&ObjectRef> {
-        self.pvc.as_ref().or(self.data_source.as_ref())
+        (self.pvc.as_ref())
+            .or(self.data_source.as_ref())
+            .or(self.snapshot.as_ref())
     }
 }
 
-pub const SOURCE_KINDS: &[&str] = &["http", "registry", "pvc", "dataSource"];
+pub const SOURCE_KINDS: &[&str] = &["http", "registry", "pvc", "dataSource", "snapshot"];

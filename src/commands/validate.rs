@@ -5,7 +5,10 @@
 //! the webhooks do it on CREATE, against those classes. CI can so check Machines against a
 //! cluster's classes (`kubectl get mc -o yaml`) without the cluster. NetworkConfigurations in
 //! the input have their `ipam` checked and hand out addresses to the Machines after them;
-//! addresses are unique among the documents.
+//! addresses are unique among the documents. A Machine with `spec.cloneFrom.machine` is filled
+//! from the Machine of that name before it in the input, as the webhook fills it from the
+//! cluster's; one with `spec.cloneFrom.snapshot` is checked as written (the copies it would be
+//! filled from are on the cluster).
 
 use std::io::Read;
 
@@ -16,9 +19,14 @@ use crate::addresses::watch as address_watch;
 use crate::addresses::{LiveAddresses, Pool};
 use crate::admission::Admission;
 use crate::admission::review::{GroupVersionKind, Request, Verdict};
-use crate::api::names::{GROUP, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION};
-use crate::api::{Machine, MachineClass, NetworkConfiguration};
+use crate::api::clone_from::Named;
+use crate::api::names::{
+    GROUP, KUBEVIRT_CONFIG_ANNOTATION, MACHINE_CLASS_KIND, MACHINE_KIND, VERSION,
+};
+use crate::api::{Machine, MachineClass, MachineSpec, NetworkConfiguration};
+use crate::machine::clones::{self, Copies, SourceMachine};
 use crate::machine::field_error::join;
+use crate::machine::placement;
 use crate::machine::{Catalog, FieldPath};
 
 const NETWORK_KIND: &str = "NetworkConfiguration";
@@ -88,6 +96,7 @@ pub fn check_documents(input: &str, catalog: &Catalog) -> Result<Vec<Checked>, S
         .with_addresses(addresses.clone());
     let mut checked_classes = checked_classes.into_iter().peekable();
     let mut out = Vec::with_capacity(docs.len());
+    let mut earlier: Vec<Machine> = Vec::new();
     for (index, doc) in docs {
         if let Some((_, class)) = checked_classes.next_if(|(i, _)| *i == index) {
             out.push(class);
@@ -97,6 +106,13 @@ pub fn check_documents(input: &str, catalog: &Catalog) -> Result<Vec<Checked>, S
             out.push(check_network(doc, &addresses));
             continue;
         }
+        let doc = match filled_clone(doc, &earlier) {
+            Ok(doc) => doc,
+            Err(refused) => {
+                out.push(refused);
+                continue;
+            }
+        };
         let checked = check_one(doc, index, &admission);
         if let Checked::Valid { machine, .. } = &checked
             && let Ok(m) = serde_json::from_value::<Machine>(machine.clone())
@@ -104,6 +120,7 @@ pub fn check_documents(input: &str, catalog: &Catalog) -> Result<Vec<Checked>, S
             // Later documents see its addresses as held, as the cluster's index would.
             let (key, held) = address_watch::addresses(&m);
             addresses.with_shared(|s| s.index.set(0, &key, held));
+            earlier.push(m);
         }
         out.push(checked);
     }
@@ -139,6 +156,69 @@ fn check_network(doc: Value, addresses: &LiveAddresses) -> Checked {
     let (key, pool) = address_watch::pool(&nc);
     addresses.with_shared(|s| s.set_pool(key, pool));
     Checked::Network { network: doc }
+}
+
+/// `doc` filled from the Machine its `spec.cloneFrom.machine` names among `earlier` (valid
+/// Machines before it, in its namespace); unchanged when it clones nothing or is malformed
+/// (the rules then say why).
+fn filled_clone(mut doc: Value, earlier: &[Machine]) -> Result<Value, Checked> {
+    let Some(spec) = doc.get("spec") else {
+        return Ok(doc);
+    };
+    let Ok(spec) = serde_json::from_value::<MachineSpec>(spec.clone()) else {
+        return Ok(doc);
+    };
+    // A snapshot's copies are on the cluster: such a clone is checked as written (the webhook
+    // fills it there).
+    let Some(Named::Machine(source)) = clones::source_of(&spec) else {
+        return Ok(doc);
+    };
+    let name = name_of(&doc);
+    let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str);
+    let found = earlier.iter().find(|m| {
+        m.metadata.name.as_deref() == Some(source) && m.metadata.namespace.as_deref() == ns
+    });
+    let Some(found) = found else {
+        return Err(Checked::Invalid {
+            message: format!(
+                "Machine.vitistack.io {name:?} is invalid: spec.cloneFrom.machine: Invalid value: \
+                 {source:?}: no valid Machine {source} before it in the input (offline, a clone \
+                 is filled from an earlier document of its namespace)"
+            ),
+            name,
+        });
+    };
+    let placed = placement::of(found, None);
+    let from = SourceMachine {
+        name: source,
+        spec: &found.spec,
+        cluster: placed.remote(),
+        copies: Copies::Claims,
+    };
+    let cluster = doc
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            KUBEVIRT_CONFIG_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty());
+    match clones::fill(&from, &spec, cluster).map(serde_json::to_value) {
+        Ok(Ok(filled)) => {
+            doc["spec"] = filled;
+            Ok(doc)
+        }
+        Ok(Err(e)) => Err(Checked::Invalid {
+            message: format!("internal error: the clone does not encode: {e}"),
+            name,
+        }),
+        Err(errors) => Err(Checked::Invalid {
+            message: format!(
+                "Machine.vitistack.io {name:?} is invalid: {}",
+                join(&errors)
+            ),
+            name,
+        }),
+    }
 }
 
 fn kind_of(object: &Value) -> (&str, &str) {

@@ -4,6 +4,7 @@
 pub mod annotations;
 pub mod catalog;
 pub mod classes;
+pub mod clones;
 pub mod field_error;
 pub mod machine_types;
 pub mod names;

@@ -83,6 +83,7 @@ pub fn resolve_in(
         host_devices: explicit.host_devices.clone(),
         update_strategy: explicit.update_strategy.clone(),
         snapshots: explicit.snapshots.clone(),
+        clone_from: explicit.clone_from.clone(),
     };
     Resolved {
         spec: resolved,

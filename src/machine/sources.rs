@@ -63,6 +63,14 @@ pub fn check_source(path: &FieldPath, source: &DiskSource) -> Vec<FieldError> {
             "the name of the CDI DataSource to clone",
         );
     }
+    if let Some(snap) = &source.snapshot {
+        check_object_ref(
+            &mut errors,
+            &path.child("snapshot"),
+            snap,
+            "the name of the VolumeSnapshot to clone",
+        );
+    }
     errors
 }
 

@@ -15,7 +15,7 @@ use super::sources::{cdrom_updates, disk_source_update};
 pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> {
     let spec_path = FieldPath::new("spec");
     let disks_path = spec_path.child("disks");
-    let mut errors = Vec::new();
+    let mut errors = super::clones::update_errors(old, new);
     for old_disk in &old.disks {
         let Some((i, new_disk)) = new
             .disks

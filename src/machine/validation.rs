@@ -141,6 +141,7 @@ pub fn validate_in(spec: &MachineSpec, class: Option<&Class>, catalog: &Catalog)
     placement::validate(&mut out, &spec_path, spec);
     operations::validate(&mut out, &spec_path, spec);
     snapshots::validate(&mut out, &spec_path, spec);
+    out.errors.extend(super::clones::errors(spec));
     out
 }
 

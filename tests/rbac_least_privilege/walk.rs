@@ -17,7 +17,7 @@ use kubevirt_operator::certs::{BUNDLE_CONFIGMAP, BUNDLE_KEY, WEBHOOK_CONFIGURATI
 use kubevirt_operator::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_operator::reconciler::apis::multus::NetworkAttachmentDefinition;
 use kubevirt_operator::reconciler::apis::snapshot::{
-    VirtualMachineRestore, VirtualMachineSnapshot,
+    VirtualMachineRestore, VirtualMachineSnapshot, VirtualMachineSnapshotContent,
 };
 
 /// Plays KubeVirt: a VMI for alpha, running, then gone, twice: KubeVirt deletes the first, the
@@ -114,7 +114,8 @@ pub async fn snapshot_and_restore(admin: &Client, ns: &str) {
         .patch_status(
             "alpha-snap",
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Succeeded", "readyToUse": true}})),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded", "readyToUse": true,
+                "virtualMachineSnapshotContentName": "alpha-snap-content"}})),
         )
         .await
         .expect("VirtualMachineSnapshot status");
@@ -124,6 +125,7 @@ pub async fn snapshot_and_restore(admin: &Client, ns: &str) {
         (s.ready_to_use == Some(true)).then_some(())
     })
     .await;
+    clone_of_snapshot(admin, ns).await;
     let undo: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "vitistack.io/v1alpha1", "kind": "MachineRestore",
         "metadata": {"name": "alpha-undo"},
@@ -154,6 +156,47 @@ pub async fn snapshot_and_restore(admin: &Client, ns: &str) {
         (s.phase.as_deref() == Some("Failed")).then_some(())
     })
     .await;
+}
+
+/// Issue 35: a clone of alpha-snap, dry run (the webhooks run, nothing is stored): the mutating
+/// webhook reads the snapshot's content for each disk's VolumeSnapshot.
+async fn clone_of_snapshot(admin: &Client, ns: &str) {
+    let content: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineSnapshotContent",
+        "metadata": {"name": "alpha-snap-content"},
+        "spec": {"source": {"virtualMachine": {"metadata": {"name": "alpha"}, "spec": {"template": {}}}},
+                 "virtualMachineSnapshotName": "alpha-snap",
+                 "volumeBackups": [
+                     {"volumeName": "root", "volumeSnapshotName": "alpha-snap-root",
+                      "persistentVolumeClaim": {"metadata": {"name": "alpha-root"}, "spec": {}}},
+                     {"volumeName": "data", "volumeSnapshotName": "alpha-snap-data",
+                      "persistentVolumeClaim": {"metadata": {"name": "alpha-data"}, "spec": {}}}]}}))
+    .expect("content");
+    let contents_ar = ApiResource::erase::<VirtualMachineSnapshotContent>(&());
+    dynamic(admin, ns, &contents_ar)
+        .create(&PostParams::default(), &content)
+        .await
+        .expect("VirtualMachineSnapshotContent");
+    let copy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vitistack.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "alpha-copy"},
+        "spec": {"cloneFrom": {"snapshot": "alpha-snap"}, "runStrategy": "Halted"}
+    }))
+    .expect("Machine");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let made = dynamic(admin, ns, &ApiResource::erase::<Machine>(&()))
+        .create(&dry, &copy)
+        .await
+        .expect("a clone of alpha-snap admitted");
+    assert_eq!(
+        made.data.pointer("/spec/disks/0/source/snapshot/name"),
+        Some(&json!("alpha-snap-root")),
+        "{:?}",
+        made.data
+    );
 }
 
 /// NetworkConfiguration `lan` deleted under its Machines.

@@ -74,3 +74,46 @@ fn validate_knows_run_update_strategies_and_hot_plug_maxima_offline() {
         assert!(err.contains(field), "{field}: {err}");
     }
 }
+
+/// Issue 35's clones offline: `examples/clones.yaml` passes, the clone filled from the Machine
+/// before it (its disk a clone of the source's claim, the source's network, its own run
+/// strategy); a clone of a Machine not before it in the input, or with a
+/// malformed source name, is refused naming the field.
+#[test]
+fn validate_fills_a_clone_from_an_earlier_document() {
+    let out = validate_file(&example("clones.yaml"));
+    assert_ok(&out);
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 2, "{}", stderr(&out));
+    let (source, copy) = (&docs[0], &docs[1]);
+    assert_eq!(copy["spec"]["cloneFrom"]["machine"], "shop");
+    assert_eq!(copy["spec"]["runStrategy"], "Halted");
+    assert_eq!(
+        copy["spec"]["disks"][0],
+        json!({"name": "root", "size": source["spec"]["disks"][0]["size"],
+               "source": {"pvc": {"name": "shop-root"}}})
+    );
+    let nic = &copy["spec"]["networks"][0];
+    assert_eq!(nic["networkName"], "lab-network");
+    // Offline nothing hands out MACs (no cluster index): none is copied either.
+    assert!(
+        nic.get("addresses").is_none() && nic.get("macAddress").is_none(),
+        "{nic}"
+    );
+
+    let stream = "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: a, namespace: default}\n\
+                  spec: {cloneFrom: {machine: later}}\n---\n\
+                  apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: b, namespace: default}\n\
+                  spec: {cloneFrom: {machine: Bad_Name}}\n";
+    let out = run(&["validate", "-f", "-"], Some(stream));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(r#"spec.cloneFrom.machine: Invalid value: "later": no valid Machine later before it in the input"#),
+        "{err}"
+    );
+    assert!(
+        err.contains(r#"spec.cloneFrom.machine: Invalid value: "Bad_Name""#),
+        "{err}"
+    );
+}

@@ -128,6 +128,10 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["snapshot.kubevirt.io"]
   resources: ["virtualmachinesnapshots", "virtualmachinerestores"]
   verbs: ["get", "list", "watch", "create"]
+# Read by the mutating webhook for a clone from a MachineSnapshot: each disk's VolumeSnapshot.
+- apiGroups: ["snapshot.kubevirt.io"]
+  resources: ["virtualmachinesnapshotcontents"]
+  verbs: ["get"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]

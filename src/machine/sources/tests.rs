@@ -48,13 +48,13 @@ fn exactly_one_kind() {
     assert_eq!(
         disk_source(json!({})),
         [
-            "spec.disks[0].source: Required value: exactly one of http, registry, pvc, dataSource must be set"
+            "spec.disks[0].source: Required value: exactly one of http, registry, pvc, dataSource, snapshot must be set"
         ]
     );
     assert_eq!(
         disk_source(json!({"http": {"url": "https://a/b"}, "pvc": {"name": "g"}})),
         [
-            "spec.disks[0].source: Forbidden: exactly one of http, registry, pvc, dataSource may be set, found http and pvc"
+            "spec.disks[0].source: Forbidden: exactly one of http, registry, pvc, dataSource, snapshot may be set, found http and pvc"
         ]
     );
 }
@@ -212,7 +212,7 @@ fn cdroms() {
             r#"spec.cdroms[0].name: Invalid value: "root": a disk is already named "root"; disks and CD-ROMs share the claim names <machine>-<name>"#,
             r#"spec.cdroms[2].name: Duplicate value: "iso""#,
             "spec.cdroms[3].name: Required value",
-            "spec.cdroms[3].source: Required value: exactly one of http, registry, pvc, dataSource must be set",
+            "spec.cdroms[3].source: Required value: exactly one of http, registry, pvc, dataSource, snapshot must be set",
         ]
     );
     // CD-ROM names are DNS-1123 labels (a dot, fine in a subdomain, is refused too).

@@ -136,3 +136,31 @@ pub struct VolumeRestore {
 /// KubeVirt's condition shape, as the VM's (reason and message may be missing: k8s-openapi's
 /// `Condition` requires them, and would refuse to decode such a status).
 pub type SnapshotCondition = super::kubevirt::KubeVirtCondition;
+
+foreign_resource! {
+    #[kube(
+        group = "snapshot.kubevirt.io",
+        version = "v1beta1",
+        kind = "VirtualMachineSnapshotContent",
+        plural = "virtualmachinesnapshotcontents",
+        namespaced
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct VirtualMachineSnapshotContentSpec {
+        /// The VirtualMachineSnapshot it holds the copies of.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub virtual_machine_snapshot_name: Option<String>,
+        /// Each volume's copy: its VolumeSnapshot (read by a clone from a MachineSnapshot).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub volume_backups: Vec<VolumeBackup>,
+    }
+}
+
+/// One volume's copy in a VirtualMachineSnapshotContent (its claim's shape is not read).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeBackup {
+    pub volume_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_snapshot_name: Option<String>,
+}

@@ -90,7 +90,10 @@ fn data_volume(
                 name: p.name.clone(),
                 namespace: in_ns(&p.namespace),
             }),
-            snapshot: None,
+            snapshot: source.snapshot.as_ref().map(|v| SnapshotSource {
+                name: v.name.clone(),
+                namespace: in_ns(&v.namespace),
+            }),
         });
     }
     DataVolume {
