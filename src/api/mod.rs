@@ -3,6 +3,7 @@
 pub mod clone_from;
 pub mod clone_sources;
 pub mod crd;
+pub mod domain;
 pub mod hardware;
 pub mod kubevirt_config;
 pub mod machine;

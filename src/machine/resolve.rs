@@ -6,9 +6,9 @@
 //! that is still unchanged is taken back out ([`strip_defaults`]), which leaves exactly what the
 //! user set; a value the user has since edited no longer matches and so stays theirs.
 
+use crate::api::domain::{Domain, MachineType};
 use crate::api::machine::{
-    CloudInit, Cpu, Disk, Domain, MachineSpec, MachineType, Memory, Network, Resources,
-    SecretKeyRef,
+    CloudInit, Cpu, Disk, MachineSpec, Memory, Network, Resources, SecretKeyRef,
 };
 
 use super::catalog::Catalog;

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::api::domain::Domain;
 use crate::api::machine::{
-    ACCESS_MODES, BOOT_DEVICES, CloudInit, Disk, Domain, MAX_BOOT_ORDER, MAX_DISKS, MAX_NETWORKS,
+    ACCESS_MODES, BOOT_DEVICES, CloudInit, Disk, MAX_BOOT_ORDER, MAX_DISKS, MAX_NETWORKS,
     MachineSpec, VOLUME_MODES,
 };
 use crate::api::names::CLOUD_INIT_VOLUME;

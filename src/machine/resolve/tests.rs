@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::Quantity;
-use crate::api::machine::{Bootloader, Firmware};
+use crate::api::domain::{Bootloader, Firmware};
 
 fn spec(json: serde_json::Value) -> MachineSpec {
     serde_json::from_value(json).expect("test spec")

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 
 use crate::api::Machine;
-use crate::api::machine::{Domain, MachineSpec};
+use crate::api::domain::Domain;
+use crate::api::machine::MachineSpec;
 use crate::api::operations::run_strategy;
 use crate::api::placement::EVICTION_NONE;
 use crate::machine::classes::Hardware;
