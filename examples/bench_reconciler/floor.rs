@@ -45,11 +45,49 @@ pub async fn write_all(
 ) -> Result<()> {
     let catalog = Catalog::default();
     stream::iter(placed)
-        .map(|(m, objects)| write_one(m, objects, status.clone(), ns, catalog.clone()))
+        .map(|(m, objects)| retried(m, objects, status.clone(), ns, catalog.clone()))
         .buffer_unordered(5)
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
+}
+
+/// [`write_one`], again after a server-side failure (an etcd timeout on a starved machine), as
+/// the operator requeues a failed reconcile: every write is idempotent, and a floor that gave up
+/// where the operator retries would be no floor.
+async fn retried(
+    m: Machine,
+    client: Client,
+    status_client: Client,
+    ns: &str,
+    catalog: Catalog,
+) -> Result<()> {
+    let mut delay = Duration::from_millis(250);
+    for _ in 0..6 {
+        match write_one(
+            m.clone(),
+            client.clone(),
+            status_client.clone(),
+            ns,
+            catalog.clone(),
+        )
+        .await
+        {
+            Err(e) if server_side(&e) => {
+                eprintln!("  floor: {} again after {e}", m.name_any());
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            done => return done,
+        }
+    }
+    write_one(m, client, status_client, ns, catalog).await
+}
+
+fn server_side(e: &anyhow::Error) -> bool {
+    e.chain().any(
+        |c| matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code >= 500),
+    )
 }
 
 /// One Machine's writes: PVC and VM concurrently, then the status, as few round trips as the
