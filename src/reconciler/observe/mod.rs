@@ -27,6 +27,7 @@ use crate::reconciler::decide::desired::cloud_init::{self, secret_source};
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::eviction;
+use crate::reconciler::decide::hotplug::{self, NotServed};
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
@@ -104,6 +105,8 @@ pub struct Observed {
     pub node: Option<NodeReady>,
     /// `--node-unreachable-grace`.
     pub node_grace: std::time::Duration,
+    /// Whether its cluster's KubeVirt serves declarative disk hot-plug (`decide::hotplug`).
+    pub hotplug: Result<(), NotServed>,
     /// When this was observed.
     pub now: k8s_openapi::jiff::Timestamp,
 }
@@ -347,9 +350,16 @@ pub async fn observe(
             .and_then(|v| v.status.as_ref()?.node_name.as_deref())
             .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),
         node_grace: ctx.settings.node_unreachable_grace,
+        hotplug: hotplug_served(cluster),
         now: k8s_openapi::jiff::Timestamp::now(),
         vmi,
     })
+}
+
+/// What the cluster's cached `KubeVirt` resource says of hot-plug (none cached: not served).
+fn hotplug_served(cluster: &Cluster) -> Result<(), NotServed> {
+    let installs = cluster.stores.kubevirts.state();
+    hotplug::served(hotplug::install(installs.iter().map(AsRef::as_ref)))
 }
 
 pub mod cleanup;
