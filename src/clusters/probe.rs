@@ -70,7 +70,9 @@ async fn ask(client: &Client) -> Result<Probe, Probe> {
     let apis = Apis {
         kubevirt,
         kubevirt_snapshots: kubevirt && served(client, KUBEVIRT_SNAPSHOTS).await?,
-        kubevirt_installs: kubevirt && served(client, KUBEVIRT_INSTALLS).await?,
+        kubevirt_installs: kubevirt
+            && served(client, KUBEVIRT_INSTALLS).await?
+            && discovery::may_list(client, KUBEVIRT_INSTALLS.0, KUBEVIRT_INSTALLS.1).await,
         cdi,
         storage_profiles: cdi && served(client, STORAGE_PROFILES).await?,
         multus: served(client, MULTUS).await?,

@@ -272,3 +272,4 @@ pub fn apply(plan: &Plan, vm: &mut VirtualMachine) {
 
 #[cfg(test)]
 mod tests;
+pub mod unplug;

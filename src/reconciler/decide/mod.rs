@@ -112,6 +112,10 @@ pub struct Decision {
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let mut d = decide_objects(o, catalog);
+    if d.vm.is_some() {
+        // The VM written without them: KubeVirt detaches them, their claims are kept.
+        d.release.extend(hotplug::unplug::keep_unplugged(o, key));
+    }
     if o.remote {
         remote::without_owner_references(&mut d, key);
         let ns = o.machine.namespace().unwrap_or_default();

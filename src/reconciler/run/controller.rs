@@ -369,7 +369,9 @@ async fn discover(client: &Client) -> Discovered {
             cdi,
             storage_profiles: cdi && storage_profiles,
             kubevirt_snapshots,
-            kubevirt_installs: kubevirt && installs,
+            kubevirt_installs: kubevirt
+                && installs
+                && discovery::may_list(client, "kubevirt.io/v1", "kubevirts").await,
         },
         restores,
     }

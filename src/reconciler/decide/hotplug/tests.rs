@@ -420,3 +420,26 @@ fn events_announce_a_new_hot_plug_and_a_new_wait_once() {
     // KubeVirt's own RestartRequired (a cores change) is not hot-plug's to announce.
     assert!(events(None, &with(vec![], Some("RestartRequired"))).is_empty());
 }
+
+#[test]
+fn only_hot_plugged_disks_the_spec_dropped_are_unplugged() {
+    use crate::reconciler::decide::problem::Kind;
+    let live = vm(vec![
+        volume("root", false, true),
+        volume("data", true, false),
+        volume("img", true, true),
+        volume("old", false, false),
+    ]);
+    assert_eq!(
+        unplug::unplugged(Some(&live), &["root", "img"]),
+        [(Kind::Claim, "m-data".to_owned())]
+    );
+    assert_eq!(
+        unplug::unplugged(Some(&live), &["root"]),
+        [
+            (Kind::Claim, "m-data".to_owned()),
+            (Kind::DataVolume, "m-img".to_owned())
+        ]
+    );
+    assert!(unplug::unplugged(None, &[]).is_empty());
+}
