@@ -27,8 +27,7 @@ use crate::reconciler::decide::desired::cloud_init::{self, secret_source};
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::eviction;
-use crate::reconciler::decide::hotplug::unplug::unplugged;
-use crate::reconciler::decide::hotplug::{self, NotServed};
+use crate::reconciler::decide::hotplug::NotServed;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
@@ -203,29 +202,9 @@ pub async fn observe(
     )
     .await?;
     // A hot-plugged disk removed from the spec: its claim or DataVolume, to be kept (released).
-    let disk_names: Vec<&str> = spec.disks.iter().map(|d| d.name.as_str()).collect();
-    for (kind, n) in unplugged(vm.as_ref(), &disk_names) {
-        if kind == Kind::Claim {
-            let caches = (&stores.pvcs, &stores.pvc_names, &*written.pvcs);
-            claims.extend(
-                lookup(cluster, caches, &pvcs, &ns, &n)
-                    .await?
-                    .map(|c| (n, c)),
-            );
-        } else if cluster.apis.cdi {
-            let dvs: Api<DataVolume> = Api::namespaced(client.clone(), &ns);
-            let caches = (
-                &stores.data_volumes,
-                &stores.dv_names,
-                &*written.data_volumes,
-            );
-            data_volumes.extend(
-                lookup(cluster, caches, &dvs, &ns, &n)
-                    .await?
-                    .map(|d| (n, d)),
-            );
-        }
-    }
+    let found = hotplug::unplugged(cluster, &ns, &spec, vm.as_ref()).await?;
+    claims.extend(found.claims);
+    data_volumes.extend(found.data_volumes);
     // A removed CD-ROM's DataVolume, from our cache; one that does not decode is left alone
     // (only ever a reason not to delete).
     let unwanted_data_volumes: Vec<DataVolume> = removed_cdroms(vm.as_ref(), &sourced)
@@ -375,22 +354,17 @@ pub async fn observe(
             .and_then(|v| v.status.as_ref()?.node_name.as_deref())
             .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),
         node_grace: ctx.settings.node_unreachable_grace,
-        hotplug: hotplug_served(cluster),
+        hotplug: hotplug::served(cluster),
         now: k8s_openapi::jiff::Timestamp::now(),
         vmi,
     })
-}
-
-/// What the cluster's cached `KubeVirt` resource says of hot-plug (none cached: not served).
-fn hotplug_served(cluster: &Cluster) -> Result<(), NotServed> {
-    let installs = cluster.stores.kubevirts.state();
-    hotplug::served(hotplug::install(installs.iter().map(AsRef::as_ref)))
 }
 
 pub mod cleanup;
 mod copies;
 mod data_sources;
 mod derived;
+mod hotplug;
 pub mod judged;
 mod lookup;
 mod networks;
