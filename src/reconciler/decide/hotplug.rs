@@ -59,7 +59,9 @@ impl NotServed {
     pub fn why(self) -> String {
         match self {
             NotServed::NoKubeVirt => {
-                "no KubeVirt resource (kubevirts.kubevirt.io) was found on the VM's cluster".into()
+                "no KubeVirt resource (kubevirts.kubevirt.io) was found on the VM's cluster, or \
+                 the operator may not list them there"
+                    .into()
             }
             NotServed::GateDisabled => format!(
                 "the cluster's KubeVirt does not enable {DECLARATIVE_GATE} \
