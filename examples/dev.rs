@@ -18,6 +18,8 @@ use anyhow::{Context, Result, bail};
 const NAMESPACE: &str = "default";
 /// The StorageClass, NetworkConfigurations and golden image the examples expect.
 const PREREQUISITES: &str = include_str!("setup/prerequisites.yaml");
+/// The dev control plane's KubeVirt install resource, serving disk hot-plug (dev only).
+const KUBEVIRT: &str = include_str!("dev/kubevirt.yaml");
 
 struct Operator(Child);
 
@@ -118,6 +120,7 @@ async fn main() -> Result<()> {
     );
 
     kubectl_stdin(&cp, &["apply", "-f", "-"], PREREQUISITES)?;
+    kubectl_stdin(&cp, &["apply", "-f", "-"], KUBEVIRT)?;
     apply_examples(&cp, &root.join("examples"))?;
     wait_for_status(&cp).await?;
     println!();

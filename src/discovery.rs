@@ -79,6 +79,35 @@ pub async fn serves(client: &Client, group_version: &str, plural: &str) -> bool 
     }
 }
 
+/// Whether the operator may list `plural` of `group_version` in every namespace: only a 403
+/// says no (an optional read whose right an older RBAC lacks, e.g. KubeVirt's install resource on
+/// a remote cluster), so a watch that would never fill is not started; any other answer is left
+/// to the watch's retries.
+pub async fn may_list(client: &Client, group_version: &str, plural: &str) -> bool {
+    let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
+    let ar = kube::api::ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: group_version.to_owned(),
+        kind: String::new(),
+        plural: plural.to_owned(),
+    };
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &ar);
+    let params = kube::api::ListParams::default().limit(1);
+    match api.list_metadata(&params).await {
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(
+                resource = %plural,
+                group_version = %group_version,
+                "the operator may not list it: {}",
+                s.message
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -170,3 +170,61 @@ async fn a_class_s_hardware_on_the_vm_is_stored_as_sent() {
     let stored = create::<VirtualMachine>(&client, &ns, vm).await;
     assert_eq!(stored["spec"], sent["spec"], "nothing pruned");
 }
+
+/// Issue 35: a VM whose disks are hot-plugged (a DataVolume disk and a blank claim, each
+/// `hotpluggable` on bus `scsi`) is stored by KubeVirt's CRD exactly as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_with_hot_plugged_disks_is_stored_as_sent() {
+    use kubevirt_operator::reconciler::decide::hotplug;
+    let cp = Fixture::new().with_fixture_crds().shared().await;
+    let client = cp.client().await.expect("admin client");
+    let ns = cp.namespace("kubevirt-hotplug").await.expect("namespace");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/debian-http.yaml"),
+    )
+    .expect("example");
+    let mut machine: Machine = serde_yaml::from_str(&text).expect("example YAML");
+    machine.metadata.namespace = Some(ns.clone());
+    machine.metadata.uid = Some("0a1b2c3d-0000-4000-8000-0000000012e4".into());
+    machine.spec.disks.push(
+        serde_json::from_value(serde_json::json!({"name": "logs", "size": "1Gi"})).expect("disk"),
+    );
+    let spec = resolve(&machine.spec, None, &Catalog::default()).spec;
+    let d = desired::derive(&Inputs {
+        machine: &machine,
+        spec: &spec,
+        network_configurations: &BTreeMap::new(),
+        storage_classes: &BTreeSet::new(),
+        source_secret: None,
+        network_policy: &Default::default(),
+        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
+        copy_user_data: false,
+        hardware: &Default::default(),
+        pins: &Default::default(),
+    });
+    let mut vm = d.vm.expect("a VM");
+    let plan = hotplug::Plan {
+        hotplugged: spec.disks.iter().map(|d| d.name.clone()).collect(),
+        ..Default::default()
+    };
+    hotplug::apply(&plan, &mut vm);
+    let sent = serde_json::to_value(&vm).unwrap();
+    let volumes = sent["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["dataVolume"]["hotpluggable"] == true),
+        "{volumes:?}"
+    );
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["persistentVolumeClaim"]["hotpluggable"] == true),
+        "{volumes:?}"
+    );
+    let stored = create::<VirtualMachine>(&client, &ns, &vm).await;
+    assert_eq!(stored["spec"], sent["spec"], "nothing pruned");
+}

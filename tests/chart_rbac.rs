@@ -87,6 +87,8 @@ fn rbac_is_scoped_by_name_and_namespace() {
             "machineclasses",
             "storageclasses",
             "storageprofiles",
+            // Issue 35: KubeVirt's install resource, for disk hot-plug; list and watch only.
+            "kubevirts",
             // Issue 33: Nodes' Ready condition (NodeUnreachable); list and watch only.
             "nodes",
             // Namespaced, but read by name wherever a Machine's dataSource points (golden
@@ -110,6 +112,7 @@ fn rbac_is_scoped_by_name_and_namespace() {
             r["apiGroups"][0] != "admissionregistration.k8s.io"
                 && r["resources"][0] != "storageclasses"
                 && r["resources"][0] != "storageprofiles"
+                && r["resources"][0] != "kubevirts"
                 && r["resources"][0] != "nodes"
                 && r["resources"][0] != "machineclasses"
                 && r["resources"][0] != "datasources"

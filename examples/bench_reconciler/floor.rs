@@ -156,6 +156,7 @@ async fn write_one(
         eviction: None,
         node: None,
         restart_pending: None,
+        hotplug: None,
     };
     let s = status::compute(None, m.metadata.generation, &obs, Timestamp::now());
     act::status::write_status(&Api::namespaced(status_client, ns), &m.name_any(), &s).await?;

@@ -268,7 +268,11 @@ impl Admission {
                 &class.name,
                 Some(class),
             );
-            errors.extend(validate_update(&old_resolved.spec, &new_resolved.spec));
+            errors.extend(validate_update(
+                &old_resolved.spec,
+                &new_resolved.spec,
+                &old.hotplugged,
+            ));
             if old.running {
                 errors.extend(running_update_errors(
                     &old_resolved.spec,

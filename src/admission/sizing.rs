@@ -22,6 +22,8 @@ pub struct Stored {
     pub defaults: Option<MachineSpec>,
     /// Its status names a VMI: the VM runs (or is starting, stopping or migrating).
     pub running: bool,
+    /// The disks its status shows hot-plugged (`status.disks[].hotplug`): these may be removed.
+    pub hotplugged: Vec<String>,
 }
 
 impl Stored {
@@ -44,11 +46,18 @@ impl Stored {
             .pointer("/status/vmiName")
             .and_then(Value::as_str)
             .is_some_and(|n| !n.is_empty());
+        let hotplugged = (object.pointer("/status/disks").and_then(Value::as_array))
+            .into_iter()
+            .flatten()
+            .filter(|d| d.get("hotplug").is_some_and(Value::is_object))
+            .filter_map(|d| Some(d.get("name")?.as_str()?.to_owned()))
+            .collect();
         Some(Stored {
             spec,
             class,
             defaults,
             running,
+            hotplugged,
         })
     }
 }

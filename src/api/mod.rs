@@ -5,6 +5,7 @@ pub mod clone_sources;
 pub mod crd;
 pub mod domain;
 pub mod hardware;
+pub mod hotplug;
 pub mod kubevirt_config;
 pub mod machine;
 pub mod machine_class;

@@ -136,6 +136,9 @@ pub struct DiskStatus {
     /// The volume mode its claim was made with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_mode: Option<String>,
+    /// Set when the disk is hot-plugged into the running VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotplug: Option<super::hotplug::DiskHotplug>,
 }
 
 impl DiskSource {

@@ -22,6 +22,7 @@ const CDI: (&str, &str) = ("cdi.kubevirt.io/v1beta1", "datavolumes");
 const STORAGE_PROFILES: (&str, &str) = ("cdi.kubevirt.io/v1beta1", "storageprofiles");
 const MULTUS: (&str, &str) = ("k8s.cni.cncf.io/v1", "network-attachment-definitions");
 const KUBEVIRT_SNAPSHOTS: (&str, &str) = ("snapshot.kubevirt.io/v1beta1", "virtualmachinerestores");
+const KUBEVIRT_INSTALLS: (&str, &str) = ("kubevirt.io/v1", "kubevirts");
 
 /// A client of the cluster `kubeconfig` describes (its current context), with the settings'
 /// connect timeout, read timeout and rate limit, and the server's URL (for messages).
@@ -69,6 +70,9 @@ async fn ask(client: &Client) -> Result<Probe, Probe> {
     let apis = Apis {
         kubevirt,
         kubevirt_snapshots: kubevirt && served(client, KUBEVIRT_SNAPSHOTS).await?,
+        kubevirt_installs: kubevirt
+            && served(client, KUBEVIRT_INSTALLS).await?
+            && discovery::may_list(client, KUBEVIRT_INSTALLS.0, KUBEVIRT_INSTALLS.1).await,
         cdi,
         storage_profiles: cdi && served(client, STORAGE_PROFILES).await?,
         multus: served(client, MULTUS).await?,

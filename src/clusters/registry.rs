@@ -24,6 +24,8 @@ pub struct Apis {
     /// `snapshot.kubevirt.io/v1beta1` virtualmachinerestores: a remote Machine's snapshots and
     /// restores are taken there.
     pub kubevirt_snapshots: bool,
+    /// `kubevirt.io/v1` kubevirts: KubeVirt's install resource, read for disk hot-plug.
+    pub kubevirt_installs: bool,
 }
 
 /// A reachable remote cluster, as last probed.
@@ -68,6 +70,7 @@ impl Connection {
                 storage_profiles: true,
                 multus: false,
                 kubevirt_snapshots: true,
+                kubevirt_installs: true,
             },
             identity: identity.into(),
             acknowledged: None,

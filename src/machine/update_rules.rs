@@ -1,5 +1,6 @@
 //! What may change on update (SPEC.md, "Update rules"): disks hold user data, so they may be added
-//! and grown but never removed, shrunk or moved to another class, access mode or volume mode.
+//! and grown but never removed (but for one hot-plugged: it is detached, its claim kept),
+//! shrunk or moved to another class, access mode or volume mode.
 //! Both specs are resolved, so a value the template supplies is compared like one the user set.
 
 use std::cmp::Ordering;
@@ -12,7 +13,13 @@ use crate::api::machine::Disk;
 use super::field_error::{FieldError, FieldPath};
 use super::sources::{cdrom_updates, disk_source_update};
 
-pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> {
+/// The errors of the update from `old` to `new`; the disks `hotplugged` (as the stored status
+/// shows them) may be removed.
+pub fn validate_update(
+    old: &MachineSpec,
+    new: &MachineSpec,
+    hotplugged: &[String],
+) -> Vec<FieldError> {
     let spec_path = FieldPath::new("spec");
     let disks_path = spec_path.child("disks");
     let mut errors = super::clones::update_errors(old, new);
@@ -23,6 +30,9 @@ pub fn validate_update(old: &MachineSpec, new: &MachineSpec) -> Vec<FieldError> 
             .enumerate()
             .find(|(_, d)| d.name == old_disk.name)
         else {
+            if hotplugged.contains(&old_disk.name) {
+                continue;
+            }
             errors.push(FieldError::forbidden(
                 &disks_path,
                 format!(
@@ -153,7 +163,7 @@ mod tests {
     }
 
     fn errors(old: serde_json::Value, new: serde_json::Value) -> Vec<String> {
-        validate_update(&resolved(old), &resolved(new))
+        validate_update(&resolved(old), &resolved(new), &[])
             .iter()
             .map(ToString::to_string)
             .collect()
@@ -228,6 +238,19 @@ mod tests {
         );
         assert_eq!(e.len(), 1);
         assert!(e[0].starts_with(r#"spec.disks: Forbidden: disk "data" may not be removed: its PersistentVolumeClaim holds the guest's data"#), "{e:?}");
+    }
+
+    /// A hot-plugged disk is detached when removed, its claim kept (`decide::hotplug::unplug`).
+    #[test]
+    fn a_hot_plugged_disk_may_be_removed() {
+        let r = resolved;
+        let old = r(
+            serde_json::json!({"disks": [{"name": "root", "size": "1Gi"}, {"name": "data", "size": "1Gi"}]}),
+        );
+        let new = r(serde_json::json!({"disks": [{"name": "root", "size": "1Gi"}]}));
+        assert!(validate_update(&old, &new, &["data".to_owned()]).is_empty());
+        let e = validate_update(&old, &new, &["root".to_owned()]);
+        assert_eq!(e.len(), 1, "{e:?}");
     }
 
     /// A CD-ROM's DataVolume `<machine>-<name>` goes once the VM no longer mounts it; a disk's

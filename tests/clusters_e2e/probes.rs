@@ -181,6 +181,8 @@ async fn kubevirt_configs_are_probed_rotated_and_forgotten() {
             multus: false,
             // Nor KubeVirt's snapshot CRDs: a remote Machine's snapshots fail saying so.
             kubevirt_snapshots: false,
+            // Nor KubeVirt's install CRD: no disk hot-plugs there.
+            kubevirt_installs: false,
         }
     );
     assert!(!dc1.allow_cross_namespace_clones);

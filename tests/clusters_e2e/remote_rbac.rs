@@ -155,6 +155,8 @@ async fn the_remote_rbac_manifest_grants_what_the_operator_needs() {
         ),
         ("storage.k8s.io", "storageclasses", read.to_vec(), None),
         ("cdi.kubevirt.io", "storageprofiles", read.to_vec(), None),
+        // Issue 35: KubeVirt's install resource, for disk hot-plug.
+        ("kubevirt.io", "kubevirts", vec!["list", "watch"], None),
         // Issue 31: a remote Machine's DataSources, read by name.
         (
             "cdi.kubevirt.io",

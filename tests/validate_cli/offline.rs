@@ -117,3 +117,20 @@ fn validate_fills_a_clone_from_an_earlier_document() {
         "{err}"
     );
 }
+
+/// Issue 35's hot-plug example validates offline; a Machine read back from a cluster, its
+/// `status.disks[].hotplug` included, is passed through as the operator wrote it.
+#[test]
+fn validate_knows_the_hot_plug_example_and_keeps_a_hot_plugged_disks_status() {
+    let out = validate_file(&example("hotplug.yaml"));
+    assert_ok(&out);
+    let doc = &documents(&out)[0];
+    assert_eq!(doc["spec"]["disks"][1]["name"], "data");
+    let exported = "apiVersion: vitistack.io/v1alpha1\nkind: Machine\nmetadata: {name: m}\n\
+                    spec: {template: small, disks: [{name: data, size: 5Gi}]}\n\
+                    status: {disks: [{name: data, claimName: m-data, hotplug: {phase: Ready}}]}\n";
+    let out = run(&["validate", "-f", "-"], Some(exported));
+    assert_ok(&out);
+    let doc = &documents(&out)[0];
+    assert_eq!(doc["status"]["disks"][0]["hotplug"]["phase"], "Ready");
+}

@@ -150,6 +150,11 @@ Role per watched namespace. Keep in step with manifests/rbac/cluster_role.yaml (
 - apiGroups: ["cdi.kubevirt.io"]
   resources: ["storageprofiles"]
   verbs: ["list", "watch"]
+# KubeVirt's install resource, watched (never written): whether a disk added to a running
+# Machine can be hot-plugged (its feature gates and vmRolloutStrategy).
+- apiGroups: ["kubevirt.io"]
+  resources: ["kubevirts"]
+  verbs: ["list", "watch"]
 # Nodes, watched for their Ready condition only: a VM on a node NotReady past the grace is
 # reported (NodeUnreachable); never written.
 - apiGroups: [""]

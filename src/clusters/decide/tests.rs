@@ -14,6 +14,7 @@ const ALL: Apis = Apis {
     storage_profiles: true,
     multus: true,
     kubevirt_snapshots: true,
+    kubevirt_installs: true,
 };
 
 fn reached(apis: Apis) -> Observation {

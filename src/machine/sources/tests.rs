@@ -267,7 +267,7 @@ fn update(old: serde_json::Value, new: serde_json::Value) -> Vec<String> {
         )
         .spec
     };
-    validate_update(&r(old), &r(new))
+    validate_update(&r(old), &r(new), &[])
         .iter()
         .map(ToString::to_string)
         .collect()

@@ -1,9 +1,10 @@
 //! Kubernetes Events for what a user should know: a problem they can fix (once, when it appears),
-//! the VM being created, and the Machine starting to run or stopping.
+//! the VM being created, the Machine starting to run or stopping, and disks hot-plugged (or
+//! waiting for a restart instead).
 
 use crate::reconciler::decide::eviction::EVICTION_REQUESTED;
 use crate::reconciler::decide::node::NODE_UNREACHABLE;
-use crate::reconciler::decide::{guest, migration};
+use crate::reconciler::decide::{guest, hotplug, migration};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
@@ -72,6 +73,13 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
             note: format!("Machine is {}", p.to_lowercase()),
         });
     }
+    out.extend(
+        (hotplug::events(old, new).into_iter()).map(|(reason, note)| Notice {
+            type_: EventType::Normal,
+            reason,
+            note,
+        }),
+    );
     let old_migration = old.and_then(|s| s.migration.as_ref());
     let migration = migration::events(old_migration, new.migration.as_ref());
     out.extend(migration.into_iter().map(|(type_, reason, note)| Notice {

@@ -63,6 +63,7 @@ pub struct Acted {
     /// The restart budget's `RestartPending`, and when to look again (waiting, or restarting).
     pub restart_pending: Option<crate::reconciler::decide::restart_budget::Shown>,
     pub restart_recheck_in: Option<std::time::Duration>,
+    pub hotplug: crate::reconciler::decide::hotplug::Plan,
 }
 
 /// Carries out `decision`, its restart as the restart `budget` let it.
@@ -234,6 +235,7 @@ pub async fn act(
         node: decision.node,
         restart_pending: budget.shown,
         restart_recheck_in: budget.recheck_in,
+        hotplug: decision.hotplug,
     })
 }
 

@@ -22,6 +22,7 @@ pub mod eviction;
 pub mod evidence;
 pub mod guest;
 pub mod held;
+pub mod hotplug;
 pub mod key_start;
 pub mod migration;
 pub mod node;
@@ -105,10 +106,16 @@ pub struct Decision {
     pub node: node::Verdict,
     /// The VMI its VM controls, as the restart budget sees it (`run` gates `restart` on it).
     pub vmi: Option<restart_budget::Vmi>,
+    /// The disks hot-plugged into the running VM, and those waiting for a restart.
+    pub hotplug: hotplug::Plan,
 }
 
 pub fn decide(o: &Observed, catalog: &Catalog, key: &OwnershipKey) -> Decision {
     let mut d = decide_objects(o, catalog);
+    if d.vm.is_some() {
+        // The VM written without them: KubeVirt detaches them, their claims are kept.
+        d.release.extend(hotplug::unplug::keep_unplugged(o, key));
+    }
     if o.remote {
         remote::without_owner_references(&mut d, key);
         let ns = o.machine.namespace().unwrap_or_default();
@@ -188,6 +195,13 @@ fn decide_objects(o: &Observed, catalog: &Catalog) -> Decision {
         desired.vm = None;
     }
     out.problems.append(&mut desired.problems);
+    let disk_names: Vec<&str> = o.spec.disks.iter().map(|d| d.name.as_str()).collect();
+    let live = o.vm.as_ref().filter(|_| out.vm_ours);
+    let running = hotplug::Running::of(vmi);
+    out.hotplug = hotplug::plan(&disk_names, live, running.as_ref(), o.hotplug);
+    if let Some(vm) = desired.vm.as_mut() {
+        hotplug::apply(&out.hotplug, vm);
+    }
 
     let disks = disks::decide(o, sourced, desired.pvcs, desired.data_volumes);
     out.retain = disks.retain;

@@ -271,6 +271,7 @@ pub fn sourced_status(v: &Sourced) -> DiskStatus {
         progress: status.and_then(|s| progress(&s.progress)),
         access_mode: storage.and_then(|s| s.access_modes.first().cloned()),
         volume_mode: storage.and_then(|s| s.volume_mode.clone()),
+        hotplug: None,
     }
 }
 

@@ -64,6 +64,8 @@ pub struct Reconciled<'a> {
     pub node: Option<&'a super::node::Unreachable>,
     /// The restart budget's word on this Machine: `RestartPending`.
     pub restart_pending: Option<&'a super::restart_budget::Shown>,
+    /// Disks waiting for a restart, not hot-plugged: `RestartRequired` says why.
+    pub hotplug: Option<&'a super::hotplug::Plan>,
 }
 
 /// The status to store, given the previous one, the Machine's generation and `now`.

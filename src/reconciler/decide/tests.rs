@@ -89,6 +89,7 @@ fn observed(m: Machine) -> Observed {
         eviction_strategy: None,
         node: None,
         node_grace: std::time::Duration::from_secs(60),
+        hotplug: Err(super::hotplug::NotServed::NoKubeVirt),
         now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         spec_errors: Vec::new(),
         verdicts: Default::default(),

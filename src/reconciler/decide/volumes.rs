@@ -138,6 +138,7 @@ pub fn blank_status(
         progress: None,
         access_mode: spec.and_then(|s| s.access_modes.as_ref()?.first().cloned()),
         volume_mode: spec.and_then(|s| s.volume_mode.clone()),
+        hotplug: None,
     }
 }
 

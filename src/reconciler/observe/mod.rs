@@ -27,6 +27,7 @@ use crate::reconciler::decide::desired::cloud_init::{self, secret_source};
 use crate::reconciler::decide::desired::meta::{derived_secret_name, pvc_name};
 use crate::reconciler::decide::desired::vm::references_secret;
 use crate::reconciler::decide::eviction;
+use crate::reconciler::decide::hotplug::NotServed;
 use crate::reconciler::decide::node::NodeReady;
 use crate::reconciler::decide::ownership::{MachineRef, Verdicts};
 use crate::reconciler::decide::problem::Kind;
@@ -104,6 +105,8 @@ pub struct Observed {
     pub node: Option<NodeReady>,
     /// `--node-unreachable-grace`.
     pub node_grace: std::time::Duration,
+    /// Whether its cluster's KubeVirt serves declarative disk hot-plug (`decide::hotplug`).
+    pub hotplug: Result<(), NotServed>,
     /// When this was observed.
     pub now: k8s_openapi::jiff::Timestamp,
 }
@@ -198,6 +201,10 @@ pub async fn observe(
         &name,
     )
     .await?;
+    // A hot-plugged disk removed from the spec: its claim or DataVolume, to be kept (released).
+    let found = hotplug::unplugged(cluster, &ns, &spec, vm.as_ref()).await?;
+    claims.extend(found.claims);
+    data_volumes.extend(found.data_volumes);
     // A removed CD-ROM's DataVolume, from our cache; one that does not decode is left alone
     // (only ever a reason not to delete).
     let unwanted_data_volumes: Vec<DataVolume> = removed_cdroms(vm.as_ref(), &sourced)
@@ -347,6 +354,7 @@ pub async fn observe(
             .and_then(|v| v.status.as_ref()?.node_name.as_deref())
             .and_then(|n| nodes::ready(&cluster.stores.nodes, n)),
         node_grace: ctx.settings.node_unreachable_grace,
+        hotplug: hotplug::served(cluster),
         now: k8s_openapi::jiff::Timestamp::now(),
         vmi,
     })
@@ -356,6 +364,7 @@ pub mod cleanup;
 mod copies;
 mod data_sources;
 mod derived;
+mod hotplug;
 pub mod judged;
 mod lookup;
 mod networks;

@@ -16,7 +16,7 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use super::readiness::State;
 use crate::clusters::Apis;
 use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
-use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::kubevirt::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::store::last_write::LastWrite;
@@ -76,6 +76,8 @@ pub struct ClusterStores {
     pub storage_profiles: Store<StorageProfile>,
     /// Each Node's name and `Ready` condition only; empty where Nodes cannot be listed.
     pub nodes: Store<Node>,
+    /// KubeVirt's install resource (one, in practice): whether disks hot-plug there.
+    pub kubevirts: Store<KubeVirt>,
 }
 
 /// The writing halves of [`ClusterStores`] (the [`Presence`] sets are filled through
@@ -89,6 +91,7 @@ pub struct ClusterWriters {
     pub data_volumes: Writer<Packed<DataVolume>>,
     pub storage_profiles: Writer<StorageProfile>,
     pub nodes: Writer<Node>,
+    pub kubevirts: Writer<KubeVirt>,
 }
 
 impl ClusterStores {
@@ -102,6 +105,7 @@ impl ClusterStores {
         let (data_volumes, dvs_w) = reflector::store();
         let (storage_profiles, sps_w) = reflector::store();
         let (nodes, nodes_w) = reflector::store();
+        let (kubevirts, kubevirts_w) = reflector::store();
         let stores = ClusterStores {
             vms,
             vmis,
@@ -115,6 +119,7 @@ impl ClusterStores {
             dv_names: Presence::default(),
             storage_profiles,
             nodes,
+            kubevirts,
         };
         let writers = ClusterWriters {
             vms: vms_w,
@@ -125,6 +130,7 @@ impl ClusterStores {
             data_volumes: dvs_w,
             storage_profiles: sps_w,
             nodes: nodes_w,
+            kubevirts: kubevirts_w,
         };
         (stores, writers)
     }

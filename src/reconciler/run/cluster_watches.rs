@@ -18,7 +18,7 @@ use super::watches::{self, Lists, Scope, ignore, managed};
 use crate::clusters::Apis;
 use crate::reconciler::MACHINE_LABEL;
 use crate::reconciler::apis::cdi::{DataVolume, StorageProfile};
-use crate::reconciler::apis::kubevirt::{VirtualMachine, VirtualMachineInstance};
+use crate::reconciler::apis::kubevirt::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::store::packed::Packed;
 
@@ -33,6 +33,9 @@ pub struct Streams {
     pub data_volumes: Option<Changes<Packed<DataVolume>>>,
     pub storage_classes: Changes<StorageClass>,
     pub storage_profiles: Option<Changes<StorageProfile>>,
+    /// KubeVirt's install resource, in whatever namespace it is (read for disk hot-plug); its
+    /// changes reach Machines at their next reconcile.
+    pub kubevirts: Option<Changes<KubeVirt>>,
     /// The Machines on a Node whose `Ready` changed (see [`nodes`](super::nodes)).
     pub nodes: BoxStream<'static, super::nodes::Trigger>,
     /// The names caches: they only fill sets, nothing is triggered by them.
@@ -99,6 +102,10 @@ pub fn streams(
         let profiles = writers.storage_profiles;
         watches::watch(client, scope, Default::default(), profiles, ignore).boxed()
     });
+    let kubevirts = apis.kubevirt_installs.then(|| {
+        let installs = writers.kubevirts;
+        watches::watch(client, &Scope::All, Default::default(), installs, ignore).boxed()
+    });
     let nodes = super::nodes::watch(
         client,
         writers.nodes,
@@ -140,6 +147,7 @@ pub fn streams(
         data_volumes,
         storage_classes: storage_classes.boxed(),
         storage_profiles,
+        kubevirts,
         nodes,
         names,
     }

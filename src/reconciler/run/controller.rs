@@ -248,6 +248,11 @@ pub async fn run_scope(
         };
         controller = controller.watches_stream(sp_stream, by_profile);
     }
+    if let Some(installs) = local_streams.kubevirts {
+        // Drained so the cache fills; KubeVirt's configuration reaches Machines at their next
+        // reconcile.
+        controller = controller.watches_stream(installs, |_| None);
+    }
     if let Some(restore_stream) = restore_stream {
         controller = controller.watches_stream(restore_stream, restored_machine);
     }
@@ -330,7 +335,7 @@ struct Discovered {
 /// warning where Machines notice): readiness never waits on an optional API.
 async fn discover(client: &Client) -> Discovered {
     let serves = |gv, plural| discovery::serves(client, gv, plural);
-    let ((multus, cdi, storage_profiles), (restores, kubevirt_snapshots, kubevirt)) = futures::join!(
+    let ((multus, cdi, storage_profiles), (restores, kubevirt_snapshots, kubevirt), installs) = futures::join!(
         futures::future::join3(
             serves("k8s.cni.cncf.io/v1", "network-attachment-definitions"),
             serves("cdi.kubevirt.io/v1beta1", "datavolumes"),
@@ -341,6 +346,7 @@ async fn discover(client: &Client) -> Discovered {
             serves("snapshot.kubevirt.io/v1beta1", "virtualmachinesnapshots"),
             serves("kubevirt.io/v1", "virtualmachines"),
         ),
+        serves("kubevirt.io/v1", "kubevirts"),
     );
     if !multus {
         tracing::warn!(
@@ -363,6 +369,9 @@ async fn discover(client: &Client) -> Discovered {
             cdi,
             storage_profiles: cdi && storage_profiles,
             kubevirt_snapshots,
+            kubevirt_installs: kubevirt
+                && installs
+                && discovery::may_list(client, "kubevirt.io/v1", "kubevirts").await,
         },
         restores,
     }

@@ -299,6 +299,10 @@ fn changed_machines(
         // Drained so the cache fills; a profile's change reaches Machines at their next resync.
         all.push(profiles.filter_map(|_| async { None }).boxed());
     }
+    if let Some(installs) = s.kubevirts {
+        // Likewise: KubeVirt's configuration reaches Machines at their next reconcile.
+        all.push(installs.filter_map(|_| async { None }).boxed());
+    }
     stream::select_all(all).boxed()
 }
 

@@ -20,10 +20,10 @@ use super::remotes::CACHES_FILLING;
 use super::watches::key_of;
 use crate::reconciler::act::{self, Acted};
 use crate::reconciler::decide::desired::meta::pvc_name;
-use crate::reconciler::decide::own_vmi;
 use crate::reconciler::decide::status::{self, Reconciled};
 use crate::reconciler::decide::status_write::{self, StatusWrite};
 use crate::reconciler::decide::volumes::{self, Seen};
+use crate::reconciler::decide::{hotplug, own_vmi};
 use crate::reconciler::error::Error;
 use crate::reconciler::observe::Observed;
 
@@ -63,7 +63,9 @@ pub async fn settle(
         claims: volumes::by_name(&acted.claims, cdi_claims),
         cdi_installed: o.cdi_installed,
     };
-    let provisioning = volumes::view(&machine_name, &o.spec, &seen);
+    let mut provisioning = volumes::view(&machine_name, &o.spec, &seen);
+    let vmi = own_vmi(acted.vm.as_ref(), o.vmi.as_ref());
+    hotplug::show(&mut provisioning.disks, &acted.hotplug, vmi);
     let verdict = provisioning.verdict.as_ref();
     let provisioning_notices = |old: Option<&MachineStatus>, new: &MachineStatus| {
         volumes::notices(&machine_name, &o.spec, &seen, old, new, verdict)
@@ -74,7 +76,7 @@ pub async fn settle(
         running: running != RUN_STRATEGY_HALTED,
         problems,
         vm,
-        vmi: own_vmi(vm, o.vmi.as_ref()),
+        vmi,
         claims: claim_view,
         networks: o.spec.networks.len(),
         spec_networks: &o.spec.networks,
@@ -90,6 +92,7 @@ pub async fn settle(
         eviction: acted.eviction.as_ref(),
         node: acted.node.unreachable(),
         restart_pending: acted.restart_pending.as_ref(),
+        hotplug: Some(&acted.hotplug),
     };
 
     let key = key_of(machine);

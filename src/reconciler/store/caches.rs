@@ -33,6 +33,7 @@ impl ClusterStores {
             async { self.vm_names.wait_until_ready().await.map_err(drop) },
             async { self.pvc_names.wait_until_ready().await.map_err(drop) },
             if_served(apis.multus, self.nad_names.wait_until_ready()),
+            if_served(apis.kubevirt_installs, self.kubevirts.wait_until_ready()),
         )
         .map(drop)
     }

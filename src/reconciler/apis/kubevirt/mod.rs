@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod hardware;
+mod install;
 mod vmi;
 
 pub use hardware::{HostDevice, Hugepages};
+pub use install::*;
 pub use vmi::*;
 
 foreign_resource! {
@@ -282,12 +284,22 @@ pub struct Volume {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DataVolumeRef {
     pub name: String,
+    /// Attached to a running VMI without a restart (KubeVirt's declarative hot-plug).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub hotpluggable: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcSource {
     pub claim_name: String,
+    /// As [`DataVolumeRef::hotpluggable`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub hotpluggable: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// KubeVirt's `CloudInitNoCloudSource`. Its Go field `UserDataSecretRef` is `secretRef` in JSON.

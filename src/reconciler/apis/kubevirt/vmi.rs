@@ -1,5 +1,5 @@
-//! The VirtualMachineInstance: only its status is read (phase, node, interfaces, conditions and
-//! the migration in progress or last done).
+//! The VirtualMachineInstance: only its volumes' names and its status are read (phase, node,
+//! interfaces, conditions, volumes and the migration in progress or last done).
 
 use serde::{Deserialize, Serialize};
 
@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::KubeVirtCondition;
 
 foreign_resource! {
-    /// A VirtualMachineInstance; only its status is read, its spec is KubeVirt's copy of the VM's.
+    /// A VirtualMachineInstance; its spec is KubeVirt's copy of the VM's (plus the volumes
+    /// KubeVirt hot-plugged), of which only the volumes' names are read.
     #[kube(
         group = "kubevirt.io",
         version = "v1",
@@ -17,7 +18,38 @@ foreign_resource! {
         namespaced,
         status = "VirtualMachineInstanceStatus"
     )]
-    pub struct VirtualMachineInstanceSpec {}
+    pub struct VirtualMachineInstanceSpec {
+        /// The volumes the running VMI has: a disk not among them waits for a hot-plug or a
+        /// restart.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub volumes: Vec<VmiVolume>,
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmiVolume {
+    pub name: String,
+}
+
+/// KubeVirt's `status.volumeStatus[]`: where each volume's attachment stands.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeStatus {
+    pub name: String,
+    /// Pending, Bound, AttachedToNode, MountedToPod, Ready, Detaching, UnMountedFromPod, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Set for a hot-plugged volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotplug_volume: Option<HotplugVolumeStatus>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HotplugVolumeStatus {
+    /// The pod that attaches the volume to the VMI's node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_pod_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -37,6 +69,8 @@ pub struct VirtualMachineInstanceStatus {
     pub interfaces: Vec<VmiInterfaceStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<KubeVirtCondition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_status: Vec<VolumeStatus>,
     /// The live migration in progress, or the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration_state: Option<MigrationState>,

@@ -173,7 +173,10 @@ pub fn disk_volume(machine: &str, disk: &Disk) -> Volume {
         Some(_) => data_volume_volume(&disk.name, claim),
         None => Volume {
             name: disk.name.clone(),
-            persistent_volume_claim: Some(VmPvc { claim_name: claim }),
+            persistent_volume_claim: Some(VmPvc {
+                claim_name: claim,
+                hotpluggable: false,
+            }),
             ..Volume::default()
         },
     }
@@ -196,7 +199,10 @@ pub fn cdrom(machine: &str, cdrom: &Cdrom) -> (kubevirt::Disk, Volume) {
 fn data_volume_volume(name: &str, data_volume: String) -> Volume {
     Volume {
         name: name.to_owned(),
-        data_volume: Some(DataVolumeRef { name: data_volume }),
+        data_volume: Some(DataVolumeRef {
+            name: data_volume,
+            hotpluggable: false,
+        }),
         ..Volume::default()
     }
 }

@@ -1,13 +1,19 @@
 //! KubeVirt's own conditions, mirrored on the Machine as KubeVirt words them: RestartRequired
-//! from the VM while it holds, LiveMigratable and AgentConnected from the VMI; and the VMI's
-//! guest addresses.
+//! from the VM while it holds (with why, when disks added to the running VM wait for a restart
+//! instead of a hot-plug), LiveMigratable and AgentConnected from the VMI; and the VMI's guest
+//! addresses.
 
-use super::super::{guest, migration, provisioning, restart};
+use super::super::{guest, hotplug, migration, provisioning, restart};
 use super::{Cond, Reconciled, condition};
 
 pub(super) fn conditions(r: &Reconciled) -> Vec<Cond> {
     let mut out = Vec::new();
-    if let Some((reason, message)) = restart::restart_required(r.vm) {
+    let kubevirts = restart::restart_required(r.vm);
+    let waiting = r.hotplug.and_then(|p| {
+        let message = kubevirts.as_ref().map(|(_, m)| m.as_str());
+        hotplug::restart_required(p, message)
+    });
+    if let Some((reason, message)) = waiting.or(kubevirts) {
         let t = provisioning::reason::RESTART_REQUIRED;
         out.push(Cond::new(t, "True", &reason, message));
     }

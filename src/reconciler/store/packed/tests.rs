@@ -105,7 +105,7 @@ fn data_volume_and_vmi_briefs_are_the_machine_label() {
         let mut dv = DataVolume::new("m-root", DataVolumeSpec::default());
         *dv.labels_mut() = labels(machine);
         assert_eq!(Packed::pack(&dv).unwrap().brief().as_deref(), machine);
-        let mut vmi = VirtualMachineInstance::new("m", VirtualMachineInstanceSpec {});
+        let mut vmi = VirtualMachineInstance::new("m", VirtualMachineInstanceSpec::default());
         *vmi.labels_mut() = labels(machine);
         assert_eq!(
             Packed::pack(&vmi).unwrap().brief().machine.as_deref(),

@@ -95,6 +95,7 @@ impl<'a> Case<'a> {
             eviction: self.eviction.as_ref(),
             node: self.node.as_ref(),
             restart_pending: None,
+            hotplug: None,
         };
         compute(previous, Some(3), &obs, now)
     }
