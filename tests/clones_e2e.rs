@@ -2,8 +2,8 @@
 //! KubeVirt's real CRDs installed): a non-admin author with only the named rights makes a Machine
 //! with `spec.cloneFrom.machine`; it gets the source's disks as CDI clones of the source's claims
 //! (DataVolumes with `source.pvc`, never the source's claims themselves), its own MAC and address,
-//! its own run strategy, and a VM of its own name (KubeVirt derives the firmware UUID from it;
-//! nothing of the source's firmware identity is copied). An author who may not `get` the source,
+//! its own run strategy, and a VM of its own name with no `firmware.uuid` (nothing of the
+//! source's firmware identity is copied: KubeVirt gives a new VM its own UUID). An author who may not `get` the source,
 //! or lacks CDI's clone right on its claims, is refused; a source on another cluster is refused
 //! with the reason; `spec.cloneFrom` is immutable. A clone from a MachineSnapshot gets each disk
 //! as a CDI clone of its VolumeSnapshot (DataVolumes with `source.snapshot`), asked as the author
