@@ -20,6 +20,7 @@ use crate::api::MachineStatus;
 use crate::api::hotplug::DiskHotplug;
 use crate::api::source::DiskStatus;
 
+use super::problem::Kind;
 use super::provisioning::reason::RESTART_REQUIRED;
 use crate::reconciler::apis::kubevirt::{
     KubeVirt, VirtualMachine, VirtualMachineInstance, Volume, vmi_phase,
@@ -270,6 +271,21 @@ pub fn apply(plan: &Plan, vm: &mut VirtualMachine) {
             t.bus = Some(HOTPLUG_BUS.to_owned());
         }
     }
+}
+
+/// The claims and DataVolumes of the disks hot-plugged into the `live` VM that the Machine's
+/// `disks` no longer name, as (kind, name).
+pub fn unplugged(live: Option<&VirtualMachine>, disks: &[&str]) -> Vec<(Kind, String)> {
+    let volumes = live.map_or(&[][..], |vm| &vm.spec.template.spec.volumes[..]);
+    volumes
+        .iter()
+        .filter(|v| is_hotpluggable(v) && !disks.contains(&v.name.as_str()))
+        .filter_map(|v| match (&v.data_volume, &v.persistent_volume_claim) {
+            (Some(dv), _) => Some((Kind::DataVolume, dv.name.clone())),
+            (None, Some(pvc)) => Some((Kind::Claim, pvc.claim_name.clone())),
+            (None, None) => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

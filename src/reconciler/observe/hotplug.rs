@@ -10,7 +10,7 @@ use super::lookup::lookup;
 use crate::api::MachineSpec;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
-use crate::reconciler::decide::hotplug::{self, NotServed, unplug};
+use crate::reconciler::decide::hotplug::{self, NotServed};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::run::cluster::Cluster;
 
@@ -37,7 +37,7 @@ pub(super) async fn unplugged(
     let (stores, written, client) = (&cluster.stores, &cluster.written, &cluster.client);
     let disks: Vec<&str> = spec.disks.iter().map(|d| d.name.as_str()).collect();
     let mut out = Unplugged::default();
-    for (kind, name) in unplug::unplugged(vm, &disks) {
+    for (kind, name) in hotplug::unplugged(vm, &disks) {
         if kind == Kind::Claim {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
             let caches = (&stores.pvcs, &stores.pvc_names, &*written.pvcs);

@@ -320,17 +320,17 @@ fn only_hot_plugged_disks_the_spec_dropped_are_unplugged() {
         volume("old", false, false),
     ]);
     assert_eq!(
-        unplug::unplugged(Some(&live), &["root", "img"]),
+        unplugged(Some(&live), &["root", "img"]),
         [(Kind::Claim, "m-data".to_owned())]
     );
     assert_eq!(
-        unplug::unplugged(Some(&live), &["root"]),
+        unplugged(Some(&live), &["root"]),
         [
             (Kind::Claim, "m-data".to_owned()),
             (Kind::DataVolume, "m-img".to_owned())
         ]
     );
-    assert!(unplug::unplugged(None, &[]).is_empty());
+    assert!(unplugged(None, &[]).is_empty());
 }
 
 mod status;

@@ -7,28 +7,12 @@
 
 use kube::Resource;
 
-use super::is_hotpluggable;
-use crate::reconciler::apis::kubevirt::VirtualMachine;
+use super::unplugged;
 use crate::reconciler::decide::evidence::OwnershipKey;
 use crate::reconciler::decide::ownership::{MachineRef, Ownership};
 use crate::reconciler::decide::problem::Kind;
 use crate::reconciler::decide::release::{Release, keep};
 use crate::reconciler::observe::Observed;
-
-/// The claims and DataVolumes of the disks hot-plugged into the `live` VM that the Machine's
-/// `disks` no longer name, as (kind, name).
-pub fn unplugged(live: Option<&VirtualMachine>, disks: &[&str]) -> Vec<(Kind, String)> {
-    let volumes = live.map_or(&[][..], |vm| &vm.spec.template.spec.volumes[..]);
-    volumes
-        .iter()
-        .filter(|v| is_hotpluggable(v) && !disks.contains(&v.name.as_str()))
-        .filter_map(|v| match (&v.data_volume, &v.persistent_volume_claim) {
-            (Some(dv), _) => Some((Kind::DataVolume, dv.name.clone())),
-            (None, Some(pvc)) => Some((Kind::Claim, pvc.claim_name.clone())),
-            (None, None) => None,
-        })
-        .collect()
-}
 
 /// The releases that keep the unplugged disks of `o`, ours only (never one released, another's
 /// or a conflict), as observed.
