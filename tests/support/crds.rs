@@ -84,18 +84,33 @@ async fn create_or_replace(
     name: &str,
     mut crd: DynamicObject,
 ) -> Result<()> {
-    for _ in 0..5 {
-        match api.create(&PostParams::default(), &crd).await {
+    // A starved etcd answers "request timed out" (500): the write is tried again, and one that
+    // landed after all shows as a conflict and is replaced.
+    let mut server_errors: u64 = 0;
+    let mut attempt = 0;
+    while attempt < 5 {
+        attempt += 1;
+        let answer = match api.create(&PostParams::default(), &crd).await {
             Ok(_) => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
-        let current = api.get(name).await?;
-        crd.metadata.resource_version = current.metadata.resource_version;
-        match api.replace(name, &PostParams::default(), &crd).await {
-            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let current = api.get(name).await?;
+                crd.metadata.resource_version = current.metadata.resource_version;
+                api.replace(name, &PostParams::default(), &crd)
+                    .await
+                    .map(drop)
+            }
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(()) => return Ok(()),
             // Someone else (a parallel test) updated it in between: read again.
             Err(kube::Error::Api(e)) if e.code == 409 => crd.metadata.resource_version = None,
+            Err(kube::Error::Api(e)) if e.code >= 500 && server_errors < 10 => {
+                server_errors += 1;
+                attempt -= 1;
+                crd.metadata.resource_version = None;
+                tokio::time::sleep(Duration::from_millis(200 * server_errors)).await;
+            }
             Err(e) => return Err(e.into()),
         }
     }
