@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams};
 use kubevirt_operator::subresources::upstream::{PROTOCOL, Socket};
 use tokio_tungstenite::tungstenite::Message;
 
-use aggregated::plugin::kubectl_machine;
+use aggregated::plugin::kubectl_machine_until;
 use aggregated::remote::far_machine;
 use aggregated::{Env, GROUP, VERSION, WAIT, direct, machine_with_vmi, start_fixture, vmi_rules};
 use support::console_client::{
@@ -103,9 +103,11 @@ async fn a_remote_machines_console_round_trips_and_only_its_namespaces_users_rea
         .write_kubeconfig(env.user("alice"), None)
         .expect("alice's kubeconfig");
     let args = ["console", "far", "-n", "team-a"];
-    let out = kubectl_machine(&dir, Some(&kubeconfig), &args, b"uname -a\r").await;
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "uname -a\r");
+    let typed = b"uname -a\r";
+    let (status, stdout) =
+        kubectl_machine_until(&dir, Some(&kubeconfig), &args, typed, typed).await;
+    assert!(status.success(), "{status}");
+    assert_eq!(String::from_utf8_lossy(&stdout), "uname -a\r");
     let last = virt_api.calls().pop().map(|c| c.target);
     assert_eq!(
         last.as_deref(),

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::WAIT;
 
@@ -57,4 +57,62 @@ pub async fn kubectl_machine(
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// [`kubectl_machine`] for a console: `stdin` typed, then the input ended only once stdout has
+/// shown `until`, as a user waits for the answer before leaving (ending the input at once closes
+/// the session, and an answer still on its way through the relay is not shown); the stdout read
+/// is returned with the exit status.
+pub async fn kubectl_machine_until(
+    dir: &Path,
+    kubeconfig: Option<&Path>,
+    args: &[&str],
+    stdin: &[u8],
+    until: &[u8],
+) -> (std::process::ExitStatus, Vec<u8>) {
+    let mut command = tokio::process::Command::new(installed_plugin(dir));
+    command
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(k) = kubeconfig {
+        command.env("KUBECONFIG", k);
+    }
+    let mut child = command.spawn().expect("kubectl-machine");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = child.stdout.take().expect("stdout");
+    input.write_all(stdin).await.expect("write stdin");
+    let mut seen = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        while !seen.windows(until.len().max(1)).any(|w| w == until) {
+            let n = output.read(&mut buf).await.expect("read stdout");
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(WAIT, read)
+        .await
+        .expect("kubectl-machine shows the answer");
+    drop(input);
+    let mut rest = Vec::new();
+    let status = tokio::time::timeout(WAIT, async {
+        output.read_to_end(&mut rest).await.expect("read stdout");
+        child.wait().await.expect("kubectl-machine status")
+    })
+    .await
+    .expect("kubectl-machine ends");
+    seen.extend_from_slice(&rest);
+    eprintln!(
+        "kubectl-machine {}: {status}\nstdout: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&seen)
+    );
+    (status, seen)
 }
