@@ -29,19 +29,7 @@ pub async fn kubectl_machine(
     args: &[&str],
     stdin: &[u8],
 ) -> Output {
-    let mut command = tokio::process::Command::new(installed_plugin(dir));
-    command
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(k) = kubeconfig {
-        command.env("KUBECONFIG", k);
-    }
-    let mut child = command.spawn().expect("kubectl-machine");
+    let mut child = spawn(dir, kubeconfig, args, Stdio::piped());
     let mut input = child.stdin.take().expect("stdin");
     input.write_all(stdin).await.expect("write stdin");
     drop(input);
@@ -70,19 +58,7 @@ pub async fn kubectl_machine_until(
     stdin: &[u8],
     until: &[u8],
 ) -> (std::process::ExitStatus, Vec<u8>) {
-    let mut command = tokio::process::Command::new(installed_plugin(dir));
-    command
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    if let Some(k) = kubeconfig {
-        command.env("KUBECONFIG", k);
-    }
-    let mut child = command.spawn().expect("kubectl-machine");
+    let mut child = spawn(dir, kubeconfig, args, Stdio::inherit());
     let mut input = child.stdin.take().expect("stdin");
     let mut output = child.stdout.take().expect("stdout");
     input.write_all(stdin).await.expect("write stdin");
@@ -115,4 +91,26 @@ pub async fn kubectl_machine_until(
         String::from_utf8_lossy(&seen)
     );
     (status, seen)
+}
+
+/// `kubectl-machine args` started under `dir` as a user runs it, stdin and stdout piped.
+fn spawn(
+    dir: &Path,
+    kubeconfig: Option<&Path>,
+    args: &[&str],
+    stderr: Stdio,
+) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(installed_plugin(dir));
+    command
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true);
+    if let Some(k) = kubeconfig {
+        command.env("KUBECONFIG", k);
+    }
+    command.spawn().expect("kubectl-machine")
 }
