@@ -17,13 +17,12 @@ mod clones_e2e {
     pub mod snapshot;
 }
 
-use std::time::Instant;
-
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Error};
 use serde_json::{Value, json};
 
+pub use access::create_answered as create;
 use access::{OP_NS, WAIT, fixture, machine_object, machines, register_cluster, rule};
 use kubevirt_operator::api::NetworkConfiguration;
 use kubevirt_operator::api::names::KUBEVIRT_CONFIG_ANNOTATION;
@@ -37,28 +36,6 @@ pub const ROOT_COPY: &str = "vmsnapshot-1a2b-volume-root";
 
 pub fn read_snapshots() -> PolicyRule {
     rule("vitistack.io", "machinesnapshots", &["get"])
-}
-
-/// Creates `obj` as `api`'s user once the replica answers with a verdict (kube-apiserver may not
-/// call it yet; a replica that has not listed the Machines and networks asks to retry).
-pub async fn create(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    op: &Proc,
-) -> Result<DynamicObject, (u16, String)> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match api.create(&PostParams::default(), obj).await {
-            Ok(created) => return Ok(created),
-            Err(Error::Api(e))
-                if (e.message.contains("failed calling webhook")
-                    || e.message.contains("retry shortly"))
-                    && Instant::now() < deadline => {}
-            Err(Error::Api(e)) => return Err((e.code, e.message)),
-            Err(e) => panic!("{e}\n{}", op.log_tail(60)),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    }
 }
 
 pub fn str_at<'a>(m: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
@@ -138,8 +115,32 @@ async fn a_clone_gets_the_sources_disks_as_clones_and_an_identity_of_its_own() {
     let lab: DynamicObject = serde_json::from_value(lab).expect("lab");
     access::create_admitted(&ncs, &lab, op).await;
 
-    // The source: a halted Machine with a root disk, an interface with a MAC and an address.
+    // The webhook hands out lab's addresses once its watch of NetworkConfigurations has seen
+    // lab: wait for that, asking with dry runs (a Machine written before gets no address).
     let admins = machines(&admin, NS);
+    let probe = machine_object(
+        "probe",
+        json!({"template": "small", "networks": [{"name": "eth0", "networkName": "lab"}]}),
+    );
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    support::eventually_with(
+        WAIT,
+        "the webhook knows lab's pool",
+        || op.log_tail(40),
+        || async {
+            let answered = admins.create(&dry_run, &probe).await.ok()?;
+            answered
+                .data
+                .pointer("/spec/networks/0/addresses/0")
+                .map(drop)
+        },
+    )
+    .await;
+
+    // The source: a halted Machine with a root disk, an interface with a MAC and an address.
     let web = machine_object(
         "web",
         json!({"template": "small", "runStrategy": "Halted",
