@@ -9,11 +9,10 @@ mod access;
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use kube::{Client, Error};
 use serde_json::{Value, json};
 
 use access::{OP_NS, WAIT, machine_object, machines, rule, start_operator, wait_status};
@@ -49,26 +48,15 @@ fn addresses(m: &DynamicObject) -> Vec<String> {
         .collect()
 }
 
-/// Creates `obj` as `api`'s user once the replica answers with a verdict: kube-apiserver may not
-/// call it yet, and a replica that has not listed the Machines and networks asks to retry.
+/// [`access::create_answered`], the refusal's message only.
 async fn create(
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
     op: &Proc,
 ) -> Result<DynamicObject, String> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match api.create(&PostParams::default(), obj).await {
-            Ok(created) => return Ok(created),
-            Err(Error::Api(e))
-                if (e.message.contains("failed calling webhook")
-                    || e.message.contains("retry shortly"))
-                    && Instant::now() < deadline => {}
-            Err(Error::Api(e)) => return Err(e.message),
-            Err(e) => panic!("{e}\n{}", op.log_tail(60)),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    }
+    access::create_answered(api, obj, op)
+        .await
+        .map_err(|(_, message)| message)
 }
 
 async fn secret_network_data(admin: &Client, machine: &str, op: &Proc) -> Value {

@@ -79,6 +79,29 @@ pub async fn create_admitted(
     }
 }
 
+/// Creates `obj` as `api`'s user once the replica answers with a verdict, and says what it
+/// answered (kube-apiserver may not call it yet, and a replica that has not listed the Machines
+/// and networks asks to retry): the object, or the refusal's code and message.
+pub async fn create_answered(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    op: &Proc,
+) -> Result<DynamicObject, (u16, String)> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(created) => return Ok(created),
+            Err(Error::Api(e))
+                if (e.message.contains("failed calling webhook")
+                    || e.message.contains("retry shortly"))
+                    && Instant::now() < deadline => {}
+            Err(Error::Api(e)) => return Err((e.code, e.message)),
+            Err(e) => panic!("{e}\n{}", op.log_tail(60)),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 pub fn machines(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Machine>(&()))
 }
