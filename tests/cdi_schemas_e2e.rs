@@ -12,11 +12,12 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use kubevirt_operator::api::Machine;
+use kubevirt_operator::api::{Machine, MachineSpec};
+use kubevirt_operator::machine::classes::Hardware;
 use kubevirt_operator::machine::{Catalog, resolve};
 use kubevirt_operator::reconciler::apis::cdi::DataVolume;
 use kubevirt_operator::reconciler::apis::kubevirt::VirtualMachine;
-use kubevirt_operator::reconciler::decide::desired::{self, Inputs};
+use kubevirt_operator::reconciler::decide::desired::{self, Desired, Inputs};
 use support::Fixture;
 
 const EXAMPLES: &[&str] = &[
@@ -42,6 +43,44 @@ where
     serde_json::to_value(stored).expect("json")
 }
 
+/// The example Machine `file`, in namespace `ns` with uid `uid`.
+fn example(file: &str, ns: &str, uid: &str) -> Machine {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(file);
+    let text = std::fs::read_to_string(path).expect("example");
+    let mut machine: Machine = serde_yaml::from_str(&text).expect("example YAML");
+    machine.metadata.namespace = Some(ns.to_owned());
+    machine.metadata.uid = Some(uid.to_owned());
+    machine
+}
+
+/// What the reconciler derives for `machine` on a cluster with nothing else in it (its clone
+/// pins as recorded), and the spec it derives from.
+fn derive(machine: &Machine) -> (MachineSpec, Desired) {
+    derive_in(machine, &Catalog::default(), &Default::default())
+}
+
+/// [`derive`] with the MachineClasses of `catalog`, and the `hardware` of the Machine's class.
+fn derive_in(machine: &Machine, catalog: &Catalog, hardware: &Hardware) -> (MachineSpec, Desired) {
+    let spec = resolve(&machine.spec, None, catalog).spec;
+    let d = desired::derive(&Inputs {
+        machine,
+        spec: &spec,
+        network_configurations: &BTreeMap::new(),
+        storage_classes: &BTreeSet::new(),
+        source_secret: None,
+        network_policy: &Default::default(),
+        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
+        label_prefixes: &[],
+        copy_user_data: false,
+        hardware,
+        pins: &kubevirt_operator::api::clone_sources::read(machine.metadata.annotations.as_ref())
+            .unwrap_or_default(),
+    });
+    (spec, d)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
     let cp = Fixture::new().with_fixture_crds().shared().await;
@@ -49,32 +88,8 @@ async fn every_examples_data_volumes_and_vm_are_stored_as_sent() {
     let ns = cp.namespace("cdi-schemas").await.expect("namespace");
     let mut written = 0;
     for file in EXAMPLES {
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("examples")
-                .join(file),
-        )
-        .expect("example");
-        let mut machine: Machine = serde_yaml::from_str(&text).expect("example YAML");
-        machine.metadata.namespace = Some(ns.clone());
-        machine.metadata.uid = Some("0a1b2c3d-0000-4000-8000-0000000012e2".into());
-        let spec = resolve(&machine.spec, None, &Catalog::default()).spec;
-        let d = desired::derive(&Inputs {
-            machine: &machine,
-            spec: &spec,
-            network_configurations: &BTreeMap::new(),
-            storage_classes: &BTreeSet::new(),
-            source_secret: None,
-            network_policy: &Default::default(),
-            eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
-            label_prefixes: &[],
-            copy_user_data: false,
-            hardware: &Default::default(),
-            pins: &kubevirt_operator::api::clone_sources::read(
-                machine.metadata.annotations.as_ref(),
-            )
-            .unwrap_or_default(),
-        });
+        let machine = example(file, &ns, "0a1b2c3d-0000-4000-8000-0000000012e2");
+        let (_, d) = derive(&machine);
         assert!(d.problems.is_empty(), "{file}: {:?}", d.problems);
         assert!(!d.data_volumes.is_empty(), "{file} has a source");
         for dv in &d.data_volumes {
@@ -136,21 +151,8 @@ async fn a_class_s_hardware_on_the_vm_is_stored_as_sent() {
     machine.metadata.uid = Some("0a1b2c3d-0000-4000-8000-0000000012e3".into());
     let (catalog, warnings) = Catalog::default().with_class_objects(&[class]);
     assert!(warnings.is_empty(), "{warnings:?}");
-    let spec = resolve(&machine.spec, None, &catalog).spec;
     let hardware = &catalog.class("gpu-a10").expect("the class").hardware;
-    let d = desired::derive(&Inputs {
-        machine: &machine,
-        spec: &spec,
-        network_configurations: &BTreeMap::new(),
-        storage_classes: &BTreeSet::new(),
-        source_secret: None,
-        network_policy: &Default::default(),
-        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
-        label_prefixes: &[],
-        copy_user_data: false,
-        hardware,
-        pins: &Default::default(),
-    });
+    let (_, d) = derive_in(&machine, &catalog, hardware);
     let vm = d.vm.as_ref().expect("a VM");
     let sent = serde_json::to_value(vm).unwrap();
     let template = &sent["spec"]["template"]["spec"];
@@ -179,30 +181,15 @@ async fn a_vm_with_hot_plugged_disks_is_stored_as_sent() {
     let cp = Fixture::new().with_fixture_crds().shared().await;
     let client = cp.client().await.expect("admin client");
     let ns = cp.namespace("kubevirt-hotplug").await.expect("namespace");
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/debian-http.yaml"),
-    )
-    .expect("example");
-    let mut machine: Machine = serde_yaml::from_str(&text).expect("example YAML");
-    machine.metadata.namespace = Some(ns.clone());
-    machine.metadata.uid = Some("0a1b2c3d-0000-4000-8000-0000000012e4".into());
+    let mut machine = example(
+        "debian-http.yaml",
+        &ns,
+        "0a1b2c3d-0000-4000-8000-0000000012e4",
+    );
     machine.spec.disks.push(
         serde_json::from_value(serde_json::json!({"name": "logs", "size": "1Gi"})).expect("disk"),
     );
-    let spec = resolve(&machine.spec, None, &Catalog::default()).spec;
-    let d = desired::derive(&Inputs {
-        machine: &machine,
-        spec: &spec,
-        network_configurations: &BTreeMap::new(),
-        storage_classes: &BTreeSet::new(),
-        source_secret: None,
-        network_policy: &Default::default(),
-        eviction_strategy: kubevirt_operator::api::placement::DEFAULT_EVICTION_STRATEGY,
-        label_prefixes: &[],
-        copy_user_data: false,
-        hardware: &Default::default(),
-        pins: &Default::default(),
-    });
+    let (spec, d) = derive(&machine);
     let mut vm = d.vm.expect("a VM");
     let plan = hotplug::Plan {
         hotplugged: spec.disks.iter().map(|d| d.name.clone()).collect(),
