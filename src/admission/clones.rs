@@ -18,7 +18,7 @@ use crate::api::clone_from::Named;
 use crate::api::names::KUBEVIRT_CONFIG_ANNOTATION;
 use crate::api::snapshots::MachineSnapshot;
 use crate::api::{Machine, MachineSpec};
-use crate::machine::clones::{self, Copies, SourceMachine};
+use crate::machine::clones::{self, Copies, FROM, FROM_MACHINE, FROM_SNAPSHOT, SourceMachine};
 use crate::machine::placement;
 use crate::machine::{FieldError, FieldPath};
 use crate::reconciler::apis::snapshot::{VirtualMachineSnapshot, VirtualMachineSnapshotContent};
@@ -28,9 +28,6 @@ use super::decide::{Admission, invalid};
 use super::refusals::{forbidden, unchecked};
 use super::review::{Request, Verdict};
 use super::status::internal;
-
-const MACHINE_FIELD: &str = "spec.cloneFrom.machine";
-const SNAPSHOT_FIELD: &str = "spec.cloneFrom.snapshot";
 
 /// The spec a CREATE names a clone source in; `None` for anything else (left to `verdict`).
 fn requested(req: &Request) -> Option<MachineSpec> {
@@ -64,7 +61,7 @@ pub async fn expand(
         deadline,
     };
     let found = match clones::source_of(&spec) {
-        Some(Named::Machine(name)) => reader.machine(name, MACHINE_FIELD).await,
+        Some(Named::Machine(name)) => reader.machine(name, FROM_MACHINE).await,
         Some(Named::Snapshot(name)) => reader.snapshot(name).await,
         None => return verdict,
     };
@@ -73,13 +70,13 @@ pub async fn expand(
         Err(denial) => return *denial,
     };
     let placed = placement::of(&machine, None);
+    // Where the new Machine goes, as the mutating webhook places it (its annotation, else the
+    // default KubevirtConfig).
     let raw = req.object.as_ref().unwrap_or(&Value::Null);
-    let cluster = (raw.pointer("/metadata/annotations"))
+    let annotation = (raw.pointer("/metadata/annotations"))
         .and_then(|a| a.get(KUBEVIRT_CONFIG_ANNOTATION))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| admission.default_cluster().map(str::to_owned))
-        .filter(|c| !c.is_empty());
+        .and_then(Value::as_str);
+    let target = placement::placement(annotation, None, false, admission.default_cluster());
     let name = machine.metadata.name.clone().unwrap_or_default();
     let copies = match &snapshot {
         None => Copies::Claims,
@@ -91,7 +88,7 @@ pub async fn expand(
         cluster: placed.remote(),
         copies,
     };
-    let filled = match clones::fill(&from, &spec, cluster.as_deref()) {
+    let filled = match clones::fill(&from, &spec, target.remote()) {
         Ok(filled) => filled,
         Err(errors) => return Verdict::deny(invalid(&req.name, &errors)),
     };
@@ -112,7 +109,7 @@ pub fn unfilled(req: &Request, verdict: Verdict) -> Verdict {
     if !verdict.allowed || requested(req).is_none() {
         return verdict;
     }
-    let field = FieldPath::new("spec.cloneFrom");
+    let field = FieldPath::new(FROM);
     let error = FieldError::forbidden(
         &field,
         "this webhook has no cluster access to read the source (the standalone webhook \
@@ -199,7 +196,7 @@ impl Reader<'_> {
     /// The MachineSnapshot `name`'s Machine and each disk's VolumeSnapshot in it, its author
     /// allowed to `get` both.
     async fn snapshot(&self, name: &str) -> Result<(Machine, Option<Snap>), Denied> {
-        let field = SNAPSHOT_FIELD;
+        let field = FROM_SNAPSHOT;
         self.ask(source_snapshot(self.namespace(), name)).await?;
         let Some(snap) = self.read::<MachineSnapshot>(field, name).await? else {
             let ns = self.namespace();

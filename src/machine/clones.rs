@@ -13,8 +13,8 @@
 //!
 //! Never taken: `running` and `runStrategy` (the new Machine's: `Halted` lets it be re-addressed
 //! before its first boot), CD-ROMs (installer media), `snapshots` (a schedule is per Machine),
-//! `gpus` and `hostDevices` (the class's). The VM's firmware UUID is KubeVirt's, derived from the
-//! VM's name, so a clone (another name) gets its own.
+//! `gpus` and `hostDevices` (the class's). The firmware UUID is never written: KubeVirt gives
+//! the clone's VM, a new VM, one of its own.
 
 use std::collections::BTreeMap;
 
@@ -52,9 +52,9 @@ pub enum Copies<'a> {
 }
 
 /// `spec.cloneFrom` and its fields, as errors name them.
-const FROM: &str = "spec.cloneFrom";
-const FROM_MACHINE: &str = "spec.cloneFrom.machine";
-const FROM_SNAPSHOT: &str = "spec.cloneFrom.snapshot";
+pub const FROM: &str = "spec.cloneFrom";
+pub const FROM_MACHINE: &str = "spec.cloneFrom.machine";
+pub const FROM_SNAPSHOT: &str = "spec.cloneFrom.snapshot";
 
 /// The rules on `spec.cloneFrom` itself: exactly one source, named like a Kubernetes object.
 pub fn errors(spec: &MachineSpec) -> Vec<FieldError> {
