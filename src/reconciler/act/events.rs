@@ -3,7 +3,9 @@
 //! waiting for a restart instead).
 
 pub use crate::reconciler::decide::notices::{Notice, notices};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, Recorder, Reporter};
+
+use crate::reconciler::decide::eviction::EVICTION_REQUESTED;
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
@@ -103,6 +105,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
+    use kube::runtime::events::EventType;
 
     fn status(phase: &str, conds: &[(&str, &str, &str)]) -> MachineStatus {
         MachineStatus {
