@@ -2,93 +2,14 @@
 //! the VM being created, the Machine starting to run or stopping, and disks hot-plugged (or
 //! waiting for a restart instead).
 
+pub use crate::reconciler::decide::notices::{Notice, notices};
+use kube::runtime::events::{Event, Recorder, Reporter};
+
 use crate::reconciler::decide::eviction::EVICTION_REQUESTED;
-use crate::reconciler::decide::node::NODE_UNREACHABLE;
-use crate::reconciler::decide::{guest, hotplug, migration};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Machine, MachineStatus};
 use crate::telemetry::metrics::{Eviction, Metrics};
-
-use crate::reconciler::decide::status::{condition, phase, reason};
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Notice {
-    pub type_: EventType,
-    pub reason: String,
-    pub note: String,
-}
-
-/// Events for the change from `old` to `new`; none when nothing of note changed, so a Machine
-/// stuck on one problem is reported once, not on every retry.
-pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> {
-    let old_conditions = old.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
-    let mut out = Vec::new();
-    for c in &new.conditions {
-        let before = old_conditions.iter().find(|o| o.type_ == c.type_);
-        let unchanged = before.is_some_and(|o| o.status == c.status && o.reason == c.reason);
-        if c.type_ == condition::READY {
-            // It mirrors the others, but for a dead node, which only it says.
-            if c.reason == NODE_UNREACHABLE && c.status == "False" && !unchanged {
-                out.push(Notice {
-                    type_: EventType::Warning,
-                    reason: c.reason.clone(),
-                    note: c.message.clone(),
-                });
-            }
-            continue;
-        }
-        if unchanged {
-            continue;
-        }
-        // Waiting, not failing: a claim binding, a VM waiting for them, a guest agent starting.
-        let waiting = matches!(
-            c.reason.as_str(),
-            reason::PVC_PENDING | reason::VM_PENDING | guest::AGENT_NOT_CONNECTED
-        );
-        // A drain reaching the VM is news while it holds, not a failure of the Machine's.
-        let drained = c.type_ == EVICTION_REQUESTED && c.status == "True";
-        if (c.status == "False" && !waiting) || drained {
-            out.push(Notice {
-                type_: EventType::Warning,
-                reason: c.reason.clone(),
-                note: c.message.clone(),
-            });
-        } else if c.type_ == condition::VIRTUAL_MACHINE_READY && c.reason == reason::VM_CREATED {
-            out.push(Notice {
-                type_: EventType::Normal,
-                reason: c.reason.clone(),
-                note: c.message.clone(),
-            });
-        }
-    }
-    let old_phase = old.and_then(|s| s.phase.as_deref());
-    if let Some(p @ (phase::RUNNING | phase::STOPPED)) = new.phase.as_deref()
-        && old_phase != Some(p)
-    {
-        out.push(Notice {
-            type_: EventType::Normal,
-            reason: p.to_owned(),
-            note: format!("Machine is {}", p.to_lowercase()),
-        });
-    }
-    out.extend(
-        (hotplug::events(old, new).into_iter()).map(|(reason, note)| Notice {
-            type_: EventType::Normal,
-            reason,
-            note,
-        }),
-    );
-    let old_migration = old.and_then(|s| s.migration.as_ref());
-    let migration = migration::events(old_migration, new.migration.as_ref());
-    out.extend(migration.into_iter().map(|(type_, reason, note)| Notice {
-        type_,
-        reason: reason.to_owned(),
-        note,
-    }));
-    out
-}
 
 /// The API server refuses Event notes over 1 KiB; longer messages are cut (at a character
 /// boundary) and marked, so a long problem is still announced.
@@ -184,6 +105,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
+    use kube::runtime::events::EventType;
 
     fn status(phase: &str, conds: &[(&str, &str, &str)]) -> MachineStatus {
         MachineStatus {

@@ -26,6 +26,7 @@ pub mod hotplug;
 pub mod key_start;
 pub mod migration;
 pub mod node;
+pub mod notices;
 pub mod ownership;
 pub mod placement;
 pub mod problem;
