@@ -18,7 +18,7 @@ use crate::telemetry::metrics::Controller as ControllerLabel;
 use super::context::Context;
 use super::metrics::{self as reconcile_metrics, CONTROLLER};
 use super::restart_budget::RestartBudget;
-use super::status;
+use super::status::{self, Refusal, Worked};
 use crate::reconciler::decide::cleanup::Wait;
 use crate::reconciler::error::Error;
 use crate::reconciler::store::packed::Packed;
@@ -164,38 +164,42 @@ async fn reconcile_machine(machine: &Machine, ctx: &Context) -> Result<Reconcile
     // While its remote cluster cannot be worked on, or (remote) its namespace there is not the
     // operator's (`NamespaceConflict`), nothing is made, changed or deleted anywhere, and the
     // status says why (`ClusterReady=False`): the Machine is blocked.
-    let refused = match &cluster {
-        Err((name, why)) => {
-            let message = cluster_message.unwrap_or_else(|| why.message.clone());
-            Some((name.clone(), why.reason.clone(), message))
-        }
-        Ok(cluster) => act::remote::namespace(cluster, &ns).await?.map(|why| {
-            let name = cluster.name.clone().unwrap_or_default();
-            (name, why.reason, why.message)
+    let cluster = match cluster {
+        Err((name, why)) => Err(Refusal {
+            cluster: name,
+            reason: why.reason.clone(),
+            message: cluster_message.unwrap_or_else(|| why.message.clone()),
         }),
+        Ok(cluster) => match act::remote::namespace(&cluster, &ns).await? {
+            Some(why) => Err(Refusal {
+                cluster: cluster.name.clone().unwrap_or_default(),
+                reason: why.reason,
+                message: why.message,
+            }),
+            None => Ok(cluster),
+        },
     };
-    let (Ok(cluster), None) = (cluster, &refused) else {
-        if let Some((name, reason, message)) = &refused {
-            status::unready(ctx, machine, (name, reason, message)).await?;
+    let (observed, acted);
+    let worked = match cluster {
+        Err(refusal) => Worked::Refused(refusal),
+        Ok(ref cluster) => {
+            observed = observe::observe(machine, sized, &catalog, ctx, cluster).await?;
+            let mut decision = decide::decide(&observed, &catalog, &cluster.key);
+            // The restart budget lets a restart go ahead or holds it back, before anything is
+            // acted on.
+            let budget: &RestartBudget = &ctx.settings.restart_budget;
+            let budget = budget.gate(
+                &ctx.settings.metrics,
+                machine,
+                decision.vmi.as_ref(),
+                &mut decision.restart,
+                k8s_openapi::jiff::Timestamp::now(),
+            );
+            acted = act::act(ctx, cluster, &observed, (decision, budget)).await?;
+            Worked::Acted(cluster, &observed, &acted)
         }
-        return Ok(Reconciled {
-            blocked: true,
-            write_status_in: None,
-        });
     };
-    let observed = observe::observe(machine, sized, &catalog, ctx, &cluster).await?;
-    let mut decision = decide::decide(&observed, &catalog, &cluster.key);
-    // The restart budget lets a restart go ahead or holds it back, before anything is acted on.
-    let budget: &RestartBudget = &ctx.settings.restart_budget;
-    let budget = budget.gate(
-        &ctx.settings.metrics,
-        machine,
-        decision.vmi.as_ref(),
-        &mut decision.restart,
-        k8s_openapi::jiff::Timestamp::now(),
-    );
-    let acted = act::act(ctx, &cluster, &observed, (decision, budget)).await?;
-    let settled = status::settle(ctx, &cluster, &observed, acted).await?;
+    let settled = status::settle(ctx, machine, worked).await?;
     if let Some(phase) = settled.status.phase.as_deref() {
         tracing::Span::current().record("phase", phase);
     }
