@@ -296,8 +296,9 @@ fn limit(n: u32) -> String {
     }
 }
 
-/// The state a new leader starts from: what the Machines' `RestartPending` conditions say.
-pub fn rebuild<'a>(machines: impl IntoIterator<Item = (Key, &'a [Condition])>) -> State {
+/// The state a new leader starts from: what the Machines' `RestartPending` conditions say,
+/// each Machine's conditions taken as they come (its caller decodes one Machine at a time).
+pub fn rebuild(machines: impl IntoIterator<Item = (Key, Vec<Condition>)>) -> State {
     let mut state = State::default();
     for (key, conditions) in machines {
         let Some(c) = conditions.iter().find(|c| c.type_ == RESTART_PENDING) else {

@@ -297,9 +297,9 @@ fn the_condition_says_the_place_and_the_budget_and_a_new_leader_reads_it_back() 
         ..cond(&held, 0)
     }];
     let rebuilt = rebuild([
-        (k.clone(), &queued[..]),
-        (key("a", "r1"), &restarting[..]),
-        (key("a", "other"), &other[..]),
+        (k.clone(), queued.to_vec()),
+        (key("a", "r1"), restarting.to_vec()),
+        (key("a", "other"), other.to_vec()),
     ]);
     assert_eq!(rebuilt.queue, s.queue);
     assert_eq!(
