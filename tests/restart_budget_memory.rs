@@ -56,7 +56,11 @@ fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
 /// A Machine as the cache holds it after a reconcile: a spec with disks and networks, and a
 /// status with conditions; every 100th waits for a restart (`RestartPending=True`).
 fn machine(i: usize) -> Machine {
-    let pending = if i.is_multiple_of(100) { "True" } else { "False" };
+    let pending = if i.is_multiple_of(100) {
+        "True"
+    } else {
+        "False"
+    };
     let conditions: Vec<_> = ["Ready", "StorageReady", "NetworkReady", "RestartPending"]
         .iter()
         .map(|t| {
