@@ -4,7 +4,7 @@
 //! - A new leader's restart budget is rebuilt from the cached Machines' `RestartPending`
 //!   conditions at its first restart decision, when every cache has just been filled: the
 //!   operator's busiest moment. Decoding all the Machines first held every Machine decoded at
-//!   once (some 45 MB at 10,000, the largest part of the peak). The rebuild decodes one at a
+//!   once (some 55 MB at 10,000, the largest part of the peak). The rebuild decodes one at a
 //!   time: rebuilding from 2,000 may hold at most a few decoded Machines' worth.
 //! - The check of `--restore-pause-image` compiled oci-spec's reference pattern, whose Unicode
 //!   `\w` made some 7 MB, held for the process's life. The check's pattern is ASCII, as the

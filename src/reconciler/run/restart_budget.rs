@@ -79,10 +79,12 @@ impl RestartBudget {
     }
 }
 
+/// A new leader's budget, from the `RestartPending` conditions of the Machines the `machines`
+/// caches hold (public for `tests/memory_peaks.rs`).
 pub fn rebuild_from(machines: &[Store<Packed<Machine>>]) -> State {
     // One Machine decoded at a time, and dropped before the next: decoding them all first held
-    // every Machine at once (some 45 MB at 10,000) at a new leader's busiest moment, the peak
-    // of the operator's memory.
+    // every Machine at once (some 55 MB at 10,000) at a new leader's busiest moment, the peak
+    // of the operator's heap.
     let conditions = (machines.iter()).flat_map(|s| s.state()).filter_map(|p| {
         let m = p.unpack().ok()?;
         let key = (m.namespace().unwrap_or_default(), m.name_any());
