@@ -28,6 +28,7 @@ use crate::reconciler::apis::kubevirt::VirtualMachine;
 use crate::reconciler::apis::multus::NetworkAttachmentDefinition;
 use crate::reconciler::decide::Decision;
 use crate::reconciler::decide::held;
+use crate::reconciler::decide::notices::Notice;
 use crate::reconciler::decide::problem::{Kind, Problem};
 use crate::reconciler::decide::restart_budget::Gate;
 use crate::reconciler::decide::status::reason;
@@ -262,11 +263,11 @@ fn data_volume_write_problem(name: String, clone: bool, e: &kube::Error) -> Prob
 }
 
 /// A Normal Event for each released claim or DataVolume adopted (its write did not fail).
-fn adoption_notices(adopting: &[(Kind, String)], problems: &[Problem]) -> Vec<events::Notice> {
-    let notices: Vec<events::Notice> = adopting
+fn adoption_notices(adopting: &[(Kind, String)], problems: &[Problem]) -> Vec<Notice> {
+    let notices: Vec<Notice> = adopting
         .iter()
         .filter(|(_, name)| !problems.iter().any(|p| p.failed_volume() == Some(name)))
-        .map(|(kind, name)| events::Notice {
+        .map(|(kind, name)| Notice {
             type_: kube::runtime::events::EventType::Normal,
             reason: reason::ADOPTED.to_owned(),
             note: format!(

@@ -14,7 +14,7 @@ use crate::reconciler::decide::restart_budget::{Gate, RESTART_PENDING};
 use crate::reconciler::run::cluster::Cluster;
 
 use super::delete_exact;
-use super::events::Notice;
+use crate::reconciler::decide::notices::Notice;
 
 /// The Event reason of a restart.
 pub const RESTARTED: &str = "Restarted";

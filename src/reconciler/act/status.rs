@@ -13,6 +13,7 @@ use crate::api::{Machine, MachineStatus};
 
 use super::events;
 use crate::reconciler::FIELD_MANAGER;
+use crate::reconciler::decide::notices::{Notice, notices};
 use crate::reconciler::decide::status_write;
 use crate::reconciler::error::Error;
 use crate::reconciler::run::context::Context;
@@ -28,7 +29,7 @@ pub async fn write(
     old: Option<&MachineStatus>,
     new: MachineStatus,
     now: Instant,
-    adjust: impl FnOnce(&mut Vec<events::Notice>, &MachineStatus),
+    adjust: impl FnOnce(&mut Vec<Notice>, &MachineStatus),
 ) -> Result<MachineStatus, Error> {
     let key = key_of(machine);
     let served = &ctx.settings.served_status;
@@ -53,7 +54,7 @@ pub async fn write(
         resource_version = version.as_deref().unwrap_or_default(),
         "status updated"
     );
-    let mut notices = events::notices(old, &new);
+    let mut notices = notices(old, &new);
     adjust(&mut notices, &new);
     let to = (&ctx.events, ctx.settings.metrics.as_ref());
     events::announce_status(to, machine, &new, notices);

@@ -86,3 +86,93 @@ pub fn notices(old: Option<&MachineStatus>, new: &MachineStatus) -> Vec<Notice> 
     }));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn status(phase: &str, conds: &[(&str, &str, &str)]) -> MachineStatus {
+        MachineStatus {
+            phase: Some(phase.into()),
+            conditions: conds
+                .iter()
+                .map(|(t, s, r)| Condition {
+                    type_: (*t).into(),
+                    status: (*s).into(),
+                    reason: (*r).into(),
+                    message: format!("{r} message"),
+                    last_transition_time: Time(Timestamp::UNIX_EPOCH),
+                    observed_generation: None,
+                })
+                .collect(),
+            ..MachineStatus::default()
+        }
+    }
+
+    fn reasons(n: &[Notice]) -> Vec<(EventType, &str)> {
+        n.iter().map(|n| (n.type_, n.reason.as_str())).collect()
+    }
+
+    #[test]
+    fn a_new_problem_is_a_warning_once() {
+        let blocked = status(
+            "Pending",
+            &[
+                ("Ready", "False", "StorageClassNotFound"),
+                ("VirtualMachineReady", "False", "VMPending"),
+                ("StorageReady", "False", "StorageClassNotFound"),
+            ],
+        );
+        let n = notices(None, &blocked);
+        assert_eq!(reasons(&n), [(EventType::Warning, "StorageClassNotFound")]);
+        assert_eq!(n[0].note, "StorageClassNotFound message");
+        assert!(
+            notices(Some(&blocked), &blocked).is_empty(),
+            "not again on retry"
+        );
+    }
+
+    #[test]
+    fn creation_and_running_are_normal_events() {
+        let creating = status("Creating", &[("VirtualMachineReady", "True", "VMCreated")]);
+        assert_eq!(
+            reasons(&notices(None, &creating)),
+            [(EventType::Normal, "VMCreated")]
+        );
+        let running = status("Running", &[("VirtualMachineReady", "True", "VMCreated")]);
+        assert_eq!(
+            reasons(&notices(Some(&creating), &running)),
+            [(EventType::Normal, "Running")]
+        );
+        let stopped = status("Stopped", &[("VirtualMachineReady", "True", "VMCreated")]);
+        assert_eq!(
+            reasons(&notices(Some(&running), &stopped)),
+            [(EventType::Normal, "Stopped")]
+        );
+    }
+
+    #[test]
+    fn a_changed_reason_is_reported() {
+        let a = status(
+            "Creating",
+            &[("VirtualMachineReady", "False", "InsufficientResources")],
+        );
+        let b = status(
+            "Creating",
+            &[("VirtualMachineReady", "False", "KubeVirtApiError")],
+        );
+        assert_eq!(
+            reasons(&notices(Some(&a), &b)),
+            [(EventType::Warning, "KubeVirtApiError")]
+        );
+        let pending = status("Creating", &[("StorageReady", "False", "PVCPending")]);
+        assert!(
+            notices(Some(&a), &pending)
+                .iter()
+                .all(|n| n.reason != "PVCPending"),
+            "waiting is not a problem"
+        );
+    }
+}

@@ -13,9 +13,9 @@ use crate::api::{MachineSpec, MachineStatus};
 
 use super::desired::meta::pvc_name;
 use super::provisioning::{self, Sourced, Verdict};
-use crate::reconciler::act::events::Notice;
 use crate::reconciler::apis::cdi::DataVolume;
 use crate::reconciler::apis::kubevirt::VirtualMachine;
+use crate::reconciler::decide::notices::Notice;
 
 /// A disk with a source or a CD-ROM: a DataVolume named like its claim.
 pub struct SourcedVolume<'a> {

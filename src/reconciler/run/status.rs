@@ -21,6 +21,7 @@ use super::watches::key_of;
 use crate::reconciler::act::{self, Acted};
 use crate::reconciler::apis::kubevirt::VirtualMachineInstance;
 use crate::reconciler::decide::desired::meta::pvc_name;
+use crate::reconciler::decide::notices::Notice;
 use crate::reconciler::decide::status::{self, Reconciled};
 use crate::reconciler::decide::status_write::{self, StatusWrite};
 use crate::reconciler::decide::volumes::{self, Provisioning, Seen};
@@ -102,7 +103,7 @@ pub async fn settle(
         StatusWrite::Now => {
             let ns = machine.namespace().unwrap_or_default();
             let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-            let adjust = |notices: &mut Vec<act::events::Notice>, new: &MachineStatus| {
+            let adjust = |notices: &mut Vec<Notice>, new: &MachineStatus| {
                 if let Some(d) = &disks {
                     d.adjust(notices, old, new);
                 }
@@ -210,12 +211,7 @@ impl<'a> Disks<'a> {
     /// The provisioning Events for the change from `old` to `new`, in place of the failing
     /// verdict's own: CDI's steps are announced by their own Events (a start, not a Warning per
     /// phase).
-    fn adjust(
-        &self,
-        notices: &mut Vec<act::events::Notice>,
-        old: Option<&MachineStatus>,
-        new: &MachineStatus,
-    ) {
+    fn adjust(&self, notices: &mut Vec<Notice>, old: Option<&MachineStatus>, new: &MachineStatus) {
         let verdict = self.provisioning.verdict.as_ref();
         if let Some(v) = verdict.filter(|v| !v.ready) {
             notices.retain(|n| n.reason != v.reason);

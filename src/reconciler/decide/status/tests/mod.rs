@@ -271,14 +271,14 @@ fn eviction_requested_shows_while_a_drain_holds_the_vm_and_says_its_reason() {
         ("True", "ExternalEviction", "node n1 is being drained")
     );
     // Announced once, as a Warning with the same reason word.
-    let notices = crate::reconciler::act::events::notices(Some(&plain), &drained);
+    let notices = crate::reconciler::decide::notices::notices(Some(&plain), &drained);
     assert!(
         notices
             .iter()
             .any(|n| n.reason == "ExternalEviction" && n.note == "node n1 is being drained"),
         "{notices:?}"
     );
-    assert!(crate::reconciler::act::events::notices(Some(&drained), &drained).is_empty());
+    assert!(crate::reconciler::decide::notices::notices(Some(&drained), &drained).is_empty());
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn a_dead_node_turns_ready_false_keeps_the_other_conditions_and_is_announced_onc
         );
     }
 
-    let notices = crate::reconciler::act::events::notices(Some(&running), &dead);
+    let notices = crate::reconciler::decide::notices::notices(Some(&running), &dead);
     assert_eq!(
         notices
             .iter()
@@ -61,7 +61,7 @@ fn a_dead_node_turns_ready_false_keeps_the_other_conditions_and_is_announced_onc
         )]
     );
     let later = c.status(Some(&dead), t(120));
-    assert!(crate::reconciler::act::events::notices(Some(&dead), &later).is_empty());
+    assert!(crate::reconciler::decide::notices::notices(Some(&dead), &later).is_empty());
 
     // The node comes back: Ready is Running again.
     c.node = None;
